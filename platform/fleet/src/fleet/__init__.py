@@ -1,0 +1,1 @@
+"""Meridian's fleet model: the spec, machine catalog, capacity math and address planner."""

@@ -1,0 +1,62 @@
+"""Capacity arithmetic: nodes, GPUs, vCPUs and memory per pool, region and fleet."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from fleet.catalog import MACHINE_TYPES, MachineType
+from fleet.model import Fleet, GpuPool, Region
+
+
+@dataclass(frozen=True)
+class Capacity:
+    nodes: int = 0
+    gpus: int = 0
+    vcpus: int = 0
+    memory_gb: int = 0
+    gpus_by_type: Counter[str] = field(default_factory=Counter)
+
+    def __add__(self, other: Capacity) -> Capacity:
+        return Capacity(
+            nodes=self.nodes + other.nodes,
+            gpus=self.gpus + other.gpus,
+            vcpus=self.vcpus + other.vcpus,
+            memory_gb=self.memory_gb + other.memory_gb,
+            gpus_by_type=self.gpus_by_type + other.gpus_by_type,
+        )
+
+
+def of_machines(machine: MachineType | None, nodes: int) -> Capacity:
+    """Capacity of `nodes` machines; an unknown machine type counts nodes only."""
+    if machine is None:
+        return Capacity(nodes=nodes)
+    by_type = Counter({machine.gpu_type: machine.gpus * nodes}) if machine.gpu_type else Counter[str]()
+    return Capacity(nodes, machine.gpus * nodes, machine.vcpus * nodes, machine.memory_gb * nodes, by_type)
+
+
+def total(parts: Iterable[Capacity]) -> Capacity:
+    return sum(parts, Capacity())
+
+
+def pool_capacity(pool: GpuPool) -> Capacity:
+    return of_machines(MACHINE_TYPES.get(pool.machine_type), pool.nodes)
+
+
+def system_capacity(region: Region) -> Capacity:
+    pool = region.system_pool
+    return of_machines(MACHINE_TYPES.get(pool.machine_type), pool.nodes_per_zone * len(region.zones))
+
+
+def gpu_capacity(region: Region) -> Capacity:
+    return total(pool_capacity(p) for p in region.gpu_pools)
+
+
+def region_capacity(region: Region) -> Capacity:
+    """GPU pools and the system pool together."""
+    return gpu_capacity(region) + system_capacity(region)
+
+
+def fleet_capacity(fleet: Fleet) -> Capacity:
+    return total(region_capacity(r) for r in fleet.regions)

@@ -1,0 +1,256 @@
+"""The fleet spec as typed data (pydantic v2).
+
+Field-level rules (shapes, names, formats) live here; rules that relate one
+part of the spec to another live in `rules.py`, and address ranges in
+`planner.py`, so that each reports every problem it finds with its path.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from ipaddress import IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from fleet.catalog import MACHINE_TYPES, MachineType
+
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+_BUCKET = re.compile(r"[a-z0-9][-_a-z0-9]{1,61}[a-z0-9]")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]{2,}")
+_SEMVER = re.compile(r"\d+\.\d+\.\d+")
+_DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+_HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+
+
+def _matching(pattern: re.Pattern[str], fix: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} {fix}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _dns1035(max_len: int) -> AfterValidator:
+    def check(value: str) -> str:
+        if not _DNS1035.fullmatch(value) or len(value) > max_len:
+            raise ValueError(
+                f"{value!r} is not a valid name: use at most {max_len} lowercase letters, digits "
+                "and '-', starting with a letter and not ending with '-' (DNS-1035)"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _cidr(value: object) -> IPv4Network:
+    if isinstance(value, IPv4Network):
+        return value
+    try:
+        loose = IPv4Network(str(value), strict=False)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 range; write it in CIDR form, e.g. 10.0.0.0/20") from None
+    if str(loose) != str(value):
+        raise ValueError(f"{value!r} has host bits set; write {loose}")
+    return loose
+
+
+Name = Annotated[str, _dns1035(63)]
+PoolName = Annotated[str, _dns1035(40)]  # GKE node pool names are at most 40 characters
+Range = Annotated[IPv4Network, BeforeValidator(_cidr)]
+BucketName = Annotated[
+    str, _matching(_BUCKET, "is not a valid bucket name: 3-63 lowercase letters, digits, '-' or '_'")
+]
+Version = Annotated[str, _matching(_SEMVER, "is not a pinned version; write MAJOR.MINOR.PATCH, e.g. 1.7.0")]
+Image = Annotated[
+    str,
+    _matching(_DIGEST, "is not pinned by digest; append @sha256:<64 hex digits> (tags can be moved)"),
+]
+Email = Annotated[str, _matching(_EMAIL, "is not an email address; use the team's Google group")]
+Count = Annotated[int, Field(ge=0)]
+
+
+class Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Channel(StrEnum):
+    RAPID = "RAPID"
+    REGULAR = "REGULAR"
+    STABLE = "STABLE"
+    EXTENDED = "EXTENDED"
+
+
+class Project(Base):
+    id: Annotated[
+        str,
+        _matching(_PROJECT_ID, "is not a project id: 6-30 lowercase letters, digits or '-', starting with a letter"),
+    ]
+    organization_id: Annotated[str, _matching(re.compile(r"\d{6,20}"), "is not an organization id (digits only)")]
+    state_bucket: BucketName  # Terraform remote state, one prefix per stack
+
+
+class Versions(Base):
+    gke_channel: Channel
+    kuberay: Version
+    kueue: Version
+    argocd: Version
+    warden_image: Image
+    trainer_image: Image
+
+
+class Registry(Base):
+    location: Annotated[str, _matching(re.compile(r"[a-z]+[-a-z0-9]*"), "is not an Artifact Registry location")]
+    repository: Name
+
+    def url(self, project: str) -> str:
+        return f"{self.location}-docker.pkg.dev/{project}/{self.repository}"
+
+
+class Weekday(StrEnum):
+    MO = "MO"
+    TU = "TU"
+    WE = "WE"
+    TH = "TH"
+    FR = "FR"
+    SA = "SA"
+    SU = "SU"
+
+
+class MaintenanceWindow(Base):
+    """A weekly recurring window, in UTC."""
+
+    days: tuple[Weekday, ...] = Field(min_length=1)
+    start_utc: Annotated[str, _matching(_HHMM, "is not a time of day; write HH:MM in UTC, e.g. 04:00")]
+    hours: int = Field(ge=4, le=24)
+
+
+class Exclusion(Base):
+    name: Name
+    start: str
+    end: str
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_MINOR_OR_NODE_UPGRADES"
+
+
+class Cluster(Base):
+    name: Annotated[str, _dns1035(40)] | None = None  # default: <fleet>-<region>
+    release_channel: Channel | None = None  # default: versions.gke_channel
+    maintenance_window: MaintenanceWindow
+    maintenance_exclusions: tuple[Exclusion, ...] = ()
+
+
+class CapacityMode(StrEnum):
+    RESERVATION = "reservation"  # SPECIFIC_RESERVATION affinity, optionally on reservation blocks
+    FLEX_START = "flex_start"  # queued provisioning (Dynamic Workload Scheduler)
+    SPOT = "spot"
+    ON_DEMAND = "on_demand"
+
+
+class Capacity(Base):
+    mode: CapacityMode
+    reservation: str | None = None  # name, or projects/<p>/reservations/<name> for a shared one
+    blocks: tuple[str, ...] = ()  # reservation blocks inside the reservation
+
+
+class GpuPool(Base):
+    name: PoolName
+    machine_type: str
+    zone: str
+    nodes: int = Field(ge=1, le=4096)  # fixed size; for flex_start the most it scales to
+    capacity: Capacity
+    team: Name | None = None  # dedicated to one team; None: shared by every team
+    max_pods_per_node: int = Field(default=32, ge=8, le=256)
+
+    @property
+    def machine(self) -> MachineType:
+        return MACHINE_TYPES[self.machine_type]
+
+
+class SystemPool(Base):
+    machine_type: str
+    nodes_per_zone: int = Field(ge=1, le=100)
+    max_pods_per_node: int = Field(default=110, ge=8, le=256)
+
+    @property
+    def machine(self) -> MachineType:
+        return MACHINE_TYPES[self.machine_type]
+
+
+class RegionNetwork(Base):
+    """Explicit ranges; each one left out is planned."""
+
+    nodes: Range | None = None
+    pods: Range | None = None
+    services: Range | None = None
+    gvnic: Range | None = None
+    control_plane: Range | None = None
+    rdma: dict[str, tuple[Range, ...]] = {}  # GPU zone -> its 8 RDMA subnets
+
+
+class Region(Base):
+    name: str
+    zones: tuple[str, ...] = Field(min_length=1)
+    cluster: Cluster
+    system_pool: SystemPool
+    gpu_pools: tuple[GpuPool, ...] = ()
+    network: RegionNetwork = RegionNetwork()
+
+
+class NetworkPlan(Base):
+    """How planned ranges are cut. Changing any of these moves planned ranges."""
+
+    supernet: Range = IPv4Network("10.0.0.0/8")
+    region_prefix: int = Field(default=12, ge=8, le=24)
+    pod_prefix: int = Field(default=13, ge=8, le=24)
+    node_prefix: int = Field(default=20, ge=16, le=28)
+    service_prefix: int = Field(default=20, ge=16, le=27)
+    gvnic_prefix: int = Field(default=20, ge=16, le=28)
+    rdma_subnet_prefix: int = Field(default=22, ge=16, le=28)
+    rdma_zone_slots: int = Field(default=4, ge=1, le=8)  # zones per region that can hold RDMA subnets
+
+
+class DatasetBucket(Base):
+    name: BucketName
+    location: str  # GCS location: a region or a multi-region such as US
+
+
+class Buckets(Base):
+    checkpoint_prefix: BucketName  # one regional bucket per region: <prefix>-<region>
+    staged_retention_days: int = Field(default=7, ge=1, le=365)
+    datasets: tuple[DatasetBucket, ...] = ()
+
+    def checkpoint_bucket(self, region: str) -> str:
+        return f"{self.checkpoint_prefix}-{region}"
+
+
+class Priority(Base):
+    name: Name
+    value: int = Field(ge=-(2**31), le=10**9)
+
+
+class Team(Base):
+    name: Name
+    group: Email
+    priority: str
+    quota: dict[str, Count] = {}  # region -> nominal GPUs
+
+
+class Fleet(Base):
+    name: Annotated[str, _dns1035(20)]
+    project: Project
+    versions: Versions
+    registry: Registry
+    network: NetworkPlan = NetworkPlan()
+    buckets: Buckets
+    priorities: tuple[Priority, ...] = Field(min_length=1)
+    regions: tuple[Region, ...] = Field(min_length=1)
+    teams: tuple[Team, ...] = Field(min_length=1)
+
+    def cluster_name(self, region: Region) -> str:
+        return region.cluster.name or f"{self.name}-{region.name}"
+
+    def release_channel(self, region: Region) -> Channel:
+        return region.cluster.release_channel or self.versions.gke_channel

@@ -1,0 +1,217 @@
+"""Rules that relate one part of the fleet spec to another.
+
+Each rule returns Problems with the path of the value to change. Address
+ranges are checked by the planner.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from fleet.capacity import region_capacity
+from fleet.catalog import MACHINE_TYPES, REGIONS
+from fleet.model import CapacityMode, Fleet, GpuPool, Region
+from fleet.problems import Path, Problem
+
+
+def check(fleet: Fleet) -> list[Problem]:
+    problems: list[Problem] = []
+    for rule in (_regions, _pools, _teams, _priorities, _images, _names):
+        problems.extend(rule(fleet))
+    return problems
+
+
+def one_of(options: Iterable[str], value: str = "") -> str:
+    """'use one of a, b, c' with the closest match first when there is one."""
+    options = sorted(options)
+    close = difflib.get_close_matches(value, options, n=1) if value else []
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{hint}use one of {', '.join(options)}" if options else "none is defined"
+
+
+def _duplicates(items: Iterable[tuple[Path, str]], what: str) -> Iterator[Problem]:
+    items = list(items)
+    counts = Counter(name for _, name in items)
+    reported: set[str] = set()
+    for path, name in items:
+        if counts[name] > 1 and name not in reported:
+            reported.add(name)
+            yield Problem(path, f"{what} {name!r} is used {counts[name]} times; names must be unique")
+
+
+def _regions(fleet: Fleet) -> Iterator[Problem]:
+    yield from _duplicates(((("regions", i, "name"), r.name) for i, r in enumerate(fleet.regions)), "region")
+    for i, region in enumerate(fleet.regions):
+        at: Path = ("regions", i)
+        known = REGIONS.get(region.name)
+        if known is None:
+            yield Problem((*at, "name"), f"unknown region {region.name!r}; {one_of(REGIONS, region.name)}")
+            continue
+        for z, zone in enumerate(region.zones):
+            if zone not in known:
+                yield Problem((*at, "zones", z), f"zone {zone!r} is not in {region.name}; {one_of(known, zone)}")
+        yield from _duplicates(((((*at, "zones", z)), zone) for z, zone in enumerate(region.zones)), "zone")
+        window = region.cluster.maintenance_window
+        if len(window.days) * window.hours * 4 < 48:
+            yield Problem(
+                (*at, "cluster", "maintenance_window"),
+                "GKE needs at least 48 hours of maintenance availability in 32 days; "
+                "add days or hours (days x hours must be at least 12)",
+            )
+        system = region.system_pool
+        machine = MACHINE_TYPES.get(system.machine_type)
+        path = (*at, "system_pool", "machine_type")
+        if machine is None:
+            yield Problem(
+                path, f"unknown machine type {system.machine_type!r}; {one_of(_cpu_types(), system.machine_type)}"
+            )
+        elif machine.is_gpu:
+            yield Problem(
+                path, f"{machine.name} is a GPU machine; the system pool needs a CPU type such as n2-standard-16"
+            )
+
+
+def _cpu_types() -> list[str]:
+    return [m.name for m in MACHINE_TYPES.values() if not m.is_gpu]
+
+
+def _pools(fleet: Fleet) -> Iterator[Problem]:
+    teams = {t.name for t in fleet.teams}
+    for i, region in enumerate(fleet.regions):
+        at: Path = ("regions", i, "gpu_pools")
+        yield from _duplicates(((((*at, p, "name")), pool.name) for p, pool in enumerate(region.gpu_pools)), "pool")
+        for p, pool in enumerate(region.gpu_pools):
+            yield from _pool(region, pool, (*at, p), teams)
+
+
+def _pool(region: Region, pool: GpuPool, at: Path, teams: set[str]) -> Iterator[Problem]:
+    if pool.zone not in region.zones:
+        yield Problem(
+            (*at, "zone"),
+            f"zone {pool.zone!r} is not one of the zones of {region.name}; {one_of(region.zones, pool.zone)}",
+        )
+    machine = MACHINE_TYPES.get(pool.machine_type)
+    gpu_types = [m.name for m in MACHINE_TYPES.values() if m.is_gpu]
+    if machine is None:
+        yield Problem(
+            (*at, "machine_type"), f"unknown machine type {pool.machine_type!r}; {one_of(gpu_types, pool.machine_type)}"
+        )
+    elif not machine.is_gpu:
+        yield Problem((*at, "machine_type"), f"{machine.name} has no GPUs; {one_of(gpu_types)}")
+    elif pool.zone in region.zones and not machine.offered_in(pool.zone):
+        offered = sorted(z for z in machine.zones or () if z.startswith(f"{region.name}-"))
+        where = (
+            f"in {region.name} it is offered in {', '.join(offered)}"
+            if offered
+            else f"it is not offered in {region.name}"
+        )
+        yield Problem((*at, "zone"), f"{machine.name} is not offered in {pool.zone}; {where}")
+    if pool.team is not None and pool.team not in teams:
+        yield Problem((*at, "team"), f"unknown team {pool.team!r}; {one_of(teams, pool.team)}")
+    yield from _capacity(pool, (*at, "capacity"))
+
+
+def _capacity(pool: GpuPool, at: Path) -> Iterator[Problem]:
+    capacity = pool.capacity
+    mode = capacity.mode
+    if mode is CapacityMode.RESERVATION:
+        if not capacity.reservation:
+            yield Problem(
+                (*at, "reservation"), "mode reservation needs the reservation's name; add capacity.reservation"
+            )
+        return
+    why = {
+        CapacityMode.FLEX_START: "queued provisioning (flex-start) cannot consume a reservation",
+        CapacityMode.SPOT: "spot capacity cannot consume a reservation",
+        CapacityMode.ON_DEMAND: "on-demand pools do not consume a reservation",
+    }[mode]
+    if capacity.reservation:
+        yield Problem((*at, "reservation"), f"{why}; remove it or use mode: reservation")
+    if capacity.blocks:
+        yield Problem(
+            (*at, "blocks"), f"{why}, so reservation blocks do not apply; remove them or use mode: reservation"
+        )
+
+
+def _teams(fleet: Fleet) -> Iterator[Problem]:
+    yield from _duplicates(((("teams", i, "name"), t.name) for i, t in enumerate(fleet.teams)), "team")
+    priorities = {p.name for p in fleet.priorities}
+    for i, team in enumerate(fleet.teams):
+        if team.priority not in priorities:
+            yield Problem(
+                ("teams", i, "priority"), f"unknown priority {team.priority!r}; {one_of(priorities, team.priority)}"
+            )
+    yield from _quotas(fleet)
+
+
+def _quotas(fleet: Fleet) -> Iterator[Problem]:
+    regions = {r.name: r for r in fleet.regions}
+    # A region with an unknown machine type has no known capacity: its pools are reported instead.
+    held = {
+        r.name: region_capacity(r).gpus
+        for r in fleet.regions
+        if all(p.machine_type in MACHINE_TYPES for p in r.gpu_pools)
+    }
+    totals: Counter[str] = Counter()
+    over: set[str] = set()
+    for i, team in enumerate(fleet.teams):
+        for name, gpus in team.quota.items():
+            path = ("teams", i, "quota", name)
+            if name not in regions:
+                yield Problem(
+                    path, f"quota for region {name!r}, which the fleet does not have; {one_of(regions, name)}"
+                )
+                continue
+            totals[name] += gpus
+            if name in held and gpus > held[name]:
+                over.add(name)
+                yield Problem(
+                    path,
+                    f"quota of {gpus:,} GPUs is above the {held[name]:,} GPUs that {name} holds; lower it or add pools",
+                )
+    for index, region in enumerate(fleet.regions):
+        total = totals[region.name]
+        if region.name in held and region.name not in over and total > held[region.name]:
+            yield Problem(
+                ("regions", index, "name"),
+                f"teams' quotas in {region.name} add up to {total:,} GPUs but the region holds {held[region.name]:,}; "
+                "nominal quotas are guarantees, so lower them or add pools",
+            )
+
+
+def _priorities(fleet: Fleet) -> Iterator[Problem]:
+    yield from _duplicates(((("priorities", i, "name"), p.name) for i, p in enumerate(fleet.priorities)), "priority")
+    yield from _duplicates(
+        ((("priorities", i, "value"), str(p.value)) for i, p in enumerate(fleet.priorities)), "priority value"
+    )
+
+
+def _images(fleet: Fleet) -> Iterator[Problem]:
+    registry = fleet.registry.url(fleet.project.id)
+    for field in ("warden_image", "trainer_image"):
+        image: str = getattr(fleet.versions, field)
+        if not image.startswith(f"{registry}/"):
+            yield Problem(
+                ("versions", field),
+                f"image must come from the fleet's registry {registry}/; push it there and pin its digest",
+            )
+
+
+def _names(fleet: Fleet) -> Iterator[Problem]:
+    clusters = ((("regions", i, "cluster", "name"), fleet.cluster_name(r)) for i, r in enumerate(fleet.regions))
+    yield from _duplicates(clusters, "cluster")
+    for i, region in enumerate(fleet.regions):
+        cluster = fleet.cluster_name(region)
+        if len(cluster) > 40:
+            yield Problem(
+                ("regions", i, "cluster", "name"),
+                f"cluster name {cluster!r} is longer than GKE's 40 characters; set a shorter cluster.name",
+            )
+        bucket = fleet.buckets.checkpoint_bucket(region.name)
+        if len(bucket) > 63:
+            yield Problem(
+                ("buckets", "checkpoint_prefix"),
+                f"bucket name {bucket!r} is longer than 63 characters; shorten the prefix",
+            )

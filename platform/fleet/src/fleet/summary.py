@@ -1,0 +1,159 @@
+"""The fleet summary that `meridian plan` prints, as text for people and as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.capacity import Capacity, fleet_capacity, gpu_capacity, pool_capacity, region_capacity
+from fleet.model import CapacityMode, Fleet, GpuPool
+from fleet.planner import AddressPlan, RegionRanges
+
+
+def capacity_text(pool: GpuPool) -> str:
+    c = pool.capacity
+    if c.mode is CapacityMode.RESERVATION:
+        blocks = f" ({len(c.blocks)} blocks)" if c.blocks else ""
+        return f"reservation {c.reservation}{blocks}"
+    return {
+        CapacityMode.FLEX_START: "flex-start (queued)",
+        CapacityMode.SPOT: "spot",
+        CapacityMode.ON_DEMAND: "on-demand",
+    }[c.mode]
+
+
+def _gpu_mix(capacity: Capacity) -> str:
+    return ", ".join(f"{n:,} x {t}" for t, n in sorted(capacity.gpus_by_type.items()))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """Columns padded to their widest cell; numbers right-aligned."""
+    cells = [[f"{c:,}" if isinstance(c, int) else str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    numeric = [bool(rows) and all(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    return [line(list(headers)), *(line(r) for r in cells)]
+
+
+def _rdma_text(ranges: RegionRanges, zone: str) -> str:
+    subnets = ranges.rdma[zone]
+    return f"{zone}: {subnets[0].cidr} .. {subnets[-1].cidr} ({len(subnets)} x /{subnets[0].cidr.prefixlen})"
+
+
+def render(fleet: Fleet, addresses: AddressPlan) -> str:
+    total = fleet_capacity(fleet)
+    gpu = sum((gpu_capacity(r) for r in fleet.regions), Capacity())
+    out = [
+        f"Fleet {fleet.name} (project {fleet.project.id}): {len(fleet.regions)} regions, "
+        f"{sum(len(r.gpu_pools) for r in fleet.regions)} GPU pools, {gpu.nodes:,} GPU nodes, {gpu.gpus:,} GPUs ({_gpu_mix(gpu)})",
+        f"All nodes: {total.nodes:,} nodes, {total.vcpus:,} vCPUs, {total.memory_gb / 1000:,.1f} TB memory",
+        "",
+        "Regions",
+    ]
+    rows: list[list[object]] = []
+    for region in fleet.regions:
+        c, g = region_capacity(region), gpu_capacity(region)
+        rows.append(
+            [
+                region.name,
+                fleet.cluster_name(region),
+                fleet.release_channel(region).value,
+                ",".join(z.rsplit("-", 1)[1] for z in region.zones),
+                c.nodes,
+                g.nodes,
+                g.gpus,
+                c.vcpus,
+                round(c.memory_gb / 1000),
+            ]
+        )
+    out += table(["region", "cluster", "channel", "zones", "nodes", "gpu nodes", "gpus", "vcpus", "memory TB"], rows)
+    out += ["", "GPU pools"]
+    rows = []
+    for region in fleet.regions:
+        for pool in region.gpu_pools:
+            c = pool_capacity(pool)
+            rows.append(
+                [
+                    region.name,
+                    pool.name,
+                    pool.zone,
+                    pool.machine_type,
+                    c.nodes,
+                    c.gpus,
+                    capacity_text(pool),
+                    pool.team or "shared",
+                ]
+            )
+    out += table(["region", "pool", "zone", "machine", "nodes", "gpus", "capacity", "team"], rows)
+    out += ["", "Team quotas (nominal GPUs)"]
+    names = [r.name for r in fleet.regions]
+    rows = [[t.name, t.priority, *(t.quota.get(n, 0) for n in names), sum(t.quota.values())] for t in fleet.teams]
+    out += table(["team", "priority", *names, "total"], rows)
+    out += ["", "Address ranges (* written in fleet.yaml, others planned)"]
+    rows = []
+    for ranges in addresses.regions:
+        rows.append(
+            [
+                ranges.region,
+                *(
+                    f"{a.cidr}{'*' if a.explicit else ''}"
+                    for a in (ranges.nodes, ranges.pods, ranges.services, ranges.gvnic, ranges.control_plane)
+                ),
+            ]
+        )
+    out += table(["region", "nodes", "pods", "services", "gvnic", "control plane"], rows)
+    for ranges in addresses.regions:
+        for zone in ranges.rdma:
+            out.append(f"  rdma {_rdma_text(ranges, zone)}")
+    return "\n".join(out) + "\n"
+
+
+def as_json(fleet: Fleet, addresses: AddressPlan) -> dict[str, Any]:
+    def cap(c: Capacity) -> dict[str, Any]:
+        return {
+            "nodes": c.nodes,
+            "gpus": c.gpus,
+            "vcpus": c.vcpus,
+            "memory_gb": c.memory_gb,
+            "gpus_by_type": dict(sorted(c.gpus_by_type.items())),
+        }
+
+    regions = []
+    for ranges in addresses.regions:
+        region = fleet.regions[ranges.index]
+        regions.append(
+            {
+                "name": region.name,
+                "cluster": fleet.cluster_name(region),
+                "release_channel": fleet.release_channel(region).value,
+                "zones": list(region.zones),
+                "capacity": cap(region_capacity(region)),
+                "gpu_pools": [
+                    {
+                        "name": p.name,
+                        "zone": p.zone,
+                        "machine_type": p.machine_type,
+                        "capacity_mode": p.capacity.mode.value,
+                        "team": p.team,
+                        **cap(pool_capacity(p)),
+                    }
+                    for p in region.gpu_pools
+                ],
+                "ranges": {
+                    a.path[3]: str(a.cidr)
+                    for a in (ranges.nodes, ranges.pods, ranges.services, ranges.gvnic, ranges.control_plane)
+                },
+                "rdma": {zone: [str(a.cidr) for a in subnets] for zone, subnets in ranges.rdma.items()},
+            }
+        )
+    return {
+        "name": fleet.name,
+        "project": fleet.project.id,
+        "capacity": cap(fleet_capacity(fleet)),
+        "regions": regions,
+        "teams": [{"name": t.name, "priority": t.priority, "quota": dict(t.quota)} for t in fleet.teams],
+    }

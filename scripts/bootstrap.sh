@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build the development environment at .venv/ from the committed lock.
+# Needs only Python 3.11+ (the interpreter is $1, default python3). Every
+# package comes pinned and hash-checked from requirements/dev.lock; then each
+# component under platform/ is installed editable, without its own resolution.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${1:-python3}
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "error: $python is missing or older than Python 3.11; install Python 3.11+ or run make PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+
+# A venv made by another interpreter version cannot be upgraded in place.
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c 'import sys' 2>/dev/null; then
+  rm -rf .venv
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/dev.lock
+for component in platform/*/; do
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$component"
+done
+.venv/bin/python -m pip check --disable-pip-version-check >/dev/null
+touch .venv/.installed
+echo "environment ready: .venv ($(.venv/bin/python --version))"
