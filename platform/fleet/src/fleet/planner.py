@@ -224,35 +224,55 @@ def _overlaps(plan: AddressPlan) -> Iterator[Problem]:
 
 
 def _sizes(fleet: Fleet, plan: AddressPlan) -> Iterator[Problem]:
+    """Each range must hold what its region puts in it.
+
+    A planned range that is too small is a planning setting's fault: it is
+    reported once, at that setting, for the region that needs the most.
+    """
+    short: dict[str, tuple[int, Problem]] = {}  # setting -> (need, problem)
     for ranges in plan.regions:
         region = fleet.regions[ranges.index]
         system_nodes = region.system_pool.nodes_per_zone * len(region.zones)
         gpu_nodes = sum(p.nodes for p in region.gpu_pools)
+        nodes = system_nodes + gpu_nodes
         pod_addresses = system_nodes * pod_block_size(region.system_pool.max_pods_per_node) + sum(
             p.nodes * pod_block_size(p.max_pods_per_node) for p in region.gpu_pools
         )
-        yield from _fits(ranges.nodes, system_nodes + gpu_nodes + GCP_RESERVED, f"{system_nodes + gpu_nodes:,} nodes")
-        yield from _fits(ranges.pods, pod_addresses, f"{system_nodes + gpu_nodes:,} nodes at their max pods per node")
-        yield from _fits(ranges.gvnic, gpu_nodes + GCP_RESERVED, f"{gpu_nodes:,} GPU nodes")
-        yield from _fits(ranges.services, 32, "GKE's minimum of a /27")
+        needs = [
+            (ranges.nodes, nodes + GCP_RESERVED, f"{nodes:,} nodes"),
+            (ranges.pods, pod_addresses, f"{nodes:,} nodes at their max pods per node"),
+            (ranges.gvnic, gpu_nodes + GCP_RESERVED, f"{gpu_nodes:,} GPU nodes"),
+            (ranges.services, 32, "GKE's minimum of a /27"),
+        ]
+        for zone, subnets in ranges.rdma.items():
+            rdma_nodes = sum(p.nodes for p in region.gpu_pools if p.zone == zone and _has_rdma(p))
+            # The 8 subnets of a zone serve the same nodes: judge them as one.
+            needs.append((subnets[0], rdma_nodes + GCP_RESERVED, f"{rdma_nodes:,} RDMA nodes in {zone}"))
+        for assigned, need, what in needs:
+            have = assigned.cidr.num_addresses
+            if have >= need:
+                continue
+            prefix = 32 - (need - 1).bit_length()
+            if assigned.explicit:
+                path = assigned.path[:5] if assigned.path[3] == "rdma" else assigned.path
+                yield Problem(
+                    path,
+                    f"{assigned.cidr} holds {have:,} addresses but {what} need {need:,} (a /{prefix}); write a larger range",
+                )
+                continue
+            kind = assigned.path[3]
+            setting = "rdma_subnet_prefix" if kind == "rdma" else f"{kind}_prefix"
+            problem = Problem(
+                ("network", setting),
+                f"planned /{assigned.cidr.prefixlen} {kind} ranges hold {have:,} addresses but {what} need {need:,}; "
+                f"set {setting} to {prefix} or less",
+            )
+            if need > short.get(setting, (0, problem))[0]:
+                short[setting] = (need, problem)
         if ranges.control_plane.cidr.prefixlen != 28:
             yield Problem(
                 ranges.control_plane.path,
                 f"{ranges.control_plane.cidr} is not a /28; GKE's control-plane range is exactly a /28",
             )
-        for zone, subnets in ranges.rdma.items():
-            nodes = sum(p.nodes for p in region.gpu_pools if p.zone == zone and _has_rdma(p))
-            for subnet in subnets:
-                yield from _fits(subnet, nodes + GCP_RESERVED, f"{nodes:,} RDMA nodes in {zone}")
-
-
-def _fits(assigned: Assigned, needed: int, what: str) -> Iterator[Problem]:
-    have = assigned.cidr.num_addresses
-    if have < needed:
-        prefix = 32 - (needed - 1).bit_length()
-        kind = assigned.path[3]
-        setting = "rdma_subnet_prefix" if kind == "rdma" else f"{kind}_prefix"
-        fix = "write a larger range" if assigned.explicit else f"lower network.{setting}"
-        yield Problem(
-            assigned.path, f"{assigned.cidr} holds {have:,} addresses but {what} need {needed:,} (a /{prefix}); {fix}"
-        )
+    for _, problem in short.values():
+        yield problem

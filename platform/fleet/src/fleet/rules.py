@@ -148,11 +148,11 @@ def _teams(fleet: Fleet) -> Iterator[Problem]:
 
 def _quotas(fleet: Fleet) -> Iterator[Problem]:
     regions = {r.name: r for r in fleet.regions}
-    # A region with an unknown machine type has no known capacity: its pools are reported instead.
+    # A region whose pools have wrong machine types has no known capacity: the pools are reported instead.
     held = {
         r.name: region_capacity(r).gpus
         for r in fleet.regions
-        if all(p.machine_type in MACHINE_TYPES for p in r.gpu_pools)
+        if all((m := MACHINE_TYPES.get(p.machine_type)) and m.is_gpu for p in r.gpu_pools)
     }
     totals: Counter[str] = Counter()
     over: set[str] = set()
