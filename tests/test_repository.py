@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -47,3 +48,17 @@ def test_every_component_is_its_own_distribution() -> None:
     assert "fleet" in components
     # Never a package named `platform`: it would shadow the standard library module.
     assert not (REPO / "platform/__init__.py").exists()
+
+
+def test_toolchains_of_later_stages_come_from_the_environment() -> None:
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent
+    node = subprocess.run([bin_dir / "node", "--version"], capture_output=True, text=True, check=True).stdout
+    major, minor = (int(x) for x in node.strip().lstrip("v").split(".")[:2])
+    assert (major, minor) >= (22, 19)  # what the CDK Terrain CLI needs
+    kubectl = subprocess.run(
+        [bin_dir / "kubectl", "version", "--client"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "v1.37" in kubectl

@@ -282,6 +282,40 @@ CASES: list[tuple[str, Callable[[Spec], None], str, str]] = [
         "GKE needs at least 48 hours of maintenance availability",
     ),
     (
+        "exclusion ends before it starts",
+        _set(
+            "regions.0.cluster.maintenance_exclusions",
+            [{"name": "launch", "start": "2026-12-20T00:00:00Z", "end": "2026-12-10T00:00:00Z"}],
+        ),
+        "regions[0].cluster.maintenance_exclusions[0].end",
+        "the exclusion ends before it starts",
+    ),
+    (
+        "NO_UPGRADES exclusion over 30 days",
+        _set(
+            "regions.0.cluster.maintenance_exclusions",
+            [
+                {
+                    "name": "launch",
+                    "start": "2026-12-01T00:00:00Z",
+                    "end": "2027-01-15T00:00:00Z",
+                    "scope": "NO_UPGRADES",
+                }
+            ],
+        ),
+        "regions[0].cluster.maintenance_exclusions[0].end",
+        "lasts at most 30 days in GKE, this one 45",
+    ),
+    (
+        "exclusion time without a zone",
+        _set(
+            "regions.0.cluster.maintenance_exclusions",
+            [{"name": "launch", "start": "2026-12-01T00:00:00", "end": "2026-12-02T00:00:00Z"}],
+        ),
+        "regions[0].cluster.maintenance_exclusions[0].start",
+        "Input should have timezone info",
+    ),
+    (
         "duplicate priority value",
         _set("priorities.3.value", 1000),
         "priorities[2].value",

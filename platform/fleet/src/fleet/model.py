@@ -12,7 +12,7 @@ from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleet.catalog import MACHINE_TYPES, MachineType
 
@@ -129,9 +129,11 @@ class MaintenanceWindow(Base):
 
 
 class Exclusion(Base):
+    """A maintenance exclusion, e.g. around a large run; times in RFC 3339 with a zone."""
+
     name: Name
-    start: str
-    end: str
+    start: AwareDatetime
+    end: AwareDatetime
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_MINOR_OR_NODE_UPGRADES"
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 
 from fleet.capacity import region_capacity
 from fleet.catalog import MACHINE_TYPES, REGIONS
-from fleet.model import CapacityMode, Fleet, GpuPool, Region
+from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
 from fleet.problems import Path, Problem
 
 
@@ -60,6 +61,8 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
                 "GKE needs at least 48 hours of maintenance availability in 32 days; "
                 "add days or hours (days x hours must be at least 12)",
             )
+        for e, exclusion in enumerate(region.cluster.maintenance_exclusions):
+            yield from _exclusion(exclusion, (*at, "cluster", "maintenance_exclusions", e))
         system = region.system_pool
         machine = MACHINE_TYPES.get(system.machine_type)
         path = (*at, "system_pool", "machine_type")
@@ -71,6 +74,18 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
             yield Problem(
                 path, f"{machine.name} is a GPU machine; the system pool needs a CPU type such as n2-standard-16"
             )
+
+
+def _exclusion(exclusion: Exclusion, at: Path) -> Iterator[Problem]:
+    length = exclusion.end - exclusion.start
+    if length <= timedelta(0):
+        yield Problem((*at, "end"), "the exclusion ends before it starts; swap start and end")
+    elif exclusion.scope == "NO_UPGRADES" and length > timedelta(days=30):
+        yield Problem(
+            (*at, "end"),
+            f"a NO_UPGRADES exclusion lasts at most 30 days in GKE, this one {length.days}; "
+            "shorten it or use scope NO_MINOR_OR_NODE_UPGRADES",
+        )
 
 
 def _cpu_types() -> list[str]:
