@@ -25,7 +25,7 @@ def test_plan_prints_regions_pools_capacity_and_ranges(capsys: pytest.CaptureFix
         ["us-central1", "h200-a", "us-central1-b", "a3-ultragpu-8g", "384", "3,072"],
         ["us-central1", "h200-flex", "us-central1-b", "a3-ultragpu-8g", "128", "1,024"],
     ]
-    assert "reservation meridian-usc1-h200-a (2 blocks)" in out
+    assert "reservation meridian-usc1-h200-a block meridian-usc1-h200-a-block-0001" in out
     assert "flex-start (queued)" in out
     assert "us-central1   10.8.128.0/20   10.0.0.0/13   10.8.144.0/20   10.8.160.0/20   10.8.176.0/28" in out
     assert "rdma us-central1-b: 10.8.32.0/22 .. 10.8.60.0/22 (8 x /22)" in out

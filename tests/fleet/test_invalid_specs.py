@@ -243,10 +243,10 @@ CASES: list[tuple[str, Callable[[Spec], None], str, str]] = [
         "spot capacity cannot consume a reservation",
     ),
     (
-        "reservation blocks on flex-start",
-        _set("regions.0.gpu_pools.1.capacity.blocks", ["b1"]),
-        "regions[0].gpu_pools[1].capacity.blocks",
-        "reservation blocks do not apply",
+        "reservation block on flex-start",
+        _set("regions.0.gpu_pools.1.capacity.block", "b1"),
+        "regions[0].gpu_pools[1].capacity.block",
+        "a reservation block does not apply",
     ),
     (
         "reservation mode without a reservation",

@@ -22,7 +22,7 @@ class MachineType:
     gpu_memory_gb: int = 0
     rdma_nics: int = 0  # ConnectX NICs for GPU-to-GPU RDMA (one per GPU)
     gvnic_nics: int = 1  # host gVNIC NICs
-    local_ssd_gb: int = 0
+    local_ssds: int = 0  # 375 GiB local SSDs, used as ephemeral storage
     # Zones where the type is offered; None means every zone of every region.
     zones: frozenset[str] | None = None
 
@@ -50,7 +50,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             gpu_memory_gb=141,
             rdma_nics=8,
             gvnic_nics=2,
-            local_ssd_gb=12000,
+            local_ssds=32,
             zones=frozenset(
                 {
                     "us-central1-b",
@@ -70,7 +70,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             gpus=8,
             gpu_memory_gb=80,
             gvnic_nics=9,  # 8 GPUDirect-TCPXO NICs + 1 host NIC, no RDMA
-            local_ssd_gb=6000,
+            local_ssds=16,
             zones=frozenset(
                 {
                     "us-central1-a",

@@ -154,7 +154,8 @@ class CapacityMode(StrEnum):
 class Capacity(Base):
     mode: CapacityMode
     reservation: str | None = None  # name, or projects/<p>/reservations/<name> for a shared one
-    blocks: tuple[str, ...] = ()  # reservation blocks inside the reservation
+    # One reservation block (a dense, co-located part of the reservation); GKE targets one per pool.
+    block: Annotated[str, _dns1035(63)] | None = None
 
 
 class GpuPool(Base):

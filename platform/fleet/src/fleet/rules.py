@@ -144,9 +144,9 @@ def _capacity(pool: GpuPool, at: Path) -> Iterator[Problem]:
     }[mode]
     if capacity.reservation:
         yield Problem((*at, "reservation"), f"{why}; remove it or use mode: reservation")
-    if capacity.blocks:
+    if capacity.block:
         yield Problem(
-            (*at, "blocks"), f"{why}, so reservation blocks do not apply; remove them or use mode: reservation"
+            (*at, "block"), f"{why}, so a reservation block does not apply; remove it or use mode: reservation"
         )
 
 

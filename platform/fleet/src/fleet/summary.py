@@ -13,8 +13,8 @@ from fleet.planner import AddressPlan, RegionRanges
 def capacity_text(pool: GpuPool) -> str:
     c = pool.capacity
     if c.mode is CapacityMode.RESERVATION:
-        blocks = f" ({len(c.blocks)} blocks)" if c.blocks else ""
-        return f"reservation {c.reservation}{blocks}"
+        block = f" block {c.block}" if c.block else ""
+        return f"reservation {c.reservation}{block}"
     return {
         CapacityMode.FLEX_START: "flex-start (queued)",
         CapacityMode.SPOT: "spot",

@@ -1,0 +1,19 @@
+"""Build the CDK Terrain app for a fleet: `global` plus one stack per region."""
+
+from __future__ import annotations
+
+from cdktn import App
+
+from fleet.model import Fleet
+from fleet.planner import AddressPlan
+from meridian_infra.backend import Backend
+from meridian_infra.global_stack import GlobalStack
+from meridian_infra.region_stack import RegionStack
+
+
+def build_app(fleet: Fleet, addresses: AddressPlan, outdir: str, backend: Backend = "gcs") -> App:
+    app = App(outdir=outdir)
+    GlobalStack(app, fleet, backend)
+    for ranges in addresses.regions:
+        RegionStack(app, fleet, fleet.regions[ranges.index], ranges, backend)
+    return app

@@ -1,0 +1,157 @@
+"""A region's GKE cluster and its CPU system pool.
+
+Regional control plane, private nodes, Dataplane V2 with multi-networking
+(for the GPU NICs), Workload Identity, GCS FUSE CSI, managed Prometheus with
+DCGM metrics, shielded nodes, and no default node pool.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from cdktn_provider_google.container_cluster import (
+    ContainerCluster,
+    ContainerClusterAddonsConfig,
+    ContainerClusterAddonsConfigDnsCacheConfig,
+    ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig,
+    ContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    ContainerClusterControlPlaneEndpointsConfig,
+    ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig,
+    ContainerClusterCostManagementConfig,
+    ContainerClusterIpAllocationPolicy,
+    ContainerClusterLoggingConfig,
+    ContainerClusterMaintenancePolicy,
+    ContainerClusterMaintenancePolicyMaintenanceExclusion,
+    ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions,
+    ContainerClusterMaintenancePolicyRecurringWindow,
+    ContainerClusterMasterAuthorizedNetworksConfig,
+    ContainerClusterMonitoringConfig,
+    ContainerClusterMonitoringConfigManagedPrometheus,
+    ContainerClusterPrivateClusterConfig,
+    ContainerClusterPrivateClusterConfigMasterGlobalAccessConfig,
+    ContainerClusterReleaseChannel,
+    ContainerClusterWorkloadIdentityConfig,
+)
+from cdktn_provider_google.container_node_pool import (
+    ContainerNodePool,
+    ContainerNodePoolManagement,
+    ContainerNodePoolNodeConfig,
+    ContainerNodePoolNodeConfigShieldedInstanceConfig,
+    ContainerNodePoolNodeConfigWorkloadMetadataConfig,
+    ContainerNodePoolUpgradeSettings,
+)
+from constructs import Construct
+
+from fleet import names
+from fleet.model import Fleet, MaintenanceWindow, Region
+from fleet.planner import RegionRanges
+from meridian_infra.network import POD_RANGE, SERVICE_RANGE, RegionNetworks
+
+# A fixed first occurrence: GKE repeats the window by its RRULE from here.
+_WINDOW_EPOCH = datetime(2026, 1, 1)
+
+SYSTEM_POOL = "system"
+OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # access is decided by IAM
+
+
+def recurring_window(window: MaintenanceWindow) -> ContainerClusterMaintenancePolicyRecurringWindow:
+    hours, minutes = (int(x) for x in window.start_utc.split(":"))
+    start = _WINDOW_EPOCH + timedelta(hours=hours, minutes=minutes)
+    end = start + timedelta(hours=window.hours)
+    return ContainerClusterMaintenancePolicyRecurringWindow(
+        start_time=f"{start:%Y-%m-%dT%H:%M:%SZ}",
+        end_time=f"{end:%Y-%m-%dT%H:%M:%SZ}",
+        recurrence=f"FREQ=WEEKLY;BYDAY={','.join(d.value for d in window.days)}",
+    )
+
+
+def cluster(
+    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, networks: RegionNetworks
+) -> ContainerCluster:
+    spec = region.cluster
+    exclusions = [
+        ContainerClusterMaintenancePolicyMaintenanceExclusion(
+            exclusion_name=e.name,
+            start_time=e.start.isoformat().replace("+00:00", "Z"),
+            end_time=e.end.isoformat().replace("+00:00", "Z"),
+            exclusion_options=ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions(scope=e.scope),
+        )
+        for e in spec.maintenance_exclusions
+    ]
+    return ContainerCluster(
+        scope,
+        "cluster",
+        name=fleet.cluster_name(region),
+        location=region.name,  # regional control plane
+        node_locations=list(region.zones),
+        network=main_network,
+        subnetwork=networks.subnet.id,
+        networking_mode="VPC_NATIVE",
+        ip_allocation_policy=ContainerClusterIpAllocationPolicy(
+            cluster_secondary_range_name=POD_RANGE, services_secondary_range_name=SERVICE_RANGE
+        ),
+        private_cluster_config=ContainerClusterPrivateClusterConfig(
+            enable_private_nodes=True,
+            enable_private_endpoint=False,
+            master_ipv4_cidr_block=str(ranges.control_plane.cidr),
+            master_global_access_config=ContainerClusterPrivateClusterConfigMasterGlobalAccessConfig(enabled=True),
+        ),
+        # No IP allowlist beyond the VPC: people reach the API through the
+        # IAM-checked DNS endpoint; in-cluster agents use the private endpoint.
+        master_authorized_networks_config=ContainerClusterMasterAuthorizedNetworksConfig(gcp_public_cidrs_access_enabled=False),
+        control_plane_endpoints_config=ContainerClusterControlPlaneEndpointsConfig(
+            dns_endpoint_config=ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(allow_external_traffic=True)
+        ),
+        datapath_provider="ADVANCED_DATAPATH",
+        enable_multi_networking=True,
+        enable_shielded_nodes=True,
+        remove_default_node_pool=True,
+        initial_node_count=1,
+        deletion_protection=True,
+        workload_identity_config=ContainerClusterWorkloadIdentityConfig(workload_pool=names.workload_pool(fleet)),
+        addons_config=ContainerClusterAddonsConfig(
+            gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=True),
+            gce_persistent_disk_csi_driver_config=ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig(enabled=True),
+            dns_cache_config=ContainerClusterAddonsConfigDnsCacheConfig(enabled=True),
+        ),
+        monitoring_config=ContainerClusterMonitoringConfig(
+            enable_components=["SYSTEM_COMPONENTS", "DCGM", "KUBELET", "CADVISOR", "POD", "DEPLOYMENT", "DAEMONSET"],
+            managed_prometheus=ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
+        ),
+        logging_config=ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
+        release_channel=ContainerClusterReleaseChannel(channel=fleet.release_channel(region).value),
+        maintenance_policy=ContainerClusterMaintenancePolicy(
+            recurring_window=recurring_window(spec.maintenance_window), maintenance_exclusion=exclusions or None
+        ),
+        cost_management_config=ContainerClusterCostManagementConfig(enabled=True),
+        resource_labels={"region": region.name},
+    )
+
+
+def system_pool(scope: Construct, fleet: Fleet, region: Region, cluster_id: str, nodes_account: str) -> ContainerNodePool:
+    """CPU nodes for the platform's own services (operators, Warden, Argo CD)."""
+    pool = region.system_pool
+    return ContainerNodePool(
+        scope,
+        "pool_system",
+        name=SYSTEM_POOL,
+        cluster=cluster_id,
+        location=region.name,
+        node_locations=list(region.zones),
+        node_count=pool.nodes_per_zone,
+        max_pods_per_node=pool.max_pods_per_node,
+        management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
+        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=1, max_unavailable=0),
+        node_config=ContainerNodePoolNodeConfig(
+            machine_type=pool.machine_type,
+            image_type="COS_CONTAINERD",
+            disk_type="pd-balanced",
+            disk_size_gb=100,
+            service_account=nodes_account,
+            oauth_scopes=OAUTH_SCOPES,
+            workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
+            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
+            metadata={"disable-legacy-endpoints": "true"},
+            labels={names.POOL_LABEL: SYSTEM_POOL},
+        ),
+    )

@@ -1,0 +1,135 @@
+"""The `global` stack: what every region shares.
+
+Project services, the two global VPCs (cluster and gVNIC), service accounts
+and their Workload Identity bindings, the warden role, the image registry and
+the dataset buckets. Region stacks read its outputs through remote state.
+"""
+
+from __future__ import annotations
+
+from cdktn import TerraformOutput, TerraformStack
+from cdktn_provider_google.artifact_registry_repository import ArtifactRegistryRepository
+from cdktn_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
+from cdktn_provider_google.compute_network import ComputeNetwork
+from cdktn_provider_google.project_iam_custom_role import ProjectIamCustomRole
+from cdktn_provider_google.project_iam_member import ProjectIamMember
+from cdktn_provider_google.project_service import ProjectService
+from cdktn_provider_google.provider import GoogleProvider
+from cdktn_provider_google.service_account import ServiceAccount
+from cdktn_provider_google.service_account_iam_member import ServiceAccountIamMember
+from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from constructs import Construct
+
+from fleet import names
+from fleet.model import Fleet
+from meridian_infra.backend import Backend, use_backend
+from meridian_infra.common import MTU, labels, private_bucket
+
+SERVICES = (
+    "artifactregistry.googleapis.com",
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "storage.googleapis.com",
+)
+
+# What Warden may do to GPU hosts (issue 8): reset a VM, report its host as
+# faulty, and delete it from its managed instance group so GKE recreates it.
+WARDEN_PERMISSIONS = (
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.update",
+    "compute.instances.delete",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.reportHostAsFaulty",
+    "compute.instances.reset",
+    "compute.zoneOperations.get",
+)
+
+ROLES = ("nodes", "warden", "trainer", "argocd")
+
+
+class GlobalStack(TerraformStack):
+    def __init__(self, scope: Construct, fleet: Fleet, backend: Backend) -> None:
+        super().__init__(scope, "global")
+        project = fleet.project.id
+        use_backend(self, fleet, "global", backend)
+        GoogleProvider(self, "google", project=project, default_labels=labels(fleet, "global"))
+
+        for service in SERVICES:
+            ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
+
+        networks = {
+            "main_network": ComputeNetwork(self, "network_main", name=names.main_network(fleet), auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU),
+            "gvnic_network": ComputeNetwork(self, "network_gvnic", name=names.gvnic_network(fleet), auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU),
+        }
+
+        accounts = {
+            role: ServiceAccount(
+                self,
+                f"sa_{role}",
+                account_id=names.service_account_id(fleet, role),
+                display_name=f"Meridian {role}",
+            )
+            for role in ROLES
+        }
+
+        def member(role: str) -> str:
+            return f"serviceAccount:{accounts[role].email}"
+
+        # GKE nodes: the minimal node role, and image pulls from the fleet registry.
+        ProjectIamMember(self, "nodes_default", project=project, role="roles/container.defaultNodeServiceAccount", member=member("nodes"))
+        registry = ArtifactRegistryRepository(
+            self,
+            "registry",
+            location=fleet.registry.location,
+            repository_id=fleet.registry.repository,
+            format="DOCKER",
+            description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)",
+        )
+        for role in ("nodes", "argocd"):
+            ArtifactRegistryRepositoryIamMember(
+                self,
+                f"registry_reader_{role}",
+                location=fleet.registry.location,
+                repository=registry.name,
+                role="roles/artifactregistry.reader",
+                member=member(role),
+            )
+
+        # Workload Identity: which Kubernetes service accounts act as which Google
+        # service account. The identity pool is per project, so these bindings
+        # hold in every cluster; what each may touch is granted per region.
+        bindings = [("warden", names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
+        bindings += [("argocd", names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS]
+        bindings += [("trainer", names.team_namespace(t.name), names.TRAINER_KSA) for t in fleet.teams]
+        for role, namespace, ksa in bindings:
+            ServiceAccountIamMember(
+                self,
+                f"wi_{role}_{namespace}_{ksa}",
+                service_account_id=accounts[role].name,
+                role="roles/iam.workloadIdentityUser",
+                member=names.workload_member(fleet, namespace, ksa),
+            )
+
+        warden_role = ProjectIamCustomRole(
+            self,
+            "role_warden",
+            role_id=f"{fleet.name.replace('-', '_')}_warden",
+            title="Meridian Warden: repair GPU hosts",
+            permissions=list(WARDEN_PERMISSIONS),
+        )
+
+        for dataset in fleet.buckets.datasets:
+            bucket = private_bucket(self, f"dataset_{dataset.name}", dataset.name, dataset.location)
+            StorageBucketIamMember(self, f"dataset_reader_{dataset.name}", bucket=bucket.name, role="roles/storage.objectViewer", member=member("trainer"))
+
+        outputs = {name: network.id for name, network in networks.items()}
+        outputs |= {f"{role}_service_account": account.email for role, account in accounts.items()}
+        outputs["warden_role"] = warden_role.id
+        for name, value in outputs.items():
+            TerraformOutput(self, name, value=value, static_id=True)
+

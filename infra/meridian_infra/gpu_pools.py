@@ -1,0 +1,120 @@
+"""GPU node pools as the spec describes them (A3 Ultra: 8 x H200, 1 gVNIC + 8 RDMA NICs).
+
+How capacity is bought decides most settings:
+
+| mode        | size                     | reservation          | placement | auto-repair |
+|-------------|--------------------------|----------------------|-----------|-------------|
+| reservation | fixed                    | SPECIFIC (and block) | the reservation's own | on |
+| flex_start  | autoscaled 0..nodes, queued provisioning | none | none (GKE does not allow compact placement) | off (GKE requires it) |
+| spot        | fixed                    | none                 | COMPACT   | on          |
+| on_demand   | fixed                    | none                 | COMPACT   | on          |
+
+Auto-upgrade is off on every GPU pool: upgrades are scheduled around training runs.
+"""
+
+from __future__ import annotations
+
+from cdktn_provider_google.container_node_pool import (
+    ContainerNodePool,
+    ContainerNodePoolAutoscaling,
+    ContainerNodePoolManagement,
+    ContainerNodePoolNetworkConfig,
+    ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs,
+    ContainerNodePoolNodeConfig,
+    ContainerNodePoolNodeConfigEphemeralStorageLocalSsdConfig,
+    ContainerNodePoolNodeConfigGuestAccelerator,
+    ContainerNodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfig,
+    ContainerNodePoolNodeConfigGvnic,
+    ContainerNodePoolNodeConfigReservationAffinity,
+    ContainerNodePoolNodeConfigShieldedInstanceConfig,
+    ContainerNodePoolNodeConfigTaint,
+    ContainerNodePoolNodeConfigWorkloadMetadataConfig,
+    ContainerNodePoolPlacementPolicy,
+    ContainerNodePoolQueuedProvisioning,
+    ContainerNodePoolUpgradeSettings,
+)
+from constructs import Construct
+
+from fleet import names
+from fleet.model import CapacityMode, GpuPool, Region
+from meridian_infra.cluster import OAUTH_SCOPES
+from meridian_infra.network import RegionNetworks
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+GPU_DRIVER_VERSION = "LATEST"
+
+
+def reservation_affinity(pool: GpuPool) -> ContainerNodePoolNodeConfigReservationAffinity:
+    capacity = pool.capacity
+    if capacity.mode is not CapacityMode.RESERVATION:
+        return ContainerNodePoolNodeConfigReservationAffinity(consume_reservation_type="NO_RESERVATION")
+    value = str(capacity.reservation)
+    if capacity.block:
+        value = f"{value}/reservationBlocks/{capacity.block}"
+    return ContainerNodePoolNodeConfigReservationAffinity(
+        consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[value]
+    )
+
+
+def additional_networks(pool: GpuPool, networks: RegionNetworks) -> list[ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs]:
+    """eth1 on the gVNIC network, then eth2..eth9 on the zone's 8 RDMA subnets."""
+    nics = [(networks.gvnic_subnet.network, networks.gvnic_subnet.name)]
+    if pool.machine.rdma_nics:
+        rdma_network, subnets = networks.rdma[pool.zone]
+        nics += [(rdma_network.name, subnet.name) for subnet in subnets]
+    return [ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs(network=n, subnetwork=s) for n, s in nics]
+
+
+def gpu_pool(
+    scope: Construct, region: Region, pool: GpuPool, cluster_id: str, networks: RegionNetworks, nodes_account: str
+) -> ContainerNodePool:
+    machine = pool.machine
+    mode = pool.capacity.mode
+    flex = mode is CapacityMode.FLEX_START
+    labels = {names.POOL_LABEL: pool.name, names.TEAM_LABEL: pool.team or "shared"}
+    return ContainerNodePool(
+        scope,
+        f"pool_{pool.name}",
+        name=pool.name,
+        cluster=cluster_id,
+        location=region.name,
+        node_locations=[pool.zone],
+        node_count=None if flex else pool.nodes,
+        initial_node_count=0 if flex else None,
+        autoscaling=ContainerNodePoolAutoscaling(total_min_node_count=0, total_max_node_count=pool.nodes, location_policy="ANY") if flex else None,
+        queued_provisioning=ContainerNodePoolQueuedProvisioning(enabled=True) if flex else None,
+        placement_policy=ContainerNodePoolPlacementPolicy(type="COMPACT") if mode in (CapacityMode.SPOT, CapacityMode.ON_DEMAND) else None,
+        max_pods_per_node=pool.max_pods_per_node,
+        management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=False),
+        # No spare GPUs to surge into: replace one node at a time.
+        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=0, max_unavailable=1),
+        network_config=ContainerNodePoolNetworkConfig(
+            enable_private_nodes=True, additional_node_network_configs=additional_networks(pool, networks)
+        ),
+        node_config=ContainerNodePoolNodeConfig(
+            machine_type=machine.name,
+            image_type="COS_CONTAINERD",
+            disk_type="hyperdisk-balanced",
+            disk_size_gb=500,
+            guest_accelerator=[
+                ContainerNodePoolNodeConfigGuestAccelerator(
+                    type=str(machine.gpu_type),
+                    count=machine.gpus,
+                    gpu_driver_installation_config=ContainerNodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfig(
+                        gpu_driver_version=GPU_DRIVER_VERSION
+                    ),
+                )
+            ],
+            gvnic=ContainerNodePoolNodeConfigGvnic(enabled=True),
+            ephemeral_storage_local_ssd_config=ContainerNodePoolNodeConfigEphemeralStorageLocalSsdConfig(local_ssd_count=machine.local_ssds),
+            reservation_affinity=reservation_affinity(pool),
+            spot=True if mode is CapacityMode.SPOT else None,
+            taint=[ContainerNodePoolNodeConfigTaint(key=names.GPU_TAINT_KEY, value="present", effect="NO_SCHEDULE")],
+            labels=labels,
+            service_account=nodes_account,
+            oauth_scopes=OAUTH_SCOPES,
+            workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
+            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
+            metadata={"disable-legacy-endpoints": "true"},
+        ),
+    )

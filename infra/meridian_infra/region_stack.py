@@ -1,0 +1,77 @@
+"""One stack per region: its networks, cluster, node pools, checkpoint bucket and grants.
+
+`cdktn deploy <region>` changes this region and nothing else; what it needs
+from `global` (networks, service accounts, the warden role) comes through
+remote state.
+"""
+
+from __future__ import annotations
+
+from cdktn import TerraformOutput, TerraformStack
+from cdktn_provider_google.project_iam_member import ProjectIamMember, ProjectIamMemberCondition
+from cdktn_provider_google.provider import GoogleProvider
+from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from cdktn_provider_google.storage_bucket import (
+    StorageBucketLifecycleRule,
+    StorageBucketLifecycleRuleAction,
+    StorageBucketLifecycleRuleCondition,
+)
+from constructs import Construct
+
+from fleet import names
+from fleet.model import Fleet, Region
+from fleet.planner import RegionRanges
+from meridian_infra.backend import Backend, remote_state, use_backend
+from meridian_infra.cluster import cluster, system_pool
+from meridian_infra.common import labels, private_bucket
+from meridian_infra.gpu_pools import gpu_pool
+from meridian_infra.network import region_networks
+
+
+class RegionStack(TerraformStack):
+    def __init__(self, scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, backend: Backend) -> None:
+        super().__init__(scope, region.name)
+        project = fleet.project.id
+        use_backend(self, fleet, region.name, backend)
+        GoogleProvider(self, "google", project=project, region=region.name, default_labels=labels(fleet, region.name))
+        shared = remote_state(self, fleet, "global", backend)
+        main_network = shared.get_string("main_network")
+        nodes_account = shared.get_string("nodes_service_account")
+
+        networks = region_networks(self, fleet, region, ranges, main_network, shared.get_string("gvnic_network"))
+        gke = cluster(self, fleet, region, ranges, main_network, networks)
+        system_pool(self, fleet, region, gke.id, nodes_account)
+        for pool in region.gpu_pools:
+            gpu_pool(self, region, pool, gke.id, networks, nodes_account)
+
+        # Checkpoints: staged data expires, committed checkpoints are kept until deleted on purpose.
+        bucket = private_bucket(
+            self,
+            "checkpoints",
+            fleet.buckets.checkpoint_bucket(region.name),
+            region.name,
+            lifecycle=[
+                StorageBucketLifecycleRule(
+                    condition=StorageBucketLifecycleRuleCondition(
+                        age=fleet.buckets.staged_retention_days, matches_prefix=[names.STAGED_PREFIX]
+                    ),
+                    action=StorageBucketLifecycleRuleAction(type="Delete"),
+                )
+            ],
+        )
+        trainer = f"serviceAccount:{shared.get_string('trainer_service_account')}"
+        StorageBucketIamMember(self, "trainer_checkpoints", bucket=bucket.name, role="roles/storage.objectUser", member=trainer)
+
+        # Warden repairs hosts only in this region's zones.
+        zones = " || ".join(f'resource.name.startsWith("projects/{project}/zones/{zone}/")' for zone in region.zones)
+        ProjectIamMember(
+            self,
+            "warden_repair",
+            project=project,
+            role=shared.get_string("warden_role"),
+            member=f"serviceAccount:{shared.get_string('warden_service_account')}",
+            condition=ProjectIamMemberCondition(title=f"warden-{region.name}", expression=zones),
+        )
+
+        TerraformOutput(self, "cluster_name", value=gke.name, static_id=True)
+        TerraformOutput(self, "checkpoint_bucket", value=bucket.name, static_id=True)

@@ -1,0 +1,60 @@
+"""What the synthesized stacks create, read back from their Terraform JSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+Stacks = dict[str, dict[str, Any]]  # stack name -> its cdk.tf.json
+
+
+@dataclass(frozen=True)
+class StackSummary:
+    name: str
+    resources: Counter[str]  # Terraform type -> count
+    nodes: int  # GPU nodes at full size
+    gpus: Counter[str]  # accelerator type -> count
+
+
+def resources(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(type, name, body) of every resource in a stack."""
+    return [(kind, name, body) for kind, items in stack.get("resource", {}).items() for name, body in items.items()]
+
+
+def pool_nodes(body: dict[str, Any]) -> int:
+    """Nodes a node pool holds at full size: node_count is per zone; autoscaled pools count their maximum."""
+    autoscaling = body.get("autoscaling")
+    if autoscaling and "total_max_node_count" in autoscaling:
+        return int(autoscaling["total_max_node_count"])
+    return int(body.get("node_count", 0)) * max(1, len(body.get("node_locations", [])))
+
+
+def summarize(name: str, stack: dict[str, Any]) -> StackSummary:
+    kinds: Counter[str] = Counter()
+    nodes = 0
+    gpus: Counter[str] = Counter()
+    for kind, _, body in resources(stack):
+        kinds[kind] += 1
+        if kind != "google_container_node_pool":
+            continue
+        accelerators = body.get("node_config", {}).get("guest_accelerator", [])
+        if accelerators:
+            count = pool_nodes(body)
+            nodes += count
+            for accelerator in accelerators:
+                gpus[accelerator["type"]] += int(accelerator["count"]) * count
+    return StackSummary(name, kinds, nodes, gpus)
+
+
+def render(stacks: Stacks, where: str) -> str:
+    lines = [f"Stacks ({where}/stacks/<stack>/cdk.tf.json)"]
+    for name in stacks:
+        s = summarize(name, stacks[name])
+        capacity = ""
+        if s.nodes:
+            mix = ", ".join(f"{n:,} x {t}" for t, n in sorted(s.gpus.items()))
+            capacity = f", {s.nodes:,} GPU nodes, {sum(s.gpus.values()):,} GPUs ({mix})"
+        lines.append(f"{name}: {sum(s.resources.values())} resources{capacity}")
+        lines.append("  " + ", ".join(f"{kind} {count}" for kind, count in sorted(s.resources.items())))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,73 @@
+"""Names of cloud and cluster objects, derived from the fleet in one place.
+
+Terraform stacks, generated manifests and the tools that talk to them all use
+these, so a name is never spelled twice.
+"""
+
+from __future__ import annotations
+
+from fleet.model import Fleet
+
+# Kubernetes identities that get Google service accounts through Workload Identity.
+WARDEN_NAMESPACE = "warden"
+WARDEN_KSA = "warden"
+ARGOCD_NAMESPACE = "argocd"
+ARGOCD_KSAS = ("argocd-application-controller", "argocd-repo-server")
+TRAINER_KSA = "trainer"  # in every team namespace
+
+# Prefixes inside a checkpoint bucket: staged data may expire, committed checkpoints never.
+STAGED_PREFIX = "staged/"
+COMMITTED_PREFIX = "checkpoints/"
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+POOL_LABEL = "meridian.dev/pool"
+TEAM_LABEL = "meridian.dev/team"
+
+
+def main_network(fleet: Fleet) -> str:
+    return f"{fleet.name}-vpc"
+
+
+def gvnic_network(fleet: Fleet) -> str:
+    return f"{fleet.name}-gvnic"
+
+
+def region_subnet(fleet: Fleet, region: str) -> str:
+    return f"{fleet.name}-{region}"
+
+
+def gvnic_subnet(fleet: Fleet, region: str) -> str:
+    return f"{fleet.name}-{region}-gvnic"
+
+
+def rdma_network(fleet: Fleet, zone: str) -> str:
+    return f"{fleet.name}-rdma-{zone}"
+
+
+def rdma_subnet(fleet: Fleet, zone: str, index: int) -> str:
+    return f"{fleet.name}-rdma-{zone}-{index}"
+
+
+def roce_profile(fleet: Fleet, zone: str) -> str:
+    return f"projects/{fleet.project.id}/global/networkProfiles/{zone}-vpc-roce"
+
+
+def service_account_id(fleet: Fleet, role: str) -> str:
+    """Account id of the Google service account for `role` (nodes, warden, trainer, argocd)."""
+    return f"{fleet.name}-{role}"
+
+
+def service_account_email(fleet: Fleet, role: str) -> str:
+    return f"{service_account_id(fleet, role)}@{fleet.project.id}.iam.gserviceaccount.com"
+
+
+def workload_pool(fleet: Fleet) -> str:
+    return f"{fleet.project.id}.svc.id.goog"
+
+
+def workload_member(fleet: Fleet, namespace: str, ksa: str) -> str:
+    return f"serviceAccount:{workload_pool(fleet)}[{namespace}/{ksa}]"
+
+
+def team_namespace(team: str) -> str:
+    return f"team-{team}"
