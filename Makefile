@@ -5,15 +5,28 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: setup plan test lint typecheck unit lock clean
+.PHONY: setup plan scan bench test lint typecheck unit lock clean
 
-$(ENV): requirements/dev.lock scripts/bootstrap.sh $(COMPONENTS)
+# The project's own tools (node, npm, cdktn, kubectl, checkov) come first, and
+# the CDK Terrain CLI asks no update server.
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export CHECKPOINT_DISABLE := 1
+
+$(ENV): requirements/dev.lock requirements/checkov.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
 	@bash scripts/bootstrap.sh $(PYTHON)
 
 setup: $(ENV) ## build .venv from the lock
 
-plan: $(ENV) ## validate FLEET, plan address ranges, print the fleet summary
+plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, print both summaries
 	@$(BIN)/meridian plan --fleet $(FLEET)
+	@echo
+	@$(BIN)/meridian-synth --fleet $(FLEET)
+
+scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
+	$(BIN)/checkov --config-file infra/checkov.yaml -d infra/cdktf.out/stacks
+
+bench: $(ENV) ## synthesis time and memory for 1, 3 and 8 regions
+	$(BIN)/python scripts/bench_synth.py
 
 test: lint typecheck unit ## everything CI runs
 
@@ -31,4 +44,4 @@ lock: ## re-resolve requirements/dev.in into the lock
 	bash scripts/lock.sh $(PYTHON)
 
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .hypothesis
+	rm -rf .venv .mypy_cache .ruff_cache .hypothesis infra/node_modules infra/cdktf.out

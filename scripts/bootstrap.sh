@@ -19,9 +19,20 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/dev.lock
-for component in platform/*/; do
+for component in platform/*/ infra/; do
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$component"
 done
 .venv/bin/python -m pip check --disable-pip-version-check >/dev/null
+
+# checkov pins its own dependencies: give it a virtualenv of its own.
+if [ ! -x .venv/tools/checkov/bin/python ]; then
+  "$python" -m venv .venv/tools/checkov
+fi
+.venv/tools/checkov/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/checkov.lock
+ln -sf ../tools/checkov/bin/checkov .venv/bin/checkov
+
+# The CDK Terrain CLI, from infra/package-lock.json, run by the project's own Node.js.
+PATH="$PWD/.venv/bin:$PATH" npm ci --prefix infra --ignore-scripts --no-audit --no-fund --loglevel=error
+ln -sf ../../infra/node_modules/.bin/cdktn .venv/bin/cdktn
 touch .venv/.installed
 echo "environment ready: .venv ($(.venv/bin/python --version))"

@@ -15,6 +15,8 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterAddonsConfigDnsCacheConfig,
     ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig,
     ContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    ContainerClusterAuthenticatorGroupsConfig,
+    ContainerClusterBinaryAuthorization,
     ContainerClusterControlPlaneEndpointsConfig,
     ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig,
     ContainerClusterCostManagementConfig,
@@ -24,6 +26,8 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterMaintenancePolicyMaintenanceExclusion,
     ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions,
     ContainerClusterMaintenancePolicyRecurringWindow,
+    ContainerClusterMasterAuth,
+    ContainerClusterMasterAuthClientCertificateConfig,
     ContainerClusterMasterAuthorizedNetworksConfig,
     ContainerClusterMonitoringConfig,
     ContainerClusterMonitoringConfigManagedPrometheus,
@@ -98,11 +102,24 @@ def cluster(
         ),
         # No IP allowlist beyond the VPC: people reach the API through the
         # IAM-checked DNS endpoint; in-cluster agents use the private endpoint.
-        master_authorized_networks_config=ContainerClusterMasterAuthorizedNetworksConfig(gcp_public_cidrs_access_enabled=False),
-        control_plane_endpoints_config=ContainerClusterControlPlaneEndpointsConfig(
-            dns_endpoint_config=ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(allow_external_traffic=True)
+        master_authorized_networks_config=ContainerClusterMasterAuthorizedNetworksConfig(
+            gcp_public_cidrs_access_enabled=False
         ),
-        datapath_provider="ADVANCED_DATAPATH",
+        control_plane_endpoints_config=ContainerClusterControlPlaneEndpointsConfig(
+            dns_endpoint_config=ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(
+                allow_external_traffic=True
+            )
+        ),
+        master_auth=ContainerClusterMasterAuth(
+            client_certificate_config=ContainerClusterMasterAuthClientCertificateConfig(issue_client_certificate=False)
+        ),
+        # Kubernetes RBAC may name Google groups (team namespaces bind their teams' groups).
+        authenticator_groups_config=ContainerClusterAuthenticatorGroupsConfig(
+            security_group=fleet.project.gke_security_group
+        ),
+        # Enforce the project's Binary Authorization policy on every image.
+        binary_authorization=ContainerClusterBinaryAuthorization(evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"),
+        datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2: enforces NetworkPolicy itself
         enable_multi_networking=True,
         enable_shielded_nodes=True,
         remove_default_node_pool=True,
@@ -111,7 +128,9 @@ def cluster(
         workload_identity_config=ContainerClusterWorkloadIdentityConfig(workload_pool=names.workload_pool(fleet)),
         addons_config=ContainerClusterAddonsConfig(
             gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=True),
-            gce_persistent_disk_csi_driver_config=ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig(enabled=True),
+            gce_persistent_disk_csi_driver_config=ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig(
+                enabled=True
+            ),
             dns_cache_config=ContainerClusterAddonsConfigDnsCacheConfig(enabled=True),
         ),
         monitoring_config=ContainerClusterMonitoringConfig(
@@ -128,7 +147,9 @@ def cluster(
     )
 
 
-def system_pool(scope: Construct, fleet: Fleet, region: Region, cluster_id: str, nodes_account: str) -> ContainerNodePool:
+def system_pool(
+    scope: Construct, fleet: Fleet, region: Region, cluster_id: str, nodes_account: str
+) -> ContainerNodePool:
     """CPU nodes for the platform's own services (operators, Warden, Argo CD)."""
     pool = region.system_pool
     return ContainerNodePool(
@@ -150,7 +171,9 @@ def system_pool(scope: Construct, fleet: Fleet, region: Region, cluster_id: str,
             service_account=nodes_account,
             oauth_scopes=OAUTH_SCOPES,
             workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
+            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
             metadata={"disable-legacy-endpoints": "true"},
             labels={names.POOL_LABEL: SYSTEM_POOL},
         ),

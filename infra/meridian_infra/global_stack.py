@@ -63,8 +63,22 @@ class GlobalStack(TerraformStack):
             ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
 
         networks = {
-            "main_network": ComputeNetwork(self, "network_main", name=names.main_network(fleet), auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU),
-            "gvnic_network": ComputeNetwork(self, "network_gvnic", name=names.gvnic_network(fleet), auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU),
+            "main_network": ComputeNetwork(
+                self,
+                "network_main",
+                name=names.main_network(fleet),
+                auto_create_subnetworks=False,
+                routing_mode="GLOBAL",
+                mtu=MTU,
+            ),
+            "gvnic_network": ComputeNetwork(
+                self,
+                "network_gvnic",
+                name=names.gvnic_network(fleet),
+                auto_create_subnetworks=False,
+                routing_mode="GLOBAL",
+                mtu=MTU,
+            ),
         }
 
         accounts = {
@@ -81,7 +95,13 @@ class GlobalStack(TerraformStack):
             return f"serviceAccount:{accounts[role].email}"
 
         # GKE nodes: the minimal node role, and image pulls from the fleet registry.
-        ProjectIamMember(self, "nodes_default", project=project, role="roles/container.defaultNodeServiceAccount", member=member("nodes"))
+        ProjectIamMember(
+            self,
+            "nodes_default",
+            project=project,
+            role="roles/container.defaultNodeServiceAccount",
+            member=member("nodes"),
+        )
         registry = ArtifactRegistryRepository(
             self,
             "registry",
@@ -125,11 +145,16 @@ class GlobalStack(TerraformStack):
 
         for dataset in fleet.buckets.datasets:
             bucket = private_bucket(self, f"dataset_{dataset.name}", dataset.name, dataset.location)
-            StorageBucketIamMember(self, f"dataset_reader_{dataset.name}", bucket=bucket.name, role="roles/storage.objectViewer", member=member("trainer"))
+            StorageBucketIamMember(
+                self,
+                f"dataset_reader_{dataset.name}",
+                bucket=bucket.name,
+                role="roles/storage.objectViewer",
+                member=member("trainer"),
+            )
 
         outputs = {name: network.id for name, network in networks.items()}
         outputs |= {f"{role}_service_account": account.email for role, account in accounts.items()}
         outputs["warden_role"] = warden_role.id
         for name, value in outputs.items():
             TerraformOutput(self, name, value=value, static_id=True)
-

@@ -56,7 +56,9 @@ def reservation_affinity(pool: GpuPool) -> ContainerNodePoolNodeConfigReservatio
     )
 
 
-def additional_networks(pool: GpuPool, networks: RegionNetworks) -> list[ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs]:
+def additional_networks(
+    pool: GpuPool, networks: RegionNetworks
+) -> list[ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs]:
     """eth1 on the gVNIC network, then eth2..eth9 on the zone's 8 RDMA subnets."""
     nics = [(networks.gvnic_subnet.network, networks.gvnic_subnet.name)]
     if pool.machine.rdma_nics:
@@ -81,9 +83,15 @@ def gpu_pool(
         node_locations=[pool.zone],
         node_count=None if flex else pool.nodes,
         initial_node_count=0 if flex else None,
-        autoscaling=ContainerNodePoolAutoscaling(total_min_node_count=0, total_max_node_count=pool.nodes, location_policy="ANY") if flex else None,
+        autoscaling=ContainerNodePoolAutoscaling(
+            total_min_node_count=0, total_max_node_count=pool.nodes, location_policy="ANY"
+        )
+        if flex
+        else None,
         queued_provisioning=ContainerNodePoolQueuedProvisioning(enabled=True) if flex else None,
-        placement_policy=ContainerNodePoolPlacementPolicy(type="COMPACT") if mode in (CapacityMode.SPOT, CapacityMode.ON_DEMAND) else None,
+        placement_policy=ContainerNodePoolPlacementPolicy(type="COMPACT")
+        if mode in (CapacityMode.SPOT, CapacityMode.ON_DEMAND)
+        else None,
         max_pods_per_node=pool.max_pods_per_node,
         management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=False),
         # No spare GPUs to surge into: replace one node at a time.
@@ -106,7 +114,9 @@ def gpu_pool(
                 )
             ],
             gvnic=ContainerNodePoolNodeConfigGvnic(enabled=True),
-            ephemeral_storage_local_ssd_config=ContainerNodePoolNodeConfigEphemeralStorageLocalSsdConfig(local_ssd_count=machine.local_ssds),
+            ephemeral_storage_local_ssd_config=ContainerNodePoolNodeConfigEphemeralStorageLocalSsdConfig(
+                local_ssd_count=machine.local_ssds
+            ),
             reservation_affinity=reservation_affinity(pool),
             spot=True if mode is CapacityMode.SPOT else None,
             taint=[ContainerNodePoolNodeConfigTaint(key=names.GPU_TAINT_KEY, value="present", effect="NO_SCHEDULE")],
@@ -114,7 +124,9 @@ def gpu_pool(
             service_account=nodes_account,
             oauth_scopes=OAUTH_SCOPES,
             workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
+            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
             metadata={"disable-legacy-endpoints": "true"},
         ),
     )

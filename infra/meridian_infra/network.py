@@ -12,7 +12,11 @@ from dataclasses import dataclass
 from cdktn_provider_google.compute_firewall import ComputeFirewall, ComputeFirewallAllow, ComputeFirewallLogConfig
 from cdktn_provider_google.compute_network import ComputeNetwork
 from cdktn_provider_google.compute_router import ComputeRouter
-from cdktn_provider_google.compute_router_nat import ComputeRouterNat, ComputeRouterNatLogConfig, ComputeRouterNatSubnetwork
+from cdktn_provider_google.compute_router_nat import (
+    ComputeRouterNat,
+    ComputeRouterNatLogConfig,
+    ComputeRouterNatSubnetwork,
+)
 from cdktn_provider_google.compute_subnetwork import (
     ComputeSubnetwork,
     ComputeSubnetworkLogConfig,
@@ -32,7 +36,9 @@ HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 # Ports the GKE control plane uses to reach nodes: kubelet, webhooks.
 CONTROL_PLANE_PORTS = ("443", "8443", "9443", "10250", "15017")
 
-_FLOW_LOGS = ComputeSubnetworkLogConfig(aggregation_interval="INTERVAL_10_MIN", flow_sampling=0.1, metadata="INCLUDE_ALL_METADATA")
+_FLOW_LOGS = ComputeSubnetworkLogConfig(
+    aggregation_interval="INTERVAL_10_MIN", flow_sampling=0.1, metadata="INCLUDE_ALL_METADATA"
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,9 @@ def region_networks(
     )
 
     # Private nodes reach the internet (image pulls outside Google, pip) only through NAT.
-    router = ComputeRouter(scope, "router", name=f"{fleet.name}-{region.name}", region=region.name, network=main_network)
+    router = ComputeRouter(
+        scope, "router", name=f"{fleet.name}-{region.name}", region=region.name, network=main_network
+    )
     ComputeRouterNat(
         scope,
         "nat",
@@ -86,7 +94,14 @@ def region_networks(
     )
 
     cluster_ranges = [str(ranges.nodes.cidr), str(ranges.pods.cidr), str(ranges.services.cidr)]
-    _firewall(scope, "fw_internal", f"{fleet.name}-{region.name}-internal", main_network, cluster_ranges, ComputeFirewallAllow(protocol="all"))
+    _firewall(
+        scope,
+        "fw_internal",
+        f"{fleet.name}-{region.name}-internal",
+        main_network,
+        cluster_ranges,
+        ComputeFirewallAllow(protocol="all"),
+    )
     _firewall(
         scope,
         "fw_control_plane",
@@ -95,8 +110,22 @@ def region_networks(
         [str(ranges.control_plane.cidr)],
         ComputeFirewallAllow(protocol="tcp", ports=list(CONTROL_PLANE_PORTS)),
     )
-    _firewall(scope, "fw_health_checks", f"{fleet.name}-{region.name}-health-checks", main_network, list(HEALTH_CHECK_RANGES), ComputeFirewallAllow(protocol="tcp"))
-    _firewall(scope, "fw_gvnic_internal", f"{fleet.name}-{region.name}-gvnic-internal", gvnic_network, [str(ranges.gvnic.cidr)], ComputeFirewallAllow(protocol="all"))
+    _firewall(
+        scope,
+        "fw_health_checks",
+        f"{fleet.name}-{region.name}-health-checks",
+        main_network,
+        list(HEALTH_CHECK_RANGES),
+        ComputeFirewallAllow(protocol="tcp"),
+    )
+    _firewall(
+        scope,
+        "fw_gvnic_internal",
+        f"{fleet.name}-{region.name}-gvnic-internal",
+        gvnic_network,
+        [str(ranges.gvnic.cidr)],
+        ComputeFirewallAllow(protocol="all"),
+    )
 
     rdma: dict[str, tuple[ComputeNetwork, list[ComputeSubnetwork]]] = {}
     for zone, zone_ranges in ranges.rdma.items():
@@ -124,7 +153,9 @@ def region_networks(
     return RegionNetworks(subnet, gvnic_subnet, rdma)
 
 
-def _firewall(scope: Construct, id_: str, name: str, network: str, sources: list[str], allow: ComputeFirewallAllow) -> None:
+def _firewall(
+    scope: Construct, id_: str, name: str, network: str, sources: list[str], allow: ComputeFirewallAllow
+) -> None:
     ComputeFirewall(
         scope,
         id_,

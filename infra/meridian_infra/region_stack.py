@@ -10,12 +10,12 @@ from __future__ import annotations
 from cdktn import TerraformOutput, TerraformStack
 from cdktn_provider_google.project_iam_member import ProjectIamMember, ProjectIamMemberCondition
 from cdktn_provider_google.provider import GoogleProvider
-from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from cdktn_provider_google.storage_bucket import (
     StorageBucketLifecycleRule,
     StorageBucketLifecycleRuleAction,
     StorageBucketLifecycleRuleCondition,
 )
+from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
 from fleet import names
@@ -60,7 +60,9 @@ class RegionStack(TerraformStack):
             ],
         )
         trainer = f"serviceAccount:{shared.get_string('trainer_service_account')}"
-        StorageBucketIamMember(self, "trainer_checkpoints", bucket=bucket.name, role="roles/storage.objectUser", member=trainer)
+        StorageBucketIamMember(
+            self, "trainer_checkpoints", bucket=bucket.name, role="roles/storage.objectUser", member=trainer
+        )
 
         # Warden repairs hosts only in this region's zones.
         zones = " || ".join(f'resource.name.startsWith("projects/{project}/zones/{zone}/")' for zone in region.zones)

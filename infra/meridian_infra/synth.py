@@ -10,7 +10,6 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 from fleet.load import load
 from fleet.problems import SpecError
@@ -22,10 +21,10 @@ INFRA = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = INFRA / "cdktf.out"
 
 
-def read_stacks(outdir: Path) -> Stacks:
-    """Each stack's JSON, in the order the manifest lists them (global first)."""
-    manifest = json.loads((outdir / "manifest.json").read_text())
-    return {name: json.loads((outdir / entry["synthesizedStackPath"]).read_text()) for name, entry in manifest["stacks"].items()}
+def read_stacks(outdir: Path, order: Sequence[str]) -> Stacks:
+    """Each stack's JSON, in the given order of stack names."""
+    manifest = json.loads((outdir / "manifest.json").read_text())["stacks"]
+    return {name: json.loads((outdir / manifest[name]["synthesizedStackPath"]).read_text()) for name in order}
 
 
 def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend = "gcs") -> Stacks:
@@ -35,7 +34,7 @@ def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend =
     staging = Path(tempfile.mkdtemp(prefix=".synth-", dir=outdir.parent))
     try:
         build_app(loaded.fleet, loaded.addresses, str(staging), backend).synth()
-        stacks = read_stacks(staging)
+        stacks = read_stacks(staging, ["global", *(r.name for r in loaded.fleet.regions)])
         if outdir.exists():
             shutil.rmtree(outdir)
         staging.rename(outdir)
@@ -47,7 +46,7 @@ def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend =
 def _backend(value: str) -> Backend:
     if value not in BACKENDS:
         raise SpecError([f"MERIDIAN_BACKEND={value!r}: unknown backend; use one of {', '.join(BACKENDS)}"])
-    return cast(Backend, value)
+    return value
 
 
 def synth_from_env() -> int:
@@ -64,7 +63,9 @@ def synth_from_env() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="meridian-synth", description="Synthesize Meridian's Terraform stacks and summarize them.")
+    parser = argparse.ArgumentParser(
+        prog="meridian-synth", description="Synthesize Meridian's Terraform stacks and summarize them."
+    )
     parser.add_argument("--fleet", default="fleet.yaml")
     parser.add_argument("--outdir", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--backend", default=os.environ.get("MERIDIAN_BACKEND", "gcs"))

@@ -91,6 +91,14 @@ class Project(Base):
     ]
     organization_id: Annotated[str, _matching(re.compile(r"\d{6,20}"), "is not an organization id (digits only)")]
     state_bucket: BucketName  # Terraform remote state, one prefix per stack
+    # The Google group whose member groups Kubernetes RBAC may name (Google Groups for RBAC).
+    gke_security_group: Annotated[
+        str,
+        _matching(
+            re.compile(r"gke-security-groups@[^@\s]+\.[a-z]{2,}"),
+            "must be gke-security-groups@<your domain>, as GKE requires",
+        ),
+    ]
 
 
 class Versions(Base):
