@@ -1,6 +1,7 @@
 # Meridian: every entry point. The first target that needs .venv builds it.
 PYTHON ?= python3
 FLEET ?= fleet.yaml
+SYNTH_OUT ?= infra/cdktf.out
 BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
@@ -20,10 +21,10 @@ setup: $(ENV) ## build .venv from the lock
 plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, print both summaries
 	@$(BIN)/meridian plan --fleet $(FLEET)
 	@echo
-	@$(BIN)/meridian-synth --fleet $(FLEET)
+	@$(BIN)/meridian-synth --fleet $(FLEET) --outdir $(SYNTH_OUT)
 
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
-	$(BIN)/checkov --config-file infra/checkov.yaml -d infra/cdktf.out/stacks
+	$(BIN)/checkov --config-file infra/checkov.yaml -d $(SYNTH_OUT)/stacks
 
 bench: $(ENV) ## synthesis time and memory for 1, 3 and 8 regions
 	$(BIN)/python scripts/bench_synth.py

@@ -48,11 +48,36 @@ def test_explicit_ranges_are_marked(
     assert "172.16.0.0/20*" in capsys.readouterr().out
 
 
-def test_make_plan_takes_another_spec(spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path]) -> None:
+def _make_plan(fleet: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "plan", f"FLEET={fleet}", f"SYNTH_OUT={out}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_make_plan_takes_another_spec(
+    spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], tmp_path: Path
+) -> None:
     spec["regions"] = spec["regions"][:1]
     spec["teams"] = [{**t, "quota": {"us-central1": t["quota"]["us-central1"]}} for t in spec["teams"]]
-    result = subprocess.run(
-        ["make", "-s", "plan", f"FLEET={write_spec(spec)}"], cwd=REPO, capture_output=True, text=True, check=False
-    )
+    out = tmp_path / "cdktf.out"
+    result = _make_plan(write_spec(spec), out)
     assert result.returncode == 0, result.stderr
     assert "1 regions, 2 GPU pools, 512 GPU nodes, 4,096 GPUs" in result.stdout
+    assert "us-central1: 24 resources, 512 GPU nodes, 4,096 GPUs" in result.stdout
+    assert sorted(p.name for p in (out / "stacks").iterdir()) == ["global", "us-central1"]
+
+
+def test_make_plan_stops_at_an_invalid_spec(
+    spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], tmp_path: Path
+) -> None:
+    spec["teams"][0]["priority"] = "urgent"
+    out = tmp_path / "cdktf.out"
+    result = _make_plan(write_spec(spec), out)
+    assert result.returncode != 0
+    assert "teams[0].priority: unknown priority 'urgent'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
