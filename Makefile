@@ -6,7 +6,7 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: setup plan scan bench test lint typecheck unit lock clean
+.PHONY: setup plan generate scan bench test lint typecheck unit lock clean
 
 # The project's own tools (node, npm, cdktn, kubectl, checkov) come first, and
 # the CDK Terrain CLI asks no update server.
@@ -22,6 +22,9 @@ plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, pri
 	@$(BIN)/meridian plan --fleet $(FLEET)
 	@echo
 	@$(BIN)/meridian-synth --fleet $(FLEET) --outdir $(SYNTH_OUT)
+
+generate: $(ENV) ## render kustomize/overlays/ and argocd/clusters/ from FLEET
+	@$(BIN)/meridian generate --fleet $(FLEET)
 
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
 	$(BIN)/checkov --config-file infra/checkov.yaml -d $(SYNTH_OUT)/stacks

@@ -405,3 +405,19 @@ def test_installed_command_exits_2_without_traceback(spec: Spec, write_spec: Cal
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
     assert "regions[0].zones[0]: zone 'us-central1-q' is not in us-central1" in result.stderr
+
+
+def test_rdma_pools_in_two_zones_are_rejected(
+    spec: Spec, write_spec: Callable[[Spec], Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from fleet import catalog
+
+    ultra = catalog.MACHINE_TYPES["a3-ultragpu-8g"]
+    wider = dataclasses.replace(ultra, zones=frozenset({*(ultra.zones or ()), "us-central1-c"}))
+    monkeypatch.setitem(catalog.MACHINE_TYPES, "a3-ultragpu-8g", wider)
+    spec["regions"][0]["gpu_pools"][1]["zone"] = "us-central1-c"
+    assert main(["plan", "--fleet", str(write_spec(spec))]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "regions[0].gpu_pools[1].zone: A3 Ultra pools of us-central1 span zones us-central1-b, us-central1-c" in line

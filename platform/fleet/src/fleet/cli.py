@@ -1,8 +1,10 @@
 """`meridian`: the platform engineer's command for the fleet spec.
 
     meridian plan [--fleet FILE] [--json]
+    meridian generate [--fleet FILE] [--root DIR] [--check]
 
-Exit codes: 0 success, 2 invalid input (one line per problem on stderr).
+Exit codes: 0 success, 1 generated files are stale (--check),
+2 invalid input (one line per problem on stderr).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from fleet.load import load
+from fleet.gitops.tree import OWNED, render_tree
+from fleet.gitops.write import stale, write
+from fleet.load import LoadedFleet, load
 from fleet.problems import SpecError
 from fleet.summary import as_json, render
 
@@ -24,7 +29,29 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="validate the fleet spec, plan address ranges, print the summary")
     plan.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
     plan.add_argument("--json", action="store_true", help="print the summary as JSON")
+    generate = commands.add_parser("generate", help="render kustomize/overlays/ and argocd/clusters/ from the spec")
+    generate.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
+    generate.add_argument("--root", type=Path, default=Path("."), help="repository root to write into (default: .)")
+    generate.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if the committed output is stale"
+    )
     return parser
+
+
+def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
+    tree = render_tree(loaded.fleet)
+    if check:
+        differences = stale(root, tree)
+        for line in differences:
+            print(f"stale: {line}", file=sys.stderr)
+        if differences:
+            print("generated files are stale: run `make generate` and commit the result", file=sys.stderr)
+            return 1
+        print(f"generated files are current ({len(tree)} files)")
+        return 0
+    changed = write(root, tree)
+    print(f"wrote {len(tree)} files under {', '.join(OWNED)} ({changed} changed)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"internal error: {exc!r}; rerun with --debug and report it", file=sys.stderr)
         return 1
+    if args.command == "generate":
+        return _generate(loaded, args.root, args.check)
     if args.json:
         print(json.dumps(as_json(loaded.fleet, loaded.addresses), indent=2))
     else:

@@ -103,11 +103,37 @@ class Project(Base):
 
 class Versions(Base):
     gke_channel: Channel
+    # Kubernetes minor the clusters run: what generated manifests are validated against.
+    kubernetes: Annotated[
+        str, _matching(re.compile(r"1\.\d+"), "is not a Kubernetes minor version; write it like 1.35")
+    ]
     kuberay: Version
     kueue: Version
     argocd: Version
     warden_image: Image
     trainer_image: Image
+    nccl_installer_image: Image  # Google's gIB NCCL plugin installer for A3 Ultra
+
+
+class GitOps(Base):
+    """Where each cluster's Argo CD pulls this repository from."""
+
+    repo: Annotated[str, _matching(re.compile(r"(https://|git@)\S+"), "is not a git URL; use https://... or git@...")]
+    revision: str = "main"
+
+
+class WardenPolicy(Base):
+    """Safety limits for Warden (issue 8), shipped to every cluster as a ConfigMap."""
+
+    dry_run: bool = True
+    unhealthy_share_limit: float = Field(default=0.05, gt=0, le=0.5)  # circuit breaker, per pool and per cluster
+    window_minutes: int = Field(default=60, ge=1, le=1440)
+    max_remediations_per_pool: int = Field(default=2, ge=1)
+    max_remediations_per_cluster: int = Field(default=8, ge=1)
+    repeat_offender_count: int = Field(default=3, ge=2)  # remediations within repeat_offender_days -> hold for review
+    repeat_offender_days: int = Field(default=7, ge=1)
+    drain_grace_seconds: int = Field(default=600, ge=30, le=3600)  # time for training to checkpoint
+    xid_actions: dict[int, Literal["none", "restart_pods", "reboot", "replace", "review"]] = {}  # overrides
 
 
 class Registry(Base):
@@ -255,6 +281,8 @@ class Fleet(Base):
     versions: Versions
     registry: Registry
     network: NetworkPlan = NetworkPlan()
+    gitops: GitOps
+    warden: WardenPolicy = WardenPolicy()
     buckets: Buckets
     priorities: tuple[Priority, ...] = Field(min_length=1)
     regions: tuple[Region, ...] = Field(min_length=1)

@@ -20,6 +20,7 @@ STAGED_PREFIX = "staged/"
 COMMITTED_PREFIX = "checkpoints/"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_RESOURCE = "nvidia.com/gpu"
 POOL_LABEL = "meridian.dev/pool"
 TEAM_LABEL = "meridian.dev/team"
 
@@ -71,3 +72,17 @@ def workload_member(fleet: Fleet, namespace: str, ksa: str) -> str:
 
 def team_namespace(team: str) -> str:
     return f"team-{team}"
+
+
+def local_queue(team: str) -> str:
+    """The team's Kueue LocalQueue, in its namespace."""
+    return team
+
+
+# Multi-network names pods use (annotation networking.gke.io/interfaces): eth1 on
+# the gVNIC network, eth2..eth9 on rdma-0..rdma-7.
+GVNIC_NETWORK_OBJECT = "gvnic-1"
+
+
+def rdma_network_object(index: int) -> str:
+    return f"rdma-{index}"

@@ -99,6 +99,23 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
         yield from _duplicates(((((*at, p, "name")), pool.name) for p, pool in enumerate(region.gpu_pools)), "pool")
         for p, pool in enumerate(region.gpu_pools):
             yield from _pool(region, pool, (*at, p), teams)
+        # Pools already reported for their zone or machine are left out.
+        rdma = [
+            (p, pool.zone)
+            for p, pool in enumerate(region.gpu_pools)
+            if (m := MACHINE_TYPES.get(pool.machine_type))
+            and m.rdma_nics
+            and pool.zone in region.zones
+            and m.offered_in(pool.zone)
+        ]
+        zones = sorted({zone for _, zone in rdma})
+        if len(zones) > 1:
+            first_other = next(p for p, zone in rdma if zone != rdma[0][1])
+            yield Problem(
+                (*at, first_other, "zone"),
+                f"A3 Ultra pools of {region.name} span zones {', '.join(zones)}; pods name RDMA networks rdma-0..7, "
+                "which exist once per cluster, so keep them in one zone",
+            )
 
 
 def _pool(region: Region, pool: GpuPool, at: Path, teams: set[str]) -> Iterator[Problem]:

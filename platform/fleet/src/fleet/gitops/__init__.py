@@ -1,0 +1,1 @@
+"""GitOps generator: per-cluster Kustomize overlays and Argo CD applications from the fleet."""

@@ -1,0 +1,327 @@
+"""Argo CD for one cluster: projects, the applications, and the root that owns them.
+
+Each cluster runs its own Argo CD and pulls this repository (see
+argocd/README.md for why). The root application (app-of-apps) syncs
+`argocd/clusters/<cluster>/apps`, whose Applications run in waves:
+
+    -3 argocd (self-managed, with health checks) -> -2 CRDs -> -1 operators
+    -> 0 namespaces and networks -> 1 queues -> 2 platform services -> 3 workloads
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet import names
+from fleet.gitops.objects import Obj, dump, obj
+from fleet.model import Fleet, Region
+
+API = "argoproj.io/v1alpha1"
+NAMESPACE = names.ARGOCD_NAMESPACE
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+ARGOCD_REPO = "https://github.com/argoproj/argo-cd.git"
+KUBERAY_REPO = "https://github.com/ray-project/kuberay.git"
+KUBERAY_CHARTS = "https://ray-project.github.io/kuberay-helm/"
+KUEUE_CHARTS = "registry.k8s.io/kueue/charts"  # OCI
+
+OVERLAY_APPS = ("teams", "gpu-networking", "kueue-config", "warden", "training-images", "workloads")
+
+# Argo CD has no health assessment for these kinds: without one, waves would not
+# wait for child applications, and Ray resources would always look healthy.
+HEALTH_APPLICATION = """hs = {status = "Progressing", message = ""}
+if obj.status ~= nil and obj.status.health ~= nil then
+  hs.status = obj.status.health.status
+  if obj.status.health.message ~= nil then hs.message = obj.status.health.message end
+end
+return hs
+"""
+HEALTH_RAYCLUSTER = """hs = {status = "Progressing", message = "waiting for the head pod"}
+if obj.status ~= nil and obj.status.conditions ~= nil then
+  local provisioned, headReady = false, false
+  for _, c in ipairs(obj.status.conditions) do
+    if c.type == "RayClusterProvisioned" and c.status == "True" then provisioned = true end
+    if c.type == "HeadPodReady" and c.status == "True" then headReady = true end
+    if c.type == "ReplicaFailure" and c.status == "True" then
+      return {status = "Degraded", message = c.message or "replica failure"}
+    end
+  end
+  if provisioned and headReady then hs = {status = "Healthy", message = "head ready, workers provisioned"} end
+end
+if obj.spec ~= nil and obj.spec.suspend == true then hs = {status = "Suspended", message = "suspended"} end
+return hs
+"""
+HEALTH_RAYJOB = """hs = {status = "Progressing", message = ""}
+if obj.status ~= nil and obj.status.jobDeploymentStatus ~= nil then
+  local s = obj.status.jobDeploymentStatus
+  hs.message = s
+  if s == "Complete" then hs.status = "Healthy"
+  elseif s == "Failed" or s == "ValidationFailed" then hs.status = "Degraded"
+  elseif s == "Suspended" or s == "Suspending" then hs.status = "Suspended"
+  end
+end
+return hs
+"""
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    wave: int
+    project: str
+    source: dict[str, Any]
+    namespace: str
+    prune: bool = True
+    sync_options: tuple[str, ...] = ()
+    ignore: list[dict[str, Any]] = field(default_factory=list)
+
+
+def overlay_path(fleet: Fleet, region: Region, app: str) -> str:
+    return f"kustomize/overlays/{fleet.cluster_name(region)}/{app}"
+
+
+def apps_path(fleet: Fleet, region: Region) -> str:
+    return f"argocd/clusters/{fleet.cluster_name(region)}/apps"
+
+
+def _argocd_config_patch() -> dict[str, Any]:
+    data = {
+        "resource.customizations.health.argoproj.io_Application": HEALTH_APPLICATION,
+        "resource.customizations.health.ray.io_RayCluster": HEALTH_RAYCLUSTER,
+        "resource.customizations.health.ray.io_RayJob": HEALTH_RAYJOB,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "argocd-cm", "namespace": NAMESPACE},
+        "data": data,
+    }
+
+
+def argocd_config_patch_yaml() -> str:
+    return dump([_argocd_config_patch()]).split("\n", 1)[1]  # without the header: it is embedded
+
+
+# Fields that controllers own: Argo CD must not fight over them.
+CONTROLLER_FIELDS = [
+    {
+        "group": "ray.io",
+        "kind": "RayCluster",
+        "jqPathExpressions": [".spec.workerGroupSpecs[].replicas", ".spec.suspend"],
+    },
+    {
+        "group": "ray.io",
+        "kind": "RayJob",
+        "jqPathExpressions": [
+            ".spec.suspend",
+            ".spec.rayClusterSpec.workerGroupSpecs[].replicas",
+            ".spec.rayClusterSpec.headGroupSpec.template.spec.nodeSelector",
+            ".spec.rayClusterSpec.headGroupSpec.template.spec.tolerations",
+            ".spec.rayClusterSpec.workerGroupSpecs[].template.spec.nodeSelector",
+            ".spec.rayClusterSpec.workerGroupSpecs[].template.spec.tolerations",
+        ],
+    },
+    {
+        "group": "batch",
+        "kind": "Job",
+        "jqPathExpressions": [".spec.suspend", ".spec.template.spec.nodeSelector", ".spec.template.spec.tolerations"],
+    },
+]
+
+
+def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
+    v = fleet.versions
+    repo = {"repoURL": fleet.gitops.repo, "targetRevision": fleet.gitops.revision}
+
+    def overlay(app: str) -> dict[str, Any]:
+        return {**repo, "path": overlay_path(fleet, region, app)}
+
+    return [
+        App(
+            "argocd",
+            -3,
+            "platform",
+            {
+                "repoURL": ARGOCD_REPO,
+                "targetRevision": f"v{v.argocd}",
+                "path": "manifests/cluster-install",
+                "kustomize": {
+                    "patches": [
+                        {"target": {"kind": "ConfigMap", "name": "argocd-cm"}, "patch": argocd_config_patch_yaml()}
+                    ]
+                },
+            },
+            NAMESPACE,
+            prune=False,  # Argo CD never deletes parts of itself
+            sync_options=("ServerSideApply=true",),
+        ),
+        # CRDs are far above client-side apply's size limit, and deleting one deletes every
+        # RayCluster and RayJob: server-side apply, never pruned.
+        App(
+            "kuberay-crds",
+            -2,
+            "platform",
+            {"repoURL": KUBERAY_REPO, "targetRevision": f"v{v.kuberay}", "path": "ray-operator/config/crd"},
+            "ray-system",
+            prune=False,
+            sync_options=("ServerSideApply=true",),
+        ),
+        App(
+            "kuberay-operator",
+            -1,
+            "platform",
+            {
+                "repoURL": KUBERAY_CHARTS,
+                "chart": "kuberay-operator",
+                "targetRevision": v.kuberay,
+                "helm": {"skipCrds": True},
+            },
+            "ray-system",
+            sync_options=("CreateNamespace=true", "ServerSideApply=true"),
+        ),
+        App(
+            "kueue",
+            -1,
+            "platform",
+            {"repoURL": KUEUE_CHARTS, "chart": "kueue", "targetRevision": v.kueue},
+            "kueue-system",
+            prune=False,  # carries Kueue's CRDs
+            sync_options=("CreateNamespace=true", "ServerSideApply=true"),
+        ),
+        App("teams", 0, "fleet-config", overlay("teams"), "default"),
+        App("gpu-networking", 0, "fleet-config", overlay("gpu-networking"), "kube-system"),
+        App(
+            "kueue-config",
+            1,
+            "fleet-config",
+            overlay("kueue-config"),
+            "kueue-system",
+            sync_options=("ServerSideApply=true",),
+        ),
+        App("warden", 2, "fleet-config", overlay("warden"), names.WARDEN_NAMESPACE),
+        App("training-images", 2, "fleet-config", overlay("training-images"), "meridian-images"),
+        App(
+            "workloads",
+            3,
+            "fleet-config",
+            overlay("workloads"),
+            "default",
+            sync_options=("RespectIgnoreDifferences=true",),
+            ignore=CONTROLLER_FIELDS,
+        ),
+    ]
+
+
+def application(app: App) -> Obj:
+    sync: dict[str, Any] = {
+        "automated": {"prune": app.prune, "selfHeal": True},
+        "retry": {"limit": 10, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+    }
+    if app.sync_options:
+        sync["syncOptions"] = list(app.sync_options)
+    spec: dict[str, Any] = {
+        "project": app.project,
+        "source": app.source,
+        "destination": {"server": IN_CLUSTER, "namespace": app.namespace},
+        "syncPolicy": sync,
+    }
+    if app.ignore:
+        spec["ignoreDifferences"] = app.ignore
+    return obj(
+        API,
+        "Application",
+        app.name,
+        NAMESPACE,
+        annotations={"argocd.argoproj.io/sync-wave": str(app.wave)},
+        finalizers=["resources-finalizer.argocd.argoproj.io"],
+        spec=spec,
+    )
+
+
+def _kinds(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"group": group, "kind": kind} for group, kind in pairs]
+
+
+def projects(fleet: Fleet) -> list[Obj]:
+    """Least privilege: each project names its sources, namespaces and the cluster-scoped kinds it may create."""
+    team_namespaces = [names.team_namespace(t.name) for t in fleet.teams]
+    platform = {
+        "description": "Upstream components: Argo CD, KubeRay, Kueue",
+        "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS],
+        "destinations": [{"server": IN_CLUSTER, "namespace": ns} for ns in (NAMESPACE, "ray-system", "kueue-system")],
+        "clusterResourceWhitelist": _kinds(
+            ("apiextensions.k8s.io", "CustomResourceDefinition"),
+            ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+            ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+            ("apiregistration.k8s.io", "APIService"),
+            ("", "Namespace"),
+        ),
+    }
+    config = {
+        "description": "Configuration generated from fleet.yaml",
+        "sourceRepos": [fleet.gitops.repo],
+        "destinations": [
+            {"server": IN_CLUSTER, "namespace": ns}
+            for ns in (
+                "default",
+                "kube-system",
+                "kueue-system",
+                names.WARDEN_NAMESPACE,
+                "meridian-images",
+                *team_namespaces,
+            )
+        ],
+        "clusterResourceWhitelist": _kinds(
+            ("", "Namespace"),
+            ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("networking.gke.io", "GKENetworkParamSet"),
+            ("networking.gke.io", "Network"),
+            *(
+                ("kueue.x-k8s.io", kind)
+                for kind in (
+                    "Topology",
+                    "Cohort",
+                    "ResourceFlavor",
+                    "ClusterQueue",
+                    "WorkloadPriorityClass",
+                    "AdmissionCheck",
+                    "ProvisioningRequestConfig",
+                )
+            ),
+        ),
+    }
+    return [
+        obj(API, "AppProject", name, NAMESPACE, spec=spec)
+        for name, spec in (("platform", platform), ("fleet-config", config))
+    ]
+
+
+def root(fleet: Fleet, region: Region) -> list[Obj]:
+    """What bootstrap applies once: a project that may only manage Argo CD objects, and the root app."""
+    project = obj(
+        API,
+        "AppProject",
+        "bootstrap",
+        NAMESPACE,
+        spec={
+            "description": "The root application: Argo CD projects and applications only",
+            "sourceRepos": [fleet.gitops.repo],
+            "destinations": [{"server": IN_CLUSTER, "namespace": NAMESPACE}],
+            "clusterResourceWhitelist": [],
+            "namespaceResourceWhitelist": _kinds(("argoproj.io", "Application"), ("argoproj.io", "AppProject")),
+        },
+    )
+    app = application(
+        App(
+            "root",
+            0,
+            "bootstrap",
+            {"repoURL": fleet.gitops.repo, "targetRevision": fleet.gitops.revision, "path": apps_path(fleet, region)},
+            NAMESPACE,
+        )
+    )
+    return [project, app]

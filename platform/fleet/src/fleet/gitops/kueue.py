@@ -1,0 +1,155 @@
+"""Kueue configuration for one cluster: topology, flavors, queues, priorities.
+
+Every team gets a ClusterQueue in one cohort, so quota a team leaves idle can
+be borrowed by others and reclaimed when its owner needs it. A team's nominal
+GPUs in the region are split over the pools it may use: its dedicated pools
+first, then the shared pools in proportion to their size, in whole nodes.
+"""
+
+from __future__ import annotations
+
+from fleet import names
+from fleet.capacity import pool_capacity
+from fleet.gitops.objects import Obj, obj
+from fleet.model import CapacityMode, Fleet, GpuPool, Region, Team
+
+API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
+TOPOLOGY = "gke-default"
+TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+    "kubernetes.io/hostname",
+)
+COHORT = "meridian"
+PROVISIONING_CHECK = "dws-prov"
+PROVISIONING_CONFIG = "dws-config"
+GPU = names.GPU_RESOURCE
+GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def team_pools(region: Region, team: Team) -> list[GpuPool]:
+    """Pools the team may use: shared ones and its own."""
+    return [p for p in region.gpu_pools if p.team in (None, team.name)]
+
+
+def split_quota(region: Region, team: Team) -> dict[str, int]:
+    """Nominal GPUs per pool for the team, adding up to its quota in the region."""
+    pools = team_pools(region, team)
+    left = team.quota.get(region.name, 0)
+    quota = {p.name: 0 for p in pools}
+    for pool in pools:
+        if pool.team == team.name:
+            quota[pool.name] = min(left, pool_capacity(pool).gpus)
+            left -= quota[pool.name]
+    shared = [p for p in pools if p.team is None]
+    total = sum(pool_capacity(p).gpus for p in shared)
+    if left and total:
+        budget = left
+        for pool in shared:
+            per_node = pool.machine.gpus
+            quota[pool.name] = budget * pool_capacity(pool).gpus // total // per_node * per_node
+            left -= quota[pool.name]
+        for pool in sorted(shared, key=lambda p: -pool_capacity(p).gpus):  # rounding remainder to the largest pools
+            extra = min(left, pool_capacity(pool).gpus - quota[pool.name])
+            quota[pool.name] += extra
+            left -= extra
+    return quota
+
+
+def _flavor(pool: GpuPool) -> Obj:
+    tolerations = [GPU_TOLERATION]
+    if pool.capacity.mode is CapacityMode.FLEX_START:
+        tolerations.append(QUEUED_TOLERATION)
+    return obj(
+        API,
+        "ResourceFlavor",
+        pool.name,
+        spec={
+            "nodeLabels": {"cloud.google.com/gke-nodepool": pool.name},
+            "tolerations": tolerations,
+            "topologyName": TOPOLOGY,
+        },
+    )
+
+
+def _resources(pool: GpuPool, gpus: int) -> list[Obj]:
+    """GPU quota, and the CPU and memory that come with that many GPUs of the machine."""
+    machine = pool.machine
+    return [
+        {"name": GPU, "nominalQuota": gpus},
+        {"name": "cpu", "nominalQuota": gpus * machine.vcpus // machine.gpus},
+        {"name": "memory", "nominalQuota": f"{gpus * machine.memory_gb // machine.gpus}Gi"},
+    ]
+
+
+def _cluster_queue(region: Region, team: Team) -> Obj:
+    quota = split_quota(region, team)
+    pools = team_pools(region, team)
+    spec: Obj = {
+        "cohortName": COHORT,
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.team_namespace(team.name)}},
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU, "cpu", "memory"],
+                "flavors": [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
+            }
+        ],
+        "preemption": {
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+            "withinClusterQueue": "LowerPriority",
+        },
+    }
+    flex = [p.name for p in pools if p.capacity.mode is CapacityMode.FLEX_START]
+    if flex:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": flex}]}
+    return obj(API, "ClusterQueue", team.name, labels={names.TEAM_LABEL: team.name}, spec=spec)
+
+
+def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
+    objects = [
+        obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
+        obj(API, "Cohort", COHORT, spec={}),
+        *(_flavor(p) for p in region.gpu_pools),
+    ]
+    if any(p.capacity.mode is CapacityMode.FLEX_START for p in region.gpu_pools):
+        objects += [
+            obj(
+                API,
+                "ProvisioningRequestConfig",
+                PROVISIONING_CONFIG,
+                spec={"provisioningClassName": "queued-provisioning.gke.io", "managedResources": [GPU]},
+            ),
+            obj(
+                API,
+                "AdmissionCheck",
+                PROVISIONING_CHECK,
+                spec={
+                    "controllerName": "kueue.x-k8s.io/provisioning-request",
+                    "parameters": {
+                        "apiGroup": "kueue.x-k8s.io",
+                        "kind": "ProvisioningRequestConfig",
+                        "name": PROVISIONING_CONFIG,
+                    },
+                },
+            ),
+        ]
+    objects += [
+        obj(API, "WorkloadPriorityClass", p.name, value=p.value, description=f"Meridian priority {p.name}")
+        for p in fleet.priorities
+    ]
+    for team in fleet.teams:
+        objects.append(_cluster_queue(region, team))
+        objects.append(
+            obj(
+                API,
+                "LocalQueue",
+                names.local_queue(team.name),
+                names.team_namespace(team.name),
+                spec={"clusterQueue": team.name},
+            )
+        )
+    return objects

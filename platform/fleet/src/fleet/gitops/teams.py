@@ -1,0 +1,84 @@
+"""Team namespaces: RBAC for the team's Google group, quotas, the trainer's identity."""
+
+from __future__ import annotations
+
+from fleet import names
+from fleet.capacity import gpu_capacity
+from fleet.gitops.objects import Obj, obj
+from fleet.model import Fleet, Region
+
+RESEARCHER_ROLE = "meridian-researcher"
+DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"
+
+
+def researcher_role() -> Obj:
+    """What a team member may do in the team's namespace: run and inspect jobs, nothing cluster-wide."""
+    rules = [
+        {
+            "apiGroups": ["ray.io"],
+            "resources": ["rayjobs", "rayclusters"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods", "pods/log", "services", "events"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
+    ]
+    return obj("rbac.authorization.k8s.io/v1", "ClusterRole", RESEARCHER_ROLE, rules=rules)
+
+
+def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
+    objects = [researcher_role()]
+    region_gpus = gpu_capacity(region).gpus
+    trainer_account = names.service_account_email(fleet, "trainer")
+    for team in fleet.teams:
+        namespace = names.team_namespace(team.name)
+        objects += [
+            obj(
+                "v1",
+                "Namespace",
+                namespace,
+                labels={names.TEAM_LABEL: team.name},
+                annotations={DEFAULT_PRIORITY_ANNOTATION: team.priority},
+            ),
+            obj(
+                "rbac.authorization.k8s.io/v1",
+                "RoleBinding",
+                "team-members",
+                namespace,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
+                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
+            ),
+            # Kueue enforces nominal quota and borrowing; this caps what a namespace can ever hold
+            # and keeps team services off public load balancers.
+            obj(
+                "v1",
+                "ResourceQuota",
+                "team-limits",
+                namespace,
+                spec={
+                    "hard": {
+                        f"requests.{names.GPU_RESOURCE}": str(region_gpus),
+                        "services.loadbalancers": "0",
+                        "services.nodeports": "0",
+                    }
+                },
+            ),
+            obj(
+                "v1",
+                "ServiceAccount",
+                names.TRAINER_KSA,
+                namespace,
+                annotations={"iam.gke.io/gcp-service-account": trainer_account},
+            ),
+        ]
+    return objects

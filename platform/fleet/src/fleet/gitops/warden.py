@@ -1,0 +1,51 @@
+"""Warden's per-cluster configuration: its policy, generated from the spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet import names
+from fleet.gitops.objects import Obj, dump, obj
+from fleet.gpu_faults import BUCKETS, UNKNOWN_ACTION, default_actions
+from fleet.model import Fleet, Region
+
+POLICY_CONFIGMAP = "warden-policy"
+
+
+def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
+    w = fleet.warden
+    actions = default_actions() | dict(w.xid_actions)
+    return {
+        "cluster": fleet.cluster_name(region),
+        "region": region.name,
+        "dry_run": w.dry_run,
+        "circuit_breaker": {"unhealthy_share_limit": w.unhealthy_share_limit, "window_minutes": w.window_minutes},
+        "concurrency": {"per_pool": w.max_remediations_per_pool, "per_cluster": w.max_remediations_per_cluster},
+        "repeat_offender": {"count": w.repeat_offender_count, "days": w.repeat_offender_days},
+        "drain_grace_seconds": w.drain_grace_seconds,
+        "xid_buckets": {name: list(codes) for name, (codes, _) in BUCKETS.items()},
+        "xid_actions": {str(code): actions[code] for code in sorted(actions)},
+        "unknown_xid_action": UNKNOWN_ACTION,
+        "pools": [
+            {
+                "name": p.name,
+                "zone": p.zone,
+                "nodes": p.nodes,
+                "gpus_per_node": p.machine.gpus,
+                "capacity": p.capacity.mode.value,
+            }
+            for p in region.gpu_pools
+        ],
+    }
+
+
+def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
+    return [
+        obj(
+            "v1",
+            "ConfigMap",
+            POLICY_CONFIGMAP,
+            names.WARDEN_NAMESPACE,
+            data={"policy.yaml": dump([policy(fleet, region)])},
+        )
+    ]
