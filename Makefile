@@ -19,7 +19,7 @@ $(ENV): requirements/dev.lock requirements/checkov.lock infra/package-lock.json 
 setup: $(ENV) ## build .venv from the lock
 
 plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, print both summaries
-	@$(BIN)/meridian plan --fleet $(FLEET)
+	@$(BIN)/meridian plan --objects --fleet $(FLEET)
 	@echo
 	@$(BIN)/meridian-synth --fleet $(FLEET) --outdir $(SYNTH_OUT)
 

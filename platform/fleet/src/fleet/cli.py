@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fleet.gitops.plan import render_plan
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
@@ -29,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="validate the fleet spec, plan address ranges, print the summary")
     plan.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
     plan.add_argument("--json", action="store_true", help="print the summary as JSON")
+    plan.add_argument(
+        "--objects", action="store_true", help="also build each cluster's Argo CD tree and count its objects"
+    )
     generate = commands.add_parser("generate", help="render kustomize/overlays/ and argocd/clusters/ from the spec")
     generate.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
     generate.add_argument("--root", type=Path, default=Path("."), help="repository root to write into (default: .)")
@@ -73,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(as_json(loaded.fleet, loaded.addresses), indent=2))
     else:
         sys.stdout.write(render(loaded.fleet, loaded.addresses))
+    if args.objects:
+        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded.fleet))
     return 0
 
 

@@ -228,7 +228,9 @@ def application(app: App) -> Obj:
     }
     if app.ignore:
         spec["ignoreDifferences"] = app.ignore
-    application = obj(API, "Application", app.name, NAMESPACE, annotations={"argocd.argoproj.io/sync-wave": str(app.wave)}, spec=spec)
+    application = obj(
+        API, "Application", app.name, NAMESPACE, annotations={"argocd.argoproj.io/sync-wave": str(app.wave)}, spec=spec
+    )
     # Deleting an Application deletes what it deployed (cascading), except where prune is off.
     if app.prune:
         application["metadata"]["finalizers"] = ["resources-finalizer.argocd.argoproj.io"]

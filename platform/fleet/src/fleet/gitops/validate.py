@@ -73,7 +73,11 @@ def _strict(schema: Any) -> Any:
         schema = {k: _strict(v) for k, v in schema.items()}
         if isinstance(schema.get("pattern"), str):
             schema["pattern"] = re.sub(r"^\^\(\?([a-z]+)\)", r"(?\1)^", schema["pattern"])
-        if "properties" in schema and "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
             schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
@@ -134,7 +138,9 @@ def validate_object(o: Obj, kubernetes: str, crds: CrdSchemas) -> list[str]:
     schema = crds.schema(group, version, kind)
     if schema is None:
         where = crds.folder(group) or crds.folders.get(group, "no pinned CRD folder for this group")
-        return [f"no CRD schema for {api} {kind} (looked in {where}); run scripts/fetch_crds.py or provide ../shared/crds"]
+        return [
+            f"no CRD schema for {api} {kind} (looked in {where}); run scripts/fetch_crds.py or provide ../shared/crds"
+        ]
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in validator.iter_errors(o)]
 

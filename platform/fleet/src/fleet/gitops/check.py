@@ -1,0 +1,181 @@
+"""Build every cluster's Argo CD tree the way Argo CD will, validate it, cross-check it.
+
+For one cluster: the root application and the projects and applications it
+syncs; every application whose source is this repository is built with real
+kustomize; every object is validated against its schema; then references
+between objects are checked (namespaces, service accounts, priority classes,
+queues, flavors, config maps, roles) together with digests and duplicates.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleet.gitops import argocd
+from fleet.gitops.objects import Obj
+from fleet.gitops.teams import DEFAULT_PRIORITY_ANNOTATION
+from fleet.gitops.validate import BuildError, CrdSchemas, Finding, build, images, object_id, validate_object
+from fleet.model import Fleet, Region
+
+# Namespaces and roles a GKE cluster has before Argo CD applies anything.
+PREEXISTING_NAMESPACES = {"default", "kube-system", argocd.NAMESPACE}
+BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical", "system-node-critical"}
+BUILTIN_CLUSTER_ROLES = {"admin", "edit", "view", "cluster-admin"}
+
+
+@dataclass
+class ClusterTree:
+    cluster: str
+    argocd: list[Obj] = field(default_factory=list)  # root, projects, applications
+    apps: dict[str, list[Obj]] = field(default_factory=dict)  # this repository's applications, built
+    upstream: dict[str, dict[str, Any]] = field(default_factory=dict)  # other applications' sources
+
+    def objects(self) -> list[tuple[str, Obj]]:
+        return [("argocd", o) for o in self.argocd] + [(app, o) for app, objs in self.apps.items() for o in objs]
+
+
+def load_tree(repo: Path, fleet: Fleet, region: Region, kubectl: str = "kubectl") -> tuple[ClusterTree, list[Finding]]:
+    cluster = fleet.cluster_name(region)
+    tree = ClusterTree(cluster)
+    findings: list[Finding] = []
+    apps_dir = repo / argocd.apps_path(fleet, region)
+    root_file = apps_dir.parent / "root.yaml"
+    if not root_file.is_file():
+        return tree, [
+            Finding(cluster, f"no root application: {root_file.relative_to(repo)} is missing; run make generate")
+        ]
+    tree.argocd = [d for d in yaml.safe_load_all(root_file.read_text(encoding="utf-8")) if d]
+    try:
+        tree.argocd += build(apps_dir, kubectl)
+    except BuildError as exc:
+        return tree, [Finding(cluster, str(exc))]
+    for app in tree.argocd:
+        if app.get("kind") != "Application":
+            continue
+        name, source = app["metadata"]["name"], app["spec"]["source"]
+        if source.get("repoURL") != fleet.gitops.repo:
+            tree.upstream[name] = source
+            continue
+        path = repo / source.get("path", "")
+        if not path.is_dir():
+            findings.append(Finding(f"{cluster}/{name}", f"source path {source.get('path')} does not exist"))
+            continue
+        if name == "root":
+            continue  # its objects are the Argo CD tree loaded above
+        try:
+            tree.apps[name] = build(path, kubectl)
+        except BuildError as exc:
+            findings.append(Finding(f"{cluster}/{name}", str(exc)))
+    return tree, findings
+
+
+def check_tree(fleet: Fleet, region: Region, tree: ClusterTree, crds: CrdSchemas) -> list[Finding]:
+    findings = []
+    for app, o in tree.objects():
+        for problem in validate_object(o, fleet.versions.kubernetes, crds):
+            findings.append(
+                Finding(f"{tree.cluster}/{app}/{o.get('kind')}/{o.get('metadata', {}).get('name')}", problem)
+            )
+    return findings + _references(tree)
+
+
+def _by_kind(objects: Iterable[Obj], kind: str) -> dict[tuple[str, str], Obj]:
+    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects if o.get("kind") == kind}
+
+
+def _names(objects: Iterable[Obj], kind: str) -> set[str]:
+    return {name for _, name in _by_kind(objects, kind)}
+
+
+def _pod_spec(o: Obj) -> dict[str, Any]:
+    spec = o.get("spec", {})
+    template = spec.get("template", {}) if isinstance(spec, dict) else {}
+    return dict(template.get("spec", {})) if isinstance(template, dict) else {}
+
+
+def _references(tree: ClusterTree) -> list[Finding]:
+    objects = [o for _, o in tree.objects()]
+    found: list[Finding] = []
+
+    def bad(app: str, o: Obj, message: str) -> None:
+        found.append(Finding(f"{tree.cluster}/{app}/{o.get('kind')}/{o['metadata'].get('name')}", message))
+
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for app, o in tree.objects():
+        key = object_id(o)
+        if key in seen:
+            bad(app, o, f"also defined by application {seen[key]}")
+        seen[key] = app
+
+    applications = [a for a in tree.argocd if a.get("kind") == "Application"]
+    namespaces = PREEXISTING_NAMESPACES | _names(objects, "Namespace")
+    namespaces |= {
+        a["spec"]["destination"]["namespace"]
+        for a in applications
+        if "CreateNamespace=true" in a["spec"].get("syncPolicy", {}).get("syncOptions", [])
+    }
+    accounts = set(_by_kind(objects, "ServiceAccount"))
+    config_maps = set(_by_kind(objects, "ConfigMap"))
+    priority_classes = BUILTIN_PRIORITY_CLASSES | _names(objects, "PriorityClass")
+    workload_priorities = _names(objects, "WorkloadPriorityClass")
+    cluster_roles = BUILTIN_CLUSTER_ROLES | _names(objects, "ClusterRole")
+    roles = set(_by_kind(objects, "Role"))
+    queues = _names(objects, "ClusterQueue")
+    flavors = _names(objects, "ResourceFlavor")
+    checks = _names(objects, "AdmissionCheck")
+    topologies = _names(objects, "Topology")
+    provisioning = _names(objects, "ProvisioningRequestConfig")
+
+    for app, o in tree.objects():
+        meta, spec, kind = o["metadata"], o.get("spec") or {}, o.get("kind")
+        namespace = meta.get("namespace")
+        if namespace and namespace not in namespaces:
+            bad(app, o, f"namespace {namespace} is not created by any application")
+        for image in images(o):
+            if "@sha256:" not in image:
+                bad(app, o, f"image {image} is not pinned by digest")
+        pod = _pod_spec(o)
+        if pod:
+            account = pod.get("serviceAccountName", "default")
+            if account != "default" and (namespace, account) not in accounts:
+                bad(app, o, f"service account {namespace}/{account} does not exist")
+            if pod.get("priorityClassName") and pod["priorityClassName"] not in priority_classes:
+                bad(app, o, f"priority class {pod['priorityClassName']} does not exist")
+            for volume in pod.get("volumes", []):
+                cm = volume.get("configMap", {}).get("name")
+                if cm and (namespace, cm) not in config_maps:
+                    bad(app, o, f"config map {namespace}/{cm} does not exist")
+        if kind == "Namespace":
+            priority = meta.get("annotations", {}).get(DEFAULT_PRIORITY_ANNOTATION)
+            if priority and priority not in workload_priorities:
+                bad(app, o, f"default priority {priority} is not a WorkloadPriorityClass")
+        if kind in ("RoleBinding", "ClusterRoleBinding"):
+            ref = o["roleRef"]
+            known = cluster_roles if ref["kind"] == "ClusterRole" else {n for ns, n in roles if ns == namespace}
+            if ref["name"] not in known:
+                bad(app, o, f"{ref['kind']} {ref['name']} does not exist")
+        if kind == "LocalQueue" and spec.get("clusterQueue") not in queues:
+            bad(app, o, f"ClusterQueue {spec.get('clusterQueue')} does not exist")
+        if kind == "ClusterQueue":
+            for group in spec.get("resourceGroups", []):
+                for flavor in group.get("flavors", []):
+                    if flavor["name"] not in flavors:
+                        bad(app, o, f"ResourceFlavor {flavor['name']} does not exist")
+            for check in spec.get("admissionChecksStrategy", {}).get("admissionChecks", []):
+                if check["name"] not in checks:
+                    bad(app, o, f"AdmissionCheck {check['name']} does not exist")
+        if kind == "ResourceFlavor" and spec.get("topologyName") and spec["topologyName"] not in topologies:
+            bad(app, o, f"Topology {spec['topologyName']} does not exist")
+        if kind == "AdmissionCheck" and spec.get("parameters", {}).get("name") not in provisioning:
+            bad(app, o, f"ProvisioningRequestConfig {spec.get('parameters', {}).get('name')} does not exist")
+    return found
+
+
+def kinds(tree: ClusterTree) -> Counter[str]:
+    return Counter(str(o.get("kind")) for objs in tree.apps.values() for o in objs)

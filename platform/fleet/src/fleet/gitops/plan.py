@@ -1,0 +1,36 @@
+"""What Argo CD will apply to each cluster, for `make plan`: objects by kind per cluster.
+
+The tree is rendered from the spec being planned (not the committed one) into
+a scratch folder that shares the repository's hand-written kustomize/base.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from fleet.gitops.check import kinds, load_tree
+from fleet.gitops.tree import render_tree
+from fleet.model import Fleet
+
+
+def render_plan(repo: Path, fleet: Fleet, kubectl: str = "kubectl") -> str:
+    lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
+    with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
+        root = Path(tmp)
+        for rel, text in render_tree(fleet).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)
+        for region in fleet.regions:
+            tree, findings = load_tree(root, fleet, region, kubectl)
+            counts = kinds(tree)
+            lines.append(f"{tree.cluster}: {sum(counts.values())} objects in {len(tree.apps)} applications")
+            lines.append("  " + ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())))
+            upstream = [
+                f"{name} ({source.get('chart') or source.get('path')} {source.get('targetRevision')})"
+                for name, source in tree.upstream.items()
+            ]
+            lines.append("  upstream: " + ", ".join(upstream))
+            lines += [f"  error: {f}" for f in findings]
+    return "\n".join(lines) + "\n"
