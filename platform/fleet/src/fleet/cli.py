@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleet.gitops.plan import render_plan
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
@@ -78,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         sys.stdout.write(render(loaded.fleet, loaded.addresses))
     if args.objects:
+        from fleet.gitops.plan import render_plan  # needs kubectl and the validation extras
+
         sys.stdout.write("\n" + render_plan(Path.cwd(), loaded.fleet))
     return 0
 

@@ -1,0 +1,48 @@
+"""Where the pinned upstream CRDs come from, for machines without ../shared/crds."""
+
+from __future__ import annotations
+
+from fleet.gitops.validate import GKE_NETWORKING_API
+from fleet.model import Fleet
+
+RAW = "https://raw.githubusercontent.com"
+
+
+def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
+    """(path under a CRD root, URL) for every CRD the validation needs, at the pinned versions."""
+    v = fleet.versions
+    kuberay = [f"ray.io_{p}.yaml" for p in ("rayclusters", "rayjobs", "rayservices", "raycronjobs")]
+    kueue = [
+        f"kueue.x-k8s.io_{p}.yaml"
+        for p in (
+            "admissionchecks",
+            "clusterqueues",
+            "cohorts",
+            "localqueues",
+            "provisioningrequestconfigs",
+            "resourceflavors",
+            "topologies",
+            "workloadpriorityclasses",
+            "workloads",
+        )
+    ]
+    argo = ["application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml"]
+    networking = ["networking.gke.io_gkenetworkparamsets.yaml", "networking.gke.io_networks.yaml"]
+    return [
+        *(
+            (f"kuberay/v{v.kuberay}/{f}", f"{RAW}/ray-project/kuberay/v{v.kuberay}/ray-operator/config/crd/bases/{f}")
+            for f in kuberay
+        ),
+        *(
+            (f"kueue/v{v.kueue}/{f}", f"{RAW}/kubernetes-sigs/kueue/v{v.kueue}/config/components/crd/bases/{f}")
+            for f in kueue
+        ),
+        *((f"argo-cd/v{v.argocd}/{f}", f"{RAW}/argoproj/argo-cd/v{v.argocd}/manifests/crds/{f}") for f in argo),
+        *(
+            (
+                f"gke-networking-api/{GKE_NETWORKING_API}/{f}",
+                f"{RAW}/GoogleCloudPlatform/gke-networking-api/{GKE_NETWORKING_API}/config/crds/{f}",
+            )
+            for f in networking
+        ),
+    ]

@@ -1,0 +1,53 @@
+"""Install Argo CD on one cluster and hand it the cluster's root application.
+
+    .venv/bin/python scripts/bootstrap_argocd.py meridian-us-central1 [--dry-run]
+
+Needs gcloud with credentials for the project, and kubectl (the project's, in
+.venv/bin). Run once per cluster; Argo CD then manages itself from git. Each
+cluster has its own Argo CD, so one region's outage never blocks another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+
+from fleet.gitops.bootstrap import NAMESPACE_MANIFEST, bootstrap_commands
+from fleet.load import load
+from fleet.problems import SpecError
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cluster")
+    parser.add_argument("--fleet", default="fleet.yaml")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = parser.parse_args()
+    try:
+        fleet = load(args.fleet).fleet
+    except SpecError as exc:
+        print("\n".join(f"error: {line}" for line in exc.lines), file=sys.stderr)
+        return 2
+    clusters = {fleet.cluster_name(r): r for r in fleet.regions}
+    region = clusters.get(args.cluster)
+    if region is None:
+        print(f"error: no cluster {args.cluster!r} in {args.fleet}; use one of {', '.join(clusters)}", file=sys.stderr)
+        return 2
+    for command in bootstrap_commands(fleet, region):
+        print("+ " + shlex.join(command))
+        if args.dry_run:
+            continue
+        stdin = NAMESPACE_MANIFEST if command[-1] == "-" else None
+        if subprocess.run(command, input=stdin, text=True, check=False).returncode != 0:
+            print(
+                f"error: `{shlex.join(command)}` failed; fix it and run this again (every step is idempotent)",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""Build every cluster's committed Argo CD tree once per session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleet.gitops.check import ClusterTree, load_tree
+from fleet.gitops.validate import CrdSchemas, Finding, crd_folders, crd_roots
+from fleet.load import load
+from fleet.model import Fleet
+from tests.conftest import REPO, SHIPPED
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+
+@pytest.fixture(scope="session")
+def fleet() -> Fleet:
+    return load(SHIPPED).fleet
+
+
+@pytest.fixture(scope="session")
+def crds(fleet: Fleet) -> CrdSchemas:
+    return CrdSchemas(crd_folders(fleet), crd_roots(REPO))
+
+
+@pytest.fixture(scope="session")
+def trees(fleet: Fleet) -> dict[str, tuple[ClusterTree, list[Finding]]]:
+    return {region.name: load_tree(REPO, fleet, region, KUBECTL) for region in fleet.regions}

@@ -1,0 +1,92 @@
+"""The Argo CD tree: waves, sync options, ignored fields, health checks, least-privilege projects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from fleet.gitops import argocd
+from fleet.model import Fleet
+
+
+def _apps(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    return {a.name: argocd.application(a) for a in argocd.cluster_apps(fleet, fleet.regions[0])}
+
+
+def test_waves_put_crds_before_operators_before_configuration(fleet: Fleet) -> None:
+    waves = {
+        name: int(app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for name, app in _apps(fleet).items()
+    }
+    assert waves["argocd"] < waves["kuberay-crds"] < waves["kuberay-operator"] <= waves["kueue"]
+    assert waves["kueue"] < waves["teams"] < waves["kueue-config"] < waves["warden"] < waves["workloads"]
+
+
+def test_crds_use_server_side_apply_and_are_never_pruned(fleet: Fleet) -> None:
+    apps = _apps(fleet)
+    crds = apps["kuberay-crds"]["spec"]
+    assert "ServerSideApply=true" in crds["syncPolicy"]["syncOptions"]
+    assert crds["syncPolicy"]["automated"]["prune"] is False
+    assert crds["source"] == {
+        "repoURL": argocd.KUBERAY_REPO,
+        "targetRevision": "v1.7.0",
+        "path": "ray-operator/config/crd",
+    }
+    assert "finalizers" not in apps["kuberay-crds"]["metadata"]  # deleting the app must not delete the CRDs
+    operator = apps["kuberay-operator"]["spec"]["source"]
+    assert operator["helm"] == {"skipCrds": True}
+    assert operator["targetRevision"] == "1.7.0"
+    assert "ServerSideApply=true" in apps["kueue"]["spec"]["syncPolicy"]["syncOptions"]
+    assert apps["kueue"]["spec"]["source"]["targetRevision"] == "0.19.2"
+
+
+def test_controller_owned_fields_are_ignored(fleet: Fleet) -> None:
+    workloads = _apps(fleet)["workloads"]["spec"]
+    assert "RespectIgnoreDifferences=true" in workloads["syncPolicy"]["syncOptions"]
+    ignored = {(i["group"], i["kind"]): i["jqPathExpressions"] for i in workloads["ignoreDifferences"]}
+    assert ".spec.workerGroupSpecs[].replicas" in ignored[("ray.io", "RayCluster")]
+    assert ".spec.suspend" in ignored[("ray.io", "RayJob")]
+
+
+def test_every_app_retries_with_backoff_and_heals(fleet: Fleet) -> None:
+    for app in _apps(fleet).values():
+        policy = app["spec"]["syncPolicy"]
+        assert policy["automated"]["selfHeal"] is True
+        assert policy["retry"]["backoff"]["factor"] == 2
+
+
+def test_argocd_manages_itself_with_health_checks(fleet: Fleet) -> None:
+    source = _apps(fleet)["argocd"]["spec"]["source"]
+    assert source["targetRevision"] == "v3.5.1"
+    (patch,) = source["kustomize"]["patches"]
+    data = yaml.safe_load(patch["patch"])["data"]
+    assert set(data) == {
+        "resource.customizations.health.argoproj.io_Application",
+        "resource.customizations.health.ray.io_RayCluster",
+        "resource.customizations.health.ray.io_RayJob",
+    }
+    assert "HeadPodReady" in data["resource.customizations.health.ray.io_RayCluster"]
+    assert "jobDeploymentStatus" in data["resource.customizations.health.ray.io_RayJob"]
+
+
+def test_projects_are_least_privilege(fleet: Fleet) -> None:
+    projects = {p["metadata"]["name"]: p["spec"] for p in argocd.projects(fleet)}
+    config = projects["fleet-config"]
+    assert config["sourceRepos"] == [fleet.gitops.repo]
+    kinds = {k["kind"] for k in config["clusterResourceWhitelist"]}
+    assert "CustomResourceDefinition" not in kinds
+    assert {"ClusterQueue", "ResourceFlavor", "GKENetworkParamSet", "Namespace"} <= kinds
+    assert "CustomResourceDefinition" in {k["kind"] for k in projects["platform"]["clusterResourceWhitelist"]}
+    assert fleet.gitops.repo not in projects["platform"]["sourceRepos"]
+    for spec in projects.values():
+        assert all(d["server"] == argocd.IN_CLUSTER and d["namespace"] != "*" for d in spec["destinations"])
+    bootstrap, _ = argocd.root(fleet, fleet.regions[0])
+    assert bootstrap["spec"]["clusterResourceWhitelist"] == []
+
+
+def test_every_application_of_this_repo_points_at_its_cluster(fleet: Fleet) -> None:
+    for region in fleet.regions:
+        cluster = fleet.cluster_name(region)
+        for app in argocd.cluster_apps(fleet, region):
+            if app.source.get("repoURL") == fleet.gitops.repo:
+                assert app.source["path"] == f"kustomize/overlays/{cluster}/{app.name}"
