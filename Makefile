@@ -6,7 +6,7 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: setup plan generate scan bench test lint typecheck unit lock clean
+.PHONY: setup plan generate review scan bench test lint typecheck unit lock clean
 
 # The project's own tools (node, npm, cdktn, kubectl, checkov) come first, and
 # the CDK Terrain CLI asks no update server.
@@ -25,6 +25,10 @@ plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, pri
 
 generate: $(ENV) ## render kustomize/overlays/ and argocd/clusters/ from FLEET
 	@$(BIN)/meridian generate --fleet $(FLEET)
+
+BASE ?= origin/main
+review: $(ENV) ## plan review of HEAD against BASE: review.md, exit 3 when destructive
+	@$(BIN)/python scripts/review.py --base $(BASE) --out review.md
 
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
 	$(BIN)/checkov --config-file infra/checkov.yaml -d $(SYNTH_OUT)/stacks

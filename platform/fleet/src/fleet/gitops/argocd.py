@@ -81,8 +81,11 @@ def overlay_path(fleet: Fleet, region: Region, app: str) -> str:
     return f"kustomize/overlays/{fleet.cluster_name(region)}/{app}"
 
 
+CLUSTERS_DIR = "argocd/clusters"
+
+
 def apps_path(fleet: Fleet, region: Region) -> str:
-    return f"argocd/clusters/{fleet.cluster_name(region)}/apps"
+    return f"{CLUSTERS_DIR}/{fleet.cluster_name(region)}/apps"
 
 
 def _argocd_config_patch() -> dict[str, Any]:

@@ -41,33 +41,42 @@ class ClusterTree:
 
 
 def load_tree(repo: Path, fleet: Fleet, region: Region, kubectl: str = "kubectl") -> tuple[ClusterTree, list[Finding]]:
-    cluster = fleet.cluster_name(region)
+    return load_cluster(repo, fleet.cluster_name(region), kubectl)
+
+
+def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[ClusterTree, list[Finding]]:
+    """The cluster's Argo CD tree as committed under argocd/clusters/<cluster>/, built.
+
+    Applications whose source is the root application's repository are built
+    from this checkout; the others are upstream and only recorded.
+    """
     tree = ClusterTree(cluster)
     findings: list[Finding] = []
-    apps_dir = repo / argocd.apps_path(fleet, region)
-    root_file = apps_dir.parent / "root.yaml"
+    root_file = repo / argocd.CLUSTERS_DIR / cluster / "root.yaml"
     if not root_file.is_file():
         return tree, [
             Finding(cluster, f"no root application: {root_file.relative_to(repo)} is missing; run make generate")
         ]
     tree.argocd = [d for d in yaml.safe_load_all(root_file.read_text(encoding="utf-8")) if d]
+    root = next((d for d in tree.argocd if d.get("kind") == "Application" and d["metadata"]["name"] == "root"), None)
+    if root is None:
+        return tree, [Finding(cluster, f"{root_file.relative_to(repo)} holds no Application named root")]
+    own_repo = root["spec"]["source"]["repoURL"]
     try:
-        tree.argocd += build(apps_dir, kubectl)
+        tree.argocd += build(repo / root["spec"]["source"]["path"], kubectl)
     except BuildError as exc:
         return tree, [Finding(cluster, str(exc))]
     for app in tree.argocd:
-        if app.get("kind") != "Application":
+        if app.get("kind") != "Application" or app is root:
             continue
         name, source = app["metadata"]["name"], app["spec"]["source"]
-        if source.get("repoURL") != fleet.gitops.repo:
+        if source.get("repoURL") != own_repo:
             tree.upstream[name] = source
             continue
         path = repo / source.get("path", "")
         if not path.is_dir():
             findings.append(Finding(f"{cluster}/{name}", f"source path {source.get('path')} does not exist"))
             continue
-        if name == "root":
-            continue  # its objects are the Argo CD tree loaded above
         try:
             tree.apps[name] = build(path, kubectl)
         except BuildError as exc:

@@ -1,0 +1,1 @@
+"""Plan review for pull requests: what a change does to every region and cluster."""

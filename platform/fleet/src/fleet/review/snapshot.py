@@ -1,0 +1,69 @@
+"""Everything the review compares, taken from one checkout with that checkout's own code.
+
+BASE is reviewed with BASE's generator and stacks, not HEAD's: the checkout's
+`platform/fleet/src` and `infra` come first on PYTHONPATH in the child
+processes that plan and synthesize it. Kubernetes objects are built from the
+checkout's committed tree (which `make test` keeps current).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.gitops.argocd import CLUSTERS_DIR
+from fleet.gitops.check import load_cluster
+from fleet.review.kubernetes import Clusters
+from fleet.review.terraform import Stacks
+
+
+class ReviewError(Exception):
+    """The review cannot be made; the message says why and what to do."""
+
+
+@dataclass
+class Snapshot:
+    plan: dict[str, Any] | None  # `meridian plan --json`
+    stacks: Stacks = field(default_factory=dict)
+    clusters: Clusters = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _run(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
+    paths = [str(root / "platform" / "fleet" / "src"), str(root / "infra")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
+
+
+def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl") -> Snapshot:
+    fleet = root / "fleet.yaml"
+    if not fleet.is_file():
+        return Snapshot(None, notes=[f"{side} has no fleet.yaml: everything counts as added"])
+    result = _run([sys.executable, "-m", "fleet.cli", "plan", "--json", "--fleet", str(fleet)], root)
+    if result.returncode != 0:
+        raise ReviewError(
+            f"{side}: `meridian plan` failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
+        )
+    snapshot = Snapshot(json.loads(result.stdout))
+    if (root / "infra" / "meridian_infra" / "synth.py").is_file():
+        out = workdir / "cdktf.out"
+        result = _run([sys.executable, "-m", "meridian_infra.synth", "--fleet", str(fleet), "--outdir", str(out)], root)
+        if result.returncode != 0:
+            raise ReviewError(f"{side}: synthesis failed: {result.stderr.strip()[-500:]}")
+        snapshot.stacks = {
+            p.parent.name: json.loads(p.read_text()) for p in sorted((out / "stacks").glob("*/cdk.tf.json"))
+        }
+    else:
+        snapshot.notes.append(f"{side} has no Terraform stacks")
+    clusters_dir = root / CLUSTERS_DIR
+    for cluster_dir in sorted(p for p in clusters_dir.glob("*") if p.is_dir()) if clusters_dir.is_dir() else []:
+        tree, findings = load_cluster(root, cluster_dir.name, kubectl)
+        if findings:
+            raise ReviewError(f"{side}: {findings[0]}")
+        snapshot.clusters[cluster_dir.name] = [o for _, o in tree.objects()]
+    return snapshot

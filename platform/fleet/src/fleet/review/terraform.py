@@ -1,0 +1,224 @@
+"""What a change does to each Terraform stack: from synthesized JSON (an estimate) or a real plan.
+
+Resources are compared by `type.name`. A changed attribute that is listed in
+`replacement.yaml` for the resource's type, or a removed cluster, node pool,
+subnetwork or network, is destructive; the report says what it takes down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources as package_files
+from ipaddress import IPv4Network
+from typing import Any
+
+import yaml
+
+from fleet.catalog import MACHINE_TYPES
+
+Stacks = dict[str, dict[str, Any]]
+GUARDED = (
+    "google_container_cluster",
+    "google_container_node_pool",
+    "google_compute_subnetwork",
+    "google_compute_network",
+)
+
+
+def replacement_attributes() -> dict[str, list[str]]:
+    text = package_files.files("fleet.review").joinpath("replacement.yaml").read_text(encoding="utf-8")
+    data: dict[str, list[str]] = yaml.safe_load(text)
+    return data
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    before: Any
+    after: Any
+
+
+@dataclass
+class ResourceDiff:
+    address: str  # type.name
+    action: str  # create, delete, update, replace
+    changes: list[Change] = field(default_factory=list)
+    destructive: str = ""  # what it takes down, when it does
+
+
+@dataclass
+class StackDiff:
+    stack: str
+    resources: list[ResourceDiff] = field(default_factory=list)
+    source: str = "estimate"  # or "plan"
+
+    @property
+    def destructive(self) -> list[ResourceDiff]:
+        return [r for r in self.resources if r.destructive]
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf values by dotted path; list items by index. The `//` metadata cdktn adds is left out."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == "//":
+                continue
+            out |= flatten(item, f"{prefix}.{key}" if prefix else str(key))
+        return out or ({prefix: {}} if prefix else {})
+    if isinstance(value, list):
+        out = {}
+        for index, item in enumerate(value):
+            out |= flatten(item, f"{prefix}.{index}")
+        return out or {prefix: []}
+    return {prefix: value}
+
+
+def attribute_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
+    old, new = flatten(before), flatten(after)
+    return [Change(p, old.get(p), new.get(p)) for p in sorted(set(old) | set(new)) if old.get(p) != new.get(p)]
+
+
+def _matches(path: str, attribute: str) -> bool:
+    """Whether a changed path (`node_config.guest_accelerator.0.count`) falls under a listed attribute."""
+    parts = [p for p in path.split(".") if not p.isdigit()]
+    wanted = attribute.split(".")
+    return parts[: len(wanted)] == wanted
+
+
+def _grows_in_place(kind: str, change: Change) -> bool:
+    """A subnetwork's primary range may grow in place (same start, shorter prefix); nothing else may change."""
+    if kind != "google_compute_subnetwork" or change.path != "ip_cidr_range":
+        return False
+    try:
+        old, new = IPv4Network(str(change.before)), IPv4Network(str(change.after))
+    except ValueError:
+        return False
+    return old.subnet_of(new) and old.network_address == new.network_address
+
+
+def forcing(kind: str, changes: list[Change], table: dict[str, list[str]]) -> list[Change]:
+    listed = table.get(kind, [])
+    return [c for c in changes if any(_matches(c.path, a) for a in listed) and not _grows_in_place(kind, c)]
+
+
+def _resources(stack: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {
+        f"{kind}.{name}": (kind, body)
+        for kind, items in stack.get("resource", {}).items()
+        for name, body in items.items()
+    }
+
+
+def pool_takes_down(body: dict[str, Any]) -> tuple[int, int, str]:
+    """Nodes, GPUs and GPU type of a node pool body (synthesized JSON or plan `before`)."""
+    autoscaling = body.get("autoscaling")
+    if isinstance(autoscaling, list):
+        autoscaling = autoscaling[0] if autoscaling else None
+    if autoscaling and autoscaling.get("total_max_node_count"):
+        nodes = int(autoscaling["total_max_node_count"])
+    else:
+        nodes = int(body.get("node_count") or 0) * max(1, len(body.get("node_locations") or []))
+    config = body.get("node_config") or {}
+    if isinstance(config, list):
+        config = config[0] if config else {}
+    accelerators = config.get("guest_accelerator") or []
+    gpus = sum(int(a.get("count", 0)) for a in accelerators) * nodes
+    gpu_type = accelerators[0].get("type", "") if accelerators else ""
+    if not accelerators and config.get("machine_type") in MACHINE_TYPES:
+        machine = MACHINE_TYPES[config["machine_type"]]
+        gpus, gpu_type = machine.gpus * nodes, machine.gpu_type or ""
+    return nodes, gpus, gpu_type
+
+
+def _short_gpu(gpu_type: str) -> str:
+    return {"nvidia-h200-141gb": "H200", "nvidia-h100-mega-80gb": "H100", "nvidia-h100-80gb": "H100"}.get(
+        gpu_type, gpu_type or "GPU"
+    )
+
+
+def describe_loss(
+    stack: str, kind: str, body: dict[str, Any], verb: str, all_resources: dict[str, tuple[str, dict[str, Any]]]
+) -> str:
+    """ "replaces node pool h200-a in us-central1-b: 128 nodes, 1,024 H200"."""
+    name = body.get("name", "?")
+    if kind == "google_container_node_pool":
+        nodes, gpus, gpu_type = pool_takes_down(body)
+        where = ", ".join(body.get("node_locations") or [stack])
+        gpu_text = f", {gpus:,} {_short_gpu(gpu_type)}" if gpus else ""
+        return f"{verb} node pool {name} in {where}: {nodes:,} nodes{gpu_text}"
+    pools = [b for k, b in all_resources.values() if k == "google_container_node_pool"]
+    nodes = sum(pool_takes_down(b)[0] for b in pools)
+    gpus = sum(pool_takes_down(b)[1] for b in pools)
+    label = {
+        "google_container_cluster": "cluster",
+        "google_compute_subnetwork": "subnetwork",
+        "google_compute_network": "network",
+    }[kind]
+    scope = "" if kind == "google_container_cluster" else f", and with it the cluster in {stack}"
+    return f"{verb} {label} {name}{scope}: {nodes:,} nodes, {gpus:,} GPUs"
+
+
+def diff_stacks(before: Stacks, after: Stacks, table: dict[str, list[str]] | None = None) -> list[StackDiff]:
+    """Estimate from synthesized JSON, stack by stack (stacks in either side, HEAD's order first)."""
+    table = table if table is not None else replacement_attributes()
+    out = []
+    for stack in [*after, *(s for s in before if s not in after)]:
+        old, new = _resources(before.get(stack, {})), _resources(after.get(stack, {}))
+        diff = StackDiff(stack)
+        for address in [*new, *(a for a in old if a not in new)]:
+            if address not in old:
+                diff.resources.append(ResourceDiff(address, "create"))
+                continue
+            kind, body = old[address]
+            if address not in new:
+                loss = describe_loss(stack, kind, body, "deletes", old) if kind in GUARDED else ""
+                diff.resources.append(ResourceDiff(address, "delete", destructive=loss))
+                continue
+            changes = attribute_changes(body, new[address][1])
+            if not changes:
+                continue
+            forced = forcing(kind, changes, table)
+            action = "replace" if forced else "update"
+            loss = describe_loss(stack, kind, body, "replaces", old) if forced and kind in GUARDED else ""
+            diff.resources.append(ResourceDiff(address, action, changes, loss))
+        if diff.resources:
+            out.append(diff)
+    return out
+
+
+def _plan_action(actions: list[str]) -> str | None:
+    if set(actions) == {"delete", "create"}:
+        return "replace"
+    if actions in (["create"], ["delete"], ["update"]):
+        return actions[0]
+    return None  # no-op, read
+
+
+def diff_plan(stack: str, plan: dict[str, Any]) -> StackDiff:
+    """From `terraform show -json` output: its resource_changes decide the action."""
+    diff = StackDiff(stack, source="plan")
+    before_state = {
+        rc["address"]: (rc["type"], rc["change"].get("before") or {}) for rc in plan.get("resource_changes", [])
+    }
+    for rc in plan.get("resource_changes", []):
+        change = rc["change"]
+        action = _plan_action(change.get("actions", []))
+        if action is None:
+            continue
+        before, after = change.get("before") or {}, change.get("after") or {}
+        changes = attribute_changes(before, after) if action in ("update", "replace") else []
+        loss = ""
+        if rc["type"] in GUARDED and action in ("delete", "replace"):
+            loss = describe_loss(
+                stack, rc["type"], before, "deletes" if action == "delete" else "replaces", before_state
+            )
+        diff.resources.append(ResourceDiff(rc["address"], action, changes, loss))
+    return diff
+
+
+def changed_paths(diffs: list[StackDiff]) -> Iterator[tuple[str, ResourceDiff]]:
+    for diff in diffs:
+        for resource in diff.resources:
+            yield diff.stack, resource
