@@ -54,10 +54,19 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
         _git(repo, "worktree", "remove", "--force", str(tree))
 
 
-def review(repo: Path, base: str, plans: Path | None = None, kubectl: str = "kubectl") -> Review:
+def review(
+    repo: Path, base: str, plans: Path | None = None, kubectl: str = "kubectl", cache: dict[str, Snapshot] | None = None
+) -> Review:
+    """`cache` keeps BASE snapshots by commit, for callers that review several heads against one base."""
     with tempfile.TemporaryDirectory(prefix="meridian-review-") as tmp:
         work = Path(tmp)
-        sha, before = base_snapshot(repo, base, work, kubectl)
+        sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
+        if cache is not None and sha in cache:
+            before = cache[sha]
+        else:
+            sha, before = base_snapshot(repo, sha, work, kubectl)
+            if cache is not None:
+                cache[sha] = before
         after = take(repo, "HEAD", work / "head-out", kubectl)
     stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes

@@ -1,0 +1,159 @@
+"""Scenario tests on throwaway commits: a copy of this repository, one change per scenario."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fleet.cli import main as meridian
+from fleet.review.cli import main as review_main
+from fleet.review.report import markdown
+from fleet.review.review import Review, review
+from fleet.review.snapshot import Snapshot
+from tests.conftest import REPO
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Snapshot]]:
+    """A git repository holding this repository's tracked files, committed once as the base."""
+    repo = tmp_path_factory.mktemp("review") / "repo"
+    for rel in git(REPO, "ls-files").splitlines():
+        if (REPO / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, repo / rel)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "add", "-A")
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "base")
+    return repo, git(repo, "rev-parse", "HEAD"), {}
+
+
+def reset(repo: Path, base: str) -> None:
+    git(repo, "reset", "-q", "--hard", base)
+    git(repo, "clean", "-qfd")
+
+
+def scenario(sandbox: tuple[Path, str, dict[str, Snapshot]], edit: Callable[[str], str]) -> Review:
+    repo, base, cache = sandbox
+    reset(repo, base)
+    spec = repo / "fleet.yaml"
+    spec.write_text(edit(spec.read_text()))
+    assert meridian(["generate", "--fleet", str(spec), "--root", str(repo)]) == 0
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "change")
+    return review(repo, base, kubectl=KUBECTL, cache=cache)
+
+
+def replace_once(old: str, new: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        assert text.count(old) == 1, old
+        return text.replace(old, new)
+
+    return edit
+
+
+def test_growing_a_pool_is_not_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    r = scenario(
+        sandbox,
+        replace_once("        zone: us-east4-b\n        nodes: 384", "        zone: us-east4-b\n        nodes: 448"),
+    )
+    assert r.destructive == []
+    assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("us-east4", 3072, 3584)]
+    ((stack, resources),) = [(d.stack, d.resources) for d in r.stacks]
+    assert stack == "us-east4"
+    assert [(x.action, x.address, [(c.path, c.before, c.after) for c in x.changes]) for x in resources] == [
+        ("update", "google_container_node_pool.pool_h200-a", [("node_count", 384, 448)])
+    ]
+
+
+def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    edit = replace_once(
+        "      - name: h200-flex\n        machine_type: a3-ultragpu-8g\n        zone: us-central1-b",
+        "      - name: h200-flex\n        machine_type: a3-megagpu-8g\n        zone: us-central1-c",
+    )
+    r = scenario(sandbox, edit)
+    assert r.destructive == ["us-central1: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200"]
+    pool = next(x for d in r.stacks for x in d.resources if x.address == "google_container_node_pool.pool_h200-flex")
+    assert pool.action == "replace"
+    assert ("node_config.machine_type", "a3-ultragpu-8g", "a3-megagpu-8g") in [
+        (c.path, c.before, c.after) for c in pool.changes
+    ]
+    assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
+
+
+def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    edit = replace_once("  - name: us-east4\n", "  - name: us-east4\n    network: {nodes: 10.200.0.0/20}\n")
+    r = scenario(sandbox, edit)
+    assert r.destructive == [
+        "us-east4: replaces subnetwork meridian-us-east4, and with it the cluster in us-east4: 390 nodes, 3,072 GPUs"
+    ]
+    subnet = next(x for d in r.stacks for x in d.resources if x.address == "google_compute_subnetwork.subnet")
+    assert [(c.path, c.before, c.after) for c in subnet.changes] == [
+        ("ip_cidr_range", "10.24.128.0/20", "10.200.0.0/20")
+    ]
+
+
+def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    r = scenario(
+        sandbox, replace_once("quota: {us-central1: 1024, us-east4: 768,", "quota: {us-central1: 1024, us-east4: 512,")
+    )
+    assert r.destructive == []
+    assert r.stacks == []  # nothing in Terraform
+    ((cluster, objects),) = [(c.cluster, c.objects) for c in r.clusters]
+    assert cluster == "meridian-us-east4"
+    (queue,) = objects
+    assert queue.key == ("kueue.x-k8s.io", "ClusterQueue", "", "research")
+    assert queue.flags == [
+        "Kueue quota of research: h200-a/cpu 21504 -> 14336, h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"
+    ]
+    assert [(d.name, d.before, d.after) for d in r.teams if d.before != d.after] == [
+        ("research", 2560, 2304),
+        ("research in us-east4", 768, 512),
+    ]
+
+
+def test_adding_a_region_only_adds(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    region = """  - name: asia-south1
+    zones: [asia-south1-a, asia-south1-b, asia-south1-c]
+    cluster:
+      maintenance_window: {days: [SA, SU], start_utc: "20:00", hours: 8}
+    system_pool: {machine_type: n2-standard-32, nodes_per_zone: 2}
+    gpu_pools:
+      - name: h200-a
+        machine_type: a3-ultragpu-8g
+        zone: asia-south1-b
+        nodes: 64
+        capacity: {mode: flex_start}
+
+teams:
+"""
+    r = scenario(sandbox, replace_once("\nteams:\n", "\n" + region))
+    assert r.destructive == []
+    assert [d.stack for d in r.stacks] == ["asia-south1"]
+    assert {x.action for d in r.stacks for x in d.resources} == {"create"}
+    assert [c.cluster for c in r.clusters] == ["meridian-asia-south1"]
+    assert {o.action for c in r.clusters for o in c.objects} == {"added"}
+    assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
+
+
+def test_cli_exit_codes_and_report(
+    sandbox: tuple[Path, str, dict[str, Snapshot]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, base, _ = sandbox
+    reset(repo, base)
+    out = tmp_path / "review.md"
+    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 0
+    assert "No destructive change." in out.read_text()
+    assert "no change" in capsys.readouterr().out
+    assert review_main(["--base", "no-such-ref", "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 2
+    assert capsys.readouterr().err.startswith("error: git rev-parse --verify no-such-ref^{commit}: ")
