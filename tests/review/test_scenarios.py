@@ -89,6 +89,10 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, 
         (c.path, c.before, c.after) for c in pool.changes
     ]
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
+    repo, base, _ = sandbox
+    out = repo.parent / "review.md"
+    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 3  # CI asks for a second approval
+    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in out.read_text()
 
 
 def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
