@@ -16,7 +16,7 @@ import sys
 
 from fleet.gitops.bootstrap import NAMESPACE_MANIFEST, bootstrap_commands
 from fleet.load import load
-from fleet.problems import SpecError
+from fleet.problems import SpecError, report
 
 
 def main() -> int:
@@ -28,8 +28,7 @@ def main() -> int:
     try:
         fleet = load(args.fleet).fleet
     except SpecError as exc:
-        print("\n".join(f"error: {line}" for line in exc.lines), file=sys.stderr)
-        return 2
+        return report(exc)
     clusters = {fleet.cluster_name(r): r for r in fleet.regions}
     region = clusters.get(args.cluster)
     if region is None:

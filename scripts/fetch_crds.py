@@ -9,13 +9,12 @@ Needs network access to GitHub; CI uses ../shared/crds instead.
 from __future__ import annotations
 
 import argparse
-import sys
 import urllib.request
 from pathlib import Path
 
 from fleet.gitops.crd_sources import crd_sources
 from fleet.load import load
-from fleet.problems import SpecError
+from fleet.problems import SpecError, report
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "crds"
 
@@ -27,8 +26,7 @@ def main() -> int:
     try:
         fleet = load(args.fleet).fleet
     except SpecError as exc:
-        print("\n".join(f"error: {line}" for line in exc.lines), file=sys.stderr)
-        return 2
+        return report(exc)
     for relative, url in crd_sources(fleet):
         target = CACHE / relative
         if target.exists():

@@ -8,6 +8,7 @@ DCGM metrics, shielded nodes, and no default node pool.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from cdktn_provider_google.container_cluster import (
     ContainerCluster,
@@ -147,6 +148,20 @@ def cluster(
     )
 
 
+def node_security(nodes_account: str) -> dict[str, Any]:
+    """Identity and hardening every node pool gets: the node service account,
+    the GKE metadata server (Workload Identity), shielded boot, no legacy metadata."""
+    return {
+        "service_account": nodes_account,
+        "oauth_scopes": OAUTH_SCOPES,
+        "workload_metadata_config": ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
+        "shielded_instance_config": ContainerNodePoolNodeConfigShieldedInstanceConfig(
+            enable_secure_boot=True, enable_integrity_monitoring=True
+        ),
+        "metadata": {"disable-legacy-endpoints": "true"},
+    }
+
+
 def system_pool(
     scope: Construct, fleet: Fleet, region: Region, cluster_id: str, nodes_account: str
 ) -> ContainerNodePool:
@@ -168,13 +183,7 @@ def system_pool(
             image_type="COS_CONTAINERD",
             disk_type="pd-balanced",
             disk_size_gb=100,
-            service_account=nodes_account,
-            oauth_scopes=OAUTH_SCOPES,
-            workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
-                enable_secure_boot=True, enable_integrity_monitoring=True
-            ),
-            metadata={"disable-legacy-endpoints": "true"},
             labels={names.POOL_LABEL: SYSTEM_POOL},
+            **node_security(nodes_account),
         ),
     )

@@ -62,23 +62,15 @@ class GlobalStack(TerraformStack):
         for service in SERVICES:
             ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
 
+        # The cluster VPC and the gVNIC VPC: global networks whose regional subnets live in region stacks.
         networks = {
-            "main_network": ComputeNetwork(
-                self,
-                "network_main",
-                name=names.main_network(fleet),
-                auto_create_subnetworks=False,
-                routing_mode="GLOBAL",
-                mtu=MTU,
-            ),
-            "gvnic_network": ComputeNetwork(
-                self,
-                "network_gvnic",
-                name=names.gvnic_network(fleet),
-                auto_create_subnetworks=False,
-                routing_mode="GLOBAL",
-                mtu=MTU,
-            ),
+            output: ComputeNetwork(
+                self, f"network_{key}", name=name, auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU
+            )
+            for output, key, name in (
+                ("main_network", "main", names.main_network(fleet)),
+                ("gvnic_network", "gvnic", names.gvnic_network(fleet)),
+            )
         }
 
         accounts = {

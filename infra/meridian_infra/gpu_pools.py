@@ -26,9 +26,7 @@ from cdktn_provider_google.container_node_pool import (
     ContainerNodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfig,
     ContainerNodePoolNodeConfigGvnic,
     ContainerNodePoolNodeConfigReservationAffinity,
-    ContainerNodePoolNodeConfigShieldedInstanceConfig,
     ContainerNodePoolNodeConfigTaint,
-    ContainerNodePoolNodeConfigWorkloadMetadataConfig,
     ContainerNodePoolPlacementPolicy,
     ContainerNodePoolQueuedProvisioning,
     ContainerNodePoolUpgradeSettings,
@@ -37,7 +35,7 @@ from constructs import Construct
 
 from fleet import names
 from fleet.model import CapacityMode, GpuPool, Region
-from meridian_infra.cluster import OAUTH_SCOPES
+from meridian_infra.cluster import node_security
 from meridian_infra.network import RegionNetworks
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -121,12 +119,6 @@ def gpu_pool(
             spot=True if mode is CapacityMode.SPOT else None,
             taint=[ContainerNodePoolNodeConfigTaint(key=names.GPU_TAINT_KEY, value="present", effect="NO_SCHEDULE")],
             labels=labels,
-            service_account=nodes_account,
-            oauth_scopes=OAUTH_SCOPES,
-            workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-            shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
-                enable_secure_boot=True, enable_integrity_monitoring=True
-            ),
-            metadata={"disable-legacy-endpoints": "true"},
+            **node_security(nodes_account),
         ),
     )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.load import load
-from fleet.problems import SpecError
+from fleet.problems import SpecError, report
 from meridian_infra.app import build_app
 from meridian_infra.backend import BACKENDS, Backend
 from meridian_infra.report import Stacks, render
@@ -55,8 +55,7 @@ def synth_from_env() -> int:
         loaded = load(os.environ.get("MERIDIAN_FLEET", str(INFRA.parent / "fleet.yaml")))
         backend = _backend(os.environ.get("MERIDIAN_BACKEND", "gcs"))
     except SpecError as exc:
-        print("\n".join(f"error: {line}" for line in exc.lines), file=sys.stderr)
-        return 2
+        return report(exc)
     outdir = os.environ.get("CDKTF_OUTDIR", str(DEFAULT_OUT))
     build_app(loaded.fleet, loaded.addresses, outdir, backend).synth()
     return 0
@@ -73,8 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         stacks = synth(args.fleet, args.outdir, _backend(args.backend))
     except SpecError as exc:
-        print("\n".join(f"error: {line}" for line in exc.lines), file=sys.stderr)
-        return 2
+        return report(exc)
     sys.stdout.write(render(stacks, os.path.relpath(args.outdir)))
     return 0
 

@@ -91,7 +91,9 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, 
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
     repo, base, _ = sandbox
     out = repo.parent / "review.md"
-    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 3  # CI asks for a second approval
+    assert (
+        review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 3
+    )  # CI asks for a second approval
     assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in out.read_text()
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
-from fleet.problems import SpecError
+from fleet.problems import SpecError, report
 from fleet.summary import as_json, render
 
 
@@ -62,9 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         loaded = load(args.fleet)
     except SpecError as exc:
-        for line in exc.lines:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        return report(exc)
     except Exception as exc:
         if args.debug:
             raise

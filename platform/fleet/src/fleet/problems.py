@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,13 @@ class SpecError(Exception):
     def __init__(self, lines: Sequence[str]) -> None:
         super().__init__("\n".join(lines))
         self.lines = tuple(lines)
+
+
+def report(exc: SpecError) -> int:
+    """Print every problem, one line each, on stderr; the exit code for invalid input."""
+    for line in exc.lines:
+        print(f"error: {line}", file=sys.stderr)
+    return 2
 
 
 def dotted(path: Path) -> str:
