@@ -1,0 +1,45 @@
+"""The checks that judge saved or live outputs. Each returns one Result."""
+
+from __future__ import annotations
+
+from preflight import kernel_log, nvidia_smi
+from preflight.report import Result
+
+
+def check_kernel_log(text: str, window_s: float, uptime: float | None = None, now: float | None = None) -> Result:
+    events = kernel_log.recent(kernel_log.parse(text.splitlines()), window_s, now=now, uptime=uptime)
+    fatal = [e for e in events if e.severity == kernel_log.FATAL]
+    warn = [e for e in events if e.severity == kernel_log.WARN]
+    evidence = [e.line for e in fatal + warn]
+    if fatal:
+        kinds = sorted({f"{e.kind}{' ' + str(e.code) if e.code is not None else ''}" for e in fatal})
+        return Result(
+            "kernel-log",
+            "fail",
+            f"{len(fatal)} hardware error(s) in the last {window_s:.0f} s: {', '.join(kinds)}",
+            evidence,
+        )
+    if warn:
+        return Result(
+            "kernel-log",
+            "pass",
+            f"{len(warn)} application-level GPU error(s) in the last {window_s:.0f} s, no hardware fault",
+            evidence,
+        )
+    return Result("kernel-log", "pass", f"no GPU or host hardware errors in the last {window_s:.0f} s")
+
+
+def check_gpu_state(text: str, expected_gpus: int | None) -> Result:
+    try:
+        gpus = nvidia_smi.parse(text)
+    except nvidia_smi.ParseError as exc:
+        return Result("gpu-state", "error", str(exc))
+    problems = [p for gpu in gpus for p in gpu.problems()]
+    if expected_gpus is not None and len(gpus) != expected_gpus:
+        problems.insert(0, f"{len(gpus)} GPUs visible, the pool's machine has {expected_gpus}")
+    drivers = sorted({g.driver for g in gpus})
+    if problems:
+        return Result(
+            "gpu-state", "fail", problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""), problems
+        )
+    return Result("gpu-state", "pass", f"{len(gpus)} GPUs healthy, driver {', '.join(drivers) or 'unknown'}")

@@ -1,0 +1,116 @@
+"""`preflight run`: check the machine this pod landed on.
+
+    preflight run [--check NAME ...] [--kernel-log FILE] [--nvidia-smi FILE]
+                  [--expect-gpus N] [--window SECONDS] [--json] [--annotate]
+
+Exit codes: 0 every check passed, 1 a check failed, 2 a check could not run
+(or bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from preflight import nvidia_smi
+from preflight.checks import check_gpu_state, check_kernel_log
+from preflight.node import in_cluster, patch_annotations
+from preflight.report import Result, as_json, exit_code, lines, node_annotation
+
+
+def _read(path: str | None, live: list[str]) -> str:
+    """A saved output, or the live command's."""
+    if path is not None:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    return subprocess.run(live, capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def _uptime() -> float | None:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kernel_log(args: argparse.Namespace) -> Result:
+    try:
+        text = _read(args.kernel_log, ["dmesg"])
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Result(
+            "kernel-log", "error", f"cannot read the kernel log ({exc}); pass --kernel-log FILE or run with CAP_SYSLOG"
+        )
+    return check_kernel_log(text, args.window, uptime=None if args.kernel_log else _uptime())
+
+
+def _gpu_state(args: argparse.Namespace) -> Result:
+    try:
+        text = _read(args.nvidia_smi, nvidia_smi.QUERY)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Result("gpu-state", "error", f"cannot run nvidia-smi ({exc}); pass --nvidia-smi FILE")
+    return check_gpu_state(text, args.expect_gpus)
+
+
+CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {"kernel-log": _kernel_log, "gpu-state": _gpu_state}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="preflight", description="Check the machines a job was given before it trains."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the checks")
+    run.add_argument(
+        "--check", action="append", metavar="NAME", help=f"run only this check (repeatable): {', '.join(CHECKS)}"
+    )
+    run.add_argument("--kernel-log", metavar="FILE", help="read a saved kernel log instead of dmesg")
+    run.add_argument("--nvidia-smi", metavar="FILE", help=f"read saved output of: {' '.join(nvidia_smi.QUERY)}")
+    run.add_argument(
+        "--expect-gpus",
+        type=int,
+        default=int(os.environ.get("PREFLIGHT_EXPECTED_GPUS", "0")) or None,
+        help="GPUs the pool's machine has",
+    )
+    run.add_argument(
+        "--window",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="look-back window for kernel log errors (default 3600)",
+    )
+    run.add_argument("--json", action="store_true", help="print the versioned JSON report")
+    run.add_argument("--annotate", action="store_true", help="on failure, annotate this Node (NODE_NAME) for Warden")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    unknown = [name for name in args.check or [] if name not in CHECKS]
+    if unknown:
+        print(f"error: unknown check {unknown[0]!r}; use one of {', '.join(CHECKS)}", file=sys.stderr)
+        return 2
+    results = [CHECKS[name](args) for name in args.check or CHECKS]
+    node = os.environ.get("NODE_NAME", os.uname().nodename)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    print(
+        json.dumps(as_json(results, node, now), indent=2) if args.json else lines(results),
+        end="" if not args.json else "\n",
+    )
+    annotation = node_annotation(results, now)
+    if args.annotate and annotation:
+        credentials = in_cluster()
+        if credentials is None:
+            print("warning: not in a cluster with a service account; the Node was not annotated", file=sys.stderr)
+        else:
+            api, token, ca = credentials
+            patch_annotations(api, node, annotation, token, ca)
+    return exit_code(results)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
