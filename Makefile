@@ -13,7 +13,7 @@ COMPONENTS := $(wildcard platform/*/pyproject.toml)
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export CHECKPOINT_DISABLE := 1
 
-$(ENV): requirements/dev.lock requirements/checkov.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
+$(ENV): requirements/dev.lock requirements/torch.txt requirements/checkov.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
 	@bash scripts/bootstrap.sh $(PYTHON)
 
 setup: $(ENV) ## build .venv from the lock

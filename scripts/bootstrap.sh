@@ -19,6 +19,8 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/dev.lock
+# PyTorch, pinned (requirements/torch.txt explains why it is not hash-locked).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/torch.txt
 for component in platform/*/ infra/; do
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$component"
 done

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from preflight import nvidia_smi
 from preflight.checks import check_gpu_state, check_kernel_log
+from preflight.collective import CollectiveSettings, check_allreduce
+from preflight.compute import ComputeSettings, check_compute
+from preflight.environment import Settings, check_checkpoint_mount, check_nccl, check_rdma_interfaces, check_shm
 from preflight.node import in_cluster, patch_annotations
 from preflight.report import Result, as_json, exit_code, lines, node_annotation
 
@@ -56,7 +59,27 @@ def _gpu_state(args: argparse.Namespace) -> Result:
     return check_gpu_state(text, args.expect_gpus)
 
 
-CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {"kernel-log": _kernel_log, "gpu-state": _gpu_state}
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings(
+        root=Path(args.root),
+        checkpoint_dir=args.checkpoint_dir,
+        rdma=not args.no_rdma,
+        min_shm_bytes=int(args.min_shm_gib * 2**30),
+    )
+
+
+CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {
+    "kernel-log": _kernel_log,
+    "gpu-state": _gpu_state,
+    "compute": lambda a: check_compute(
+        ComputeSettings(a.min_tflops, size=256 if a.cpu else 8192, iterations=5 if a.cpu else 20, cpu=a.cpu)
+    ),
+    "allreduce": lambda a: check_allreduce(CollectiveSettings(a.min_busbw_gbps, sizes=a.sizes)),
+    "checkpoint-mount": lambda a: check_checkpoint_mount(_settings(a)),
+    "nccl": lambda a: check_nccl(_settings(a), os.environ),
+    "rdma-interfaces": lambda a: check_rdma_interfaces(_settings(a)),
+    "shm": lambda a: check_shm(_settings(a)),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +106,25 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="look-back window for kernel log errors (default 3600)",
     )
+    run.add_argument("--min-tflops", type=float, help="compute threshold per device (gkr passes the catalog's)")
+    run.add_argument(
+        "--min-busbw-gbps", type=float, help="all-reduce bus bandwidth threshold (gkr passes the catalog's)"
+    )
+    run.add_argument(
+        "--sizes",
+        type=lambda s: tuple(int(x) for x in s.split(",")),
+        default=(1 << 20, 16 << 20, 256 << 20),
+        help="all-reduce sizes in bytes, comma-separated",
+    )
+    run.add_argument(
+        "--cpu", action="store_true", help="tiny CPU mode of the compute check (tests, machines without GPUs)"
+    )
+    run.add_argument("--checkpoint-dir", help="where the checkpoint bucket is mounted")
+    run.add_argument(
+        "--no-rdma", action="store_true", help="the machine has no RDMA NICs: skip the NCCL/gIB and interface checks"
+    )
+    run.add_argument("--min-shm-gib", type=float, default=64, help="smallest /dev/shm allowed (default 64 GiB)")
+    run.add_argument("--root", default="/", help=argparse.SUPPRESS)  # a fake /sys, /proc, /usr/local tree for tests
     run.add_argument("--json", action="store_true", help="print the versioned JSON report")
     run.add_argument("--annotate", action="store_true", help="on failure, annotate this Node (NODE_NAME) for Warden")
     return parser

@@ -35,7 +35,9 @@ _UPTIME = re.compile(r"^\[\s*(?P<s>\d+\.\d+)\]\s")
 _CTIME = re.compile(r"^\[(?P<t>\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
 _SYSLOG = re.compile(r"^(?P<t>\w{3} +\d+ \d\d:\d\d:\d\d) \S+ kernel: ")
 # A journal or syslog line from anything but the kernel: never a kernel event, even if it quotes one.
-_OTHER_PROCESS = re.compile(r"^(?:\w{3} +\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) \S+ (?!kernel:)[\w.@/-]+(?:\[\d+\])?: ")
+_OTHER_PROCESS = re.compile(
+    r"^(?:\w{3} +\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) \S+ (?!kernel:)[\w.@/-]+(?:\[\d+\])?: "
+)
 _ISO = re.compile(r"^(?P<t>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: ")
 
 # How serious each kind of event is for a job about to start.
