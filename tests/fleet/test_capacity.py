@@ -41,3 +41,13 @@ def test_region_and_fleet_totals_add_pools_and_system_nodes(spec: dict[str, Any]
 
 def test_pod_block_is_the_power_of_two_above_twice_max_pods() -> None:
     assert [pod_block_size(n) for n in (8, 16, 32, 64, 110, 256)] == [16, 32, 64, 128, 256, 512]
+
+
+def test_preflight_thresholds_come_from_the_catalog() -> None:
+    from fleet.catalog import preflight_args
+
+    ultra = MACHINE_TYPES["a3-ultragpu-8g"]
+    assert preflight_args(ultra, 1) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=368"]
+    assert preflight_args(ultra, 16) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=144"]
+    assert preflight_args(MACHINE_TYPES["a3-megagpu-8g"], 2)[-1] == "--no-rdma"
+    assert preflight_args(MACHINE_TYPES["n2-standard-32"], 1) == ["--no-rdma"]

@@ -23,6 +23,12 @@ class MachineType:
     rdma_nics: int = 0  # ConnectX NICs for GPU-to-GPU RDMA (one per GPU)
     gvnic_nics: int = 1  # host gVNIC NICs
     local_ssds: int = 0  # 375 GiB local SSDs, used as ephemeral storage
+    # Preflight expectations (GB/s, TFLOPS): all-reduce bus bandwidth at large
+    # messages within one node (NVLink) and across nodes (GPU NICs), and dense
+    # bf16 matmul throughput per GPU at 8192x8192.
+    allreduce_intra_gbps: float = 0.0
+    allreduce_inter_gbps: float = 0.0
+    matmul_tflops: float = 0.0
     # Zones where the type is offered; None means every zone of every region.
     zones: frozenset[str] | None = None
 
@@ -51,6 +57,9 @@ MACHINE_TYPES: dict[str, MachineType] = {
             rdma_nics=8,
             gvnic_nics=2,
             local_ssds=32,
+            allreduce_intra_gbps=460,  # nccl-tests on 8 x H200 NVLink: 460-480 GB/s
+            allreduce_inter_gbps=180,  # 8 x 400 Gb/s RoCE; calibrate on the first healthy nodes
+            matmul_tflops=750,
             zones=frozenset(
                 {
                     "us-central1-b",
@@ -71,6 +80,9 @@ MACHINE_TYPES: dict[str, MachineType] = {
             gpu_memory_gb=80,
             gvnic_nics=9,  # 8 GPUDirect-TCPXO NICs + 1 host NIC, no RDMA
             local_ssds=16,
+            allreduce_intra_gbps=460,
+            allreduce_inter_gbps=90,  # 8 x 200 Gb/s TCPXO
+            matmul_tflops=700,
             zones=frozenset(
                 {
                     "us-central1-a",
@@ -112,6 +124,24 @@ REGIONS: dict[str, tuple[str, ...]] = {
         ("asia-northeast1", "abc"),
     )
 }
+
+
+# A measurement more than this share below expectation points at a problem (nccl-tests practice).
+PREFLIGHT_TOLERANCE = 0.2
+
+
+def preflight_args(machine: MachineType, nodes: int) -> list[str]:
+    """Thresholds `preflight run` gets for a job on `nodes` machines of this type."""
+    if not machine.is_gpu:
+        return ["--no-rdma"]
+    keep = 1 - PREFLIGHT_TOLERANCE
+    busbw = machine.allreduce_intra_gbps if nodes == 1 else machine.allreduce_inter_gbps
+    args = [
+        f"--expect-gpus={machine.gpus}",
+        f"--min-tflops={machine.matmul_tflops * keep:g}",
+        f"--min-busbw-gbps={busbw * keep:g}",
+    ]
+    return args if machine.rdma_nics else [*args, "--no-rdma"]
 
 
 def pod_block_size(max_pods_per_node: int) -> int:

@@ -76,7 +76,7 @@ def table(measurements: list[Measurement]) -> list[str]:
         f"{'size(B)':>12} {'count':>10} {'type':>6} {'redop':>6} {'time(us)':>10} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
     ]
     rows += [
-        f"{m.size:>12} {m.size // 4:>10} {'float':>6} {'sum':>6} {m.time_s * 1e6:>10.1f} {m.algbw:>12.2f} {m.busbw:>12.2f}"
+        f"{m.size:>12} {m.size // 4:>10} {'float':>6} {'sum':>6} {m.time_s * 1e6:>10.1f} {m.algbw:>12.3f} {m.busbw:>12.3f}"
         for m in measurements
     ]
     return rows

@@ -1,0 +1,182 @@
+"""preflight's CLI: exit codes, JSON report schema, the collective check across real processes, Node annotation."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from preflight.cli import main
+from preflight.node import patch_annotations
+from preflight.report import ANNOTATION, SCHEMA, Result, node_annotation
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PREFLIGHT = Path(sys.executable).parent / "preflight"
+
+
+def test_exit_codes_and_one_line_per_check(capsys: pytest.CaptureFixture[str]) -> None:
+    healthy = [
+        "run",
+        "--check",
+        "gpu-state",
+        "--nvidia-smi",
+        str(FIXTURES / "nvidia-smi-healthy.csv"),
+        "--expect-gpus",
+        "8",
+    ]
+    assert main(healthy) == 0
+    assert capsys.readouterr().out == "PASS  gpu-state: 8 GPUs healthy, driver 570.124.06\n"
+    faulty = [
+        "run",
+        "--check",
+        "gpu-state",
+        "--check",
+        "kernel-log",
+        "--nvidia-smi",
+        str(FIXTURES / "nvidia-smi-faulty.csv"),
+        "--kernel-log",
+        str(FIXTURES / "journal.txt"),
+    ]
+    assert main([*faulty, "--window", "1e12", "--expect-gpus", "8"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("FAIL  gpu-state: 7 GPUs visible, the pool's machine has 8 (+5 more)")
+    assert lines[1].startswith("FAIL  kernel-log: 1 hardware error(s)")
+    (FIXTURES.parent / "unused").exists()
+    assert main(["run", "--check", "gpu-state", "--nvidia-smi", str(FIXTURES / "dmesg.txt")]) == 2
+    assert main(["run", "--check", "bogus"]) == 2
+    assert "unknown check 'bogus'; use one of kernel-log, gpu-state, compute, allreduce" in capsys.readouterr().err
+
+
+def test_json_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--check", "compute", "--cpu", "--min-tflops", "1e-6", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"schema", "node", "time", "passed", "checks"}
+    assert report["schema"] == SCHEMA
+    assert report["passed"] is True
+    (check,) = report["checks"]
+    assert set(check) == {"name", "status", "summary", "evidence"}
+    assert check["name"] == "compute"
+    assert check["evidence"][0].startswith("cpu: ")
+
+
+def test_compute_threshold_fails_a_slow_device(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--check", "compute", "--cpu", "--min-tflops", "1e6"]) == 1
+    assert "below 1e+06" in capsys.readouterr().out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_allreduce_across_real_processes(world: int) -> None:
+    port = _free_port()
+    procs = []
+    for rank in range(world):
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world),
+        }
+        args = [
+            str(PREFLIGHT),
+            "run",
+            "--check",
+            "allreduce",
+            "--sizes",
+            "65536,4194304",
+            "--min-busbw-gbps",
+            "1e-6",
+            "--json",
+        ]
+        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out))
+    checks = [r["checks"][0] for r in reports]
+    assert {c["status"] for c in checks} == {"pass"}
+    assert checks[0]["summary"].startswith(f"{world} ranks over gloo: busbw ")
+    header, *rows = checks[0]["evidence"]
+    assert header.split() == ["size(B)", "count", "type", "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)"]
+    sizes = [int(row.split()[0]) for row in rows]
+    assert sizes == [65536, 4194304]
+    for row in rows:
+        size, _, _, _, time_us, algbw, busbw = row.split()
+        assert float(time_us) > 0
+        assert float(algbw) == pytest.approx(int(size) / (float(time_us) / 1e6) / 1e9, rel=0.02, abs=0.001)
+        assert float(busbw) == pytest.approx(float(algbw) * 2 * (world - 1) / world, rel=0.02, abs=0.001)
+
+
+def test_allreduce_without_rendezvous_is_skipped_or_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    assert main(["run", "--check", "allreduce"]) == 0
+    assert capsys.readouterr().out.startswith("SKIP  allreduce: a single process")
+    monkeypatch.setenv("RANK", "0")
+    assert main(["run", "--check", "allreduce"]) == 2
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def do_PATCH(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        _Recorder.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_failure_becomes_the_node_annotation_warden_reads() -> None:
+    results = [
+        Result("kernel-log", "pass", "ok"),
+        Result("gpu-state", "fail", "GPU 1: 2 uncorrectable ECC errors", [f"line {i}" for i in range(9)]),
+    ]
+    annotation = node_annotation(results, "2026-11-29T10:00:00+00:00")
+    assert annotation is not None
+    assert list(annotation) == [ANNOTATION] == ["meridian.dev/preflight-failure"]
+    value = json.loads(annotation[ANNOTATION])
+    assert value == {
+        "schema": SCHEMA,
+        "check": "gpu-state",
+        "summary": "GPU 1: 2 uncorrectable ECC errors",
+        "evidence": [f"line {i}" for i in range(5)],
+        "time": "2026-11-29T10:00:00+00:00",
+    }
+    assert node_annotation(results[:1], "t") is None
+
+    server = HTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status = patch_annotations(
+            f"http://127.0.0.1:{server.server_port}", "gke-h200-a-7f3c", annotation, token="t0ken"
+        )
+    finally:
+        server.shutdown()
+    assert status == 200
+    (request,) = _Recorder.requests
+    assert request["path"] == "/api/v1/nodes/gke-h200-a-7f3c"
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert request["headers"]["Authorization"] == "Bearer t0ken"
+    assert request["body"] == {"metadata": {"annotations": annotation}}
