@@ -33,7 +33,7 @@ def test_exit_codes_and_one_line_per_check(capsys: pytest.CaptureFixture[str]) -
         "8",
     ]
     assert main(healthy) == 0
-    assert capsys.readouterr().out == "PASS  gpu-state: 8 GPUs healthy, driver 570.124.06\n"
+    assert capsys.readouterr().out == "PASS  gpu-state: 8 GPUs healthy, driver 570.124.06, CUDA 12.8\n"
     faulty = [
         "run",
         "--check",

@@ -85,7 +85,7 @@ def test_nvidia_smi_healthy_and_faulty() -> None:
     assert [g.problems() for g in healthy] == [[]] * 8  # idle, app clocks and SW power cap are normal
     assert (
         check_gpu_state((FIXTURES / "nvidia-smi-healthy.csv").read_text(), 8).summary
-        == "8 GPUs healthy, driver 570.124.06"
+        == "8 GPUs healthy, driver 570.124.06, CUDA 12.8"
     )
     result = check_gpu_state((FIXTURES / "nvidia-smi-faulty.csv").read_text(), 8)
     assert result.status == "fail"
@@ -97,6 +97,13 @@ def test_nvidia_smi_healthy_and_faulty() -> None:
         "GPU 3 (00000000:0B:00.0): throttled: hardware slowdown",
         "GPU 3 (00000000:0B:00.0): throttled: hardware thermal slowdown",
     ]
+
+
+def test_driver_floor() -> None:
+    text = (FIXTURES / "nvidia-smi-healthy.csv").read_text()
+    assert check_gpu_state(text, 8, min_driver="570.86.15").status == "pass"
+    old = check_gpu_state(text, 8, min_driver="575.51.3")
+    assert (old.status, old.summary) == ("fail", "driver 570.124.06 is older than 575.51.3")
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def check_kernel_log(text: str, window_s: float, uptime: float | None = None, no
     return Result("kernel-log", "pass", f"no GPU or host hardware errors in the last {window_s:.0f} s")
 
 
-def check_gpu_state(text: str, expected_gpus: int | None) -> Result:
+def check_gpu_state(text: str, expected_gpus: int | None, min_driver: str | None = None) -> Result:
     try:
         gpus = nvidia_smi.parse(text)
     except nvidia_smi.ParseError as exc:
@@ -38,8 +38,14 @@ def check_gpu_state(text: str, expected_gpus: int | None) -> Result:
     if expected_gpus is not None and len(gpus) != expected_gpus:
         problems.insert(0, f"{len(gpus)} GPUs visible, the pool's machine has {expected_gpus}")
     drivers = sorted({g.driver for g in gpus})
+    if len(drivers) > 1:
+        problems.append(f"GPUs report different drivers: {', '.join(drivers)}")
+    if min_driver and drivers and nvidia_smi.version_tuple(drivers[0]) < nvidia_smi.version_tuple(min_driver):
+        problems.append(f"driver {drivers[0]} is older than {min_driver}")
     if problems:
-        return Result(
-            "gpu-state", "fail", problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""), problems
-        )
-    return Result("gpu-state", "pass", f"{len(gpus)} GPUs healthy, driver {', '.join(drivers) or 'unknown'}")
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return Result("gpu-state", "fail", problems[0] + more, problems)
+    cuda = nvidia_smi.cuda_version(text) or "unknown"
+    return Result(
+        "gpu-state", "pass", f"{len(gpus)} GPUs healthy, driver {', '.join(drivers) or 'unknown'}, CUDA {cuda}"
+    )

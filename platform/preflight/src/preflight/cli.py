@@ -54,9 +54,11 @@ def _kernel_log(args: argparse.Namespace) -> Result:
 def _gpu_state(args: argparse.Namespace) -> Result:
     try:
         text = _read(args.nvidia_smi, nvidia_smi.QUERY)
+        if args.nvidia_smi is None:
+            text += "\n" + _read(None, nvidia_smi.BANNER)
     except (OSError, subprocess.SubprocessError) as exc:
         return Result("gpu-state", "error", f"cannot run nvidia-smi ({exc}); pass --nvidia-smi FILE")
-    return check_gpu_state(text, args.expect_gpus)
+    return check_gpu_state(text, args.expect_gpus, args.min_driver)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -106,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="look-back window for kernel log errors (default 3600)",
     )
+    run.add_argument("--min-driver", help="oldest NVIDIA driver allowed, e.g. 570.124.06")
     run.add_argument("--min-tflops", type=float, help="compute threshold per device (gkr passes the catalog's)")
     run.add_argument(
         "--min-busbw-gbps", type=float, help="all-reduce bus bandwidth threshold (gkr passes the catalog's)"

@@ -9,6 +9,7 @@ rows instead) count as "not reported", never as a failure.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 
 FIELDS = (
@@ -82,9 +83,29 @@ def _flag(value: str) -> bool | None:
     return None
 
 
+BANNER = ["nvidia-smi"]  # the plain banner carries the CUDA version the driver supports
+_CUDA = re.compile(r"CUDA Version:\s*(\d+\.\d+)")
+
+
+def cuda_version(text: str) -> str | None:
+    """The CUDA version from `nvidia-smi`'s banner (a saved file may hold it after the CSV)."""
+    match = _CUDA.search(text)
+    return match[1] if match else None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
 def parse(text: str) -> list[Gpu]:
-    """GPUs from CSV with or without its header line; a malformed row is an error, not a guess."""
-    rows = [r for r in csv.reader(line for line in text.splitlines() if line.strip()) if r]
+    """GPUs from CSV with or without its header line; a malformed row is an error, not a guess.
+
+    Lines that are not CSV rows (an appended banner, with its box drawing) are left out.
+    """
+    csv_lines = [
+        line for line in text.splitlines() if line.strip() and "," in line and not line.lstrip().startswith(("|", "+"))
+    ]
+    rows = [r for r in csv.reader(csv_lines) if r]
     if rows and rows[0][0].strip() == "index":
         header = [h.strip().split(" [")[0] for h in rows[0]]
         missing = [f for f in FIELDS if f not in header]
