@@ -18,6 +18,7 @@ class MachineType:
     vcpus: int
     memory_gb: int
     gpu_type: str | None = None  # GKE accelerator label value
+    gpu_model: str = ""  # what people call it: H200
     gpus: int = 0
     gpu_memory_gb: int = 0
     rdma_nics: int = 0  # ConnectX NICs for GPU-to-GPU RDMA (one per GPU)
@@ -52,6 +53,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             vcpus=224,
             memory_gb=2952,
             gpu_type="nvidia-h200-141gb",
+            gpu_model="H200",
             gpus=8,
             gpu_memory_gb=141,
             rdma_nics=8,
@@ -76,6 +78,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             vcpus=208,
             memory_gb=1872,
             gpu_type="nvidia-h100-mega-80gb",
+            gpu_model="H100",
             gpus=8,
             gpu_memory_gb=80,
             gvnic_nics=9,  # 8 GPUDirect-TCPXO NICs + 1 host NIC, no RDMA

@@ -42,7 +42,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
-    tree = render_tree(loaded.fleet)
+    from fleet.gitops.schemas import schema_files  # reads the pinned CRDs
+
+    try:
+        tree = render_tree(loaded.fleet) | schema_files(loaded.fleet, root.resolve())
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if check:
         differences = stale(root, tree)
         for line in differences:

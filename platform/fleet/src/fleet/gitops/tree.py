@@ -17,7 +17,7 @@ from fleet.gitops.teams import team_objects
 from fleet.gitops.warden import warden_objects
 from fleet.model import Fleet, Region
 
-OWNED = ("kustomize/overlays", "argocd/clusters")
+OWNED = ("kustomize/overlays", "argocd/clusters", "platform/gkr/src/gkr/schemas")
 BASE = "../../../base"
 
 

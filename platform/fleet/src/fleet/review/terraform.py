@@ -133,9 +133,8 @@ def pool_takes_down(body: dict[str, Any]) -> tuple[int, int, str]:
 
 
 def _short_gpu(gpu_type: str) -> str:
-    return {"nvidia-h200-141gb": "H200", "nvidia-h100-mega-80gb": "H100", "nvidia-h100-80gb": "H100"}.get(
-        gpu_type, gpu_type or "GPU"
-    )
+    models = {m.gpu_type: m.gpu_model for m in MACHINE_TYPES.values() if m.gpu_type}
+    return models.get(gpu_type, gpu_type or "GPU")
 
 
 def describe_loss(

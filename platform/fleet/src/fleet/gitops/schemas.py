@@ -1,0 +1,40 @@
+"""The CRD schemas gkr validates against, packaged with it (laptops have no ../shared/crds).
+
+Descriptions are dropped (they are most of a CRD's size); the strictness the
+validator adds (unknown fields rejected) is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fleet.gitops.validate import CrdSchemas, crd_folders, crd_roots
+from fleet.model import Fleet
+
+GKR_SCHEMAS = "platform/gkr/src/gkr/schemas"
+KINDS = (("ray.io", "v1", "RayJob"), ("ray.io", "v1", "RayCluster"))
+
+
+def _strip(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip(v) for k, v in schema.items() if k != "description"}
+    if isinstance(schema, list):
+        return [_strip(v) for v in schema]
+    return schema
+
+
+def schema_files(fleet: Fleet, repo: Path) -> dict[str, str]:
+    crds = CrdSchemas(crd_folders(fleet), crd_roots(repo))
+    files = {}
+    for group, version, kind in KINDS:
+        schema = crds.schema(group, version, kind)
+        if schema is None:
+            raise FileNotFoundError(
+                f"no CRD for {group}/{version} {kind}: provide ../shared/crds or run scripts/fetch_crds.py"
+            )
+        files[f"{GKR_SCHEMAS}/{group}_{version}_{kind}.json"] = (
+            json.dumps(_strip(schema), sort_keys=True, separators=(",", ":")) + "\n"
+        )
+    return files

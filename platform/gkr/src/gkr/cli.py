@@ -1,0 +1,284 @@
+"""gkr: submit and inspect training jobs on the Meridian fleet.
+
+Exit codes: 0 done, 1 the cluster said no (API error), 2 bad input (one line
+per problem, nothing applied).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+
+Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
+Fleet = Annotated[
+    str | None,
+    typer.Option("--fleet", help="fleet spec (default: $GKR_FLEET, the user config, or ./fleet.yaml upward)"),
+]
+Context = Annotated[
+    str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
+]
+Region = Annotated[
+    str | None, typer.Option("--region", help="region of the cluster (default: the user config, or the team's first)")
+]
+Team = Annotated[str | None, typer.Option("--team", help="team (default: the user config)")]
+
+
+def fail(lines: list[str]) -> None:
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def _load_fleet(fleet: str | None) -> Any:
+    from fleet.load import load
+    from fleet.problems import SpecError
+    from gkr.config import find_fleet, user_config
+
+    try:
+        config = user_config()
+        loaded = load(find_fleet(fleet, config)).fleet
+    except (ValueError, SpecError) as exc:
+        fail(list(exc.lines) if isinstance(exc, SpecError) else [str(exc)])
+    return config, loaded
+
+
+def _print(objects: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        print(json.dumps(objects if len(objects) != 1 else objects[0], indent=2))
+    else:
+        import yaml
+
+        sys.stdout.write("---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects))
+
+
+@app.command()
+def submit(
+    command: Annotated[list[str] | None, typer.Argument(help="the command, after --")] = None,
+    file: Annotated[str | None, typer.Option("--file", "-f", help="job file (YAML)")] = None,
+    name: Annotated[str | None, typer.Option("--name")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="rayjob (default), raycluster, job")] = None,
+    team: Team = None,
+    region: Region = None,
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    image: Annotated[str | None, typer.Option("--image", help="by digest (default: the fleet's trainer image)")] = None,
+    pods: Annotated[int | None, typer.Option("--pods", help="GPU pods (Ray workers)")] = None,
+    gpus_per_pod: Annotated[int | None, typer.Option("--gpus-per-pod")] = None,
+    cpus_per_pod: Annotated[int | None, typer.Option("--cpus-per-pod")] = None,
+    memory_per_pod_gib: Annotated[int | None, typer.Option("--memory-per-pod-gib")] = None,
+    priority: Annotated[str | None, typer.Option("--priority")] = None,
+    topology: Annotated[str | None, typer.Option("--topology", help="required:block, preferred:host, ...")] = None,
+    no_preflight: Annotated[bool, typer.Option("--no-preflight", help="skip the preflight checks")] = False,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
+    output: Output = "yaml",
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
+    from gkr.submit import flags_of, prepare
+
+    config, loaded = _load_fleet(fleet)
+    given = {
+        "name": name, "kind": kind, "team": team or (None if file else config.team), "region": region, "pool": pool, "image": image,
+        "pods": pods, "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
+        "priority": priority, "command": command or None,
+    }  # fmt: skip
+    try:
+        flags = flags_of(given, topology, no_preflight, env)
+        resolved, objects = prepare(file, flags, loaded, config.region)
+    except ValueError as exc:
+        fail(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
+    from gkr.summary import summary
+
+    print(summary(resolved), file=sys.stderr)
+    if dry_run:
+        _print(objects, output)
+        return
+    from gkr import kube
+
+    try:
+        api = kube.client(context or resolved.context)
+        for obj in objects:
+            kube.apply(api, obj)
+    except Exception as exc:  # the cluster's answer, in one line
+        print(f"error: applying to {context or resolved.context} failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+def _target(fleet: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str]:
+    from fleet import names
+
+    config, loaded = _load_fleet(fleet)
+    team = team or config.team
+    teams = {t.name: t for t in loaded.teams}
+    if team not in teams:
+        fail([f"pass --team (one of {', '.join(teams)}) or set `team:` in the user config"])
+    region_name = region or config.region or next(r for r, g in teams[team].quota.items() if g > 0)
+    regions = {r.name: r for r in loaded.regions}
+    if region_name not in regions:
+        fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
+    from gkr import kube
+
+    ctx = context or f"gke_{loaded.project.id}_{region_name}_{loaded.cluster_name(regions[region_name])}"
+    return kube.client(ctx), names.team_namespace(team)
+
+
+@app.command("list")
+def list_jobs(
+    team: Team = None, region: Region = None, fleet: Fleet = None, context: Context = None, output: Output = "table"
+) -> None:
+    """The team's jobs and clusters in a region."""
+    from gkr import kube
+
+    api, namespace = _target(fleet, team, region, context)
+    rows = [
+        (kind, item)
+        for kind in kube.KINDS
+        for item in kube.list_jobs(api, namespace, kind, "app.kubernetes.io/managed-by!=argocd")
+    ]
+    if output in ("yaml", "json"):
+        _print([item for _, item in rows], output)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("kind", "name", "status", "queue")
+    for kind, item in rows:
+        status = item.get("status", {})
+        state = (
+            status.get("jobDeploymentStatus")
+            or status.get("state")
+            or next((c["type"] for c in status.get("conditions", []) if c.get("status") == "True"), "Pending")
+        )
+        table.add_row(
+            kind,
+            item["metadata"]["name"],
+            str(state),
+            item["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name", ""),
+        )
+    Console().print(table)
+
+
+@app.command()
+def status(
+    name: str,
+    kind: Annotated[str, typer.Option("--kind")] = "rayjob",
+    team: Team = None,
+    region: Region = None,
+    fleet: Fleet = None,
+    context: Context = None,
+    output: Output = "yaml",
+) -> None:
+    """One job's status, as the cluster reports it."""
+    from gkr import kube
+
+    api, namespace = _target(fleet, team, region, context)
+    _print([kube.get_job(api, namespace, kind, name).get("status", {})], output)
+
+
+@app.command()
+def delete(
+    name: str,
+    kind: Annotated[str, typer.Option("--kind")] = "rayjob",
+    team: Team = None,
+    region: Region = None,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Delete a job or cluster, and its pods."""
+    from gkr import kube
+
+    api, namespace = _target(fleet, team, region, context)
+    kube.delete_job(api, namespace, kind, name)
+    print(f"deleted {kind} {name}", file=sys.stderr)
+
+
+@app.command()
+def logs(
+    name: str,
+    role: Annotated[str, typer.Option("--role", help="head, worker or all")] = "head",
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+    team: Team = None,
+    region: Region = None,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Logs of a job's head, workers or all pods."""
+    from gkr import kube
+
+    api, namespace = _target(fleet, team, region, context)
+    names = kube.pods(api, namespace, name, role)
+    if not names:
+        fail([f"no {role} pods for {name} in {namespace} (yet)"])
+    for pod in names:
+        stream = kube.log(api, namespace, pod, follow)
+        if follow:
+            for chunk in stream.stream():
+                sys.stdout.write(chunk.decode(errors="replace"))
+        else:
+            sys.stdout.write("".join(f"[{pod}] {line}\n" for line in str(stream).splitlines()))
+
+
+@app.command()
+def preflight(
+    pods: Annotated[int, typer.Option("--pods")] = 2,
+    gpus_per_pod: Annotated[int, typer.Option("--gpus-per-pod")] = 8,
+    team: Team = None,
+    region: Region = None,
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Run only the preflight suite on a chosen shape (a Job: node checks, compute, then all-reduce across pods)."""
+    import getpass
+
+    submit(
+        command=["preflight", "run", "--check", "compute"],
+        name=f"preflight-{getpass.getuser().lower()[:20]}".rstrip("-"),
+        kind="job",
+        team=team,
+        region=region,
+        pool=pool,
+        pods=pods,
+        gpus_per_pod=gpus_per_pod,
+        dry_run=dry_run,
+        fleet=fleet,
+        context=context,
+    )
+
+
+@app.command()
+def clusters(fleet: Fleet = None, output: Output = "table") -> None:
+    """Regions, their clusters, GPU types and each team's quota."""
+    from fleet.capacity import gpu_capacity
+
+    _, loaded = _load_fleet(fleet)
+    rows = []
+    for region in loaded.regions:
+        capacity = gpu_capacity(region)
+        rows.append(
+            {
+                "region": region.name,
+                "cluster": loaded.cluster_name(region),
+                "gpus": dict(capacity.gpus_by_type),
+                "quota": {t.name: t.quota.get(region.name, 0) for t in loaded.teams},
+            }
+        )
+    if output in ("yaml", "json"):
+        _print(rows, output)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("region", "cluster", "GPUs", *(f"quota {t.name}" for t in loaded.teams))
+    for row in rows:
+        gpus = ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items())
+        table.add_row(row["region"], row["cluster"], gpus, *(f"{q:,}" for q in row["quota"].values()))
+    Console().print(table)

@@ -1,0 +1,108 @@
+"""The few Kubernetes API calls gkr makes, through the official Python client (imported lazily: it is slow to load).
+
+Objects are applied with server-side apply (field manager `gkr`), so a
+resubmission updates what gkr owns and leaves fields controllers own alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+FIELD_MANAGER = "gkr"
+APPLY = "application/apply-patch+yaml"
+# apiVersion, kind -> group, version, plural
+RESOURCES = {
+    ("ray.io/v1", "RayJob"): ("ray.io", "v1", "rayjobs"),
+    ("ray.io/v1", "RayCluster"): ("ray.io", "v1", "rayclusters"),
+    ("batch/v1", "Job"): ("batch", "v1", "jobs"),
+}
+KINDS = {
+    "rayjob": ("ray.io", "v1", "rayjobs"),
+    "raycluster": ("ray.io", "v1", "rayclusters"),
+    "job": ("batch", "v1", "jobs"),
+}
+
+
+def client(context: str | None = None, host: str | None = None, token: str | None = None) -> Any:
+    """An ApiClient for a kubeconfig context, or for an explicit host (tests, proxies)."""
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    if host is not None:
+        configuration = k8s.Configuration(host=host)
+        if token:
+            configuration.api_key = {"BearerToken": token}
+            configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        return k8s.ApiClient(configuration)
+    return config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+
+
+def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    from kubernetes import client as k8s
+
+    meta = obj["metadata"]
+    if (obj["apiVersion"], obj["kind"]) == ("v1", "Service"):
+        k8s.CoreV1Api(api).patch_namespaced_service(
+            meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY
+        )
+        return obj
+    group, version, plural = RESOURCES[(obj["apiVersion"], obj["kind"])]
+    result: dict[str, Any] = k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+        group,
+        version,
+        meta["namespace"],
+        plural,
+        meta["name"],
+        obj,
+        field_manager=FIELD_MANAGER,
+        force=True,
+        _content_type=APPLY,
+    )
+    return result
+
+
+def list_jobs(api: Any, namespace: str, kind: str, selector: str) -> list[dict[str, Any]]:
+    from kubernetes import client as k8s
+
+    group, version, plural = KINDS[kind]
+    found = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+        group, version, namespace, plural, label_selector=selector
+    )
+    return list(found.get("items", []))
+
+
+def get_job(api: Any, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    from kubernetes import client as k8s
+
+    group, version, plural = KINDS[kind]
+    found: dict[str, Any] = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        group, version, namespace, plural, name
+    )
+    return found
+
+
+def delete_job(api: Any, namespace: str, kind: str, name: str) -> None:
+    from kubernetes import client as k8s
+
+    group, version, plural = KINDS[kind]
+    body = k8s.V1DeleteOptions(propagation_policy="Foreground")  # the pods and the Ray cluster go with it
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, namespace, plural, name, body=body)
+    if kind == "job":
+        k8s.CoreV1Api(api).delete_namespaced_service(name, namespace)
+
+
+def pods(api: Any, namespace: str, job: str, role: str) -> list[str]:
+    from kubernetes import client as k8s
+
+    selector = f"meridian.dev/job={job}" + {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type=worker"}.get(
+        role, ""
+    )
+    return sorted(
+        p.metadata.name for p in k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
+    )
+
+
+def log(api: Any, namespace: str, pod: str, follow: bool) -> Any:
+    from kubernetes import client as k8s
+
+    return k8s.CoreV1Api(api).read_namespaced_pod_log(pod, namespace, follow=follow, _preload_content=not follow)

@@ -1,0 +1,65 @@
+"""From a job file and flags to validated manifests; nothing is applied here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.model import Fleet
+from gkr.inputs import InputError, read_job
+from gkr.render import render
+from gkr.resolve import Resolved, resolve
+from gkr.validate import schema_problems
+
+FLAG_NAMES = {
+    "name": "--name",
+    "kind": "--kind",
+    "team": "--team",
+    "region": "--region",
+    "pool": "--pool",
+    "image": "--image",
+    "pods": "--pods",
+    "gpus_per_pod": "--gpus-per-pod",
+    "cpus_per_pod": "--cpus-per-pod",
+    "memory_per_pod_gib": "--memory-per-pod-gib",
+    "priority": "--priority",
+    "command": "the command after --",
+}
+
+
+def flags_of(
+    given: dict[str, Any], topology: str | None, no_preflight: bool, env: list[str] | None
+) -> dict[str, tuple[str, Any]]:
+    """The flags that were given, as job keys -> (flag, value)."""
+    flags = {key: (FLAG_NAMES[key], value) for key, value in given.items() if value is not None}
+    if topology is not None:
+        mode, _, level = topology.partition(":")
+        flags["topology"] = ("--topology", {"mode": mode, "level": level or "block"})
+    if no_preflight:
+        flags["preflight"] = ("--no-preflight", False)
+    if env:
+        pairs = {}
+        for item in env:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError([f"flag --env: {item!r} is not KEY=VALUE"])
+            pairs[key] = value
+        flags["env"] = ("--env", pairs)
+    return flags
+
+
+def prepare(
+    file: str | None, flags: dict[str, tuple[str, Any]], fleet: Fleet, default_region: str | None
+) -> tuple[Resolved, list[dict[str, Any]]]:
+    """Resolve, check and render; ValueError([lines]) for every problem found."""
+    try:
+        spec, origins = read_job(file, flags)
+    except InputError as exc:
+        raise ValueError(exc.lines) from None
+    resolved, problems = resolve(spec, fleet, default_region)
+    if problems or resolved is None:
+        raise ValueError([f"{origins.where(p.field)}: {p.message}" for p in problems])
+    objects = render(resolved)
+    invalid = [line for obj in objects for line in schema_problems(obj)]
+    if invalid:
+        raise ValueError([f"rendered manifest: {line}" for line in invalid])
+    return resolved, objects
