@@ -41,24 +41,18 @@ def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
     from kubernetes import client as k8s
 
     meta = obj["metadata"]
+    apply_args: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
     if (obj["apiVersion"], obj["kind"]) == ("v1", "Service"):
-        k8s.CoreV1Api(api).patch_namespaced_service(
-            meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY
-        )
+        k8s.CoreV1Api(api).patch_namespaced_service(meta["name"], meta["namespace"], obj, **apply_args)
         return obj
     group, version, plural = RESOURCES[(obj["apiVersion"], obj["kind"])]
-    result: dict[str, Any] = k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-        group,
-        version,
-        meta["namespace"],
-        plural,
-        meta["name"],
-        obj,
-        field_manager=FIELD_MANAGER,
-        force=True,
-        _content_type=APPLY,
+    custom = k8s.CustomObjectsApi(api)
+    return cast(
+        dict[str, Any],
+        custom.patch_namespaced_custom_object(
+            group, version, meta["namespace"], plural, meta["name"], obj, **apply_args
+        ),
     )
-    return result
 
 
 def list_jobs(api: Any, namespace: str, kind: str, selector: str) -> list[dict[str, Any]]:
@@ -68,17 +62,16 @@ def list_jobs(api: Any, namespace: str, kind: str, selector: str) -> list[dict[s
     found = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
         group, version, namespace, plural, label_selector=selector
     )
-    return list(found.get("items", []))
+    return list(cast(dict[str, Any], found).get("items", []))
 
 
 def get_job(api: Any, namespace: str, kind: str, name: str) -> dict[str, Any]:
     from kubernetes import client as k8s
 
     group, version, plural = KINDS[kind]
-    found: dict[str, Any] = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-        group, version, namespace, plural, name
+    return cast(
+        dict[str, Any], k8s.CustomObjectsApi(api).get_namespaced_custom_object(group, version, namespace, plural, name)
     )
-    return found
 
 
 def delete_job(api: Any, namespace: str, kind: str, name: str) -> None:
@@ -91,15 +84,15 @@ def delete_job(api: Any, namespace: str, kind: str, name: str) -> None:
         k8s.CoreV1Api(api).delete_namespaced_service(name, namespace)
 
 
+ROLE_SELECTORS = {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type=worker", "all": ""}
+
+
 def pods(api: Any, namespace: str, job: str, role: str) -> list[str]:
     from kubernetes import client as k8s
 
-    selector = f"meridian.dev/job={job}" + {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type=worker"}.get(
-        role, ""
-    )
-    return sorted(
-        p.metadata.name for p in k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
-    )
+    selector = f"meridian.dev/job={job}{ROLE_SELECTORS[role]}"
+    found = k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
+    return sorted(str(p.metadata.name) for p in found if p.metadata is not None and p.metadata.name)
 
 
 def log(api: Any, namespace: str, pod: str, follow: bool) -> Any:
