@@ -1,0 +1,105 @@
+"""What the rendered pods get, and where it comes from."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fleet.load import load
+from gkr.submit import flags_of, prepare
+from tests.conftest import SHIPPED
+from tests.gkr.conftest import EXAMPLES
+
+FLEET = load(SHIPPED).fleet
+
+
+def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
+    given = {k: v for k, v in flags.items() if k not in ("topology", "no_preflight", "env")}
+    _, objs = prepare(
+        str(EXAMPLES / f"{example}.yaml"),
+        flags_of(given, flags.get("topology"), flags.get("no_preflight", False), flags.get("env")),
+        FLEET,
+        None,
+    )
+    return objs
+
+
+def workers(job: dict[str, Any]) -> dict[str, Any]:
+    return dict(job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+
+
+def test_h200_workers_get_gpu_networking_and_queue() -> None:
+    (job,) = objects("pretrain-128-nodes")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "pretraining"
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
+    assert job["spec"]["shutdownAfterJobFinishes"] is True
+    pod = workers(job)
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    interfaces = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [(i["interfaceName"], i["network"]) for i in interfaces][1:3] == [("eth1", "gvnic-1"), ("eth2", "rdma-0")]
+    assert interfaces[-1] == {"interfaceName": "eth9", "network": "rdma-7"}
+    assert (
+        pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"]
+        == "cloud.google.com/gce-topology-block"
+    )
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts == {
+        "nvidia": "/usr/local/nvidia",
+        "gib": "/usr/local/gib",
+        "shm": "/dev/shm",
+        "checkpoints": "/checkpoints",
+    }
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+    assert volumes["checkpoints"]["csi"]["volumeAttributes"]["bucketName"] == "meridian-ckpt-us-central1"
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["NCCL_NET"] == "gIB"
+    assert env["LD_LIBRARY_PATH"].startswith("/usr/local/nvidia/lib64")
+    (preflight,) = spec["initContainers"]
+    assert preflight["command"][:2] == ["preflight", "run"]
+    assert "--expect-gpus=8" in preflight["command"]
+    assert spec["serviceAccountName"] == "trainer"
+
+
+def test_no_preflight_drops_the_init_container() -> None:
+    (job,) = objects("pretrain-128-nodes", no_preflight=True)
+    assert workers(job)["spec"]["initContainers"] == []
+
+
+def test_flex_start_pods_tolerate_queued_nodes() -> None:
+    (job,) = objects("flex-start-finetune")
+    keys = {t["key"] for t in workers(job)["spec"]["tolerations"]}
+    assert keys == {"nvidia.com/gpu", "cloud.google.com/gke-queued"}
+
+
+def test_indexed_job_runs_the_collective_check_first() -> None:
+    service, job = objects("flex-start-finetune", kind="job", pods=4, topology="required:host")
+    assert service["spec"]["clusterIP"] == "None"
+    spec = job["spec"]["template"]["spec"]
+    assert spec["subdomain"] == "sft-eval-sweep"
+    assert spec["restartPolicy"] == "Never"
+    script = spec["containers"][0]["command"][2]
+    assert script.startswith(
+        "source /usr/local/gib/scripts/set_nccl_env.sh && RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce --min-busbw-gbps=144"
+    )
+    assert script.endswith("&& exec python train.py configs/sft.yaml run.name=sft-eval-sweep")
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert (env["MASTER_ADDR"], env["WORLD_SIZE"]) == ("sft-eval-sweep-0.sft-eval-sweep", "4")
+    assert (
+        job["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"]
+        == "cloud.google.com/gce-topology-host"
+    )
+
+
+@pytest.mark.parametrize("example", ["cpu-data-job"])
+def test_cpu_pods_get_no_gpu_settings(example: str) -> None:
+    _, job = objects(example)
+    spec = job["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {}
+    assert spec["initContainers"] == []
+    assert "nvidia.com/gpu" not in spec["containers"][0]["resources"]["requests"]
+    assert "networking.gke.io/interfaces" not in job["spec"]["template"]["metadata"]["annotations"]
