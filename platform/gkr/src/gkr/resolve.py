@@ -68,7 +68,7 @@ class Resolved:
 
 def default_share(machine: MachineType, gpus: int, total: int) -> int:
     """A pod's share of a machine for `gpus` of its GPUs, less what the node keeps for itself."""
-    fraction = gpus / machine.gpus if machine.gpus and gpus else 0.0
+    fraction = min(gpus, machine.gpus) / machine.gpus if machine.gpus and gpus else 0.0
     return int(total * fraction * SYSTEM_SHARE)
 
 
@@ -189,8 +189,14 @@ def _check(r: Resolved) -> list[Problem]:
         out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
     ray = spec.ray
     if spec.kind == "rayjob":
-        if ray.ttl_seconds is not None and not ray.shutdown_after_finish:
-            out.append(Problem("ray.ttl_seconds", "KubeRay ignores a TTL unless shutdown_after_finish is true"))
+        if not ray.shutdown_after_finish:
+            ttl = " (KubeRay also ignores ray.ttl_seconds without it)" if ray.ttl_seconds is not None else ""
+            out.append(
+                Problem(
+                    "ray.shutdown_after_finish",
+                    f"a Kueue-managed RayJob must shut its cluster down when it finishes{ttl}",
+                )
+            )
         if ray.backoff_limit is not None and ray.interactive:
             out.append(Problem("ray.backoff_limit", "KubeRay rejects backoff_limit in interactive mode"))
         if ray.cluster is not None:
@@ -198,12 +204,6 @@ def _check(r: Resolved) -> list[Problem]:
                 Problem(
                     "ray.cluster",
                     "a Kueue-managed RayJob cannot use an existing cluster (clusterSelector); drop ray.cluster",
-                )
-            )
-        if not ray.shutdown_after_finish:
-            out.append(
-                Problem(
-                    "ray.shutdown_after_finish", "a Kueue-managed RayJob must shut its cluster down when it finishes"
                 )
             )
     else:

@@ -1,0 +1,210 @@
+"""Bad input: one clear line per problem naming where it came from, exit 2, nothing applied; fuzzed YAML never crashes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import Result
+
+from fleet.load import load
+from gkr.submit import prepare
+from tests.conftest import SHIPPED
+
+BASE = {
+    "name": "exp-1",
+    "team": "research",
+    "region": "us-east4",
+    "pods": 2,
+    "gpus_per_pod": 8,
+    "command": "python train.py",
+}
+
+# (id, job file changes, extra flags, words the single error line must contain)
+CASES: list[tuple[str, dict[str, object], list[str], str]] = [
+    ("invalid name", {"name": "Exp_1"}, [], "job.yaml:1: name: 'Exp_1' is not a valid rayjob name"),
+    ("rayjob name too long", {"name": "a" * 48}, [], "at most 47 lowercase letters"),
+    (
+        "raycluster name too long",
+        {"name": "a" * 54, "kind": "raycluster", "command": None},
+        [],
+        "at most 53 lowercase letters",
+    ),
+    ("unknown kind", {"kind": "deployment"}, [], "kind: Input should be 'rayjob', 'raycluster' or 'job'"),
+    ("unknown team", {"team": "reserch"}, [], "team: unknown team 'reserch'; did you mean research?"),
+    ("unknown region", {"region": "us-east5"}, [], "region: unknown region 'us-east5'"),
+    ("unknown pool", {"pool": "h100-a"}, [], "pool: no pool 'h100-a' in us-east4"),
+    (
+        "pool of another team",
+        {"region": "europe-west1", "pool": "h200-a"},
+        [],
+        "pool: pool h200-a is dedicated to team pretraining",
+    ),
+    (
+        "more GPUs per pod than the machine",
+        {"gpus_per_pod": 16},
+        [],
+        "gpus_per_pod: 16 GPUs per pod do not fit a a3-ultragpu-8g (8 GPUs)",
+    ),
+    ("GPUs that do not divide the machine", {"gpus_per_pod": 3}, [], "gpus_per_pod: 3 does not divide the 8 GPUs"),
+    (
+        "too many CPUs",
+        {"cpus_per_pod": 300},
+        [],
+        "cpus_per_pod: 300 CPUs per pod do not fit a a3-ultragpu-8g (at most 201 of its 224)",
+    ),
+    ("too much memory", {"memory_per_pod_gib": 4000}, [], "memory_per_pod_gib: 4000 GiB per pod does not fit"),
+    (
+        "more pods than the pool",
+        {"region": "us-central1", "pool": "h200-flex", "pods": 129, "team": "pretraining"},
+        [],
+        "pods: 129 pods need 129 nodes; pool h200-flex has 128",
+    ),
+    (
+        "above the team's quota",
+        {"pods": 97},
+        [],
+        "pods: 97 pods x 8 GPUs = 776 GPUs, above team research's quota of 768 in us-east4",
+    ),
+    ("unknown priority", {"priority": "urgent"}, [], "priority: unknown priority 'urgent'"),
+    (
+        "image without digest",
+        {"image": "us-docker.pkg.dev/p/r/trainer:latest"},
+        [],
+        "image: 'us-docker.pkg.dev/p/r/trainer:latest' is not pinned by digest",
+    ),
+    ("bad env name", {"env": {"1BAD": "x"}}, [], "env: '1BAD' is not a valid environment variable name"),
+    ("rayjob without a command", {"command": None}, [], "command: a rayjob needs a command"),
+    ("raycluster with a command", {"kind": "raycluster"}, [], "command: a raycluster runs no command"),
+    (
+        "ttl without shutdown",
+        {"ray": {"ttl_seconds": 60, "shutdown_after_finish": False}},
+        [],
+        "ray.shutdown_after_finish: a Kueue-managed RayJob must shut its cluster down when it finishes (KubeRay also ignores ray.ttl_seconds without it)",
+    ),
+    (
+        "backoff with interactive mode",
+        {"ray": {"backoff_limit": 2, "interactive": True}},
+        [],
+        "ray.backoff_limit: KubeRay rejects backoff_limit in interactive mode",
+    ),
+    (
+        "Kueue RayJob on an existing cluster",
+        {"ray": {"cluster": "dev"}},
+        [],
+        "ray.cluster: a Kueue-managed RayJob cannot use an existing cluster",
+    ),
+    (
+        "ray settings on a job",
+        {"kind": "job", "ray": {"ttl_seconds": 60}},
+        [],
+        "ray.ttl_seconds: applies to RayJobs only, not to a job",
+    ),
+    ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown key"),
+    ("negative pods", {"pods": -1}, [], "pods: Input should be greater than or equal to 1"),
+    (
+        "bad topology level",
+        {"topology": {"mode": "required", "level": "rack"}},
+        [],
+        "topology.level: Input should be 'block', 'subblock' or 'host'",
+    ),
+    ("flag beats file and is named", {}, ["--pods", "97"], "flag --pods: 97 pods x 8 GPUs = 776 GPUs"),
+    ("bad --env flag", {}, ["--env", "NOEQUALS"], "flag --env: 'NOEQUALS' is not KEY=VALUE"),
+    (
+        "bad --topology flag",
+        {},
+        ["--topology", "sometimes:block"],
+        "flag --topology: Input should be 'required' or 'preferred'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "flags", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_gives_one_clear_line(
+    gkr: Callable[..., Result], tmp_path: Path, changes: dict[str, object], flags: list[str], words: str
+) -> None:
+    job = {**BASE, **changes}
+    job = {k: v for k, v in job.items() if v is not None}
+    file = tmp_path / "job.yaml"
+    file.write_text(yaml.safe_dump(job, sort_keys=False))
+    result = gkr("submit", "-f", str(file), *flags)  # no --dry-run: would apply if it got that far
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert words in lines[0].replace(str(tmp_path) + "/", "")
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+
+
+def test_at_least_twenty_cases() -> None:
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("name: [oops\n", "job.yaml:2: not valid YAML"),
+        ("- a\n", "a job file is a YAML mapping"),
+        ("name: a\nname: b\n", "name: key appears twice"),
+    ],
+)
+def test_unreadable_job_files(gkr: Callable[..., Result], tmp_path: Path, text: str, words: str) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_text(text)
+    result = gkr("submit", "-f", str(file), "--dry-run")
+    assert result.exit_code == 2
+    assert words in result.stderr.replace(str(tmp_path) + "/", "")
+
+
+def test_missing_job_file(gkr: Callable[..., Result], tmp_path: Path) -> None:
+    result = gkr("submit", "-f", str(tmp_path / "nope.yaml"), "--dry-run")
+    assert result.exit_code == 2
+    assert "cannot read it (No such file or directory)" in result.stderr
+
+
+FLEET = load(SHIPPED).fleet
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=20) | st.floats(allow_nan=False),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=6,
+)
+keys = st.sampled_from(
+    [
+        *BASE,
+        "kind",
+        "pool",
+        "image",
+        "priority",
+        "topology",
+        "env",
+        "ray",
+        "preflight",
+        "checkpoint",
+        "cpus_per_pod",
+        "junk",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(st.dictionaries(keys, values, max_size=8), st.booleans())
+def test_fuzzed_job_files_never_crash(
+    tmp_path_factory: pytest.TempPathFactory, job: dict[str, object], keep_base: bool
+) -> None:
+    data = {**BASE, **job} if keep_base else job
+    file = tmp_path_factory.mktemp("fuzz") / "job.yaml"
+    file.write_text(yaml.safe_dump(data))
+    try:
+        prepare(str(file), {}, FLEET, None)
+    except ValueError as exc:  # the one way bad input may end: lines to print
+        lines = exc.args[0]
+        assert isinstance(lines, list)
+        assert lines
+        assert all(isinstance(line, str) and "\n" not in line and line for line in lines)
