@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -34,6 +36,12 @@ def fail(lines: list[str]) -> None:
     raise typer.Exit(2)
 
 
+def choose(value: str, options: Any, flag: str) -> str:
+    if value not in options:
+        fail([f"{flag} {value!r}: use one of {', '.join(options)}"])
+    return value
+
+
 def _load_fleet(fleet: str | None) -> Any:
     from fleet.load import load
     from fleet.problems import SpecError
@@ -48,6 +56,7 @@ def _load_fleet(fleet: str | None) -> Any:
 
 
 def _print(objects: list[dict[str, Any]], output: str) -> None:
+    choose(output, ("yaml", "json"), "--output")
     if output == "json":
         print(json.dumps(objects if len(objects) != 1 else objects[0], indent=2))
     else:
@@ -101,14 +110,23 @@ def submit(
         return
     from gkr import kube
 
-    try:
+    with api_errors(f"applying to {context or resolved.context}"):
         api = kube.client(context or resolved.context)
         for obj in objects:
             kube.apply(api, obj)
-    except Exception as exc:  # the cluster's answer, in one line
-        print(f"error: applying to {context or resolved.context} failed: {str(exc).splitlines()[0]}", file=sys.stderr)
-        raise typer.Exit(1) from None
     print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+@contextmanager
+def api_errors(where: str) -> Iterator[None]:
+    """The cluster's answer (or silence) in one line, exit 1."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        print(f"error: {where} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        raise typer.Exit(1) from None
 
 
 def _target(fleet: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str]:
@@ -137,11 +155,10 @@ def list_jobs(
     from gkr import kube
 
     api, namespace = _target(fleet, team, region, context)
-    rows = [
-        (kind, item)
-        for kind in kube.KINDS
-        for item in kube.list_jobs(api, namespace, kind, "app.kubernetes.io/managed-by!=argocd")
-    ]
+    with api_errors("listing jobs"):
+        rows = [
+            (kind, item) for kind in kube.KINDS for item in kube.list_jobs(api, namespace, kind, "meridian.dev/team")
+        ]
     if output in ("yaml", "json"):
         _print([item for _, item in rows], output)
         return
@@ -178,8 +195,11 @@ def status(
     """One job's status, as the cluster reports it."""
     from gkr import kube
 
+    choose(kind, kube.KINDS, "--kind")
     api, namespace = _target(fleet, team, region, context)
-    _print([kube.get_job(api, namespace, kind, name).get("status", {})], output)
+    with api_errors(f"reading {kind} {name}"):
+        found = kube.get_job(api, namespace, kind, name)
+    _print([found.get("status", {})], output)
 
 
 @app.command()
@@ -194,8 +214,10 @@ def delete(
     """Delete a job or cluster, and its pods."""
     from gkr import kube
 
+    choose(kind, kube.KINDS, "--kind")
     api, namespace = _target(fleet, team, region, context)
-    kube.delete_job(api, namespace, kind, name)
+    with api_errors(f"deleting {kind} {name}"):
+        kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
 
 
@@ -212,8 +234,10 @@ def logs(
     """Logs of a job's head, workers or all pods."""
     from gkr import kube
 
+    choose(role, kube.ROLE_SELECTORS, "--role")
     api, namespace = _target(fleet, team, region, context)
-    names = kube.pods(api, namespace, name, role)
+    with api_errors(f"finding the pods of {name}"):
+        names = kube.pods(api, namespace, name, role)
     if not names:
         fail([f"no {role} pods for {name} in {namespace} (yet)"])
     for pod in names:

@@ -6,6 +6,7 @@ resubmission updates what gkr owns and leaves fields controllers own alone.
 
 from __future__ import annotations
 
+import os
 from typing import Any, cast
 
 FIELD_MANAGER = "gkr"
@@ -34,7 +35,9 @@ def client(context: str | None = None, host: str | None = None, token: str | Non
             configuration.api_key = {"BearerToken": token}
             configuration.api_key_prefix = {"BearerToken": "Bearer"}
         return k8s.ApiClient(configuration)
-    return config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+    # Read $KUBECONFIG now: the client reads it once, when it is imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
 
 
 def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:

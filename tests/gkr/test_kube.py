@@ -1,0 +1,183 @@
+"""gkr's Kubernetes calls against a local HTTP server that checks the exact requests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from typer.testing import Result
+
+from gkr import kube
+from tests.gkr.conftest import EXAMPLES
+
+
+class FakeApiServer(BaseHTTPRequestHandler):
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def _record(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        url = urlsplit(self.path)
+        request = {
+            "method": self.command,
+            "path": url.path,
+            "query": parse_qs(url.query),
+            "content_type": self.headers.get("Content-Type"),
+            "authorization": self.headers.get("Authorization"),
+            "body": json.loads(body) if body else None,
+        }
+        FakeApiServer.requests.append(request)
+        return request
+
+    def _reply(self, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_PATCH(self) -> None:
+        self._reply(self._record()["body"])
+
+    def do_GET(self) -> None:
+        request = self._record()
+        if request["path"].endswith("/rayjobs"):
+            self._reply(
+                {
+                    "kind": "RayJobList",
+                    "items": [
+                        {
+                            "metadata": {"name": "exp-1", "labels": {"kueue.x-k8s.io/queue-name": "research"}},
+                            "status": {"jobDeploymentStatus": "Running"},
+                        }
+                    ],
+                }
+            )
+        elif request["path"].endswith(("/rayclusters", "/jobs")):
+            self._reply({"items": []})
+        else:
+            self._reply(
+                {"metadata": {"name": "exp-1"}, "status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}
+            )
+
+    def do_DELETE(self) -> None:
+        self._record()
+        self._reply({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    FakeApiServer.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeApiServer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+@pytest.fixture
+def kubeconfig(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A kubeconfig whose context has GKE's name for the us-east4 cluster and points at the fake server."""
+    context = "gke_meridian-train-prod_us-east4_meridian-us-east4"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": server}}],
+        "users": [{"name": context, "user": {"token": "t0ken"}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return context
+
+
+def test_submit_applies_server_side_with_field_manager(gkr: Callable[..., Result], kubeconfig: str) -> None:
+    result = gkr("submit", "-f", str(EXAMPLES / "persistent-raycluster.yaml"))
+    assert result.exit_code == 0, result.stderr
+    assert "submitted raycluster research-dev to team-research" in result.stderr
+    (request,) = FakeApiServer.requests
+    assert request["method"] == "PATCH"
+    assert request["path"] == "/apis/ray.io/v1/namespaces/team-research/rayclusters/research-dev"
+    assert request["query"] == {"fieldManager": ["gkr"], "force": ["true"]}
+    assert request["content_type"] == "application/apply-patch+yaml"
+    assert request["authorization"] == "Bearer t0ken"
+    dry = gkr("submit", "-f", str(EXAMPLES / "persistent-raycluster.yaml"), "--dry-run", "-o", "json")
+    assert request["body"] == json.loads(dry.stdout)
+    assert len(FakeApiServer.requests) == 1  # the dry run sent nothing
+
+
+def test_indexed_job_applies_its_service_and_job(server: str) -> None:
+    api = kube.client(host=server, token="t0ken")
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "tok", "namespace": "team-evals"},
+        "spec": {"clusterIP": "None"},
+    }
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "tok", "namespace": "team-evals"}, "spec": {}}
+    kube.apply(api, service)
+    kube.apply(api, job)
+    paths = [(r["method"], r["path"], r["content_type"], r["query"]["fieldManager"]) for r in FakeApiServer.requests]
+    assert paths == [
+        ("PATCH", "/api/v1/namespaces/team-evals/services/tok", "application/apply-patch+yaml", ["gkr"]),
+        ("PATCH", "/apis/batch/v1/namespaces/team-evals/jobs/tok", "application/apply-patch+yaml", ["gkr"]),
+    ]
+
+
+def test_list_status_delete(gkr: Callable[..., Result], kubeconfig: str) -> None:
+    listed = gkr("list", "--team", "research", "--region", "us-east4")
+    assert listed.exit_code == 0, listed.stderr
+    assert "exp-1" in listed.stdout
+    assert "Running" in listed.stdout
+    status = gkr("status", "exp-1", "--team", "research", "--region", "us-east4", "-o", "json")
+    assert json.loads(status.stdout) == {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+    deleted = gkr("delete", "exp-1", "--team", "research", "--region", "us-east4")
+    assert deleted.exit_code == 0, deleted.stderr
+    methods = [(r["method"], r["path"]) for r in FakeApiServer.requests]
+    assert FakeApiServer.requests[0]["query"] == {"labelSelector": ["meridian.dev/team"]}
+    assert methods[:3] == [
+        ("GET", "/apis/ray.io/v1/namespaces/team-research/rayjobs"),
+        ("GET", "/apis/ray.io/v1/namespaces/team-research/rayclusters"),
+        ("GET", "/apis/batch/v1/namespaces/team-research/jobs"),
+    ]
+    assert methods[3:] == [
+        ("GET", "/apis/ray.io/v1/namespaces/team-research/rayjobs/exp-1"),
+        ("DELETE", "/apis/ray.io/v1/namespaces/team-research/rayjobs/exp-1"),
+    ]
+    assert FakeApiServer.requests[-1]["body"]["propagationPolicy"] == "Foreground"
+
+
+def test_bad_choices_are_bad_input(gkr: Callable[..., Result], kubeconfig: str) -> None:
+    result = gkr("logs", "exp-1", "--role", "driver", "--team", "research")
+    assert (result.exit_code, result.stderr) == (2, "error: --role 'driver': use one of head, worker, all\n")
+    assert gkr("status", "exp-1", "--kind", "pod", "--team", "research").exit_code == 2
+    assert FakeApiServer.requests == []
+
+
+def test_api_errors_are_one_line(gkr: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "c", "user": {"token": "x"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}],
+        "current-context": "c",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    result = gkr("submit", "-f", str(EXAMPLES / "persistent-raycluster.yaml"), "--context", "c")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith("error: applying to c failed: ")
