@@ -103,3 +103,30 @@ def test_cpu_pods_get_no_gpu_settings(example: str) -> None:
     assert spec["initContainers"] == []
     assert "nvidia.com/gpu" not in spec["containers"][0]["resources"]["requests"]
     assert "networking.gke.io/interfaces" not in job["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_schema_check_agrees_with_jsonschema() -> None:
+    import copy
+
+    import jsonschema
+
+    from gkr.validate import _schema, errors
+
+    (job,) = objects("pretrain-128-nodes")
+    schema = _schema("ray.io/v1", "RayJob")
+    mutations = [
+        lambda j: j["spec"].update(entrypoint=5),
+        lambda j: j["spec"].update(shutdownAfterJobFinishes="yes"),
+        lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].update(replicas="many"),
+        lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].update(unknownField=1),
+        lambda j: j["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].pop("groupName"),
+        lambda j: j["spec"].update(submissionMode="Whenever"),
+        lambda j: j["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(image=None),
+        lambda j: None,
+    ]
+    for mutate in mutations:
+        candidate = copy.deepcopy(job)
+        mutate(candidate)  # type: ignore[no-untyped-call]
+        ours = list(errors(candidate, schema))
+        theirs = list(jsonschema.Draft202012Validator(schema).iter_errors(candidate))
+        assert bool(ours) == bool(theirs), (ours, [e.message for e in theirs])

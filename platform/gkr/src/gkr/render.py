@@ -21,6 +21,8 @@ from fleet.gitops.kueue import QUEUED_TOLERATION, TOPOLOGY_LEVELS
 from fleet.model import CapacityMode
 from gkr.resolve import Resolved
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 CHECKPOINT_DIR = "/checkpoints"
 NCCL_ENV_SCRIPT = "/usr/local/gib/scripts/set_nccl_env.sh"
 RENDEZVOUS_PORT = 29500
@@ -186,4 +188,4 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         context["head"] = pod(r, gpu=False)
         context["entrypoint"] = shlex.join(r.command)
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yaml.load_all(text, Loader=_Loader) if d]

@@ -26,6 +26,11 @@ FLAG_NAMES = {
 }
 
 
+def one_line(lines: list[str]) -> list[str]:
+    """Keys and values from the input may hold line breaks: keep each problem on its line."""
+    return [line.replace("\r", "\\r").replace("\n", "\\n") for line in lines]
+
+
 def flags_of(
     given: dict[str, Any], topology: str | None, no_preflight: bool, env: list[str] | None
 ) -> dict[str, tuple[str, Any]]:
@@ -54,12 +59,12 @@ def prepare(
     try:
         spec, origins = read_job(file, flags)
     except InputError as exc:
-        raise ValueError(exc.lines) from None
+        raise ValueError(one_line(exc.lines)) from None
     resolved, problems = resolve(spec, fleet, default_region)
     if problems or resolved is None:
-        raise ValueError([f"{origins.where(p.field)}: {p.message}" for p in problems])
+        raise ValueError(one_line([f"{origins.where(p.field)}: {p.message}" for p in problems]))
     objects = render(resolved)
     invalid = [line for obj in objects for line in schema_problems(obj)]
     if invalid:
-        raise ValueError([f"rendered manifest: {line}" for line in invalid])
+        raise ValueError(one_line([f"rendered manifest: {line}" for line in invalid]))
     return resolved, objects
