@@ -40,10 +40,17 @@ def crd_folders(fleet: Fleet) -> dict[str, str]:
     }
 
 
+# The checkout this code runs from (an editable install): its CRDs serve any --root.
+CHECKOUT = Path(__file__).resolve().parents[5]
+
+
 def crd_roots(repo: Path) -> list[Path]:
-    """Where CRDs are looked for: $MERIDIAN_CRDS, ../shared/crds, then the cache scripts/fetch_crds.py fills."""
+    """Where CRDs are looked for: $MERIDIAN_CRDS, ../shared/crds, then the cache scripts/fetch_crds.py fills,
+    beside `repo` and beside this code's checkout."""
     roots = [Path(p) for p in os.environ.get("MERIDIAN_CRDS", "").split(os.pathsep) if p]
-    return [*roots, repo.parent / "shared" / "crds", repo / ".cache" / "crds"]
+    for base in dict.fromkeys([repo, CHECKOUT]):
+        roots += [base.parent / "shared" / "crds", base / ".cache" / "crds"]
+    return roots
 
 
 @dataclass(frozen=True)
