@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from gkr.cli import app
 from tests.conftest import SHIPPED
@@ -18,6 +19,7 @@ GOLDEN = Path(__file__).parent / "golden"
 @pytest.fixture
 def gkr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a registry cache of its own
     monkeypatch.delenv("GKR_FLEET", raising=False)
 
     def run(*args: str) -> Result:

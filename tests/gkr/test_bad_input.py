@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import Result
 
 from fleet.load import load
+from gkr.registry import from_fleet
 from gkr.submit import prepare
 from tests.conftest import SHIPPED
 
@@ -34,7 +35,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "at most 53 lowercase letters",
     ),
-    ("unknown kind", {"kind": "deployment"}, [], "kind: Input should be 'rayjob', 'raycluster' or 'job'"),
+    ("unknown kind", {"kind": "deployment"}, [], "kind: must be one of rayjob, raycluster, job (got 'deployment')"),
     ("unknown team", {"team": "reserch"}, [], "team: unknown team 'reserch'; did you mean research?"),
     ("unknown region", {"region": "us-east5"}, [], "region: unknown region 'us-east5'"),
     ("unknown pool", {"pool": "h100-a"}, [], "pool: no pool 'h100-a' in us-east4"),
@@ -105,12 +106,12 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "ray.ttl_seconds: applies to RayJobs only, not to a job",
     ),
     ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown key"),
-    ("negative pods", {"pods": -1}, [], "pods: Input should be greater than or equal to 1"),
+    ("negative pods", {"pods": -1}, [], "pods: must be at least 1 (got -1)"),
     (
         "bad topology level",
         {"topology": {"mode": "required", "level": "rack"}},
         [],
-        "topology.level: Input should be 'block', 'subblock' or 'host'",
+        "topology.level: must be one of block, subblock, host (got 'rack')",
     ),
     ("flag beats file and is named", {}, ["--pods", "97"], "flag --pods: 97 pods x 8 GPUs = 776 GPUs"),
     ("bad --env flag", {}, ["--env", "NOEQUALS"], "flag --env: 'NOEQUALS' is not KEY=VALUE"),
@@ -118,7 +119,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "bad --topology flag",
         {},
         ["--topology", "sometimes:block"],
-        "flag --topology: Input should be 'required' or 'preferred'",
+        "flag --topology: must be one of required, preferred (got 'sometimes')",
     ),
 ]
 
@@ -167,7 +168,7 @@ def test_missing_job_file(gkr: Callable[..., Result], tmp_path: Path) -> None:
     assert "cannot read it (No such file or directory)" in result.stderr
 
 
-FLEET = load(SHIPPED).fleet
+FLEET = from_fleet(load(SHIPPED).fleet)
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=20) | st.floats(allow_nan=False),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 import yaml
-from typer.testing import Result
+from click.testing import Result
 
 from tests.gkr.conftest import EXAMPLES, GOLDEN
 

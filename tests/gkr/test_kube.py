@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from typer.testing import Result
+from click.testing import Result
 
 from gkr import kube
 from tests.gkr.conftest import EXAMPLES

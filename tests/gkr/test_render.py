@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from fleet.load import load
+from gkr.registry import from_fleet
 from gkr.submit import flags_of, prepare
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES
 
-FLEET = load(SHIPPED).fleet
+FLEET = from_fleet(load(SHIPPED).fleet)
 
 
 def objects(example: str, **flags: Any) -> list[dict[str, Any]]:

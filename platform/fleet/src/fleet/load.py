@@ -17,7 +17,7 @@ import pydantic
 from fleet import rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
-from fleet.problems import Path, Problem, SpecError, dotted
+from fleet.problems import Path, Problem, SpecError, dotted, one_of
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 
 
@@ -77,9 +77,7 @@ def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
             message = "is required; add it"
         elif kind == "extra_forbidden":
             allowed = _fields_at(path[:-1])
-            message = (
-                f"unknown field; {rules.one_of(allowed, str(path[-1]))}" if allowed else "unknown field; remove it"
-            )
+            message = f"unknown field; {one_of(allowed, str(path[-1]))}" if allowed else "unknown field; remove it"
         elif kind == "value_error":
             message = error["msg"].removeprefix("Value error, ")
         else:

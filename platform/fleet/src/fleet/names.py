@@ -6,7 +6,10 @@ these, so a name is never spelled twice.
 
 from __future__ import annotations
 
-from fleet.model import Fleet
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names stay importable without the pydantic model (gkr must start fast)
+    from fleet.model import Fleet
 
 # Kubernetes identities that get Google service accounts through Workload Identity.
 WARDEN_NAMESPACE = "warden"
@@ -18,6 +21,15 @@ TRAINER_KSA = "trainer"  # in every team namespace
 # Prefixes inside a checkpoint bucket: staged data may expire, committed checkpoints never.
 STAGED_PREFIX = "staged/"
 COMMITTED_PREFIX = "checkpoints/"
+
+# Kueue's topology levels on GKE, widest first.
+TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+    "kubernetes.io/hostname",
+)
+QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Path = tuple[str | int, ...]
@@ -23,6 +24,14 @@ class SpecError(Exception):
     def __init__(self, lines: Sequence[str]) -> None:
         super().__init__("\n".join(lines))
         self.lines = tuple(lines)
+
+
+def one_of(options: Iterable[str], value: str = "") -> str:
+    """'use one of a, b, c' with the closest match first when there is one."""
+    options = sorted(options)
+    close = difflib.get_close_matches(value, options, n=1) if value else []
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{hint}use one of {', '.join(options)}" if options else "none is defined"
 
 
 def report(exc: SpecError) -> int:

@@ -6,7 +6,6 @@ ranges are checked by the planner.
 
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
@@ -14,7 +13,7 @@ from datetime import timedelta
 from fleet.capacity import region_capacity
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
-from fleet.problems import Path, Problem
+from fleet.problems import Path, Problem, one_of
 
 
 def check(fleet: Fleet) -> list[Problem]:
@@ -22,14 +21,6 @@ def check(fleet: Fleet) -> list[Problem]:
     for rule in (_regions, _pools, _teams, _priorities, _images, _names):
         problems.extend(rule(fleet))
     return problems
-
-
-def one_of(options: Iterable[str], value: str = "") -> str:
-    """'use one of a, b, c' with the closest match first when there is one."""
-    options = sorted(options)
-    close = difflib.get_close_matches(value, options, n=1) if value else []
-    hint = f"did you mean {close[0]}? " if close else ""
-    return f"{hint}use one of {', '.join(options)}" if options else "none is defined"
 
 
 def _duplicates(items: Iterable[tuple[Path, str]], what: str) -> Iterator[Problem]:

@@ -43,16 +43,20 @@ def choose(value: str, options: Any, flag: str) -> str:
 
 
 def _load_fleet(fleet: str | None) -> Any:
-    from fleet.load import load
+    """(user config, fleet registry); bad input ends here with exit 2."""
     from fleet.problems import SpecError
     from gkr.config import find_fleet, user_config
+    from gkr.registry import load
 
     try:
         config = user_config()
-        loaded = load(find_fleet(fleet, config)).fleet
-    except (ValueError, SpecError) as exc:
-        fail(list(exc.lines) if isinstance(exc, SpecError) else [str(exc)])
-    return config, loaded
+        path = find_fleet(fleet, config)
+        registry = load(path)
+    except SpecError as exc:
+        fail(list(exc.lines))
+    except (OSError, ValueError) as exc:
+        fail([str(exc)])
+    return config, registry
 
 
 def _print(objects: list[dict[str, Any]], output: str) -> None:
@@ -132,19 +136,20 @@ def api_errors(where: str) -> Iterator[None]:
 def _target(fleet: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str]:
     from fleet import names
 
-    config, loaded = _load_fleet(fleet)
+    config, registry = _load_fleet(fleet)
     team = team or config.team
-    teams = {t.name: t for t in loaded.teams}
+    teams = {t.name: t for t in registry.teams}
     if team not in teams:
         fail([f"pass --team (one of {', '.join(teams)}) or set `team:` in the user config"])
     region_name = region or config.region or next(r for r, g in teams[team].quota.items() if g > 0)
-    regions = {r.name: r for r in loaded.regions}
+    regions = {r.name: r for r in registry.regions}
     if region_name not in regions:
         fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
     from gkr import kube
 
-    ctx = context or f"gke_{loaded.project.id}_{region_name}_{loaded.cluster_name(regions[region_name])}"
-    return kube.client(ctx), names.team_namespace(team)
+    with api_errors("reading the kubeconfig"):
+        api = kube.client(context or registry.context(regions[region_name]))
+    return api, names.team_namespace(team)
 
 
 @app.command("list")
@@ -281,18 +286,18 @@ def preflight(
 @app.command()
 def clusters(fleet: Fleet = None, output: Output = "table") -> None:
     """Regions, their clusters, GPU types and each team's quota."""
-    from fleet.capacity import gpu_capacity
-
-    _, loaded = _load_fleet(fleet)
+    _, registry = _load_fleet(fleet)
     rows = []
-    for region in loaded.regions:
-        capacity = gpu_capacity(region)
+    for region in registry.regions:
+        gpus: dict[str, int] = {}
+        for pool in region.pools:
+            gpus[pool.machine.gpu_type] = gpus.get(pool.machine.gpu_type, 0) + pool.nodes * pool.machine.gpus
         rows.append(
             {
                 "region": region.name,
-                "cluster": loaded.cluster_name(region),
-                "gpus": dict(capacity.gpus_by_type),
-                "quota": {t.name: t.quota.get(region.name, 0) for t in loaded.teams},
+                "cluster": region.cluster,
+                "gpus": gpus,
+                "quota": {t.name: t.quota.get(region.name, 0) for t in registry.teams},
             }
         )
     if output in ("yaml", "json"):
@@ -301,8 +306,12 @@ def clusters(fleet: Fleet = None, output: Output = "table") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("region", "cluster", "GPUs", *(f"quota {t.name}" for t in loaded.teams))
+    table = Table("region", "cluster", "GPUs", *(f"quota {t.name}" for t in registry.teams))
     for row in rows:
-        gpus = ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items())
-        table.add_row(row["region"], row["cluster"], gpus, *(f"{q:,}" for q in row["quota"].values()))
+        table.add_row(
+            row["region"],
+            row["cluster"],
+            ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()),
+            *(f"{q:,}" for q in row["quota"].values()),
+        )
     Console().print(table)

@@ -6,11 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pydantic
-
 from fleet.problems import dotted
 from fleet.yamlsource import Source, YamlSyntaxError, parse
-from gkr.spec import JobSpec
+from gkr.spec import JobSpec, parse_job
 
 
 class InputError(Exception):
@@ -62,20 +60,7 @@ def read_job(file: str | None, flags: dict[str, tuple[str, Any]]) -> tuple[JobSp
     for key, (_, value) in flags.items():
         data[key] = value
     origins = Origins(file, source, {key: flag for key, (flag, _) in flags.items()})
-    try:
-        return JobSpec.model_validate(data), origins
-    except pydantic.ValidationError as exc:
-        raise InputError([f"{origins.where(_key(e['loc']))}: {_message(e)}" for e in exc.errors()]) from None
-
-
-def _key(loc: tuple[Any, ...]) -> str:
-    return dotted(tuple(p for p in loc if isinstance(p, int) or "[" not in str(p)))
-
-
-def _message(error: Any) -> str:
-    kind = error["type"]
-    if kind == "missing":
-        return "is required; add it to the job file or pass it as a flag"
-    if kind == "extra_forbidden":
-        return "unknown key; see the job file reference in gkr's README"
-    return f"{error['msg'].removeprefix('Value error, ')} (got {error['input']!r})"
+    spec, problems = parse_job(data)
+    if spec is None:
+        raise InputError([f"{origins.where(p.field)}: {p.message}" for p in problems])
+    return spec, origins

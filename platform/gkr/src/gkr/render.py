@@ -16,9 +16,6 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from fleet import names
-from fleet.catalog import preflight_args
-from fleet.gitops.kueue import QUEUED_TOLERATION, TOPOLOGY_LEVELS
-from fleet.model import CapacityMode
 from gkr.resolve import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -27,7 +24,7 @@ CHECKPOINT_DIR = "/checkpoints"
 NCCL_ENV_SCRIPT = "/usr/local/gib/scripts/set_nccl_env.sh"
 RENDEZVOUS_PORT = 29500
 NODE_CHECKS = ("kernel-log", "gpu-state", "nccl", "rdma-interfaces", "shm")
-LEVEL_LABELS = dict(zip(("block", "subblock", "host"), TOPOLOGY_LEVELS, strict=False))
+LEVEL_LABELS = dict(zip(("block", "subblock", "host"), names.TOPOLOGY_LEVELS, strict=False))
 
 
 @cache
@@ -60,8 +57,8 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = []
     env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     tolerations = [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    if r.pool.capacity.mode is CapacityMode.FLEX_START:
-        tolerations.append(QUEUED_TOLERATION)
+    if r.pool.flex_start:
+        tolerations.append(names.QUEUED_TOLERATION)
     if gpu:
         volumes.append({"name": "nvidia", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}})
         mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia"})
@@ -92,7 +89,7 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
                 "name": "checkpoints",
                 "csi": {
                     "driver": "gcsfuse.csi.storage.gke.io",
-                    "volumeAttributes": {"bucketName": r.checkpoint_bucket, "mountOptions": "implicit-dirs"},
+                    "volumeAttributes": {"bucketName": r.region.checkpoint_bucket, "mountOptions": "implicit-dirs"},
                 },
             }
         )
@@ -129,8 +126,8 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
 def _preflight(r: Resolved, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     """Node-local checks before the job's container starts; a failure fails the pod with the reason."""
     checks = [arg for check in NODE_CHECKS for arg in ("--check", check)]
-    nodes = -(-r.spec.pods * r.spec.gpus_per_pod // max(1, r.machine.gpus))
-    args = [a for a in preflight_args(r.machine, nodes) if not a.startswith(("--min-tflops", "--min-busbw"))]
+    thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
+    args = [a for a in thresholds if not a.startswith(("--min-tflops", "--min-busbw"))]
     return {
         "name": "preflight",
         "image": r.image,
@@ -152,7 +149,8 @@ def _job_command(r: Resolved) -> list[str]:
     if r.spec.gpus_per_pod and r.machine.rdma_nics:
         steps.append(f"source {NCCL_ENV_SCRIPT}")
     if r.spec.preflight and r.spec.gpus_per_pod and r.spec.pods > 1:
-        threshold = next(a for a in preflight_args(r.machine, r.spec.pods) if a.startswith("--min-busbw"))
+        thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
+        threshold = next(a for a in thresholds if a.startswith("--min-busbw"))
         steps.append(f"RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce {threshold}")
     steps.append(f"exec {shlex.join(r.command)}")
     return ["bash", "-c", " && ".join(steps)]

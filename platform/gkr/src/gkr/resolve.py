@@ -1,4 +1,4 @@
-"""Resolve a job description against the fleet: where it runs and with what, checked.
+"""Resolve a job description against the fleet registry: where it runs and with what, checked.
 
 Every problem is collected (one line each) before anything is rendered.
 """
@@ -9,12 +9,9 @@ import re
 from dataclasses import dataclass
 
 from fleet import names
-from fleet.capacity import pool_capacity
-from fleet.catalog import MachineType
-from fleet.gitops.kueue import team_pools
-from fleet.model import Fleet, GpuPool, Region, Team
-from fleet.rules import one_of
-from gkr.spec import JobSpec
+from fleet.problems import one_of
+from gkr.registry import Machine, Pool, Region, Registry, Team
+from gkr.spec import JobSpec, Ray
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -33,16 +30,19 @@ class Problem:
 @dataclass(frozen=True)
 class Resolved:
     spec: JobSpec
-    fleet: Fleet
+    registry: Registry
     region: Region
     team: Team
-    pool: GpuPool
-    machine: MachineType
+    pool: Pool
     priority: str
     image: str
     cpus: int
     memory_gib: int
     command: list[str]
+
+    @property
+    def machine(self) -> Machine:
+        return self.pool.machine
 
     @property
     def namespace(self) -> str:
@@ -58,21 +58,28 @@ class Resolved:
 
     @property
     def context(self) -> str:
-        """kubectl context name, as `gcloud container clusters get-credentials` writes it."""
-        return f"gke_{self.fleet.project.id}_{self.region.name}_{self.fleet.cluster_name(self.region)}"
+        return self.registry.context(self.region)
 
     @property
-    def checkpoint_bucket(self) -> str:
-        return self.fleet.buckets.checkpoint_bucket(self.region.name)
+    def nodes(self) -> int:
+        """Nodes the GPU pods take (pods share a node when they use part of its GPUs)."""
+        per_node = self.machine.gpus // self.spec.gpus_per_pod if 0 < self.spec.gpus_per_pod <= self.machine.gpus else 1
+        return -(-self.spec.pods // per_node)
 
 
-def default_share(machine: MachineType, gpus: int, total: int) -> int:
+def default_share(machine: Machine, gpus: int, total: int) -> int:
     """A pod's share of a machine for `gpus` of its GPUs, less what the node keeps for itself."""
     fraction = min(gpus, machine.gpus) / machine.gpus if machine.gpus and gpus else 0.0
     return int(total * fraction * SYSTEM_SHARE)
 
 
-def resolve(spec: JobSpec, fleet: Fleet, default_region: str | None = None) -> tuple[Resolved | None, list[Problem]]:
+def team_pools(region: Region, team: Team) -> list[Pool]:
+    return [p for p in region.pools if p.team in (None, team.name)]
+
+
+def resolve(
+    spec: JobSpec, registry: Registry, default_region: str | None = None
+) -> tuple[Resolved | None, list[Problem]]:
     problems: list[Problem] = []
     limit = NAME_LIMITS[spec.kind]
     if not NAME.fullmatch(spec.name) or len(spec.name) > limit:
@@ -82,11 +89,11 @@ def resolve(spec: JobSpec, fleet: Fleet, default_region: str | None = None) -> t
                 f"{spec.name!r} is not a valid {spec.kind} name: at most {limit} lowercase letters, digits and '-', starting with a letter",
             )
         )
-    teams = {t.name: t for t in fleet.teams}
+    teams = {t.name: t for t in registry.teams}
     team = teams.get(spec.team)
     if team is None:
         return None, [*problems, Problem("team", f"unknown team {spec.team!r}; {one_of(teams, spec.team)}")]
-    regions = {r.name: r for r in fleet.regions}
+    regions = {r.name: r for r in registry.regions}
     region_name = spec.region or default_region or next((r for r, gpus in team.quota.items() if gpus > 0), None)
     region = regions.get(region_name or "")
     if region is None:
@@ -96,21 +103,22 @@ def resolve(spec: JobSpec, fleet: Fleet, default_region: str | None = None) -> t
         ]
     usable = team_pools(region, team)
     if spec.pool is None:
-        pool = usable[0] if usable else None
-        if pool is None:
+        if not usable:
             return None, [
                 *problems,
                 Problem("region", f"team {team.name} may use no GPU pool in {region.name}; pick another --region"),
             ]
+        pool = usable[0]
     else:
-        pool = next((p for p in region.gpu_pools if p.name == spec.pool), None)
-        if pool is None:
+        found = next((p for p in region.pools if p.name == spec.pool), None)
+        if found is None:
             return None, [
                 *problems,
                 Problem(
                     "pool", f"no pool {spec.pool!r} in {region.name}; {one_of([p.name for p in usable], spec.pool)}"
                 ),
             ]
+        pool = found
         if pool not in usable:
             problems.append(
                 Problem(
@@ -121,9 +129,9 @@ def resolve(spec: JobSpec, fleet: Fleet, default_region: str | None = None) -> t
     cpus = spec.cpus_per_pod or max(1, default_share(machine, spec.gpus_per_pod, machine.vcpus) or 4)
     memory = spec.memory_per_pod_gib or max(1, default_share(machine, spec.gpus_per_pod, machine.memory_gb) or 16)
     priority = spec.priority or team.priority
-    image = spec.image or fleet.versions.trainer_image
+    image = spec.image or registry.trainer_image
     command = ["bash", "-c", spec.command] if isinstance(spec.command, str) else list(spec.command or [])
-    resolved = Resolved(spec, fleet, region, team, pool, machine, priority, image, cpus, memory, command)
+    resolved = Resolved(spec, registry, region, team, pool, priority, image, cpus, memory, command)
     return resolved, problems + _check(resolved)
 
 
@@ -158,11 +166,8 @@ def _check(r: Resolved) -> list[Problem]:
                 f"{r.memory_gib} GiB per pod does not fit a {machine.name} (at most {limit_memory} GiB)",
             )
         )
-    pods_per_node = machine.gpus // spec.gpus_per_pod if spec.gpus_per_pod and spec.gpus_per_pod <= machine.gpus else 1
-    nodes = -(-spec.pods // pods_per_node)
-    capacity = pool_capacity(r.pool).nodes
-    if spec.gpus_per_pod and nodes > capacity:
-        out.append(Problem("pods", f"{spec.pods} pods need {nodes} nodes; pool {r.pool.name} has {capacity}"))
+    if spec.gpus_per_pod and r.nodes > r.pool.nodes:
+        out.append(Problem("pods", f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}"))
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:
         out.append(
@@ -171,9 +176,8 @@ def _check(r: Resolved) -> list[Problem]:
                 f"{spec.pods} pods x {spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
             )
         )
-    priorities = {p.name for p in r.fleet.priorities}
-    if r.priority not in priorities:
-        out.append(Problem("priority", f"unknown priority {r.priority!r}; {one_of(priorities, r.priority)}"))
+    if r.priority not in r.registry.priorities:
+        out.append(Problem("priority", f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}"))
     if not DIGEST.fullmatch(r.image):
         out.append(Problem("image", f"{r.image!r} is not pinned by digest; append @sha256:<64 hex digits>"))
     out += [
@@ -187,7 +191,11 @@ def _check(r: Resolved) -> list[Problem]:
         )
     if spec.kind == "raycluster" and r.command:
         out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
-    ray = spec.ray
+    return out + _ray(spec)
+
+
+def _ray(spec: JobSpec) -> list[Problem]:
+    ray, out = spec.ray, []
     if spec.kind == "rayjob":
         if not ray.shutdown_after_finish:
             ttl = " (KubeRay also ignores ray.ttl_seconds without it)" if ray.ttl_seconds is not None else ""
@@ -206,9 +214,13 @@ def _check(r: Resolved) -> list[Problem]:
                     "a Kueue-managed RayJob cannot use an existing cluster (clusterSelector); drop ray.cluster",
                 )
             )
-    else:
-        rayjob_only = [k for k in ("ttl_seconds", "backoff_limit", "cluster") if getattr(ray, k) is not None]
-        rayjob_only += ["interactive"] if ray.interactive else []
-        if rayjob_only:
-            out.append(Problem(f"ray.{rayjob_only[0]}", f"applies to RayJobs only, not to a {spec.kind}"))
+        return out
+    defaults = Ray()
+    changed = [
+        k
+        for k in ("ttl_seconds", "backoff_limit", "cluster", "interactive", "shutdown_after_finish")
+        if getattr(ray, k) != getattr(defaults, k)
+    ]
+    if changed:
+        out.append(Problem(f"ray.{changed[0]}", f"applies to RayJobs only, not to a {spec.kind}"))
     return out

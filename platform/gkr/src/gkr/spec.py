@@ -2,54 +2,179 @@
 
 Precedence: defaults < job file < flags. Anything left unset is resolved
 against the fleet (resolve.py): region, pool, image, priority, per-pod CPU and
-memory.
+memory. Parsed by hand rather than with pydantic: gkr must start fast.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-Kind = Literal["rayjob", "raycluster", "job"]
-TopologyMode = Literal["required", "preferred"]
-TopologyLevel = Literal["block", "subblock", "host"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+KINDS = ("rayjob", "raycluster", "job")
+TOPOLOGY_MODES = ("required", "preferred")
+TOPOLOGY_LEVELS = ("block", "subblock", "host")
 
 
-class Topology(Strict):
-    mode: TopologyMode = "preferred"
-    level: TopologyLevel = "block"
+@dataclass(frozen=True)
+class Topology:
+    mode: str = "preferred"
+    level: str = "block"
 
 
-class Ray(Strict):
-    head_cpus: int = Field(default=8, ge=1)
-    head_memory_gib: int = Field(default=32, ge=1)
+@dataclass(frozen=True)
+class Ray:
+    head_cpus: int = 8
+    head_memory_gib: int = 32
     shutdown_after_finish: bool = True  # Kueue requires it for RayJobs
-    ttl_seconds: int | None = Field(default=None, ge=0)  # needs shutdown_after_finish
-    backoff_limit: int | None = Field(default=None, ge=0)  # not with interactive mode
+    ttl_seconds: int | None = None  # needs shutdown_after_finish
+    backoff_limit: int | None = None  # not with interactive mode
     interactive: bool = False
     cluster: str | None = None  # run on an existing RayCluster (not with Kueue)
 
 
-class JobSpec(Strict):
+@dataclass(frozen=True)
+class JobSpec:
     name: str
-    kind: Kind = "rayjob"
     team: str
+    kind: str = "rayjob"
     region: str | None = None
     pool: str | None = None
     image: str | None = None
     command: str | list[str] | None = None
-    pods: int = Field(default=1, ge=1)
-    gpus_per_pod: int = Field(default=8, ge=0)
-    cpus_per_pod: int | None = Field(default=None, ge=1)
-    memory_per_pod_gib: int | None = Field(default=None, ge=1)
+    pods: int = 1
+    gpus_per_pod: int = 8
+    cpus_per_pod: int | None = None
+    memory_per_pod_gib: int | None = None
     priority: str | None = None
     topology: Topology | None = None
     preflight: bool = True
     checkpoint: bool = True  # mount the region's checkpoint bucket at /checkpoints
-    env: dict[str, str] = {}
-    ray: Ray = Ray()
+    env: dict[str, str] = field(default_factory=dict)
+    ray: Ray = field(default_factory=Ray)
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    field: str
+    message: str
+
+
+class _Reader:
+    """Checks one mapping's values against the expected kinds, collecting problems."""
+
+    def __init__(
+        self, data: dict[str, Any], prefix: str, allowed: tuple[str, ...], problems: list[FieldProblem]
+    ) -> None:
+        self.data, self.prefix, self.problems = data, prefix, problems
+        for key in data:
+            if key not in allowed:
+                problems.append(FieldProblem(self.path(str(key)), f"unknown key; use one of {', '.join(allowed)}"))
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def bad(self, key: str, message: str) -> None:
+        self.problems.append(FieldProblem(self.path(key), f"{message} (got {self.data[key]!r})"))
+
+    def text(self, key: str, required: bool = False) -> str | None:
+        if key not in self.data or self.data[key] is None:
+            if required:
+                self.problems.append(
+                    FieldProblem(self.path(key), "is required; add it to the job file or pass it as a flag")
+                )
+            return None
+        value = self.data[key]
+        if not isinstance(value, str):
+            self.bad(key, "must be a string")
+            return None
+        return value
+
+    def number(self, key: str, minimum: int, default: int | None) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.bad(key, "must be a whole number")
+            return default
+        if value < minimum:
+            self.bad(key, f"must be at least {minimum}")
+            return default
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            self.bad(key, "must be true or false")
+            return default
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
+        value = self.data.get(key, default)
+        if value not in options:
+            self.bad(key, f"must be one of {', '.join(options)}")
+            return default
+        return str(value)
+
+    def mapping(self, key: str) -> dict[str, Any] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.bad(key, "must be a mapping")
+            return None
+        return value
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]:
+    problems: list[FieldProblem] = []
+    r = _Reader(data, "", _names(JobSpec), problems)
+    command = data.get("command")
+    if command is not None and not (
+        isinstance(command, str) or (isinstance(command, list) and all(isinstance(c, str) for c in command))
+    ):
+        r.bad("command", "must be a string or a list of strings")
+        command = None
+    env = r.mapping("env") or {}
+    for key, value in env.items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            problems.append(FieldProblem(f"env.{key}", f"must be a string (got {value!r})"))
+    topology_data = r.mapping("topology")
+    topology = None
+    if topology_data is not None:
+        t = _Reader(topology_data, "topology.", _names(Topology), problems)
+        topology = Topology(t.choice("mode", TOPOLOGY_MODES, "preferred"), t.choice("level", TOPOLOGY_LEVELS, "block"))
+    ray_data = r.mapping("ray") or {}
+    y = _Reader(ray_data, "ray.", _names(Ray), problems)
+    ray = Ray(
+        head_cpus=y.number("head_cpus", 1, 8) or 8,
+        head_memory_gib=y.number("head_memory_gib", 1, 32) or 32,
+        shutdown_after_finish=y.flag("shutdown_after_finish", True),
+        ttl_seconds=y.number("ttl_seconds", 0, None),
+        backoff_limit=y.number("backoff_limit", 0, None),
+        interactive=y.flag("interactive", False),
+        cluster=y.text("cluster"),
+    )
+    spec = JobSpec(
+        name=r.text("name", required=True) or "",
+        team=r.text("team", required=True) or "",
+        kind=r.choice("kind", KINDS, "rayjob"),
+        region=r.text("region"),
+        pool=r.text("pool"),
+        image=r.text("image"),
+        command=command,
+        pods=r.number("pods", 1, 1) or 1,
+        gpus_per_pod=r.number("gpus_per_pod", 0, 8) or 0,
+        cpus_per_pod=r.number("cpus_per_pod", 1, None),
+        memory_per_pod_gib=r.number("memory_per_pod_gib", 1, None),
+        priority=r.text("priority"),
+        topology=topology,
+        preflight=r.flag("preflight", True),
+        checkpoint=r.flag("checkpoint", True),
+        env={str(k): str(v) for k, v in env.items()},
+        ray=ray,
+    )
+    return (None if problems else spec), problems

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.model import Fleet
 from gkr.inputs import InputError, read_job
+from gkr.registry import Registry
 from gkr.render import render
 from gkr.resolve import Resolved, resolve
 from gkr.validate import schema_problems
@@ -53,7 +53,7 @@ def flags_of(
 
 
 def prepare(
-    file: str | None, flags: dict[str, tuple[str, Any]], fleet: Fleet, default_region: str | None
+    file: str | None, flags: dict[str, tuple[str, Any]], fleet: Registry, default_region: str | None
 ) -> tuple[Resolved, list[dict[str, Any]]]:
     """Resolve, check and render; ValueError([lines]) for every problem found."""
     try:

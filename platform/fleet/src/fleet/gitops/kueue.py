@@ -15,18 +15,13 @@ from fleet.model import CapacityMode, Fleet, GpuPool, Region, Team
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
-TOPOLOGY_LEVELS = (
-    "cloud.google.com/gce-topology-block",
-    "cloud.google.com/gce-topology-subblock",
-    "cloud.google.com/gce-topology-host",
-    "kubernetes.io/hostname",
-)
+TOPOLOGY_LEVELS = names.TOPOLOGY_LEVELS
 COHORT = "meridian"
 PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
 GPU = names.GPU_RESOURCE
 GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+QUEUED_TOLERATION = names.QUEUED_TOLERATION
 
 
 def team_pools(region: Region, team: Team) -> list[GpuPool]:

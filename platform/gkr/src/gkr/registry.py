@@ -1,0 +1,162 @@
+"""What gkr needs to know about the fleet, as plain data, cached per fleet.yaml.
+
+Validating fleet.yaml takes the full pydantic model (a tenth of a second and
+more to import and build). gkr does it once per version of the file and keeps
+the result in $XDG_CACHE_HOME/gkr/registry-<sha256>.json: later calls read
+plain JSON. A change to fleet.yaml (or to this format) makes a new entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT = "gkr.registry/v1"
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    gpus: int
+    gpu_type: str
+    gpu_model: str
+    vcpus: int
+    memory_gb: int
+    rdma_nics: int
+    preflight_one_node: tuple[str, ...]  # preflight flags for a job on one node
+    preflight_many_nodes: tuple[str, ...]  # and across nodes
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    zone: str
+    team: str | None
+    flex_start: bool
+    nodes: int
+    machine: Machine
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    cluster: str
+    checkpoint_bucket: str
+    pools: tuple[Pool, ...]
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+    priority: str
+    quota: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Registry:
+    project: str
+    trainer_image: str
+    priorities: tuple[str, ...]
+    regions: tuple[Region, ...]
+    teams: tuple[Team, ...]
+
+    def context(self, region: Region) -> str:
+        """kubectl context name, as `gcloud container clusters get-credentials` writes it."""
+        return f"gke_{self.project}_{region.name}_{region.cluster}"
+
+
+def from_fleet(fleet: Any) -> Registry:
+    from fleet.catalog import preflight_args
+    from fleet.model import CapacityMode
+
+    def machine(pool: Any) -> Machine:
+        m = pool.machine
+        return Machine(
+            m.name,
+            m.gpus,
+            m.gpu_type or "",
+            m.gpu_model,
+            m.vcpus,
+            m.memory_gb,
+            m.rdma_nics,
+            tuple(preflight_args(m, 1)),
+            tuple(preflight_args(m, 2)),
+        )
+
+    regions = tuple(
+        Region(
+            r.name,
+            fleet.cluster_name(r),
+            fleet.buckets.checkpoint_bucket(r.name),
+            tuple(
+                Pool(p.name, p.zone, p.team, p.capacity.mode is CapacityMode.FLEX_START, p.nodes, machine(p))
+                for p in r.gpu_pools
+            ),
+        )
+        for r in fleet.regions
+    )
+    teams = tuple(Team(t.name, t.priority, dict(t.quota)) for t in fleet.teams)
+    return Registry(
+        fleet.project.id, fleet.versions.trainer_image, tuple(p.name for p in fleet.priorities), regions, teams
+    )
+
+
+def to_json(registry: Registry) -> str:
+    return json.dumps({"format": FORMAT, **asdict(registry)}, sort_keys=True)
+
+
+def from_json(text: str) -> Registry:
+    data = json.loads(text)
+    if data.pop("format", None) != FORMAT:
+        raise ValueError("not a registry of this format")
+    regions = tuple(
+        Region(
+            r["name"],
+            r["cluster"],
+            r["checkpoint_bucket"],
+            tuple(Pool(**{**p, "machine": _machine(p["machine"])}) for p in r["pools"]),
+        )
+        for r in data["regions"]
+    )
+    teams = tuple(Team(**t) for t in data["teams"])
+    return Registry(data["project"], data["trainer_image"], tuple(data["priorities"]), regions, teams)
+
+
+def _machine(data: dict[str, Any]) -> Machine:
+    return Machine(
+        **{
+            **data,
+            "preflight_one_node": tuple(data["preflight_one_node"]),
+            "preflight_many_nodes": tuple(data["preflight_many_nodes"]),
+        }
+    )
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkr"
+
+
+def load(fleet_path: Path) -> Registry:
+    """The registry for this fleet.yaml; raises fleet.problems.SpecError when the spec is invalid."""
+    text = fleet_path.read_bytes()
+    key = hashlib.sha256(FORMAT.encode() + b"\0" + text).hexdigest()[:24]
+    cached = cache_dir() / f"registry-{key}.json"
+    try:
+        return from_json(cached.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    from fleet.load import load_text  # the slow path: the full model, once per version of the file
+
+    registry = from_fleet(load_text(text.decode("utf-8"), str(fleet_path))[0])
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.part")
+        partial.write_text(to_json(registry), encoding="utf-8")
+        partial.replace(cached)
+    except OSError:
+        pass  # a read-only home still works, only slower
+    return registry
