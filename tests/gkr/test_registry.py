@@ -30,8 +30,8 @@ def test_a_changed_fleet_gets_a_new_entry_and_bad_specs_are_refused(
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SHIPPED.read_text())
     registry.load(spec)
-    spec.write_text(SHIPPED.read_text().replace("nodes: 384", "nodes: 320", 1))
-    assert registry.load(spec).regions[0].pools[0].nodes == 320
+    spec.write_text(SHIPPED.read_text().replace("nodes: 384", "nodes: 448", 1))
+    assert registry.load(spec).regions[0].pools[0].nodes == 448
     assert len(list((tmp_path / "cache" / "gkr").glob("registry-*.json"))) == 2
     spec.write_text(SHIPPED.read_text().replace("priority: high", "priority: urgent"))
     with pytest.raises(SpecError, match="unknown priority 'urgent'"):
