@@ -20,6 +20,7 @@ from tests.gkr.conftest import EXAMPLES
 
 class FakeApiServer(BaseHTTPRequestHandler):
     requests: ClassVar[list[dict[str, Any]]] = []
+    queues: ClassVar[list[dict[str, Any]]] = []
 
     def _record(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)
@@ -49,7 +50,9 @@ class FakeApiServer(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         request = self._record()
-        if request["path"].endswith("/rayjobs"):
+        if request["path"].endswith("/clusterqueues"):
+            self._reply({"items": FakeApiServer.queues})
+        elif request["path"].endswith("/rayjobs"):
             self._reply(
                 {
                     "kind": "RayJobList",
@@ -181,3 +184,47 @@ def test_api_errors_are_one_line(gkr: Callable[..., Result], tmp_path: Path, mon
     result = gkr("submit", "-f", str(EXAMPLES / "persistent-raycluster.yaml"), "--context", "c")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith("error: applying to c failed: ")
+
+
+def test_clusters_live_shows_free_quota_per_queue(
+    gkr: Callable[..., Result], server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only us-east4 is in the kubeconfig: the other regions read as unreachable.
+    context = "gke_meridian-train-prod_us-east4_meridian-us-east4"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": server}}],
+        "users": [{"name": context, "user": {"token": "t0ken"}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    queue = {
+        "metadata": {"name": "research"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "flavors": [
+                        {
+                            "name": "h200-a",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": 768},
+                                {"name": "cpu", "nominalQuota": 1},
+                            ],
+                        }
+                    ]
+                }
+            ]
+        },
+        "status": {"flavorsUsage": [{"name": "h200-a", "resources": [{"name": "nvidia.com/gpu", "total": 512}]}]},
+    }
+    FakeApiServer.queues = [queue]
+    result = gkr("clusters", "--live", "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    rows = {row["region"]: row["quota"] for row in json.loads(result.stdout)}
+    assert rows["us-east4"]["research"] == {"nominal": 768, "used": 512, "free": 256}
+    assert rows["us-east4"]["pretraining"] == {"nominal": 0, "used": 0, "free": 0}
+    assert rows["us-central1"]["research"] == "unreachable"
+    assert FakeApiServer.requests[0]["path"] == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"

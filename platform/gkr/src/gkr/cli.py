@@ -284,34 +284,48 @@ def preflight(
 
 
 @app.command()
-def clusters(fleet: Fleet = None, output: Output = "table") -> None:
-    """Regions, their clusters, GPU types and each team's quota."""
+def clusters(
+    fleet: Fleet = None,
+    live: Annotated[bool, typer.Option("--live", help="ask each cluster's Kueue for GPUs in use and free")] = False,
+    output: Output = "table",
+) -> None:
+    """Regions, their clusters, GPU types and each team's quota (with --live: free / nominal, from Kueue)."""
     _, registry = _load_fleet(fleet)
     rows = []
     for region in registry.regions:
         gpus: dict[str, int] = {}
         for pool in region.pools:
             gpus[pool.machine.gpu_type] = gpus.get(pool.machine.gpu_type, 0) + pool.nodes * pool.machine.gpus
-        rows.append(
-            {
-                "region": region.name,
-                "cluster": region.cluster,
-                "gpus": gpus,
-                "quota": {t.name: t.quota.get(region.name, 0) for t in registry.teams},
-            }
-        )
+        quota: dict[str, Any] = {t.name: t.quota.get(region.name, 0) for t in registry.teams}
+        if live:
+            quota = _live_quota(registry.context(region), quota)
+        rows.append({"region": region.name, "cluster": region.cluster, "gpus": gpus, "quota": quota})
     if output in ("yaml", "json"):
         _print(rows, output)
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("region", "cluster", "GPUs", *(f"quota {t.name}" for t in registry.teams))
+    table = Table("region", "cluster", "GPUs", *(f"{'free / ' if live else ''}quota {t.name}" for t in registry.teams))
     for row in rows:
-        table.add_row(
-            row["region"],
-            row["cluster"],
-            ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()),
-            *(f"{q:,}" for q in row["quota"].values()),
-        )
+        cells = [
+            f"{q['free']:,} / {q['nominal']:,}" if isinstance(q, dict) else (f"{q:,}" if isinstance(q, int) else str(q))
+            for q in row["quota"].values()
+        ]
+        table.add_row(row["region"], row["cluster"], ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()), *cells)
     Console().print(table)
+
+
+def _live_quota(context: str, quota: dict[str, Any]) -> dict[str, Any]:
+    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable'."""
+    from gkr import kube
+
+    try:
+        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context))}
+    except Exception:  # one region down must not hide the others
+        return dict.fromkeys(quota, "unreachable")
+    live: dict[str, Any] = {}
+    for team in quota:
+        nominal, used = kube.queue_gpus(queues[team]) if team in queues else (0, 0)
+        live[team] = {"nominal": nominal, "used": used, "free": nominal - used}
+    return live

@@ -30,7 +30,9 @@ class Origins:
         if top in self.flags:
             return f"flag {self.flags[top]}"
         if self.file and self.source is not None:
-            path = tuple(int(p) if p.isdigit() else p for p in key.replace("[", ".").replace("]", "").split("."))
+            path = tuple(
+                int(p) if p.isascii() and p.isdigit() else p for p in key.replace("[", ".").replace("]", "").split(".")
+            )
             return f"{self.file}:{self.source.line_of(path)}: {key}"
         return key
 

@@ -102,3 +102,28 @@ def log(api: Any, namespace: str, pod: str, follow: bool) -> Any:
     from kubernetes import client as k8s
 
     return k8s.CoreV1Api(api).read_namespaced_pod_log(pod, namespace, follow=follow, _preload_content=not follow)
+
+
+def cluster_queues(api: Any) -> list[dict[str, Any]]:
+    from kubernetes import client as k8s
+
+    found = k8s.CustomObjectsApi(api).list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+    return list(cast(dict[str, Any], found).get("items", []))
+
+
+def queue_gpus(queue: dict[str, Any], resource: str = "nvidia.com/gpu") -> tuple[int, int]:
+    """(nominal, in use) GPUs of a ClusterQueue, over all its flavors; in use may exceed nominal when borrowing."""
+    nominal = sum(
+        int(r.get("nominalQuota", 0))
+        for group in queue.get("spec", {}).get("resourceGroups", [])
+        for flavor in group.get("flavors", [])
+        for r in flavor.get("resources", [])
+        if r.get("name") == resource
+    )
+    used = sum(
+        int(r.get("total", 0))
+        for flavor in queue.get("status", {}).get("flavorsUsage", [])
+        for r in flavor.get("resources", [])
+        if r.get("name") == resource
+    )
+    return nominal, used

@@ -82,7 +82,7 @@ def attribute_changes(before: dict[str, Any], after: dict[str, Any]) -> list[Cha
 
 def _matches(path: str, attribute: str) -> bool:
     """Whether a changed path (`node_config.guest_accelerator.0.count`) falls under a listed attribute."""
-    parts = [p for p in path.split(".") if not p.isdigit()]
+    parts = [p for p in path.split(".") if not (p.isascii() and p.isdigit())]
     wanted = attribute.split(".")
     return parts[: len(wanted)] == wanted
 
