@@ -66,3 +66,15 @@ def test_json_output(gkr: Callable[..., Result]) -> None:
     result = gkr("submit", "-f", str(EXAMPLES / "cpu-data-job.yaml"), "--dry-run", "-o", "json")
     service, job = json.loads(result.stdout)
     assert (service["kind"], job["kind"]) == ("Service", "Job")
+
+
+def test_preflight_only_job_on_a_chosen_shape(gkr: Callable[..., Result]) -> None:
+    result = gkr("preflight", "--team", "research", "--region", "us-east4", "--pods", "2", "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    service, job = yaml.safe_load_all(result.stdout)
+    assert (service["kind"], job["kind"]) == ("Service", "Job")
+    assert job["metadata"]["name"].startswith("preflight-")
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert "preflight run --check allreduce --min-busbw-gbps=144" in script
+    assert script.endswith("exec preflight run --check compute")
+    assert "2 pods x 8 H200 = 16 GPUs" in result.stderr

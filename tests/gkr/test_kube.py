@@ -50,7 +50,23 @@ class FakeApiServer(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         request = self._record()
-        if request["path"].endswith("/clusterqueues"):
+        if request["path"].endswith("/pods"):
+            self._reply(
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "items": [{"metadata": {"name": "exp-1-head-abc"}}],
+                }
+            )
+        elif request["path"].endswith("/log"):
+            data = b"step 1 loss 2.31\nstep 2 loss 2.29\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif request["path"].endswith("/clusterqueues"):
             self._reply({"items": FakeApiServer.queues})
         elif request["path"].endswith("/rayjobs"):
             self._reply(
@@ -228,3 +244,13 @@ def test_clusters_live_shows_free_quota_per_queue(
     assert rows["us-east4"]["pretraining"] == {"nominal": 0, "used": 0, "free": 0}
     assert rows["us-central1"]["research"] == "unreachable"
     assert FakeApiServer.requests[0]["path"] == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+
+
+def test_logs_of_the_head(gkr: Callable[..., Result], kubeconfig: str) -> None:
+    result = gkr("logs", "exp-1", "--team", "research", "--region", "us-east4")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "[exp-1-head-abc] step 1 loss 2.31\n[exp-1-head-abc] step 2 loss 2.29\n"
+    pods, log = FakeApiServer.requests
+    assert pods["path"] == "/api/v1/namespaces/team-research/pods"
+    assert pods["query"]["labelSelector"] == ["meridian.dev/job=exp-1,ray.io/node-type=head"]
+    assert log["path"] == "/api/v1/namespaces/team-research/pods/exp-1-head-abc/log"
