@@ -105,22 +105,30 @@ def server() -> Iterator[str]:
     httpd.shutdown()
 
 
-@pytest.fixture
-def kubeconfig(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A kubeconfig whose context has GKE's name for the us-east4 cluster and points at the fake server."""
-    context = "gke_meridian-train-prod_us-east4_meridian-us-east4"
+EAST4 = "gke_meridian-train-prod_us-east4_meridian-us-east4"
+
+
+def use_kubeconfig(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, context: str, server: str, token: str = "t0ken"
+) -> None:
+    """A kubeconfig with one context (and its cluster and user), made current through $KUBECONFIG."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {"server": server}}],
-        "users": [{"name": context, "user": {"token": "t0ken"}}],
+        "users": [{"name": context, "user": {"token": token}}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
         "current-context": context,
     }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    return context
+    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
+
+
+@pytest.fixture
+def kubeconfig(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """GKE's context name for the us-east4 cluster, pointing at the fake server."""
+    use_kubeconfig(tmp_path, monkeypatch, EAST4, server)
+    return EAST4
 
 
 def test_submit_applies_server_side_with_field_manager(gkr: Callable[..., Result], kubeconfig: str) -> None:
@@ -187,16 +195,7 @@ def test_bad_choices_are_bad_input(gkr: Callable[..., Result], kubeconfig: str) 
 
 
 def test_api_errors_are_one_line(gkr: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "c", "user": {"token": "x"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}],
-        "current-context": "c",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    use_kubeconfig(tmp_path, monkeypatch, "c", "http://127.0.0.1:9", token="x")
     result = gkr("submit", "-f", str(EXAMPLES / "persistent-raycluster.yaml"), "--context", "c")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith("error: applying to c failed: ")
@@ -206,17 +205,7 @@ def test_clusters_live_shows_free_quota_per_queue(
     gkr: Callable[..., Result], server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Only us-east4 is in the kubeconfig: the other regions read as unreachable.
-    context = "gke_meridian-train-prod_us-east4_meridian-us-east4"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server}}],
-        "users": [{"name": context, "user": {"token": "t0ken"}}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-        "current-context": context,
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    use_kubeconfig(tmp_path, monkeypatch, EAST4, server)
     queue = {
         "metadata": {"name": "research"},
         "spec": {
