@@ -24,7 +24,10 @@ fi
 for component in platform/*/ infra/; do
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e "$component"
 done
-.venv/bin/python -m pip check --disable-pip-version-check >/dev/null
+if ! problems=$(.venv/bin/python -m pip check --disable-pip-version-check 2>&1); then
+  echo "error: the environment's packages do not fit together: $problems" >&2
+  exit 1
+fi
 
 # checkov pins its own dependencies: give it a virtualenv of its own.
 if [ ! -x .venv/tools/checkov/bin/python ]; then
