@@ -131,3 +131,13 @@ def test_schema_check_agrees_with_jsonschema() -> None:
         ours = list(errors(candidate, schema))
         theirs = list(jsonschema.Draft202012Validator(schema).iter_errors(candidate))
         assert bool(ours) == bool(theirs), (ours, [e.message for e in theirs])
+
+
+def test_rayjob_entrypoint_runs_the_cross_pod_check_first() -> None:
+    (job,) = objects("pretrain-128-nodes")
+    assert job["spec"]["entrypoint"] == (
+        "python -m preflight.ray_collective --pods 128 --gpus-per-pod 8 --min-busbw-gbps=144 && "
+        "python train.py configs/llama_70b.yaml run.name=llama-70b-pretrain"
+    )
+    (job,) = objects("pretrain-128-nodes", no_preflight=True)
+    assert job["spec"]["entrypoint"] == "python train.py configs/llama_70b.yaml run.name=llama-70b-pretrain"

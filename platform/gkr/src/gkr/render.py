@@ -143,17 +143,30 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _busbw_threshold(r: Resolved) -> str:
+    """The catalog's all-reduce threshold for this job: within one node, or across nodes."""
+    thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
+    return next(a for a in thresholds if a.startswith("--min-busbw"))
+
+
 def _job_command(r: Resolved) -> list[str]:
     """The indexed Job's command: the NCCL environment, the collective check across pods, then the user's command."""
     steps = []
     if r.spec.gpus_per_pod and r.machine.rdma_nics:
         steps.append(f"source {NCCL_ENV_SCRIPT}")
     if r.spec.preflight and r.spec.gpus_per_pod and r.spec.pods > 1:
-        thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
-        threshold = next(a for a in thresholds if a.startswith("--min-busbw"))
-        steps.append(f"RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce {threshold}")
+        steps.append(f"RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce {_busbw_threshold(r)}")
     steps.append(f"exec {shlex.join(r.command)}")
     return ["bash", "-c", " && ".join(steps)]
+
+
+def _ray_entrypoint(r: Resolved) -> str:
+    """The RayJob's entrypoint: the all-reduce across the worker pods (placed by Ray), then the user's command."""
+    # The entrypoint is already a shell line: a string command goes in as written.
+    command = r.spec.command if isinstance(r.spec.command, str) else shlex.join(r.command)
+    if not (r.spec.preflight and r.spec.gpus_per_pod and r.spec.pods > 1):
+        return command
+    return f"python -m preflight.ray_collective --pods {r.spec.pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
 
 
 def render(r: Resolved) -> list[dict[str, Any]]:
@@ -184,6 +197,6 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         context["command"] = _job_command(r)
     else:
         context["head"] = pod(r, gpu=False)
-        context["entrypoint"] = shlex.join(r.command)
+        context["entrypoint"] = _ray_entrypoint(r)
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]

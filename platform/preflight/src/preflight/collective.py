@@ -82,6 +82,20 @@ def table(measurements: list[Measurement]) -> list[str]:
     return rows
 
 
+def judge(measurements: list[Measurement], backend: str, world: int, settings: CollectiveSettings) -> Result:
+    peak = measurements[-1]
+    summary = f"{world} ranks over {backend}: busbw {peak.busbw:.2f} GB/s at {peak.size >> 20} MiB"
+    evidence = table(measurements)
+    if settings.min_busbw_gbps is not None and peak.busbw < settings.min_busbw_gbps:
+        return Result("allreduce", "fail", f"{summary}, below {settings.min_busbw_gbps:g} GB/s", evidence)
+    threshold = (
+        f" (threshold {settings.min_busbw_gbps:g} GB/s)"
+        if settings.min_busbw_gbps is not None
+        else " (no threshold given)"
+    )
+    return Result("allreduce", "pass", summary + threshold, evidence)
+
+
 def check_allreduce(settings: CollectiveSettings) -> Result:
     rendezvous = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
     missing = [k for k in rendezvous if k not in os.environ]
@@ -97,14 +111,4 @@ def check_allreduce(settings: CollectiveSettings) -> Result:
         return Result("allreduce", "error", "PyTorch is not installed in this image")
     except (RuntimeError, ValueError) as exc:
         return Result("allreduce", "error", f"all-reduce could not run: {str(exc).splitlines()[0]}")
-    peak = measurements[-1]
-    summary = f"{world} ranks over {backend}: busbw {peak.busbw:.2f} GB/s at {peak.size >> 20} MiB"
-    evidence = table(measurements)
-    if settings.min_busbw_gbps is not None and peak.busbw < settings.min_busbw_gbps:
-        return Result("allreduce", "fail", f"{summary}, below {settings.min_busbw_gbps:g} GB/s", evidence)
-    threshold = (
-        f" (threshold {settings.min_busbw_gbps:g} GB/s)"
-        if settings.min_busbw_gbps is not None
-        else " (no threshold given)"
-    )
-    return Result("allreduce", "pass", summary + threshold, evidence)
+    return judge(measurements, backend, world, settings)
