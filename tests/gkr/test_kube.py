@@ -51,12 +51,14 @@ class FakeApiServer(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         request = self._record()
         if request["path"].endswith("/pods"):
+            selector = request["query"].get("labelSelector", [""])[0]
+            pods = ["exp-1-head-abc"] if "node-type=head" in selector else ["exp-1-head-abc", "exp-1-worker-0"]
             self._reply(
                 {
                     "kind": "PodList",
                     "apiVersion": "v1",
                     "metadata": {},
-                    "items": [{"metadata": {"name": "exp-1-head-abc"}}],
+                    "items": [{"metadata": {"name": p}} for p in pods],
                 }
             )
         elif request["path"].endswith("/log"):
@@ -243,3 +245,16 @@ def test_logs_of_the_head(gkr: Callable[..., Result], kubeconfig: str) -> None:
     assert pods["path"] == "/api/v1/namespaces/team-research/pods"
     assert pods["query"]["labelSelector"] == ["meridian.dev/job=exp-1,ray.io/node-type=head"]
     assert log["path"] == "/api/v1/namespaces/team-research/pods/exp-1-head-abc/log"
+
+
+def test_logs_follow_streams_every_pod(gkr: Callable[..., Result], kubeconfig: str) -> None:
+    result = gkr("logs", "exp-1", "--role", "all", "-f", "--team", "research", "--region", "us-east4")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        "[exp-1-head-abc] step 1 loss 2.31",
+        "[exp-1-head-abc] step 2 loss 2.29",
+        "[exp-1-worker-0] step 1 loss 2.31",
+        "[exp-1-worker-0] step 2 loss 2.29",
+    ]
+    follows = [r["query"].get("follow") for r in FakeApiServer.requests if r["path"].endswith("/log")]
+    assert follows == [["true"], ["true"]]

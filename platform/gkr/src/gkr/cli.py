@@ -245,13 +245,39 @@ def logs(
         names = kube.pods(api, namespace, name, role)
     if not names:
         fail([f"no {role} pods for {name} in {namespace} (yet)"])
-    for pod in names:
-        stream = kube.log(api, namespace, pod, follow)
-        if follow:
-            for chunk in stream.stream():
-                sys.stdout.write(chunk.decode(errors="replace"))
-        else:
-            sys.stdout.write("".join(f"[{pod}] {line}\n" for line in str(stream).splitlines()))
+    if not follow:
+        for pod in names:
+            sys.stdout.write(
+                "".join(f"[{pod}] {line}\n" for line in str(kube.log(api, namespace, pod, False)).splitlines())
+            )
+        return
+    _follow(api, namespace, names)
+
+
+def _follow(api: Any, namespace: str, pods: list[str]) -> None:
+    """Stream every pod's log at once, each line prefixed with its pod."""
+    import threading
+
+    from gkr import kube
+
+    lock = threading.Lock()
+
+    def pump(pod: str) -> None:
+        pending = b""
+        for chunk in kube.log(api, namespace, pod, True).stream():
+            *complete, pending = (pending + chunk).split(b"\n")
+            with lock:
+                sys.stdout.write("".join(f"[{pod}] {line.decode(errors='replace')}\n" for line in complete))
+                sys.stdout.flush()
+        if pending:
+            with lock:
+                sys.stdout.write(f"[{pod}] {pending.decode(errors='replace')}\n")
+
+    threads = [threading.Thread(target=pump, args=(pod,), daemon=True) for pod in pods]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @app.command()
