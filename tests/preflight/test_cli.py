@@ -180,3 +180,31 @@ def test_a_failure_becomes_the_node_annotation_warden_reads() -> None:
     assert request["headers"]["Content-Type"] == "application/merge-patch+json"
     assert request["headers"]["Authorization"] == "Bearer t0ken"
     assert request["body"] == {"metadata": {"annotations": annotation}}
+
+
+def test_annotation_refused_is_a_warning_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from preflight import cli
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_PATCH(self) -> None:
+            self.send_response(403)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(cli, "in_cluster", lambda: (f"http://127.0.0.1:{server.server_port}", "t", None))
+    monkeypatch.setenv("NODE_NAME", "gke-node-1")
+    try:
+        code = main(
+            ["run", "--check", "gpu-state", "--nvidia-smi", str(FIXTURES / "nvidia-smi-faulty.csv"), "--annotate"]
+        )
+    finally:
+        server.shutdown()
+    assert code == 1  # the check's verdict, not the annotation's
+    err = capsys.readouterr().err
+    assert err.startswith("warning: could not annotate Node gke-node-1 (HTTP Error 403")

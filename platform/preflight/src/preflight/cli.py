@@ -153,7 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("warning: not in a cluster with a service account; the Node was not annotated", file=sys.stderr)
         else:
             api, token, ca = credentials
-            patch_annotations(api, node, annotation, token, ca)
+            try:
+                patch_annotations(api, node, annotation, token, ca)
+            except OSError as exc:  # e.g. 403: this pod's service account may not patch Nodes
+                print(
+                    f"warning: could not annotate Node {node} ({exc}); the report above still stands", file=sys.stderr
+                )
     return exit_code(results)
 
 
