@@ -1,0 +1,170 @@
+"""The per-node state machine, as a pure function, and its record on the Node.
+
+    healthy -> suspect -> quarantined -> draining -> remediating -> probation -> healthy
+                                     \\-> held (a person decides)
+
+A node whose fault asks only for restarting the job's pods stays healthy. A
+suspect waits for the safety budget before it is quarantined (cordoned and
+tainted). Draining evicts pods with a grace period; remediating reboots or
+replaces within the concurrency caps; probation runs preflight before the
+node returns. Repeat offenders (policy.repeat_count remediations within
+policy.repeat_window_s) are held for review, and a reboot that did not help
+escalates to a replacement.
+
+Everything Warden knows about a node lives in the Node's own annotation
+(RECORD) and label (PHASE_LABEL), so a restarted Warden neither forgets nor
+repeats: a reboot is asked for once, with the boot id it must change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+
+from warden.policy import SEVERITY, Action, Policy, Signal
+
+PHASES = ("healthy", "suspect", "quarantined", "draining", "remediating", "probation", "held")
+PHASE_LABEL = "meridian.dev/warden-state"
+RECORD = "meridian.dev/warden"
+OPT_OUT_LABEL = "meridian.dev/warden-opt-out"
+
+
+@dataclass(frozen=True)
+class Record:
+    phase: str = "healthy"
+    since: float = 0.0
+    action: str = "none"  # the remediation planned for this fault
+    reason: str = ""
+    boot_id: str = ""  # the boot id a requested reboot must change
+    remediations: tuple[float, ...] = ()  # when past remediations started
+
+    def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(labels, annotations) to write on the Node."""
+        return {PHASE_LABEL: self.phase}, {RECORD: json.dumps(asdict(self), sort_keys=True)}
+
+    @staticmethod
+    def from_annotations(annotations: dict[str, str]) -> Record:
+        raw = annotations.get(RECORD)
+        if not raw:
+            return Record()
+        data = json.loads(raw)
+        data["remediations"] = tuple(data.get("remediations", ()))
+        return Record(**data)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the adapters observed about the node this round."""
+
+    ready: bool = True
+    boot_id: str = ""
+    pods: int = 0  # pods still running there, other than DaemonSets
+    preflight: str | None = None  # "pass" or "fail" once a probation preflight finished
+    opted_out: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Whether the safety limits allow one more quarantine, and one more remediation, in the node's pool."""
+
+    may_quarantine: bool
+    may_remediate: bool
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: str  # cordon, evict, reboot, replace, report_faulty, preflight, uncordon, restart_pods, event
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    record: Record
+    commands: tuple[Command, ...] = field(default_factory=tuple)
+
+
+def _worst(actions: list[Action]) -> Action:
+    return max(actions, key=lambda a: SEVERITY[a]) if actions else "none"
+
+
+def _repeat_offender(record: Record, now: float, policy: Policy) -> bool:
+    recent = [t for t in record.remediations if now - t <= policy.repeat_window_s]
+    return len(recent) >= policy.repeat_count
+
+
+def decide(record: Record, signals: list[Signal], facts: Facts, now: float, policy: Policy, budget: Budget) -> Decision:
+    """The next state of one node and what to do to it. Calling it again with the same inputs asks for nothing new."""
+    if facts.opted_out and record.phase in ("healthy", "suspect"):
+        return Decision(record)
+    action = _worst([policy.action_for(s) for s in signals])
+    reason = "; ".join(f"{s.kind}{'' if s.code is None else ' ' + str(s.code)}" for s in signals)
+    phase = record.phase
+
+    if phase == "healthy":
+        if action == "none":
+            return Decision(record)
+        if action == "restart_pods":
+            return Decision(record, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}")))
+        if _repeat_offender(record, now, policy):
+            action = "review"
+        suspect = replace(record, phase="suspect", since=now, action=action, reason=reason)
+        return decide_suspect(suspect, now, budget)
+    if phase == "suspect":
+        if SEVERITY[action] > SEVERITY[record.action]:
+            record = replace(record, action=action, reason=f"{record.reason}; {reason}")
+        return decide_suspect(record, now, budget)
+    if phase == "quarantined":
+        if record.action == "review":
+            return Decision(
+                replace(record, phase="held", since=now), (Command("event", f"held for review: {record.reason}"),)
+            )
+        draining = replace(record, phase="draining", since=now)
+        return Decision(draining, (Command("evict", f"grace {policy.drain_grace_s:.0f}s"),))
+    if phase == "draining":
+        drained = facts.pods == 0 or now - record.since >= policy.drain_grace_s
+        if not drained:
+            return Decision(record)
+        if not budget.may_remediate:
+            return Decision(record)  # within the concurrency caps only
+        remediating = replace(
+            record, phase="remediating", since=now, boot_id=facts.boot_id, remediations=(*record.remediations, now)
+        )
+        if record.action == "replace":
+            return Decision(remediating, (Command("report_faulty", record.reason), Command("replace", record.reason)))
+        return Decision(remediating, (Command("reboot", record.reason),))
+    if phase == "remediating":
+        back = facts.ready and facts.boot_id != record.boot_id
+        if not back:
+            if now - record.since < policy.remediate_timeout_s:
+                return Decision(record)
+            # The request was lost (an API error, a Warden restart before it left): the node never
+            # went down, so asking again cannot double a reboot.
+            verb = "replace" if record.action == "replace" else "reboot"
+            return Decision(replace(record, since=now), (Command(verb, f"retry: {record.reason}"),))
+        return Decision(replace(record, phase="probation", since=now), (Command("preflight", "probation"),))
+    if phase == "probation":
+        if facts.preflight is None:
+            return Decision(record)
+        if facts.preflight == "pass":
+            healthy = replace(record, phase="healthy", since=now, action="none", reason="", boot_id="")
+            return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
+        escalated: Action = (
+            "review" if record.action == "replace" or _repeat_offender(record, now, policy) else "replace"
+        )
+        return Decision(
+            replace(
+                record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"
+            ),
+            (Command("event", f"probation failed: escalating to {escalated}"),),
+        )
+    return Decision(record)  # held: until a person clears the record
+
+
+def decide_suspect(record: Record, now: float, budget: Budget) -> Decision:
+    if not budget.may_quarantine:
+        return Decision(record)  # the circuit breaker holds: stay suspect, try again next round
+    quarantined = replace(record, phase="quarantined", since=now)
+    return Decision(
+        quarantined,
+        (Command("cordon", record.reason), Command("event", f"quarantined ({record.action}): {record.reason}")),
+    )

@@ -1,0 +1,116 @@
+"""Warden's policy and state machine driven by a simulated 1,280-node (10,240 H200) cluster."""
+
+from __future__ import annotations
+
+import yaml
+
+from fleet.gitops.warden import policy as generated_policy
+from fleet.load import load
+from tests.conftest import SHIPPED
+from warden.policy import Policy, Signal, from_config
+from warden.simulate import SimCluster
+from warden.state import Budget, Facts, Record, decide
+
+POOLS = {"a": 768, "b": 384, "c": 128}  # 1,280 nodes x 8 GPUs
+POLICY = Policy(dry_run=False)
+
+
+def xid(code: int) -> Signal:
+    return Signal("xid", code)
+
+
+def test_every_bucket_is_handled_and_nothing_else_is_touched() -> None:
+    sim = SimCluster.build(POOLS, POLICY)
+    faults = {
+        "a-0001": (13, False),
+        "a-0002": (43, False),
+        "a-0003": (48, False),
+        "b-0004": (79, True),
+        "b-0005": (95, False),
+        "c-0006": (151, False),
+    }
+    for name, (code, hardware) in faults.items():
+        sim.inject(name, xid(code), needs_new_machine=hardware)
+    sim.run(1)
+    sim.clear("a-0001")  # the job's pods were restarted: the application fault is gone
+    sim.run(120)
+    phase = {name: Record.from_annotations(sim.nodes[name].annotations).phase for name in faults}
+    touched = {name: dict(sim.nodes[name].touched) for name in faults}
+    assert touched["a-0001"] == {"restart_pods": 1, "event": 1}
+    assert touched["a-0002"] == {}
+    assert phase["a-0003"] == "held"
+    assert touched["b-0004"]["replace"] == 1
+    assert touched["b-0004"]["report_faulty"] == 1
+    assert "reboot" not in touched["b-0004"]
+    assert touched["b-0005"]["reboot"] == 1
+    assert touched["c-0006"]["reboot"] == 1
+    assert {phase[n] for n in ("a-0001", "a-0002", "b-0004", "b-0005", "c-0006")} == {"healthy"}
+    untouched = [n for n in sim.nodes.values() if n.name not in faults]
+    assert len(untouched) == 1274
+    assert not [n.name for n in untouched if n.touched or n.cordoned]
+
+
+def test_circuit_breaker_holds_under_a_correlated_failure() -> None:
+    sim = SimCluster.build(POOLS, POLICY)
+    failing = [f"c-{i:04d}" for i in range(38)]  # 30% of pool c
+    for name in failing:
+        sim.inject(name, xid(79), needs_new_machine=True)
+    sim.run(700)
+    assert sim.max_out_share_seen["c"] <= POLICY.unhealthy_share_limit
+    assert sim.blocked_rounds > 0  # it had to hold back
+    assert sim.phases()["healthy"] == 1280  # and got through all of them, a few at a time
+    assert all(sim.nodes[n].touched["replace"] == 1 for n in failing)
+    assert not [n for n in sim.nodes.values() if n.name not in failing and n.touched]
+
+
+def test_flapping_node_is_held_for_review() -> None:
+    sim = SimCluster.build({"a": 128}, POLICY)
+    for _ in range(4):
+        sim.inject("a-0007", xid(95))
+        sim.run(60)
+    node = sim.nodes["a-0007"]
+    assert Record.from_annotations(node.annotations).phase == "held"
+    assert node.touched["reboot"] == 3  # the fourth fault is not remediated again
+
+
+def test_api_errors_and_restarts_never_repeat_an_action() -> None:
+    sim = SimCluster.build(POOLS, POLICY)
+    sim.api_error_rate = 0.3  # and every round is a fresh Warden: it knows only what the Nodes say
+    names = [f"b-{i:04d}" for i in range(0, 40, 4)]
+    for name in names:
+        sim.inject(name, xid(62))
+    sim.run(400)
+    assert all(sim.nodes[n].touched["reboot"] == 1 for n in names)
+    assert sim.phases()["healthy"] == 1280
+
+
+def test_a_lost_reboot_request_is_asked_again_once() -> None:
+    record = Record(phase="remediating", since=0.0, action="reboot", reason="xid 62", boot_id="3", remediations=(0.0,))
+    waiting = decide(record, [], Facts(boot_id="3"), 60.0, POLICY, Budget(True, True))
+    assert waiting.commands == ()
+    retry = decide(record, [], Facts(boot_id="3"), POLICY.remediate_timeout_s + 1, POLICY, Budget(True, True))
+    assert [c.verb for c in retry.commands] == ["reboot"]
+    done = decide(record, [], Facts(boot_id="4"), POLICY.remediate_timeout_s + 1, POLICY, Budget(True, True))
+    assert [c.verb for c in done.commands] == ["preflight"]
+
+
+def test_policy_from_the_generated_configmap() -> None:
+    fleet = load(SHIPPED).fleet
+    data = generated_policy(fleet, fleet.regions[0])
+    policy = from_config(yaml.safe_load(yaml.safe_dump(data)))
+    assert policy.dry_run is True  # the shipped fleet starts in dry-run
+    assert policy.action_for(xid(79)) == "replace"
+    assert policy.action_for(xid(13)) == "restart_pods"
+    assert policy.action_for(xid(31337)) == "review"
+    assert policy.action_for(Signal("something-new")) == "review"
+    assert (policy.max_per_pool, policy.window_s) == (2, 3600.0)
+
+
+def test_record_round_trips_through_the_node() -> None:
+    record = Record(
+        phase="draining", since=12.5, action="replace", reason="xid 79", boot_id="2", remediations=(1.0, 2.0)
+    )
+    labels, annotations = record.to_annotations()
+    assert labels == {"meridian.dev/warden-state": "draining"}
+    assert Record.from_annotations(annotations) == record
+    assert Record.from_annotations({}) == Record()
