@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.review.terraform import pool_takes_down
+
 Stacks = dict[str, dict[str, Any]]  # stack name -> its cdk.tf.json
 
 
@@ -22,14 +24,6 @@ def resources(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [(kind, name, body) for kind, items in stack.get("resource", {}).items() for name, body in items.items()]
 
 
-def pool_nodes(body: dict[str, Any]) -> int:
-    """Nodes a node pool holds at full size: node_count is per zone; autoscaled pools count their maximum."""
-    autoscaling = body.get("autoscaling")
-    if autoscaling and "total_max_node_count" in autoscaling:
-        return int(autoscaling["total_max_node_count"])
-    return int(body.get("node_count", 0)) * max(1, len(body.get("node_locations", [])))
-
-
 def summarize(name: str, stack: dict[str, Any]) -> StackSummary:
     kinds: Counter[str] = Counter()
     nodes = 0
@@ -40,7 +34,7 @@ def summarize(name: str, stack: dict[str, Any]) -> StackSummary:
             continue
         accelerators = body.get("node_config", {}).get("guest_accelerator", [])
         if accelerators:
-            count = pool_nodes(body)
+            count = pool_takes_down(body)[0]
             nodes += count
             for accelerator in accelerators:
                 gpus[accelerator["type"]] += int(accelerator["count"]) * count
