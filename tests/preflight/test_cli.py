@@ -117,8 +117,12 @@ def test_allreduce_across_real_processes(world: int) -> None:
     for row in rows:
         size, _, _, _, time_us, algbw, busbw = row.split()
         assert float(time_us) > 0
-        assert float(algbw) == pytest.approx(int(size) / (float(time_us) / 1e6) / 1e9, rel=0.02, abs=0.001)
-        assert float(busbw) == pytest.approx(float(algbw) * 2 * (world - 1) / world, rel=0.02, abs=0.001)
+        assert float(algbw) == pytest.approx(
+            int(size) / (float(time_us) / 1e6) / 1e9, rel=0.02, abs=0.002
+        )  # both printed to 3 decimals
+        assert float(busbw) == pytest.approx(
+            float(algbw) * 2 * (world - 1) / world, rel=0.02, abs=0.002
+        )  # both printed to 3 decimals
 
 
 def test_allreduce_without_rendezvous_is_skipped_or_an_error(
