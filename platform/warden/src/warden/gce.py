@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"
@@ -23,6 +23,14 @@ def metadata_token() -> str:
     request = urllib.request.Request(METADATA_TOKEN, headers={"Metadata-Flavor": "Google"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return str(json.load(response)["access_token"])
+
+
+def instance_of(provider_id: str) -> Instance | None:
+    """The instance behind a GKE Node's spec.providerID, gce://<project>/<zone>/<name>."""
+    parts = provider_id.removeprefix("gce://").split("/")
+    if not provider_id.startswith("gce://") or len(parts) != 3 or not all(parts):
+        return None
+    return Instance(*parts)
 
 
 @dataclass(frozen=True)
@@ -41,17 +49,30 @@ class Compute:
     def __init__(self, token: Callable[[], str] = metadata_token, base: str = COMPUTE, timeout: float = 30) -> None:
         self.token, self.base, self.timeout = token, base.rstrip("/"), timeout
 
-    def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = json.dumps(body or {}).encode()
-        request = urllib.request.Request(
-            f"{self.base}/{path}",
-            data=data,
-            method="POST",
-            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
-        )
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        data = None
+        if method == "POST":
+            data, headers["Content-Type"] = json.dumps(body or {}).encode(), "application/json"
+        request = urllib.request.Request(f"{self.base}/{path}", data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=self.timeout) as response:
             result: dict[str, Any] = json.load(response)
-            return result  # a zonal Operation
+            return result  # a zonal Operation, or the resource for a GET
+
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._call("POST", path, body)
+
+    def group_of(self, instance: Instance) -> Instance:
+        """The instance with its managed instance group, from the `created-by` metadata GCE sets."""
+        found = self._call("GET", instance.path)
+        for item in found.get("metadata", {}).get("items", []):
+            if item.get("key") == "created-by" and "/instanceGroupManagers/" in item.get("value", ""):
+                return replace(instance, group=item["value"].rsplit("/", 1)[1])
+        return instance
+
+    def perform_maintenance(self, instance: Instance) -> dict[str, Any]:
+        """Start the host maintenance GKE announced now, on a drained node, instead of mid-training."""
+        return self._post(f"{instance.path}/performMaintenance")
 
     def reset(self, instance: Instance) -> dict[str, Any]:
         return self._post(f"{instance.path}/reset")

@@ -20,9 +20,10 @@ SEVERITY: dict[str, int] = {"none": 0, "restart_pods": 1, "reboot": 2, "replace"
 class Signal:
     """Something seen about a node: an Xid from the agent, a preflight failure, missing GPUs, NCCL errors..."""
 
-    kind: str  # xid, sxid, preflight, gpu_missing, nccl_errors, or anything new
+    kind: str  # xid, sxid, preflight, gpu_missing, nccl_errors, maintenance, not_ready, or anything new
     code: int | None = None
     detail: str = ""
+    at: float = 0.0  # when it happened, for one-off events; 0 for conditions that last
 
 
 @dataclass(frozen=True)
@@ -37,18 +38,28 @@ class Policy:
     drain_grace_s: float = 600.0
     remediate_timeout_s: float = 1800.0  # a reboot or replacement that shows no sign of happening is asked again
     xid_actions: dict[int, str] = field(default_factory=lambda: dict(default_actions()))
+    signal_actions: dict[str, str] = field(default_factory=lambda: dict(SIGNAL_ACTIONS))
     unknown_action: str = UNKNOWN_ACTION
+    nccl_failures: int = 3  # NCCL failure Events from one node's pods within window_s that make it suspect
+    maintenance_lead_s: float = 3600.0  # drain this long before GKE's scheduled host maintenance
+    probation_image: str = ""  # runs `preflight run` on a node before it returns
+    probation_args: tuple[str, ...] = ()
 
     def action_for(self, signal: Signal) -> Action:
         if signal.kind == "xid" and signal.code is not None:
             return _action(self.xid_actions.get(signal.code, self.unknown_action))
-        fixed: dict[str, Action] = {
-            "sxid": "review",  # NVSwitch faults: a person decides
-            "preflight": "reboot",  # the machine failed its own checks
-            "gpu_missing": "reboot",  # allocatable below capacity: a GPU fell off
-            "nccl_errors": "review",  # could be the job, a NIC or the fabric
-        }
-        return fixed.get(signal.kind, _action(self.unknown_action))
+        return _action(self.signal_actions.get(signal.kind, self.unknown_action))
+
+
+# Signals other than Xids, and what they call for by default (the ConfigMap may override).
+SIGNAL_ACTIONS: dict[str, str] = {
+    "sxid": "review",  # NVSwitch faults: a person decides
+    "preflight": "reboot",  # the machine failed its own checks
+    "gpu_missing": "reboot",  # allocatable below capacity: a GPU fell off
+    "nccl_errors": "review",  # could be the job, a NIC or the fabric
+    "maintenance": "reboot",  # drain first, then the reboot performs the pending host maintenance
+    "not_ready": "none",  # GKE's auto-repair owns NotReady nodes
+}
 
 
 def _action(value: str) -> Action:
@@ -72,5 +83,10 @@ def from_config(data: dict[str, Any]) -> Policy:
         repeat_window_s=float(repeat.get("days", 7)) * 86400,
         drain_grace_s=float(data.get("drain_grace_seconds", 600)),
         xid_actions={int(k): str(v) for k, v in data.get("xid_actions", {}).items()} or dict(default_actions()),
+        signal_actions=SIGNAL_ACTIONS | {str(k): str(v) for k, v in data.get("signal_actions", {}).items()},
         unknown_action=str(data.get("unknown_xid_action", UNKNOWN_ACTION)),
+        nccl_failures=int(data.get("nccl_failures", 3)),
+        maintenance_lead_s=float(data.get("maintenance_lead_minutes", 60)) * 60,
+        probation_image=str(data.get("probation", {}).get("image", "")),
+        probation_args=tuple(str(a) for a in data.get("probation", {}).get("args", ())),
     )

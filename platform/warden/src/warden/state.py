@@ -37,6 +37,7 @@ class Record:
     reason: str = ""
     boot_id: str = ""  # the boot id a requested reboot must change
     remediations: tuple[float, ...] = ()  # when past remediations started
+    handled: float = 0.0  # one-off signals up to this time were dealt with
 
     def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
         """(labels, annotations) to write on the Node."""
@@ -47,9 +48,14 @@ class Record:
         raw = annotations.get(RECORD)
         if not raw:
             return Record()
-        data = json.loads(raw)
-        data["remediations"] = tuple(data.get("remediations", ()))
-        return Record(**data)
+        try:
+            data = json.loads(raw)
+            known = {k: v for k, v in data.items() if k in Record.__dataclass_fields__}
+            known["remediations"] = tuple(float(t) for t in known.get("remediations", ()))
+            record = Record(**known)
+        except (ValueError, TypeError, AttributeError):
+            return Record(phase="held", reason=f"unreadable {RECORD} annotation")  # a person decides
+        return record if record.phase in PHASES else replace(record, phase="held")
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,8 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
     """The next state of one node and what to do to it. Calling it again with the same inputs asks for nothing new."""
     if facts.opted_out and record.phase in ("healthy", "suspect"):
         return Decision(record)
+    if record.phase == "healthy":
+        signals = [s for s in signals if not s.at or s.at > record.handled]
     action = _worst([policy.action_for(s) for s in signals])
     reason = "; ".join(f"{s.kind}{'' if s.code is None else ' ' + str(s.code)}" for s in signals)
     phase = record.phase
@@ -104,7 +112,8 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         if action == "none":
             return Decision(record)
         if action == "restart_pods":
-            return Decision(record, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}")))
+            handled = replace(record, handled=max(record.handled, *(s.at for s in signals)))
+            return Decision(handled, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}")))
         if _repeat_offender(record, now, policy):
             action = "review"
         suspect = replace(record, phase="suspect", since=now, action=action, reason=reason)
@@ -146,7 +155,7 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         if facts.preflight is None:
             return Decision(record)
         if facts.preflight == "pass":
-            healthy = replace(record, phase="healthy", since=now, action="none", reason="", boot_id="")
+            healthy = replace(record, phase="healthy", since=now, action="none", reason="", boot_id="", handled=now)
             return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
         escalated: Action = (
             "review" if record.action == "replace" or _repeat_offender(record, now, policy) else "replace"

@@ -1,0 +1,257 @@
+"""Carrying out Warden's decisions on a real cluster: Kubernetes and Compute Engine calls.
+
+The record is written to the Node first, then the commands run: a crash in
+between leaves a record that says what was asked, and the state machine
+re-asks only what provably did not happen (a reboot whose boot id never
+changed). What a phase implies (cordoned and tainted, pods evicted, a
+probation Job) is re-asserted every round, so a failed call is repaired by
+the next round instead of being forgotten. In dry-run nothing is changed:
+decisions are logged and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from warden.gce import Compute, instance_of
+from warden.kube import ApiError, Kube
+from warden.metrics import WardenMetrics
+from warden.nodecache import NodeCache
+from warden.observe import GPU, MAINTENANCE_LABEL, PREFLIGHT_ANNOTATION
+from warden.policy import Policy
+from warden.state import Decision, Record
+
+log = logging.getLogger("warden")
+TAINT = {"key": "meridian.dev/warden", "value": "quarantined", "effect": "NoSchedule"}
+CORDONED = ("quarantined", "draining", "remediating", "probation", "held")
+NVIDIA_HOST = "/home/kubernetes/bin/nvidia"  # where GKE installs the driver on the node
+
+
+def probation_job_name(node: str, since: float) -> str:
+    return f"warden-probation-{hashlib.sha256(node.encode()).hexdigest()[:8]}-{int(since)}"
+
+
+def evictable(pod: dict[str, Any]) -> bool:
+    """Pods a drain must move: not DaemonSet pods (they belong on every node), not static mirror pods."""
+    meta = pod.get("metadata", {})
+    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+        return False
+    return not any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or [])
+
+
+def uses_gpus(pod: dict[str, Any]) -> bool:
+    containers = pod.get("spec", {}).get("containers") or []
+    return any(GPU in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
+
+
+def is_cordoned(node: dict[str, Any]) -> bool:
+    spec = node.get("spec", {})
+    return bool(spec.get("unschedulable")) and any(t.get("key") == TAINT["key"] for t in spec.get("taints") or [])
+
+
+class Actuator:
+    def __init__(
+        self,
+        kube: Kube,
+        compute: Compute,
+        policy: Policy,
+        cache: NodeCache,
+        metrics: WardenMetrics,
+        namespace: str = "warden",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube, self.compute, self.policy, self.cache, self.metrics = kube, compute, policy, cache, metrics
+        self.namespace, self.clock = namespace, clock
+
+    # Decisions
+
+    def apply(self, node: dict[str, Any], before: Record, decision: Decision) -> None:
+        name = node["metadata"]["name"]
+        after = decision.record
+        carried = "false" if self.policy.dry_run else "true"
+        if before.phase != after.phase:
+            self.metrics.transitions.inc(from_phase=before.phase, to_phase=after.phase)
+        for command in decision.commands:
+            self.metrics.commands.inc(verb=command.verb, carried_out=carried)
+        verbs = ", ".join(c.verb for c in decision.commands) or "-"
+        log.info(
+            "%s%s: %s -> %s (%s) [%s]",
+            "dry-run " * self.policy.dry_run,
+            name,
+            before.phase,
+            after.phase,
+            after.reason,
+            verbs,
+        )
+        if self.policy.dry_run:
+            return
+        try:
+            labels, annotations = after.to_annotations()
+            self.cache.store(self.kube.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}}))
+            if before.phase != after.phase:
+                self.event(
+                    node, f"Warden{after.phase.capitalize()}", f"{before.phase} -> {after.phase}: {after.reason}"
+                )
+            for command in decision.commands:
+                self.run(node, after, command.verb, command.detail)
+        except (ApiError, OSError) as error:
+            self.metrics.api_errors.inc()
+            log.warning("%s: %s", name, error)
+
+    def run(self, node: dict[str, Any], record: Record, verb: str, detail: str) -> None:
+        name = node["metadata"]["name"]
+        if verb == "cordon":
+            self.cordon(node)
+        elif verb == "evict":
+            self.evict(name, evictable)
+        elif verb == "restart_pods":
+            self.evict(name, lambda p: evictable(p) and uses_gpus(p))
+        elif verb in ("reboot", "replace", "report_faulty"):
+            self.compute_call(node, verb, detail)
+        elif verb == "preflight":
+            self.start_probation(node, record)
+        elif verb == "uncordon":
+            self.uncordon(node, record)
+        elif verb == "event":
+            self.event(node, "WardenAction", detail)
+
+    def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
+        instance = instance_of(node.get("spec", {}).get("providerID", ""))
+        if instance is None:
+            raise ApiError(0, verb, node["metadata"]["name"], "no gce:// providerID: not a GCE instance")
+        if verb == "report_faulty":
+            self.compute.report_host_as_faulty(instance, reason)
+        elif verb == "replace":
+            self.compute.delete_from_group(self.compute.group_of(instance))
+        elif MAINTENANCE_LABEL in (node["metadata"].get("labels") or {}):
+            self.compute.perform_maintenance(instance)  # the reboot that also clears the pending host event
+        else:
+            self.compute.reset(instance)
+
+    # What each phase implies, re-asserted every round
+
+    def ensure(self, node: dict[str, Any], record: Record) -> None:
+        if self.policy.dry_run or record.phase not in CORDONED:
+            return
+        try:
+            if not is_cordoned(node):
+                self.cordon(node)
+            if record.phase == "draining":
+                self.evict(node["metadata"]["name"], evictable)
+            if record.phase == "probation" and self.probation_result(node["metadata"]["name"], record) == "missing":
+                self.start_probation(node, record)
+        except (ApiError, OSError) as error:
+            self.metrics.api_errors.inc()
+            log.warning("%s: %s", node["metadata"]["name"], error)
+
+    def cordon(self, node: dict[str, Any]) -> None:
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
+        patch = {"spec": {"unschedulable": True, "taints": [*taints, TAINT]}}
+        self.cache.store(self.kube.patch_node(node["metadata"]["name"], patch))
+
+    def uncordon(self, node: dict[str, Any], record: Record) -> None:
+        name = node["metadata"]["name"]
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
+        patch = {
+            "metadata": {"annotations": {PREFLIGHT_ANNOTATION: None}},  # the failure was dealt with
+            "spec": {"unschedulable": False, "taints": taints},
+        }
+        self.cache.store(self.kube.patch_node(name, patch))
+
+    def pods(self, node: str) -> list[dict[str, Any]]:
+        return [p for p in self.kube.pods_on(node) if evictable(p)]
+
+    def evict(self, node: str, which: Callable[[dict[str, Any]], bool]) -> int:
+        """Evict the chosen pods; returns how many a PodDisruptionBudget refused for now."""
+        refused = 0
+        for pod in self.kube.pods_on(node):
+            if which(pod) and not pod.get("metadata", {}).get("deletionTimestamp"):
+                refused += not self.kube.evict(pod, int(self.policy.drain_grace_s))
+        return refused
+
+    # Probation: preflight on the node itself, in a Job pinned to it
+
+    def probation_job(self, node: dict[str, Any], record: Record) -> dict[str, Any]:
+        name = node["metadata"]["name"]
+        gpus = str((node.get("status", {}).get("capacity") or {}).get(GPU, "0"))
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": probation_job_name(name, record.since),
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/name": "warden-probation", "app.kubernetes.io/part-of": "meridian"},
+                "annotations": {"meridian.dev/node": name},
+            },
+            "spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": 1800,
+                "ttlSecondsAfterFinished": 86400,
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": "warden-probation"}},
+                    "spec": {
+                        "nodeName": name,  # bypasses the scheduler, and with it the cordon
+                        "restartPolicy": "Never",
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [
+                            {
+                                "name": "preflight",
+                                "image": self.policy.probation_image,
+                                "command": ["preflight", "run", *self.policy.probation_args],
+                                "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+                                "resources": {"limits": {GPU: gpus}},
+                                "volumeMounts": [{"name": "nvidia", "mountPath": "/usr/local/nvidia"}],
+                            }
+                        ],
+                        "volumes": [{"name": "nvidia", "hostPath": {"path": NVIDIA_HOST}}],
+                    },
+                },
+            },
+        }
+
+    def _job_path(self, name: str = "") -> str:
+        return f"/apis/batch/v1/namespaces/{self.namespace}/jobs" + (f"/{name}" if name else "")
+
+    def start_probation(self, node: dict[str, Any], record: Record) -> None:
+        try:
+            self.kube.create(self._job_path(), self.probation_job(node, record))
+        except ApiError as error:
+            if error.status != 409:  # already there: created before a restart
+                raise
+
+    def probation_result(self, node: str, record: Record) -> str | None:
+        """pass, fail, missing, or None while it runs."""
+        job = self.kube.get(self._job_path(probation_job_name(node, record.since)))
+        if job is None:
+            return "missing"
+        status = job.get("status") or {}
+        if status.get("succeeded"):
+            return "pass"
+        failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in status.get("conditions") or [])
+        return "fail" if failed or status.get("failed") else None
+
+    # Events
+
+    def event(self, node: dict[str, Any], reason: str, message: str) -> None:
+        meta = node["metadata"]
+        now = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.warden-", "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")},
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if reason != "WardenHealthy" else "Normal",
+            "source": {"component": "warden"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "meridian.dev/warden",
+        }
+        self.kube.create("/api/v1/namespaces/default/events", body)

@@ -1,0 +1,125 @@
+"""`warden serve` (the service) and `warden agent` (the node agent)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from warden.policy import Policy, from_config
+
+
+def load_policy(path: str, cluster: str | None = None) -> Policy:
+    """The policy from the ConfigMap's policy.yaml (a list with one entry per cluster, or one mapping)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise SystemExit(
+            _bad(f"{path}: cannot read the policy: {error.strerror}; mount the warden-policy ConfigMap")
+        ) from None
+    except yaml.YAMLError as error:
+        raise SystemExit(_bad(f"{path}: not YAML: {str(error).splitlines()[0]}; run `make generate`")) from None
+    entries = data if isinstance(data, list) else [data]
+    chosen = [e for e in entries if isinstance(e, dict) and (cluster is None or e.get("cluster") == cluster)]
+    if len(chosen) != 1:
+        what = f"no entry for cluster {cluster}" if cluster else f"{len(chosen)} entries"
+        raise SystemExit(_bad(f"{path}: {what}; pass --cluster or use the generated ConfigMap"))
+    try:
+        return from_config(chosen[0])
+    except (TypeError, ValueError, AttributeError) as error:
+        raise SystemExit(_bad(f"{path}: invalid policy: {error}; run `make generate`")) from None
+
+
+def _bad(message: str) -> int:
+    print(f"warden: {message}", file=sys.stderr)
+    return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="warden", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the service (one active replica through leader election)")
+    serve.add_argument("--policy", required=True, help="policy.yaml from the warden-policy ConfigMap")
+    serve.add_argument("--cluster", help="the policy entry to use when the file has several")
+    serve.add_argument("--dry-run", action="store_true", help="decide and log, change nothing (overrides the policy)")
+    serve.add_argument("--kubeconfig", help="default: in-cluster credentials")
+    serve.add_argument("--leader-election-namespace", default="warden")
+    serve.add_argument("--round-seconds", type=float, default=30)
+    serve.add_argument("--resync-seconds", type=float, default=300)
+    serve.add_argument("--qps", type=float, default=20, help="Kubernetes API requests per second")
+    serve.add_argument("--burst", type=int, default=40)
+    serve.add_argument("--metrics-port", type=int, default=9090)
+    serve.add_argument("--health-port", type=int, default=8080)
+    serve.add_argument("--once", action="store_true", help="one round, then exit")
+    agent = sub.add_parser("agent", help="report kernel-log Xid/SXid events as Node conditions")
+    agent.add_argument("--node", default=os.environ.get("NODE_NAME"), help="default: $NODE_NAME")
+    agent.add_argument("--kmsg", default="/dev/kmsg")
+    agent.add_argument("--interval-seconds", type=float, default=30)
+    agent.add_argument("--kubeconfig")
+    agent.add_argument("--once", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from warden.kube import Kube, client
+    from warden.ratelimit import TokenBucket
+
+    if args.command == "agent":
+        from warden.agent import Agent
+
+        if not args.node:
+            return _bad("--node: missing; set NODE_NAME from the downward API (spec.nodeName)")
+        agent = Agent(Kube(client(args.kubeconfig), TokenBucket(1, 5)), args.node, args.kmsg)
+        if args.once:
+            agent.load()
+            agent.step(__import__("time").time())
+            return 0
+        agent.run(stop, args.interval_seconds)
+        return 0
+    return _serve(args, stop)
+
+
+def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
+    from dataclasses import replace
+
+    from warden.actions import Actuator
+    from warden.gce import Compute
+    from warden.kube import Kube, client
+    from warden.leader import Elector
+    from warden.metrics import WardenMetrics
+    from warden.nodecache import NodeCache
+    from warden.ratelimit import TokenBucket
+    from warden.service import Warden, serve, serve_http
+
+    if args.qps <= 0 or args.burst < 1:
+        return _bad("--qps must be > 0 and --burst >= 1")
+    policy = load_policy(args.policy, args.cluster)
+    if args.dry_run:
+        policy = replace(policy, dry_run=True)
+    kube = Kube(client(args.kubeconfig), TokenBucket(args.qps, args.burst))
+    metrics = WardenMetrics()
+    cache = NodeCache(kube, resync_s=args.resync_seconds)
+    warden = Warden(kube, policy, cache, Actuator(kube, Compute(), policy, cache, metrics), metrics)
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    elector = Elector(kube, args.leader_election_namespace, identity)
+    if not args.once:
+        serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.registry.render())})
+        serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})
+    logging.getLogger("warden").info("warden %s: dry_run=%s", identity, policy.dry_run)
+    serve(warden, elector, stop, round_s=args.round_seconds, once=args.once)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

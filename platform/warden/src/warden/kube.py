@@ -1,0 +1,163 @@
+"""The Kubernetes API calls Warden makes, through the official Python client.
+
+Requests go through the client's ApiClient (kubeconfig or in-cluster
+credentials, TLS) with raw JSON in and out: Warden reads a few fields of
+many Nodes and typed models would only slow it down. Every request passes a
+token bucket, so a storm of faults cannot flood the API server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+from warden.ratelimit import TokenBucket
+
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, method: str, path: str, body: str) -> None:
+        super().__init__(f"{method} {path}: HTTP {status}: {body[:200]}")
+        self.status = status
+
+
+def client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient: in-cluster credentials when running in a pod, else a kubeconfig."""
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            return k8s.ApiClient()
+        except config.ConfigException:
+            pass
+    return config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+
+
+class Kube:
+    def __init__(self, api: Any, limiter: TokenBucket | None = None, timeout: float = 30) -> None:
+        self.api, self.limiter, self.timeout = api, limiter or TokenBucket(20, 40), timeout
+
+    def _send(self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str) -> Any:
+        self.limiter.take()
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method, url, headers, body, _ = self.api.param_serialize(
+            method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        return self.api.call_api(method, url, headers, body, _request_timeout=self.timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self._send(method, path, query or [], body, content_type)
+        except ApiException as error:  # the client raises for some statuses itself
+            raise ApiError(error.status or 0, method, path, str(error.body or error.reason)) from None
+        data = response.read()
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, method, path, data.decode(errors="replace"))
+        result: dict[str, Any] = json.loads(data) if data else {}
+        return result
+
+    def watch(self, path: str, resource_version: str, timeout_s: int) -> Iterator[dict[str, Any]]:
+        """Watch events ({"type", "object"}) from resource_version until the server ends the stream."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        response = self._send("GET", path, query, None, "application/json")
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, "GET", path, response.read().decode(errors="replace"))
+        buffer = b""
+        for chunk in response.response.stream(amt=65536, decode_content=True):
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield json.loads(line)
+        response.response.release_conn()
+
+    # Nodes
+
+    def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        items: list[dict[str, Any]] = []
+        query: list[tuple[str, str]] = [("limit", "500")]
+        while True:
+            page = self.request("GET", "/api/v1/nodes", query)
+            items += page.get("items", [])
+            token = page.get("metadata", {}).get("continue")
+            if not token:
+                return items, str(page.get("metadata", {}).get("resourceVersion", ""))
+            query = [("limit", "500"), ("continue", token)]
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PATCH", f"/api/v1/nodes/{quote(name)}", body=patch, content_type=MERGE)
+
+    def patch_node_status(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        # Strategic merge: conditions merge by type, so the agent's leave the kubelet's alone.
+        return self.request("PATCH", f"/api/v1/nodes/{quote(name)}/status", body=patch, content_type=STRATEGIC)
+
+    # Pods
+
+    def pods_on(self, node: str) -> list[dict[str, Any]]:
+        query = [("fieldSelector", f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed")]
+        return list(self.request("GET", "/api/v1/pods", query).get("items", []))
+
+    def evict(self, pod: dict[str, Any], grace_s: int) -> bool:
+        """Ask the Eviction API; False when a PodDisruptionBudget refuses it now (HTTP 429)."""
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "deleteOptions": {"gracePeriodSeconds": grace_s},
+        }
+        try:
+            self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction", body=body)
+        except ApiError as error:
+            if error.status == 429:
+                return False
+            if error.status == 404:
+                return True  # already gone
+            raise
+        return True
+
+    # Events, Jobs, Leases
+
+    def events(self, field_selector: str) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/v1/events", [("fieldSelector", field_selector)]).get("items", []))
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", path, body=body)
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", path)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def delete(self, path: str) -> None:
+        try:
+            self.request("DELETE", path, [("propagationPolicy", "Background")])
+        except ApiError as error:
+            if error.status != 404:
+                raise
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("PUT", path, body=body)

@@ -1,0 +1,62 @@
+"""Prometheus metrics in the text exposition format (counters and gauges with labels)."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+LabelKey = tuple[tuple[str, str], ...]
+
+
+class Metric:
+    def __init__(self, name: str, kind: str, help_text: str) -> None:
+        self.name, self.kind, self.help = name, kind, help_text
+        self.values: dict[LabelKey, float] = defaultdict(float)
+
+    def inc(self, amount: float = 1, **labels: str) -> None:
+        self.values[tuple(sorted(labels.items()))] += amount
+
+    def set(self, value: float, **labels: str) -> None:
+        self.values[tuple(sorted(labels.items()))] = value
+
+    def get(self, **labels: str) -> float:
+        return self.values.get(tuple(sorted(labels.items())), 0.0)
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.metrics: dict[str, Metric] = {}
+        self.lock = threading.Lock()
+
+    def counter(self, name: str, help_text: str) -> Metric:
+        return self.metrics.setdefault(name, Metric(name, "counter", help_text))
+
+    def gauge(self, name: str, help_text: str) -> Metric:
+        return self.metrics.setdefault(name, Metric(name, "gauge", help_text))
+
+    def render(self) -> str:
+        lines = []
+        with self.lock:
+            for m in self.metrics.values():
+                lines += [f"# HELP {m.name} {m.help}", f"# TYPE {m.name} {m.kind}"]
+                for key, value in sorted(m.values.items()):
+                    labels = ",".join(f'{k}="{_escape(v)}"' for k, v in key)
+                    lines.append(f"{m.name}{{{labels}}} {value:g}" if labels else f"{m.name} {value:g}")
+        return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class WardenMetrics:
+    def __init__(self) -> None:
+        self.registry = r = Registry()
+        self.transitions = r.counter("warden_transitions_total", "Node state transitions, by from_phase and to_phase.")
+        self.commands = r.counter("warden_commands_total", "Commands decided, by verb and whether carried out.")
+        self.api_errors = r.counter("warden_api_errors_total", "Failed Kubernetes or Compute Engine requests.")
+        self.nodes = r.gauge("warden_nodes", "GPU nodes by phase.")
+        self.blocked = r.gauge("warden_breaker_blocked_nodes", "Suspect nodes the circuit breaker keeps in service.")
+        self.leader = r.gauge("warden_leader", "1 while this replica leads.")
+        self.round_seconds = r.gauge("warden_round_seconds", "How long the last round took.")
+        self.rounds = r.counter("warden_rounds_total", "Rounds run.")

@@ -1,0 +1,102 @@
+"""What Warden sees on a Node object: its pool, record, facts and signals (pure).
+
+Signals come from the Node itself: the agent's conditions (GPUXid,
+NVSwitchSXid), Ready, preflight's failure annotation, GPUs missing from
+allocatable and GKE's scheduled-maintenance label; NCCL failure Events are
+counted per node by the adapter and passed in.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from warden.controller import NodeView
+from warden.policy import Policy, Signal
+from warden.state import OPT_OUT_LABEL, Facts, Record
+
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"  # epoch seconds, set by GKE
+PREFLIGHT_ANNOTATION = "meridian.dev/preflight-failure"  # written by `preflight run --annotate`
+GPU = "nvidia.com/gpu"
+# Node conditions the agent writes; the message lists "<code>@<epoch seconds>" per code.
+AGENT_CONDITIONS = {"GPUXid": "xid", "NVSwitchSXid": "sxid"}
+
+
+def parse_codes(message: str) -> list[tuple[int, float]]:
+    """(code, when) pairs from an agent condition message such as "79@1764412800 13@1764412000"."""
+    pairs = []
+    for item in message.split():
+        code, _, when = item.partition("@")
+        if code.isdigit():
+            pairs.append((int(code), float(when) if when.replace(".", "", 1).isdigit() else 0.0))
+    return pairs
+
+
+def _time(value: str) -> float:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def signals(node: dict[str, Any], now: float, policy: Policy, nccl_failures: int = 0) -> tuple[Signal, ...]:
+    meta, status = node.get("metadata", {}), node.get("status", {})
+    found: list[Signal] = []
+    for condition in status.get("conditions") or []:
+        kind = AGENT_CONDITIONS.get(condition.get("type", ""))
+        if kind and condition.get("status") == "True":
+            found += [Signal(kind, code, at=when) for code, when in parse_codes(condition.get("message", ""))]
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            found.append(Signal("not_ready", detail=condition.get("reason", "")))
+    raw = (meta.get("annotations") or {}).get(PREFLIGHT_ANNOTATION)
+    if raw:
+        try:
+            failure = json.loads(raw)
+            found.append(
+                Signal("preflight", detail=str(failure.get("check", "")), at=_time(str(failure.get("time", ""))))
+            )
+        except (ValueError, AttributeError):
+            found.append(Signal("preflight", detail="unreadable annotation"))
+    capacity = int((status.get("capacity") or {}).get(GPU, 0))
+    allocatable = int((status.get("allocatable") or {}).get(GPU, capacity))
+    if allocatable < capacity:
+        found.append(Signal("gpu_missing", detail=f"{allocatable}/{capacity} GPUs allocatable"))
+    maintenance = (meta.get("labels") or {}).get(MAINTENANCE_LABEL, "")
+    if maintenance.isdigit() and float(maintenance) - now <= policy.maintenance_lead_s:
+        found.append(Signal("maintenance", detail=f"host maintenance at {maintenance}"))
+    if nccl_failures >= policy.nccl_failures:
+        found.append(Signal("nccl_errors", detail=f"{nccl_failures} NCCL failures"))
+    return tuple(found)
+
+
+def view(
+    node: dict[str, Any],
+    now: float,
+    policy: Policy,
+    pods: int = 0,
+    probation: str | None = None,
+    nccl_failures: int = 0,
+) -> NodeView:
+    meta, status = node.get("metadata", {}), node.get("status", {})
+    labels = meta.get("labels") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    facts = Facts(
+        ready=ready,
+        boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
+        pods=pods,
+        preflight=probation,
+        opted_out=labels.get(OPT_OUT_LABEL) == "true",
+    )
+    return NodeView(
+        name=meta["name"],
+        pool=labels.get(POOL_LABEL, ""),
+        record=Record.from_annotations(meta.get("annotations") or {}),
+        facts=facts,
+        signals=signals(node, now, policy, nccl_failures),
+    )
+
+
+def is_gpu_node(node: dict[str, Any]) -> bool:
+    return int((node.get("status", {}).get("capacity") or {}).get(GPU, 0)) > 0
