@@ -92,7 +92,10 @@ class Actuator:
             return
         try:
             labels, annotations = after.to_annotations()
-            self.cache.store(self.kube.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}}))
+            current = self.kube.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}})
+            self.cache.store(current)
+            if after.phase in CORDONED and not is_cordoned(current) and "cordon" not in verbs:
+                self.cordon(current)  # an earlier cordon failed: every out-of-service phase implies it
             if before.phase != after.phase:
                 self.event(
                     node, f"Warden{after.phase.capitalize()}", f"{before.phase} -> {after.phase}: {after.reason}"
