@@ -31,7 +31,9 @@ from warden.state import PHASE_LABEL, RECORD, Record
 
 TOKEN = "Bearer warden-test-token"
 POLICY = Policy(
-    dry_run=False, probation_image="registry.example/trainer@sha256:" + "a" * 64, probation_args=("--expect-gpus=8",)
+    dry_run=False,
+    probation_image="registry.example/trainer@sha256:" + "a" * 64,
+    probation_args={"h200-a": ("--expect-gpus=8",)},
 )
 
 

@@ -104,6 +104,38 @@ def test_policy_from_the_generated_configmap() -> None:
     assert policy.action_for(xid(31337)) == "review"
     assert policy.action_for(Signal("something-new")) == "review"
     assert (policy.max_per_pool, policy.window_s) == (2, 3600.0)
+    assert policy.action_for(Signal("maintenance")) == "reboot"
+    assert policy.action_for(Signal("not_ready")) == "none"
+    assert policy.probation_image == str(fleet.versions.trainer_image)
+    pool = fleet.regions[0].gpu_pools[0].name
+    assert policy.probation_args[pool] == ("--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=368")
+
+
+def test_signal_actions_are_configurable_in_the_spec() -> None:
+    fleet = load(SHIPPED).fleet
+    changed = fleet.model_copy(
+        update={"warden": fleet.warden.model_copy(update={"signal_actions": {"nccl_errors": "reboot"}})}
+    )
+    policy = from_config(yaml.safe_load(yaml.safe_dump(generated_policy(changed, changed.regions[0]))))
+    assert policy.action_for(Signal("nccl_errors")) == "reboot"
+    assert policy.action_for(Signal("sxid")) == "review"  # the rest keep their defaults
+
+
+def test_an_unreadable_record_holds_the_node_for_a_person() -> None:
+    assert Record.from_annotations({"meridian.dev/warden": "{not json"}).phase == "held"
+    assert Record.from_annotations({"meridian.dev/warden": '{"phase": "exploded"}'}).phase == "held"
+    future = Record.from_annotations({"meridian.dev/warden": '{"phase": "draining", "added_later": 1}'})
+    assert future.phase == "draining"
+
+
+def test_a_restart_pods_fault_is_acted_on_once_per_event() -> None:
+    record, budget = Record(), Budget(True, True)
+    first = decide(record, [Signal("xid", 13, at=100.0)], Facts(), 110.0, POLICY, budget)
+    assert [c.verb for c in first.commands] == ["restart_pods", "event"]
+    again = decide(first.record, [Signal("xid", 13, at=100.0)], Facts(), 140.0, POLICY, budget)
+    assert again.commands == ()  # the same event, still in the agent's condition
+    later = decide(first.record, [Signal("xid", 13, at=130.0)], Facts(), 170.0, POLICY, budget)
+    assert [c.verb for c in later.commands] == ["restart_pods", "event"]
 
 
 def test_record_round_trips_through_the_node() -> None:

@@ -134,6 +134,13 @@ class WardenPolicy(Base):
     repeat_offender_days: int = Field(default=7, ge=1)
     drain_grace_seconds: int = Field(default=600, ge=30, le=3600)  # time for training to checkpoint
     xid_actions: dict[int, Literal["none", "restart_pods", "reboot", "replace", "review"]] = {}  # overrides
+    # Overrides for the other signals: sxid, preflight, gpu_missing, nccl_errors, maintenance, not_ready.
+    signal_actions: dict[
+        Literal["sxid", "preflight", "gpu_missing", "nccl_errors", "maintenance", "not_ready"],
+        Literal["none", "restart_pods", "reboot", "replace", "review"],
+    ] = {}
+    nccl_failures: int = Field(default=3, ge=1)  # NCCL failure Events from one node within the window
+    maintenance_lead_minutes: int = Field(default=60, ge=5, le=1440)  # drain before GKE's host maintenance
 
 
 class Registry(Base):

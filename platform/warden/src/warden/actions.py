@@ -22,7 +22,7 @@ from warden.gce import Compute, instance_of
 from warden.kube import ApiError, Kube
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import GPU, MAINTENANCE_LABEL, PREFLIGHT_ANNOTATION
+from warden.observe import GPU, MAINTENANCE_LABEL, POOL_LABEL, PREFLIGHT_ANNOTATION
 from warden.policy import Policy
 from warden.state import Decision, Record
 
@@ -180,7 +180,7 @@ class Actuator:
     # Probation: preflight on the node itself, in a Job pinned to it
 
     def probation_job(self, node: dict[str, Any], record: Record) -> dict[str, Any]:
-        name = node["metadata"]["name"]
+        name, pool = node["metadata"]["name"], (node["metadata"].get("labels") or {}).get(POOL_LABEL, "")
         gpus = str((node.get("status", {}).get("capacity") or {}).get(GPU, "0"))
         return {
             "apiVersion": "batch/v1",
@@ -200,12 +200,13 @@ class Actuator:
                     "spec": {
                         "nodeName": name,  # bypasses the scheduler, and with it the cordon
                         "restartPolicy": "Never",
+                        "automountServiceAccountToken": False,
                         "tolerations": [{"operator": "Exists"}],
                         "containers": [
                             {
                                 "name": "preflight",
                                 "image": self.policy.probation_image,
-                                "command": ["preflight", "run", *self.policy.probation_args],
+                                "command": ["preflight", "run", *self.policy.probation_args.get(pool, ())],
                                 "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
                                 "resources": {"limits": {GPU: gpus}},
                                 "volumeMounts": [{"name": "nvidia", "mountPath": "/usr/local/nvidia"}],

@@ -43,7 +43,7 @@ class Policy:
     nccl_failures: int = 3  # NCCL failure Events from one node's pods within window_s that make it suspect
     maintenance_lead_s: float = 3600.0  # drain this long before GKE's scheduled host maintenance
     probation_image: str = ""  # runs `preflight run` on a node before it returns
-    probation_args: tuple[str, ...] = ()
+    probation_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per pool: the machine's thresholds
 
     def action_for(self, signal: Signal) -> Action:
         if signal.kind == "xid" and signal.code is not None:
@@ -88,5 +88,7 @@ def from_config(data: dict[str, Any]) -> Policy:
         nccl_failures=int(data.get("nccl_failures", 3)),
         maintenance_lead_s=float(data.get("maintenance_lead_minutes", 60)) * 60,
         probation_image=str(data.get("probation", {}).get("image", "")),
-        probation_args=tuple(str(a) for a in data.get("probation", {}).get("args", ())),
+        probation_args={
+            str(p["name"]): tuple(str(a) for a in p.get("preflight_args", ())) for p in data.get("pools", [])
+        },
     )

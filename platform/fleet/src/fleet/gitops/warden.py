@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet import names
+from fleet.catalog import preflight_args
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.gpu_faults import BUCKETS, UNKNOWN_ACTION, default_actions
 from fleet.model import Fleet, Region
@@ -26,6 +27,10 @@ def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
         "xid_buckets": {name: list(codes) for name, (codes, _) in BUCKETS.items()},
         "xid_actions": {str(code): actions[code] for code in sorted(actions)},
         "unknown_xid_action": UNKNOWN_ACTION,
+        "signal_actions": dict(w.signal_actions),
+        "nccl_failures": w.nccl_failures,
+        "maintenance_lead_minutes": w.maintenance_lead_minutes,
+        "probation": {"image": fleet.versions.trainer_image},
         "pools": [
             {
                 "name": p.name,
@@ -33,6 +38,7 @@ def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
                 "nodes": p.nodes,
                 "gpus_per_node": p.machine.gpus,
                 "capacity": p.capacity.mode.value,
+                "preflight_args": preflight_args(p.machine, 1),
             }
             for p in region.gpu_pools
         ],
