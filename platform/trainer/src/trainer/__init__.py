@@ -1,0 +1,1 @@
+"""The standard training driver (platform/trainer/README.md)."""
