@@ -1,0 +1,217 @@
+"""The run's configuration: Hydra composition (compose API), then a typed, checked schema.
+
+Hydra is used only to compose: defaults lists, dotted overrides, `+` for new
+keys. It does not change the working directory or take over logging. Bad
+values are one line: where, what, how to fix (ConfigError).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+
+class ConfigError(Exception):
+    """One line for the user: the key, what is wrong, how to fix it."""
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    steps: int = 300
+    seed: int = 0
+    log_every: int = 20
+    launcher: Literal["local", "ray"] = "local"
+    report_dir: str = "/tmp/meridian-runs"
+
+
+@dataclass(frozen=True)
+class FaultTolerance:
+    replica_groups: int = 2
+    min_replicas: int = 1
+    restart_failed: bool = True
+    timeout_s: float = 30
+    quorum_timeout_s: float = 60
+    heartbeat_timeout_ms: int = 5000
+    device: Literal["cpu", "cuda"] = "cpu"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    dir: str
+    every: int = 100
+    keep: int = 3
+
+
+@dataclass(frozen=True)
+class Model:
+    vocab: int = 256
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+    seq_len: int = 64
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class Data:
+    kind: Literal["markov", "text"] = "markov"
+    batch_size: int = 16
+    branching: int = 4
+    path: str = ""
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class Optim:
+    algorithm: Literal["ddp", "diloco"] = "ddp"
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    sync_every: int = 500
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    nesterov: bool = True
+    fragments: int = 1
+    fragment_sync_delay: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    run: Run
+    ft: FaultTolerance
+    checkpoint: Checkpoint
+    model: Model
+    data: Data
+    optim: Optim
+    extra: dict[str, Any]  # keys added with `+` that the schema does not know: kept for the user's code
+
+
+# Bounds a value must respect: key -> (check, what it must be).
+_POSITIVE = {
+    "run.steps", "run.log_every", "ft.replica_groups", "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s",
+    "ft.heartbeat_timeout_ms", "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
+    "model.layers", "model.heads", "model.seq_len", "data.batch_size", "data.branching", "optim.lr",
+    "optim.sync_every", "optim.outer_lr", "optim.fragments",
+}  # fmt: skip
+
+
+def _convert(key: str, value: Any, kind: Any) -> Any:
+    origin = get_origin(kind)
+    if origin is Literal:
+        if value not in get_args(kind):
+            choices = ", ".join(str(c) for c in get_args(kind))
+            raise ConfigError(f"{key}: {value!r} is not one of {choices}; set {key}=<one of them>")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(get_args(kind)):
+            raise ConfigError(f"{key}: expected a list of {len(get_args(kind))} numbers, got {value!r}")
+        return tuple(_convert(f"{key}[{i}]", v, t) for i, (v, t) in enumerate(zip(value, get_args(kind), strict=True)))
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}; set {key}=true or {key}=false")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected a whole number, got {value!r}; set {key}=<integer>")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}; set {key}=<number>")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected text, got {value!r}")
+        return value
+    raise AssertionError(f"unsupported schema type {kind}")  # a bug in the schema, not in the input
+
+
+def _section(cls: type[Any], key: str, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key}: expected a mapping of settings, got {data!r}")
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown setting; known: {', '.join(sorted(known))} (typo?)")
+    values = {}
+    for f in fields(cls):
+        path = f"{key}.{f.name}"
+        if f.name not in data:
+            if f.default is f.default_factory:  # no default: required
+                raise ConfigError(f"{path}: missing; set {path}=<value>")
+            continue
+        value = _convert(path, data[f.name], hints[f.name])
+        if path in _POSITIVE and value <= 0:
+            raise ConfigError(f"{path}: must be > 0, got {value}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    """The typed configuration from a composed (and resolved) mapping."""
+    sections = {f.name: f for f in fields(Config) if f.name != "extra"}
+    hints = get_type_hints(Config)
+    parsed = {name: _section(hints[name], name, data.get(name, {})) for name in sections}
+    config = Config(**parsed, extra={k: v for k, v in data.items() if k not in sections})
+    return _cross_checks(config)
+
+
+def _cross_checks(config: Config) -> Config:
+    if config.ft.min_replicas > config.ft.replica_groups:
+        raise ConfigError(
+            f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
+        )
+    if config.model.d_model % config.model.heads:
+        raise ConfigError(f"model.heads: {config.model.heads} does not divide model.d_model {config.model.d_model}")
+    if not 0 <= config.optim.outer_momentum < 1:
+        raise ConfigError(f"optim.outer_momentum: must be in [0, 1), got {config.optim.outer_momentum}")
+    if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
+        raise ConfigError("optim.fragment_sync_delay: must be smaller than optim.sync_every / optim.fragments")
+    if config.optim.sync_every % config.optim.fragments:
+        raise ConfigError(
+            f"optim.sync_every: {config.optim.sync_every} is not a multiple of optim.fragments {config.optim.fragments}"
+        )
+    if config.optim.algorithm == "diloco" and config.optim.fragments > config.model.layers:
+        raise ConfigError(f"optim.fragments: {config.optim.fragments} > model.layers {config.model.layers}")
+    return config
+
+
+def compose(config_file: str | Path, overrides: list[str]) -> Config:
+    """Compose `config_file` (its folder holds the config groups) with command-line overrides."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    path = Path(config_file).resolve()
+    if not path.is_file():
+        raise ConfigError(
+            f"{config_file}: no such config file; pass the path to a YAML file such as configs/config.yaml"
+        )
+    try:
+        with initialize_config_dir(config_dir=str(path.parent), version_base=None):
+            composed = hydra_compose(config_name=path.stem, overrides=overrides)
+        data = OmegaConf.to_container(composed, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as error:
+        raise ConfigError(f"{error.full_key}: missing; set {error.full_key}=<value>") from None
+    except (HydraException, OmegaConfBaseException) as error:
+        text = str(error).split("Config search path")[0]  # Hydra appends its search path: noise here
+        lines = [line.strip().rstrip(":.") for line in text.splitlines() if line.strip()]
+        raise ConfigError(f"{path.name}: {'; '.join(lines) or type(error).__name__}") from None
+    assert isinstance(data, dict)
+    return from_dict({str(k): v for k, v in data.items()})
+
+
+def to_dict(config: Config) -> dict[str, Any]:
+    def plain(value: Any) -> Any:
+        if is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+        return list(value) if isinstance(value, tuple) else value
+
+    result = plain(config)
+    assert isinstance(result, dict)
+    return result

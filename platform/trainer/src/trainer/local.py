@@ -1,0 +1,79 @@
+"""Run a training job here: a torchft Lighthouse in this process, one process per replica group.
+
+For development and tests (gloo on CPU). A group that dies (a crash, SIGKILL)
+is started again when ft.restart_failed is set; the new process joins the
+quorum and heals from a live peer. The run's goodput is the sum of its
+groups' reports, written to <report_dir>/<run>/goodput.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainer.config import Config, to_dict
+from trainer.goodput import combine, dumps
+from trainer.worker import final_reports, run_dir
+
+log = logging.getLogger("trainer")
+MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
+
+
+def lighthouse(cfg: Config) -> object:
+    from torchft.coordination import LighthouseServer
+
+    return LighthouseServer(
+        bind="[::]:0",
+        min_replicas=cfg.ft.min_replicas,
+        join_timeout_ms=1000,
+        quorum_tick_ms=100,
+        heartbeat_timeout_ms=cfg.ft.heartbeat_timeout_ms,
+    )
+
+
+def spawn(config_json: Path, group: int, address: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "trainer.worker_main", str(config_json), str(group), address]
+    env = {"RUST_LOG": "warn"} | dict(os.environ)  # torchft's Rust side logs every quorum at info
+    return subprocess.Popen(command, env=env)
+
+
+def launch(cfg: Config) -> int:
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    config_json = out / "config.json"
+    config_json.write_text(json.dumps(to_dict(cfg), indent=2))
+    server = lighthouse(cfg)
+    address = server.address()  # type: ignore[attr-defined]
+    (out / "lighthouse").write_text(address)
+    procs = {g: spawn(config_json, g, address) for g in range(cfg.ft.replica_groups)}
+    (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))
+    restarts = dict.fromkeys(procs, 0)
+    failed = False
+    while procs:
+        time.sleep(0.2)
+        for group, proc in list(procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            if code == 0:
+                del procs[group]
+            elif cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
+                restarts[group] += 1
+                log.warning("replica group %d exited with %d: starting it again (%d)", group, code, restarts[group])
+                procs[group] = spawn(config_json, group, address)
+                (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))
+            else:
+                log.error("replica group %d exited with %d", group, code)
+                del procs[group]
+                failed = True
+    server.shutdown()  # type: ignore[attr-defined]
+    reports = final_reports(out)
+    summary = combine(reports) | {"restarts": sum(restarts.values())}
+    (out / "goodput.json").write_text(dumps(summary))
+    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {len(reports)} replica group report(s)")
+    return 1 if failed else 0

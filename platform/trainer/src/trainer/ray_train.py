@@ -1,0 +1,54 @@
+"""Run a training job under Ray Train: TorchTrainer with Ray's torchft integration.
+
+Each Ray Train worker is one replica group; TorchftConfig runs the torchft
+Lighthouse as an actor and hands its address to the workers
+($TORCHFT_LIGHTHOUSE). Ray restarts a failed worker, which then heals from
+a live peer like a local group does. In the cluster, gkr submits this as a
+RayJob (platform/trainer/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trainer.config import Config, from_dict, to_dict
+from trainer.goodput import combine, dumps
+from trainer.worker import final_reports, run_dir, train
+
+
+def _worker_loop(config: dict[str, Any]) -> None:
+    import ray.train
+
+    cfg = from_dict(config)
+    group = ray.train.get_context().get_world_rank()
+    report = train(cfg, group, os.environ["TORCHFT_LIGHTHOUSE"])
+    ray.train.report({"step": report["step"], "loss": report["loss"], "goodput": report["goodput"]["goodput"]})
+
+
+def trainer(cfg: Config) -> Any:
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2.torch.torchft_config import TorchftConfig
+
+    lighthouse = {"min_replicas": cfg.ft.min_replicas, "heartbeat_timeout_ms": cfg.ft.heartbeat_timeout_ms}
+    return TorchTrainer(
+        train_loop_per_worker=_worker_loop,
+        train_loop_config=to_dict(cfg),
+        scaling_config=ScalingConfig(num_workers=cfg.ft.replica_groups, use_gpu=cfg.ft.device == "cuda"),
+        torch_config=TorchftConfig(lighthouse_kwargs=lighthouse, backend="nccl" if cfg.ft.device == "cuda" else "gloo"),
+        run_config=RunConfig(
+            name=cfg.run.name,
+            storage_path=os.path.abspath(cfg.run.report_dir) if "://" not in cfg.run.report_dir else cfg.run.report_dir,
+            failure_config=FailureConfig(max_failures=3 if cfg.ft.restart_failed else 0),
+        ),
+    )
+
+
+def launch(cfg: Config) -> int:
+    result = trainer(cfg).fit()
+    out = run_dir(cfg)
+    summary = combine(final_reports(out))
+    (out / "goodput.json").write_text(dumps(summary))
+    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%}; ray result: {result.metrics}")
+    return 0 if result.error is None else 1

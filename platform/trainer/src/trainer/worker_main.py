@@ -1,0 +1,23 @@
+"""Entry point of one local replica-group process: `python -m trainer.worker_main CONFIG_JSON GROUP LIGHTHOUSE`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from trainer.config import from_dict
+from trainer.worker import train
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("trainer").setLevel(logging.INFO)
+    config_json, group, address = sys.argv[1:4]
+    with open(config_json) as f:
+        cfg = from_dict(json.load(f))
+    train(cfg, int(group), address)
+
+
+if __name__ == "__main__":
+    main()

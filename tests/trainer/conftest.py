@@ -1,0 +1,51 @@
+"""Shared helpers: run the real driver (`train.py`) as a user would, with overrides."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+
+TRAIN = REPO / "platform/trainer/train.py"
+CONFIG = REPO / "platform/trainer/configs/config.yaml"
+
+
+def overrides(tmp_path: Path, name: str, *extra: str) -> list[str]:
+    return [
+        f"run.name={name}",
+        f"run.report_dir={tmp_path / 'runs'}",
+        f"checkpoint.dir={tmp_path / 'checkpoints' / name}",
+        "run.log_every=10",
+        "ft.timeout_s=10",
+        "ft.heartbeat_timeout_ms=2000",
+        *extra,
+    ]
+
+
+def start(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, str(TRAIN), str(CONFIG), *overrides(tmp_path, name, *extra)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def run(tmp_path: Path, name: str, *extra: str, timeout: float = 300) -> str:
+    proc = start(tmp_path, name, *extra)
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def events(tmp_path: Path, name: str, group: int) -> list[dict[str, Any]]:
+    path = tmp_path / "runs" / name / f"events-{group}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def final(tmp_path: Path, name: str, group: int) -> dict[str, Any]:
+    finals = [e for e in events(tmp_path, name, group) if e["event"] == "final"]
+    assert finals, f"group {group} of {name} never finished"
+    return finals[-1]

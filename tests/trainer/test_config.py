@@ -1,0 +1,84 @@
+"""Configuration: Hydra composition, typed schema, one clear line for every bad value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trainer.config import ConfigError, compose
+from trainer.goodput import Goodput, combine
+
+from tests.trainer.conftest import CONFIG, TRAIN
+
+
+def test_defaults_overrides_and_new_keys() -> None:
+    cwd = os.getcwd()
+    cfg = compose(CONFIG, ["run.name=example", "optim=streaming_diloco", "model.layers=4", "+extra.note=hi"])
+    assert os.getcwd() == cwd  # Hydra does not move the working directory
+    assert (cfg.run.name, cfg.model.layers) == ("example", 4)
+    assert (cfg.optim.algorithm, cfg.optim.fragments, cfg.optim.fragment_sync_delay) == ("diloco", 2, 1)
+    assert (cfg.optim.outer_lr, cfg.optim.outer_momentum, cfg.optim.nesterov, cfg.optim.sync_every) == (
+        0.7, 0.9, True, 500,
+    )  # fmt: skip  # the DiLoCo paper's defaults
+    assert cfg.extra == {"extra": {"note": "hi"}}
+    assert cfg.checkpoint.dir == "/tmp/meridian-checkpoints/example"  # interpolation resolved
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], "run.name: missing; set run.name=<value>"),
+        (["run.name=x", "optim.lr=fast"], "optim.lr: expected a number, got 'fast'"),
+        (["run.name=x", "run.steps=0"], "run.steps: must be > 0, got 0"),
+        (["run.name=x", "run.stepz=5"], "Could not override 'run.stepz'; To append to your config use +run.stepz=5"),
+        (["run.name=x", "+run.stepz=5"], "run.stepz: unknown setting"),
+        (["run.name=x", "optim=adam"], "Could not find 'optim/adam'; Available options in 'optim'; ddp; diloco"),
+        (["run.name=x", "run.launcher=slurm"], "run.launcher: 'slurm' is not one of local, ray"),
+        (["run.name=x", "ft.min_replicas=3"], "ft.min_replicas: 3 > ft.replica_groups 2"),
+        (["run.name=x", "model.heads=5"], "model.heads: 5 does not divide model.d_model 64"),
+        (["run.name=x", "optim=diloco", "optim.sync_every=7", "optim.fragments=2"], "not a multiple of"),
+        (["run.name=x", "ft.restart_failed=maybe"], "ft.restart_failed: expected true or false"),
+        (["run.name=x", "optim.lr=="], "Error parsing override 'optim.lr=='"),
+    ],
+)
+def test_bad_values_are_one_clear_line(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        compose(CONFIG, overrides)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_the_driver_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(TRAIN), str(CONFIG), "run.name=x", "optim.lr=fast"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == "train.py: optim.lr: expected a number, got 'fast'; set optim.lr=<number>"
+    missing = subprocess.run(
+        [sys.executable, str(TRAIN), str(tmp_path / "nope.yaml")], capture_output=True, text=True, check=False
+    )
+    assert missing.returncode == 2
+    assert "no such config file" in missing.stderr
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_goodput_books_every_second_once() -> None:
+    ticks = iter([0.0, 2.0])
+    g = Goodput(clock=lambda: next(ticks))
+    with g.timed("startup"):
+        pass
+    g.step(1.0, committed=True, replayed=False)
+    g.step(1.0, committed=True, replayed=True)
+    g.step(0.5, committed=False, replayed=False)
+    g.add("checkpoint", 0.5)
+    assert g.total == 5.0
+    assert g.goodput == 0.2
+    assert g.report()["steps"] == {"committed": 1, "replayed": 1, "failed": 1}
+    assert 'meridian_goodput_ratio{run="r",replica_group="0"} 0.200000' in g.prometheus("r", "0")
+    both = combine([g.report(), g.report()])
+    assert both["goodput"] == 0.2
+    assert both["total_seconds"] == 10.0
