@@ -38,6 +38,7 @@ import torch.distributed as dist
 # DCP's fsspec storage is not re-exported by torch.distributed.checkpoint in torch 2.13; it is what
 # dcp.save picks itself for URLs, but only this way can fsspec storage options be passed to it.
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, async_save
@@ -46,6 +47,19 @@ log = logging.getLogger(__name__)
 
 MARKER = "COMMITTED"
 _STEP_DIR = re.compile(r"step-(\d+)")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written or read.
+
+    DCP reports failures as CheckpointException, a BaseException that ``except Exception`` in a
+    training loop would not catch; it is kept as ``__cause__`` (with every rank's traceback).
+    """
+
+    @classmethod
+    def wrap(cls, what: str, error: CheckpointException) -> CheckpointError:
+        causes = "; ".join(f"rank {rank}: {exc!r}" for rank, (exc, _) in error.failures.items())
+        return cls(f"{what}: {causes}")
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,9 @@ def step_dir(step: int) -> str:
 def staging_options() -> StagingOptions:
     """Staging in DCP's own thread; pinned memory and non-blocking copies only exist with an accelerator.
 
-    Shared memory is only for the process-based uploader; we upload from a thread.
+    On a CPU host this is StagingOptions(False, False, True, False): DCP raises for non-blocking copies
+    without an accelerator and ignores pinning without CUDA. Shared memory is only for DCP's
+    process-based uploader; we upload from a thread. (Only the CPU branch has been run so far.)
     """
     accelerator = torch.accelerator.is_available()
     return StagingOptions(
@@ -73,6 +89,21 @@ def staging_options() -> StagingOptions:
     )
 
 
+class _Stager(DefaultStager):
+    """DefaultStager that hands out the future of its last stage() call.
+
+    torch 2.13's async_save reports staging_completion as successful when staging has already
+    failed by the time it looks; the stager's own future carries the error.
+    """
+
+    last: Future[Any] | None = None
+
+    def stage(self, state_dict: dict[str, Any], **kwargs: Any) -> dict[str, Any] | Future[dict[str, Any]]:
+        staged = super().stage(state_dict, **kwargs)
+        self.last = staged if isinstance(staged, Future) else None
+        return staged
+
+
 class Checkpointer:
     """Asynchronous DCP checkpoints with at most one in flight and a commit marker.
 
@@ -80,6 +111,9 @@ class Checkpointer:
     the group must have a CPU backend, e.g. gloo, because DCP plans and commits over it from its
     background thread); rank 0 of the group writes the marker and prunes. ``None``: this process
     saves alone, whether or not torch.distributed is initialized.
+
+    ``staging`` and ``write_threads`` are tuning knobs (see scripts/bench_trainer.py); the defaults
+    suit a CPU or a single-accelerator process.
 
     Call it from one thread (the training loop).
     """
@@ -92,6 +126,8 @@ class Checkpointer:
         storage_options: dict[str, Any] | None = None,
         on_event: Callable[[CheckpointEvent], None] | None = None,
         process_group: Any = None,
+        staging: StagingOptions | None = None,
+        write_threads: int = 1,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
@@ -105,7 +141,8 @@ class Checkpointer:
         self._pg = process_group
         # The stager keeps its copy buffers between saves (keyed by the source tensors' storage) and
         # refills them in place, which is only safe because the previous upload has finished by then.
-        self._stager = DefaultStager(staging_options())
+        self._stager = _Stager(staging or staging_options())
+        self._write_threads = write_threads
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-commit")
         self._inflight: Future[None] | None = None
         self._closed = False
@@ -126,20 +163,12 @@ class Checkpointer:
             # Saving a step again (e.g. after resuming from it) must not leave its old marker up
             # while the new files are being written over the old ones.
             self._rm_quietly(self._marker(step))
-        response = async_save(
-            state,
-            storage_writer=FsspecWriter(self._step_url(step), sync_files=self._is_local(), **self._options),
-            async_stager=self._stager,
-            process_group=self._pg,
-            no_dist=self._pg is None,
-        )
-        # With a DefaultStager, torch >= 2.9 always answers with both futures.
-        assert isinstance(response, AsyncSaveResponse)
+        staged, upload = self._start(step, state)
         announced = threading.Event()
-        commit = self._committer.submit(self._commit, step, start, response.upload_completion, announced)
+        commit = self._committer.submit(self._commit, step, start, upload, announced)
         self._inflight = commit
         try:
-            response.staging_completion.result()
+            staged.result()
         except BaseException:
             # The upload fails with the same error (it waits on the staged copy): report it once, here.
             announced.set()
@@ -153,6 +182,23 @@ class Checkpointer:
         finally:
             announced.set()
         return blocked
+
+    def _start(self, step: int, state: dict[str, Any]) -> tuple[Future[Any], Future[Any]]:
+        """Hand ``state`` to DCP; return the futures (staged, uploaded)."""
+        self._stager.last = None
+        response = async_save(
+            state,
+            storage_writer=self._writer(step),
+            async_stager=self._stager,
+            process_group=self._pg,
+            no_dist=self._pg is None,
+        )
+        staged: Future[Any] | None = self._stager.last
+        if staged is None:  # staging in the caller's thread (use_async_staging=False): already done
+            staged = Future()
+            staged.set_result(None)
+        upload = response.upload_completion if isinstance(response, AsyncSaveResponse) else response
+        return staged, upload
 
     def wait(self) -> None:
         """Block until the in-flight checkpoint (if any) is durable; re-raise its error (once)."""
@@ -174,12 +220,15 @@ class Checkpointer:
         """
         if not self._fs.exists(self._marker(step)):
             raise FileNotFoundError(f"no committed checkpoint for step {step} under {self._url}")
-        dcp_load(
-            state,
-            storage_reader=FsspecReader(self._step_url(step), **self._options),
-            process_group=self._pg,
-            no_dist=self._pg is None,
-        )
+        try:
+            dcp_load(
+                state,
+                storage_reader=FsspecReader(self._step_url(step), **self._options),
+                process_group=self._pg,
+                no_dist=self._pg is None,
+            )
+        except CheckpointException as e:
+            raise CheckpointError.wrap(f"loading step {step} from {self._url} failed", e) from e
 
     def close(self) -> None:
         """Wait for the in-flight checkpoint (re-raising its error) and release the staging buffers."""
@@ -202,8 +251,11 @@ class Checkpointer:
 
     # -- background commit ----------------------------------------------------------------------
 
-    def _commit(self, step: int, start: float, upload: Future[None], announced: threading.Event) -> None:
-        upload.result()  # the write's error fails the commit: no marker
+    def _commit(self, step: int, start: float, upload: Future[Any], announced: threading.Event) -> None:
+        try:
+            upload.result()  # the write's error fails the commit: no marker
+        except CheckpointException as e:
+            raise CheckpointError.wrap(f"writing step {step} to {self._url} failed", e) from e
         announced.wait()  # "staged" is always reported before "durable"
         coordinator = self._is_coordinator()
         if coordinator:
@@ -246,6 +298,13 @@ class Checkpointer:
     def _step_dirs(self) -> list[int]:
         self._fs.invalidate_cache(self._path)
         return sorted(s for p in self._fs.glob(f"{self._path}/step-*") if (s := _parse_step(p)) is not None)
+
+    def _writer(self, step: int) -> FsspecWriter:
+        # fsync only means something on a local disk; for other filesystems DCP would fall back to
+        # os.sync() of the whole host, while an object store commits a file when it is closed.
+        return FsspecWriter(
+            self._step_url(step), sync_files=self._is_local(), thread_count=self._write_threads, **self._options
+        )
 
     def _step_url(self, step: int) -> str:
         return f"{self._url}/{step_dir(step)}"

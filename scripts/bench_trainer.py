@@ -1,0 +1,227 @@
+"""Benchmarks of the training driver, one section per subsystem.
+
+checkpoint: how long training is blocked per checkpoint with the staged, asynchronous
+`trainer.checkpoint.Checkpointer`, against a synchronous `torch.distributed.checkpoint.save` of the
+same state to the same local disk. A training thread runs matmuls between checkpoints; every second
+it spends inside a checkpoint call (waiting for the previous upload, staging) counts as blocked.
+Target: blocked <= 10% of the synchronous save.
+
+    .venv/bin/python scripts/bench_trainer.py [--json] [--size-gb 1.0] [--repeats 3] [--levers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+from torch.distributed.checkpoint.staging import StagingOptions
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+from trainer.checkpoint import Checkpointer, CheckpointEvent, staging_options
+
+TARGET_RATIO = 0.10
+MATMUL = 1024  # the training thread's unit of work: one (MATMUL x MATMUL) @ (MATMUL x MATMUL)
+
+
+# -- checkpoint ---------------------------------------------------------------------------------
+
+
+def checkpoint_state(size_gb: float, tensors: int = 4) -> dict[str, Any]:
+    """A model-sized state: a few large fp32 tensors (size_gb GiB in all) plus the small values a trainer saves."""
+    numel = int(size_gb * 2**30) // 4 // tensors
+    return {
+        "model": {f"layer{i}.weight": torch.rand(numel) for i in range(tensors)},
+        "manager": {"step": 0, "batches_committed": 0},
+        "rng": torch.get_rng_state(),
+    }
+
+
+def state_bytes(state: dict[str, Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in state["model"].values())
+
+
+class Trainer:
+    """Stand-in for the training thread: matmuls for a given time, counting how many got done."""
+
+    def __init__(self) -> None:
+        self.a = torch.randn(MATMUL, MATMUL)
+        self.b = torch.randn(MATMUL, MATMUL)
+
+    def run(self, seconds: float) -> float:
+        """Work for `seconds`; return matmuls per second."""
+        done, start = 0, time.monotonic()
+        while time.monotonic() - start < seconds:
+            self.a = torch.tanh(self.a @ self.b)
+            done += 1
+        return done / (time.monotonic() - start)
+
+
+def sync_save_seconds(state: dict[str, Any], root: Path, repeats: int) -> list[float]:
+    """`torch.distributed.checkpoint.save` with the writer the Checkpointer uses (fsspec, fsync on)."""
+    timings = []
+    for i in range(repeats):
+        start = time.monotonic()
+        dcp_save(state, storage_writer=FsspecWriter(str(root / f"sync-{i}"), sync_files=True))
+        timings.append(time.monotonic() - start)
+    return timings
+
+
+def async_checkpoints(
+    state: dict[str, Any],
+    root: Path,
+    repeats: int,
+    interval_s: float,
+    staging: StagingOptions | None = None,
+    write_threads: int = 1,
+) -> dict[str, Any]:
+    """Train, checkpoint, repeat; then train once more and wait for the last checkpoint to be durable.
+
+    Checkpoint 0 is measured apart: it also allocates the stager's buffers, which later ones reuse.
+    """
+    trainer = Trainer()
+    events: list[CheckpointEvent] = []
+    blocked, rates = [], []
+    with Checkpointer(str(root), keep=1, on_event=events.append, staging=staging, write_threads=write_threads) as ck:
+        for step in range(repeats + 1):
+            rates.append(trainer.run(interval_s))
+            blocked.append(ck.save(step, state))
+            state["manager"]["step"] = step
+        rates.append(trainer.run(interval_s))
+        start = time.monotonic()
+        ck.wait()
+        final_wait = time.monotonic() - start
+    durable = [e.seconds for e in events if e.kind == "durable"]
+    return {
+        "first_blocked_s": blocked[0],
+        "blocked_s": blocked[1:],
+        "durable_s": durable[1:],
+        "final_wait_s": final_wait,
+        "matmuls_per_s": statistics.median(rates),
+    }
+
+
+def bench_checkpoint(
+    size_gb: float = 1.0,
+    repeats: int = 3,
+    *,
+    interval_s: float | None = None,
+    levers: bool = False,
+) -> dict[str, Any]:
+    """Median synchronous save vs median time blocked per async checkpoint, for a state of `size_gb` GiB.
+
+    The training interval defaults to three times the synchronous save (3 to 6 s): long enough for an
+    upload to finish while the trainer keeps both cores busy, as with checkpoints minutes apart. If it
+    does not finish, the next save() waits for it and that wait counts as blocked.
+    """
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # single process on purpose
+    state = checkpoint_state(size_gb)
+    with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as tmp:
+        root = Path(tmp)
+        sync = statistics.median(sync_save_seconds(state, root / "sync", repeats))
+        interval = interval_s if interval_s is not None else min(max(3.0, 3 * sync), 6.0)
+        idle = Trainer()
+        idle.run(0.5)  # warm up
+        idle_rate = idle.run(interval)
+        run = async_checkpoints(state, root / "async", repeats, interval)
+        blocked = statistics.median(run["blocked_s"])
+        result: dict[str, Any] = {
+            "state_gib": round(state_bytes(state) / 2**30, 3),
+            "sync_save_s": round(sync, 3),
+            "blocked_s": round(blocked, 3),
+            "blocked_ratio": round(blocked / sync, 3),
+            "target_met": blocked / sync <= TARGET_RATIO,
+            "blocked_each_s": [round(b, 3) for b in run["blocked_s"]],
+            "first_blocked_s": round(run["first_blocked_s"], 3),
+            "durable_s": round(statistics.median(run["durable_s"]), 3),
+            "final_wait_s": round(run["final_wait_s"], 3),
+            "interval_s": round(interval, 2),
+            "train_rate_while_checkpointing": round(run["matmuls_per_s"] / idle_rate, 3),
+            "staging": staging_name(staging_options()),
+            "torch_threads": torch.get_num_threads(),
+        }
+        if levers:
+            result["levers"] = try_levers(state, root, repeats, interval, sync)
+    return result
+
+
+def try_levers(state: dict[str, Any], root: Path, repeats: int, interval: float, sync: float) -> dict[str, Any]:
+    """The knobs that could cut blocked time on a CPU host, each with the median blocked and durable seconds."""
+    variants: dict[str, dict[str, Any]] = {
+        "staging_in_caller_thread": {"staging": StagingOptions(False, False, False, False)},
+        "staging_in_shared_memory": {"staging": StagingOptions(False, True, True, False)},
+        "writer_threads_2": {"write_threads": 2},
+    }
+    out = {}
+    for name, knobs in variants.items():
+        run = async_checkpoints(state, root / name, repeats, interval, **knobs)
+        blocked = statistics.median(run["blocked_s"])
+        out[name] = {
+            "blocked_s": round(blocked, 3),
+            "blocked_ratio": round(blocked / sync, 3),
+            "durable_s": round(statistics.median(run["durable_s"]), 3),
+        }
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the trainer leaves a core to the upload (and does half the work)
+    try:
+        run = async_checkpoints(state, root / "one-torch-thread", repeats, interval)
+    finally:
+        torch.set_num_threads(threads)
+    blocked = statistics.median(run["blocked_s"])
+    out["torch_threads_1"] = {
+        "blocked_s": round(blocked, 3),
+        "blocked_ratio": round(blocked / sync, 3),
+        "durable_s": round(statistics.median(run["durable_s"]), 3),
+    }
+    return out
+
+
+def staging_name(options: StagingOptions) -> str:
+    on = [name for name, value in vars(options).items() if value]
+    return "+".join(on) or "none"
+
+
+# -- driver -------------------------------------------------------------------------------------
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "checkpoint": lambda args: bench_checkpoint(args.size_gb, args.repeats, levers=args.levers),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    parser.add_argument("--only", choices=sorted(SECTIONS), action="append", help="run only these sections")
+    parser.add_argument("--size-gb", type=float, default=1.0, help="checkpoint state size in GiB")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--levers", action="store_true", help="also try the staging and writer knobs")
+    args = parser.parse_args(argv)
+    results = {name: run(args) for name, run in SECTIONS.items() if not args.only or name in args.only}
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for section, figures in results.items():
+            for name, value in flatten(figures):
+                print(f"{section}.{name}: {value}")
+    return 0
+
+
+def flatten(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    lines: list[tuple[str, Any]] = []
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            lines += flatten(value, f"{prefix}{name}.")
+        else:
+            lines.append((f"{prefix}{name}", value))
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,439 @@
+"""Staged vs durable DCP checkpoints: round trips, event order, one in flight, crashes, retention, GCS, failures."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fsspec  # type: ignore[import-untyped]
+import gcsfs.core  # type: ignore[import-untyped]
+import numpy as np
+import pytest
+import torch
+from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]
+from fsspec.registry import _registry as fsspec_registry  # type: ignore[import-untyped]
+from gcp_storage_emulator.server import create_server  # type: ignore[import-untyped]
+from trainer.checkpoint import MARKER, Checkpointer, CheckpointError, CheckpointEvent, step_dir
+
+# Every single-process save says so once; that is the intended mode here.
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """An arbitrary Python object in the state: DCP pickles it."""
+
+    name: str
+    tags: frozenset[str]
+
+
+def trained(seed: int) -> tuple[torch.nn.Sequential, torch.optim.Optimizer]:
+    """A small model and an AdamW that has taken one step (so its state exists)."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model(torch.randn(5, 8)).square().mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return model, optimizer
+
+
+def assert_same(actual: Any, expected: Any, where: str = "state") -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), where
+        assert actual.dtype == expected.dtype, where
+        assert torch.equal(actual, expected), where
+    elif isinstance(expected, np.ndarray):
+        assert np.array_equal(actual, expected), where
+    elif isinstance(expected, dict):
+        assert actual.keys() == expected.keys(), where
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list | tuple):
+        assert type(actual) is type(expected), where
+        assert len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, e, f"{where}[{i}]")
+    else:
+        assert actual == expected, where
+
+
+def committed(root: Path) -> list[int]:
+    return sorted(int(p.parent.name.removeprefix("step-")) for p in root.glob(f"step-*/{MARKER}"))
+
+
+def step_dirs(root: Path) -> list[int]:
+    return sorted(int(p.name.removeprefix("step-")) for p in root.glob("step-*"))
+
+
+def on_local_write(monkeypatch: pytest.MonkeyPatch, hook: Callable[[str], None]) -> None:
+    """Run `hook(path)` before the local filesystem opens a DCP data file for writing."""
+    original = LocalFileSystem._open
+
+    def _open(fs: Any, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        if "w" in mode and path.endswith(".distcp"):
+            hook(path)
+        return original(fs, path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "_open", _open)
+
+
+class Gate:
+    """Holds the first data-file write until released: an upload that is slow for as long as a test wants."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self._calls = itertools.count()
+
+    def __call__(self, path: str) -> None:
+        if next(self._calls) == 0:
+            self.entered.set()
+            assert self.release.wait(30), "gate never released"
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+    g = Gate()
+    on_local_write(monkeypatch, g)
+    yield g
+    g.release.set()  # never leave an upload thread stuck if the test failed early
+
+
+def test_round_trip_restores_model_optimizer_counters_rng_and_objects(tmp_path: Path) -> None:
+    model, optimizer = trained(seed=0)
+    state: dict[str, Any] = {
+        "model": model.state_dict(),
+        "optim": optimizer.state_dict(),
+        "manager": {"step": 7, "batches_committed": 42, "user": {"replica": 3}},
+        "data": {"next_batch": 1234, "epoch": 2},
+        "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+        "run": RunInfo("alpha", frozenset({"a", "b"})),
+    }
+    draws = (torch.rand(3), random.random(), np.random.rand())  # what the saved RNG state produces next
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        checkpoints.save(100, state)
+        checkpoints.wait()
+        assert checkpoints.latest() == 100
+
+    fresh_model, fresh_optimizer = trained(seed=1)
+    assert not torch.equal(fresh_model.state_dict()["0.weight"], model.state_dict()["0.weight"])
+    target: dict[str, Any] = {
+        "model": fresh_model.state_dict(),
+        "optim": fresh_optimizer.state_dict(),
+        "manager": {"step": 0, "batches_committed": 0, "user": {"replica": 0}},
+        "data": {"next_batch": 0, "epoch": 0},
+        "rng": {"torch": torch.zeros_like(torch.get_rng_state()), "python": None, "numpy": None},
+        "run": None,
+    }
+    with Checkpointer(str(tmp_path)) as checkpoints:  # a new process would start like this
+        assert checkpoints.latest() == 100
+        checkpoints.load(100, target)
+    fresh_model.load_state_dict(target["model"])
+    fresh_optimizer.load_state_dict(target["optim"])
+
+    assert_same(fresh_model.state_dict(), model.state_dict(), "model")
+    assert_same(fresh_optimizer.state_dict(), optimizer.state_dict(), "optim")
+    assert_same(target["manager"], state["manager"], "manager")
+    assert_same(target["data"], state["data"], "data")
+    assert_same(target["rng"], state["rng"], "rng")
+    assert target["run"] == RunInfo("alpha", frozenset({"a", "b"}))
+    torch.set_rng_state(target["rng"]["torch"])
+    random.setstate(target["rng"]["python"])
+    np.random.set_state(target["rng"]["numpy"])
+    assert_same((torch.rand(3), random.random(), np.random.rand()), draws, "draws after restoring RNG")
+
+
+def test_staged_and_durable_are_separate_and_the_snapshot_ignores_later_mutation(tmp_path: Path, gate: Gate) -> None:
+    events: list[CheckpointEvent] = []
+    weights = torch.arange(4096, dtype=torch.float32)
+    state: dict[str, Any] = {"w": weights, "meta": {"lrs": [0.1, 0.2]}}
+    checkpoints = Checkpointer(str(tmp_path), on_event=events.append)
+
+    checkpoints.save(3, state)
+    assert gate.entered.wait(10)  # the upload runs, held before writing any data
+    weights.mul_(-1)  # training resumes and changes everything in place
+    state["meta"]["lrs"].append(9.9)
+    assert [(e.kind, e.step) for e in events] == [("staged", 3)]
+    assert checkpoints.latest() is None
+    assert not (tmp_path / step_dir(3) / MARKER).exists()
+
+    gate.release.set()
+    checkpoints.wait()
+    assert [(e.kind, e.step) for e in events] == [("staged", 3), ("durable", 3)]
+    assert 0 <= events[0].seconds <= events[1].seconds
+    assert checkpoints.latest() == 3
+
+    loaded: dict[str, Any] = {"w": torch.zeros(4096), "meta": {"lrs": None}}
+    checkpoints.load(3, loaded)
+    assert torch.equal(loaded["w"], torch.arange(4096, dtype=torch.float32))
+    assert loaded["meta"]["lrs"] == [0.1, 0.2]
+    checkpoints.close()
+
+
+def test_durable_is_never_reported_or_committed_before_staged(tmp_path: Path) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    def slow_listener(event: CheckpointEvent) -> None:
+        if event.kind == "staged":
+            time.sleep(0.3)  # the tiny upload finishes meanwhile
+        seen.append((event.kind, (tmp_path / step_dir(event.step) / MARKER).exists()))
+
+    with Checkpointer(str(tmp_path), on_event=slow_listener) as checkpoints:
+        checkpoints.save(1, {"w": torch.ones(4)})
+    assert seen == [("staged", False), ("durable", True)]
+
+
+def test_second_save_waits_for_the_first_upload(tmp_path: Path, gate: Gate) -> None:
+    checkpoints = Checkpointer(str(tmp_path))
+    checkpoints.save(1, {"w": torch.ones(16)})
+    assert gate.entered.wait(10)
+
+    blocked: list[float] = []
+    second = threading.Thread(target=lambda: blocked.append(checkpoints.save(2, {"w": torch.full((16,), 2.0)})))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive(), "a second checkpoint started while the first was still being written"
+    assert checkpoints.latest() is None  # the in-flight step is not reported before its marker exists
+    assert not (tmp_path / step_dir(2)).exists()
+
+    gate.release.set()
+    second.join(10)
+    assert not second.is_alive()
+    assert blocked[0] >= 0.5  # the wait for the first upload counts as blocked time
+    checkpoints.wait()
+    assert committed(tmp_path) == [1, 2]
+    assert checkpoints.latest() == 2
+    checkpoints.close()
+
+
+CRASHING_TRAINER = textwrap.dedent(
+    """
+    import os, signal, sys
+    import torch
+    from trainer.checkpoint import Checkpointer
+
+    root, when = sys.argv[1], sys.argv[2]
+    die = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
+    if when == "before-marker":  # the files are all written, the marker is next
+        write_marker = Checkpointer._write_marker
+        Checkpointer._write_marker = lambda self, step: die() if step == 2 else write_marker(self, step)
+    on_event = (lambda e: die() if e.kind == "staged" and e.step == 2 else None) if when == "staged" else None
+    checkpoints = Checkpointer(root, on_event=on_event)
+    checkpoints.save(1, {"w": torch.full((1024,), 1.0), "data": {"next_batch": 10}})
+    checkpoints.wait()
+    checkpoints.save(2, {"w": torch.full((1024,), 2.0), "data": {"next_batch": 20}})
+    checkpoints.wait()
+    print("survived")
+    """
+)
+
+
+@pytest.mark.parametrize("when", ["staged", "before-marker"])
+def test_a_crash_between_staged_and_durable_leaves_the_previous_checkpoint(tmp_path: Path, when: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", CRASHING_TRAINER, str(tmp_path), when],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == -9, run.stdout + run.stderr
+    if when == "before-marker":
+        assert (tmp_path / step_dir(2) / ".metadata").exists()  # even complete files do not count
+    assert committed(tmp_path) == [1]
+
+    checkpoints = Checkpointer(str(tmp_path))
+    assert checkpoints.latest() == 1
+    loaded: dict[str, Any] = {"w": torch.zeros(1024), "data": {"next_batch": 0}}
+    checkpoints.load(1, loaded)
+    assert torch.equal(loaded["w"], torch.full((1024,), 1.0))
+    assert loaded["data"] == {"next_batch": 10}
+    with pytest.raises(FileNotFoundError):
+        checkpoints.load(2, loaded)
+
+    checkpoints.save(3, {"w": torch.full((1024,), 3.0), "data": {"next_batch": 30}})
+    checkpoints.wait()
+    assert step_dirs(tmp_path) == [1, 3]  # the dead attempt is cleaned up by the next commit
+    checkpoints.close()
+
+
+def test_retention_keeps_the_newest_committed_steps(tmp_path: Path) -> None:
+    seen = []
+    with Checkpointer(str(tmp_path), keep=2) as checkpoints:
+        for step in range(1, 6):
+            checkpoints.save(step * 10, {"w": torch.full((8,), float(step))})
+            checkpoints.wait()
+            seen.append(step_dirs(tmp_path))
+        assert checkpoints.latest() == 50
+    assert seen == [[10], [10, 20], [20, 30], [30, 40], [40, 50]]
+    assert committed(tmp_path) == [40, 50]
+
+
+def test_failed_upload_surfaces_and_never_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(path: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    on_local_write(monkeypatch, disk_full)
+    events: list[CheckpointEvent] = []
+    checkpoints = Checkpointer(str(tmp_path), on_event=events.append)
+
+    checkpoints.save(1, {"w": torch.ones(8)})  # staging works; the write fails in the background
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        checkpoints.wait()
+    checkpoints.wait()  # reported once
+    assert [e.kind for e in events] == ["staged"]
+    assert committed(tmp_path) == []
+    assert checkpoints.latest() is None
+
+    checkpoints.save(2, {"w": torch.ones(8)})
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        checkpoints.save(3, {"w": torch.ones(8)})  # the next save re-raises what failed in flight
+    assert not (tmp_path / step_dir(3)).exists()
+
+    monkeypatch.undo()  # the disk has room again
+    checkpoints.save(4, {"w": torch.full((8,), 4.0)})
+    checkpoints.wait()
+    assert committed(tmp_path) == [4]
+    checkpoints.close()
+
+
+def test_state_that_cannot_be_staged_fails_the_save_itself(tmp_path: Path) -> None:
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        with pytest.raises(TypeError, match="pickle"):
+            checkpoints.save(1, {"w": torch.ones(4), "lock": threading.Lock()})
+        checkpoints.wait()  # nothing left in flight, no second report
+        checkpoints.save(2, {"w": torch.ones(4)})
+    assert committed(tmp_path) == [2]
+
+
+class EmulatorGCS(gcsfs.core.GCSFileSystem):  # type: ignore[misc]
+    """gcsfs against gcp-storage-emulator, which lacks the moveTo API.
+
+    gcsfs retries moveTo for ~30 s before falling back to copy + delete; DCP renames `.metadata.tmp`
+    once per checkpoint. Registering the core class also skips the experimental ExtendedGcsFileSystem,
+    whose gRPC bucket-type probe the emulator cannot answer either.
+    """
+
+    async def _mv_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        await self._cp_file(path1, path2)
+        await self._rm_file(path1)
+
+
+@pytest.fixture
+def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """A local, in-memory GCS JSON API with a bucket `ckpt`; yields the fsspec storage options."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    try:
+        monkeypatch.setitem(fsspec_registry, "gs", EmulatorGCS)
+        options = {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon"}
+        fsspec.filesystem("gs", **options).mkdir("ckpt")
+        yield options
+    finally:
+        EmulatorGCS.clear_instance_cache()
+        server.stop()
+
+
+def test_durable_checkpoints_through_gcs(gcs: dict[str, Any]) -> None:
+    events: list[CheckpointEvent] = []
+    checkpoints = Checkpointer("gs://ckpt/run", keep=2, storage_options=gcs, on_event=events.append)
+    assert checkpoints.latest() is None
+    weights = torch.randn(256, 256)
+    for step in (10, 20, 30):
+        weights.fill_(float(step))
+        checkpoints.save(step, {"w": weights, "data": {"next_batch": step * 4}})
+        weights.fill_(-1.0)  # after staging: must not reach the bucket
+    checkpoints.wait()
+    checkpoints.close()
+    assert [(e.kind, e.step) for e in events] == [(k, s) for s in (10, 20, 30) for k in ("staged", "durable")]
+
+    fs = fsspec.filesystem("gs", **gcs)
+    fs.invalidate_cache()
+    markers = sorted(fs.glob(f"ckpt/run/step-*/{MARKER}"))
+    assert markers == [f"ckpt/run/{step_dir(s)}/{MARKER}" for s in (20, 30)]
+    record = json.loads(fs.cat(markers[-1]))
+    assert record["step"] == 30
+    assert record["bytes"] > weights.numel() * 4
+
+    restarted = Checkpointer("gs://ckpt/run", storage_options=gcs)
+    assert restarted.latest() == 30
+    loaded: dict[str, Any] = {"w": torch.zeros(256, 256), "data": {"next_batch": 0}}
+    restarted.load(30, loaded)
+    assert torch.equal(loaded["w"], torch.full((256, 256), 30.0))
+    assert loaded["data"] == {"next_batch": 120}
+    restarted.close()
+
+
+TWO_RANK_GROUP = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    import torch.distributed as dist
+    from trainer.checkpoint import Checkpointer
+
+    root, rendezvous, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    group = dist.new_group([0, 1], backend="gloo")
+    events, markers = [], []
+    write_marker = Checkpointer._write_marker
+    Checkpointer._write_marker = lambda self, step: markers.append(step) or write_marker(self, step)
+    checkpoints = Checkpointer(root, keep=1, process_group=group, on_event=lambda e: events.append([e.kind, e.step]))
+    for step in (1, 2):
+        mine = torch.full((64,), float(10 * step + rank))
+        checkpoints.save(step, {f"rank{rank}": mine, "data": {"next_batch": step}})
+        mine.fill_(-1.0)
+    checkpoints.wait()
+    dist.barrier(group)
+    latest = checkpoints.latest()
+    loaded = {f"rank{rank}": torch.zeros(64), "data": {"next_batch": 0}}
+    checkpoints.load(latest, loaded)
+    checkpoints.close()
+    mine = loaded[f"rank{rank}"][0].item()
+    print(json.dumps({"latest": latest, "mine": mine, "data": loaded["data"], "events": events, "markers": markers}))
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
+    root, rendezvous = tmp_path / "ckpt", tmp_path / "rendezvous"
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-W", "ignore", "-c", TWO_RANK_GROUP, str(root), str(rendezvous), str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    reports = []
+    for rank, proc in enumerate(ranks):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"rank {rank}: {err[-3000:]}"
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    for rank, report in enumerate(reports):
+        assert report["latest"] == 2
+        assert report["mine"] == 20 + rank
+        assert report["data"] == {"next_batch": 2}
+        assert report["events"] == [["staged", 1], ["durable", 1], ["staged", 2], ["durable", 2]]
+        assert report["markers"] == ([1, 2] if rank == 0 else [])  # rank 0 of the group commits
+    assert step_dirs(root) == [2]  # keep=1
+    files = sorted(os.listdir(root / step_dir(2)))
+    assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]
