@@ -25,6 +25,7 @@ from trainer.checkpoint import Checkpointer, CheckpointEvent
 from trainer.config import Config
 from trainer.data import Batches
 from trainer.goodput import Goodput
+from trainer.gradsync import allreduce_gradients
 from trainer.model import LanguageModel
 
 log = logging.getLogger("trainer")
@@ -95,7 +96,7 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
         set_model_state_dict,
         set_optimizer_state_dict,
     )
-    from torchft import DistributedDataParallel, Manager, Optimizer
+    from torchft import Manager, Optimizer
     from torchft.local_sgd import DiLoCo
 
     goodput = Goodput()
@@ -148,6 +149,13 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
         on_event=lambda e: _checkpoint_event(events, e),
     )
 
+    # torchft syncs one fragment every sync_every / fragments inner steps; each sync is one manager step.
+    per_sync = o.sync_every // o.fragments if diloco else 1
+    context: Any = _Nothing()  # DiLoCo, once the state is final (it copies the parameters when built)
+
+    def next_batch() -> int:
+        return int(manager.current_step()) * per_sync + int(context._local_step)
+
     def checkpoint_state() -> dict[str, Any]:
         return {
             "model": get_model_state_dict(model),
@@ -167,26 +175,19 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
         torch.set_rng_state(saved["rng"]["torch"])
         random.setstate(saved["rng"]["python"])
 
-    # torchft syncs one fragment every sync_every / fragments inner steps; each sync is one manager step.
-    per_sync = o.sync_every // o.fragments if diloco else 1
     resumed = _resume(cfg, checkpoint_state, restore)
     if resumed is not None:
         events.write("resumed", step=resumed)
     high_water = _high_water(cfg, group)
     if diloco:
-        context: Any = DiLoCo(
+        context = DiLoCo(
             manager, fragments, inner, outer, sync_every=o.sync_every, fragment_sync_delay=o.fragment_sync_delay
         )
-        stepper, forward, target = inner, model, -(-cfg.run.steps // per_sync)
+        stepper, target = inner, -(-cfg.run.steps // per_sync)
     else:
-        context = _Nothing()
-        stepper, forward, target = Optimizer(manager, inner), DistributedDataParallel(manager, model), cfg.run.steps
+        stepper, target = Optimizer(manager, inner), cfg.run.steps
     goodput.add("startup", goodput.clock() - started)
     events.write("started", group=group, step=manager.current_step(), resumed=resumed)
-
-    def next_batch() -> int:
-        local = context._local_step if diloco else 0
-        return int(manager.current_step()) * per_sync + int(local)
 
     pending: list[float] = []  # inner steps whose fate the next sync decides
     synced = manager.current_step()
@@ -195,9 +196,11 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
             step_started = goodput.clock()
             tokens = batches.batch(next_batch()).to(device)
             stepper.zero_grad()
-            logits = forward(tokens[:, :-1])
+            logits = model(tokens[:, :-1])
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
             loss.backward()  # type: ignore[no-untyped-call]
+            if not diloco:
+                allreduce_gradients(manager, model.parameters())
             torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
             stepper.step()
             pending.append(goodput.clock() - step_started)

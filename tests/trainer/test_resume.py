@@ -1,0 +1,34 @@
+"""Resume through the driver: always the newest durable checkpoint, never a staged-only one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trainer.checkpoint import MARKER, step_dir
+
+from tests.trainer.conftest import events, final, run
+
+
+def test_a_crash_between_staged_and_durable_resumes_from_the_previous_durable_checkpoint(tmp_path: Path) -> None:
+    common = ("ft.replica_groups=1", "checkpoint.every=20", "run.log_every=10")
+    run(tmp_path, "resume", "run.steps=60", *common)
+    first = [e["step"] for e in events(tmp_path, "resume", 0) if e["event"] == "checkpoint_durable"]
+    assert first == [20, 40, 60]
+    staged_only = tmp_path / "checkpoints" / "resume" / "group-0" / step_dir(60)
+    (staged_only / MARKER).unlink()  # the process died after staging step 60, before its marker
+
+    run(tmp_path, "resume", "run.steps=80", *common)
+    log = events(tmp_path, "resume", 0)
+    resumed = [e for e in log if e["event"] == "resumed"]
+    assert [e["step"] for e in resumed] == [40]  # not 60: it was never durable
+    second_start = max(i for i, e in enumerate(log) if e["event"] == "started")
+    assert log[second_start]["step"] == 40
+    report = final(tmp_path, "resume", 0)
+    assert report["step"] == 80
+    steps = report["goodput"]["steps"]
+    assert steps["replayed"] == 20  # steps 41-60 were done before and lost with the crash
+    assert steps["committed"] == 20  # 61-80 are new work
+    summary = json.loads((tmp_path / "runs" / "resume" / "goodput.json").read_text())
+    assert summary["seconds"]["replayed"] > 0
+    assert summary["seconds"]["checkpoint"] > 0
