@@ -6,14 +6,23 @@ same state to the same local disk. A training thread runs matmuls between checkp
 it spends inside a checkpoint call (waiting for the previous upload, staging) counts as blocked.
 Target: blocked <= 10% of the synchronous save.
 
-    .venv/bin/python scripts/bench_trainer.py [--json] [--size-gb 1.0] [--repeats 3] [--levers]
+stall: two replica groups, one SIGKILLed mid-run: how long the survivor commits nothing, and when the
+restarted group has healed from it. comm: all-reduce bytes per inner step and held-out loss, DDP
+against DiLoCo, on the reference task.
+
+    .venv/bin/python scripts/bench_trainer.py [--json] [--only SECTION] [--size-gb 1.0] [--repeats 3] [--levers]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -26,6 +35,7 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 from torch.distributed.checkpoint.staging import StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from trainer.checkpoint import Checkpointer, CheckpointEvent, staging_options
+from trainer.runs import final_event, read_events
 
 TARGET_RATIO = 0.10
 MATMUL = 1024  # the training thread's unit of work: one (MATMUL x MATMUL) @ (MATMUL x MATMUL)
@@ -188,10 +198,71 @@ def staging_name(options: StagingOptions) -> str:
     return "+".join(on) or "none"
 
 
+# -- fault tolerance and communication: the real driver, as a user runs it -----------------------
+
+TRAIN = Path(__file__).resolve().parent.parent / "platform/trainer/train.py"
+CONFIG = TRAIN.parent / "configs/config.yaml"
+
+
+def start_run(root: Path, name: str, *overrides: str) -> subprocess.Popen[bytes]:
+    settings = [f"run.name={name}", f"run.report_dir={root}", f"checkpoint.dir={root}/checkpoints/{name}"]
+    command = [sys.executable, str(TRAIN), str(CONFIG), *settings, "checkpoint.every=100000", *overrides]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def bench_stall(steps: int = 200, kill_at: int = 60) -> dict[str, Any]:
+    """Kill one of two replica groups mid-run: how long the survivor stops committing, and how long healing takes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        overrides = (f"run.steps={steps}", "run.log_every=1", "ft.replica_groups=2", "ft.heartbeat_timeout_ms=2000")
+        proc = start_run(root, "stall", *overrides)
+        while not any(e["event"] == "step" and e["step"] >= kill_at for e in read_events(root / "stall", 1)):
+            if proc.poll() is not None:
+                raise RuntimeError("the run ended before the kill")
+            time.sleep(0.05)
+        os.kill(json.loads((root / "stall/pids.json").read_text())["1"], signal.SIGKILL)
+        killed = time.time()
+        if proc.wait(timeout=600) != 0:
+            raise RuntimeError("the run failed")
+        times = [e["time"] for e in read_events(root / "stall", 0) if e["event"] == "step"]
+        before = [b - a for a, b in itertools.pairwise(times) if b < killed]
+        after = [t for t in times if t > killed]
+        healed = [e["time"] for e in read_events(root / "stall", 1) if e["event"] == "healed" and e["time"] > killed]
+        return {
+            "step_seconds_median": round(statistics.median(before), 4),
+            "stall_seconds": round(after[0] - killed, 3),
+            "replacement_healed_after_seconds": round(healed[0] - killed, 3) if healed else None,
+            "heartbeat_timeout_seconds": 2.0,
+        }
+
+
+def bench_comm(steps: int = 200, sync_every: int = 50) -> dict[str, Any]:
+    """All-reduce bytes per inner step, DDP against DiLoCo, and the held-out loss each reaches."""
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        common = (f"run.steps={steps}", "ft.replica_groups=2", "ft.min_replicas=2")
+        for name, algo in (("ddp", ("optim=ddp",)), ("diloco", ("optim=diloco", f"optim.sync_every={sync_every}"))):
+            if start_run(root, name, *common, *algo).wait(timeout=900) != 0:
+                raise RuntimeError(f"the {name} run failed")
+            report = final_event(root / name, 0)
+            assert report is not None
+            figures[name] = {
+                "bytes_per_step": round(report["bytes_sent"] / report["inner_steps"]),
+                "loss": report["loss"],
+            }
+    figures["bytes_ratio"] = round(figures["ddp"]["bytes_per_step"] / figures["diloco"]["bytes_per_step"], 1)
+    figures["loss_ratio"] = round(figures["diloco"]["loss"] / figures["ddp"]["loss"], 4)
+    figures["sync_every"] = sync_every
+    return figures
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "checkpoint": lambda args: bench_checkpoint(args.size_gb, args.repeats, levers=args.levers),
+    "stall": lambda args: bench_stall(),
+    "comm": lambda args: bench_comm(),
 }
 
 

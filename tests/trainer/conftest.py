@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from trainer.runs import final_event, read_events
 
 from tests.conftest import REPO
 
@@ -39,13 +40,10 @@ def run(tmp_path: Path, name: str, *extra: str, timeout: float = 300) -> str:
 
 
 def events(tmp_path: Path, name: str, group: int) -> list[dict[str, Any]]:
-    path = tmp_path / "runs" / name / f"events-{group}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_events(tmp_path / "runs" / name, group)
 
 
 def final(tmp_path: Path, name: str, group: int) -> dict[str, Any]:
-    finals = [e for e in events(tmp_path, name, group) if e["event"] == "final"]
-    assert finals, f"group {group} of {name} never finished"
-    return finals[-1]
+    found = final_event(tmp_path / "runs" / name, group)
+    assert found is not None, f"group {group} of {name} never finished"
+    return found

@@ -46,9 +46,10 @@ def trainer(cfg: Config) -> Any:
 
 
 def launch(cfg: Config) -> int:
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # TorchftConfig belongs to Ray Train v2
     result = trainer(cfg).fit()
     out = run_dir(cfg)
     summary = combine(final_reports(out))
     (out / "goodput.json").write_text(dumps(summary))
-    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%}; ray result: {result.metrics}")
+    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {summary['replica_group_reports']} replica groups")
     return 0 if result.error is None else 1

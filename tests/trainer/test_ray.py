@@ -1,0 +1,47 @@
+"""The cluster path: Ray Train's TorchTrainer with torchft (TorchftConfig), on a local Ray instance."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from trainer.config import compose
+from trainer.ray_train import launch
+
+from tests.trainer.conftest import CONFIG, final
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    import ray
+
+    os.environ.setdefault("RUST_LOG", "warn")
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_two_replica_groups_train_under_ray_train(local_ray: None, tmp_path: Path) -> None:
+    cfg = compose(
+        CONFIG,
+        [
+            "run.name=ray",
+            "run.launcher=ray",
+            f"run.report_dir={tmp_path / 'runs'}",
+            f"checkpoint.dir={tmp_path / 'checkpoints'}",
+            "run.steps=30",
+            "run.log_every=10",
+            "checkpoint.every=10",
+        ],
+    )
+    assert launch(cfg) == 0
+    reports = [final(tmp_path, "ray", group) for group in (0, 1)]
+    assert [r["step"] for r in reports] == [30, 30]
+    assert reports[0]["weights"] == reports[1]["weights"]  # the groups trained as one data-parallel model
+    assert reports[0]["bytes_sent"] > 0
+    durable = sorted(p.name for p in (tmp_path / "checkpoints" / "group-0").iterdir())
+    assert durable == ["step-000000010", "step-000000020", "step-000000030"]
+    assert json.loads((tmp_path / "runs" / "ray" / "goodput.json").read_text())["replica_group_reports"] == 2
