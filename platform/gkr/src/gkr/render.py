@@ -27,6 +27,9 @@ NODE_CHECKS = ("kernel-log", "gpu-state", "nccl", "rdma-interfaces", "shm")
 LEVEL_LABELS = dict(zip(("block", "subblock", "host"), names.TOPOLOGY_LEVELS, strict=False))
 
 
+DOWNWARD = (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace"))
+
+
 @cache
 def _templates() -> Environment:
     return Environment(
@@ -55,7 +58,9 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    # Where the pod runs, for the trainer's NCCLFailure Events (Warden counts them per node).
+    env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD]
+    env += [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     tolerations = [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
     if r.pool.flex_start:
         tolerations.append(names.QUEUED_TOLERATION)

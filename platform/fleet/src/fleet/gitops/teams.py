@@ -80,5 +80,21 @@ def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
                 namespace,
                 annotations={"iam.gke.io/gcp-service-account": trainer_account},
             ),
+            # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
+            obj(
+                "rbac.authorization.k8s.io/v1",
+                "Role",
+                "trainer-events",
+                namespace,
+                rules=[{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+            ),
+            obj(
+                "rbac.authorization.k8s.io/v1",
+                "RoleBinding",
+                "trainer-events",
+                namespace,
+                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainer-events"},
+                subjects=[{"kind": "ServiceAccount", "name": names.TRAINER_KSA, "namespace": namespace}],
+            ),
         ]
     return objects
