@@ -26,6 +26,7 @@ from trainer.config import Config
 from trainer.data import Batches
 from trainer.goodput import Goodput
 from trainer.gradsync import allreduce_gradients
+from trainer.kube_events import FailureReporter
 from trainer.model import LanguageModel
 
 log = logging.getLogger("trainer")
@@ -189,6 +190,7 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
     goodput.add("startup", goodput.clock() - started)
     events.write("started", group=group, step=manager.current_step(), resumed=resumed)
 
+    reporter = FailureReporter(os.environ)
     pending: list[float] = []  # inner steps whose fate the next sync decides
     synced = manager.current_step()
     with context:
@@ -208,6 +210,10 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
             if not at_sync:
                 continue
             committed = manager.current_step() > synced
+            if not committed and manager.errored() is not None:
+                failure = str(manager.errored().original_exception).splitlines()[0][:300]
+                events.write("allreduce_failed", step=manager.current_step(), error=failure)
+                reporter.report(f"replica group {group}: collective failed at step {manager.current_step()}: {failure}")
             for seconds in pending:
                 goodput.step(seconds, committed, replayed=manager.current_step() <= high_water)
             pending, synced = [], manager.current_step()

@@ -1,0 +1,53 @@
+"""NCCL failure Events: the exact request a replica group posts for Warden, against a local server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from trainer.kube_events import REASON, FailureReporter
+
+from tests.warden.fakes import ApiState, FakeApiServer, serving
+from warden.service import nccl_failures
+
+ENV = {"NODE_NAME": "gke-h200-a-0007", "POD_NAME": "pretrain-worker-3", "POD_NAMESPACE": "team-research"}
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[ApiState, str]]:
+    state = ApiState()
+    with serving(FakeApiServer, state) as url:
+        yield state, url
+
+
+def account(tmp_path: Path) -> Path:
+    (tmp_path / "token").write_text("trainer-token\n")
+    return tmp_path
+
+
+def test_a_failure_becomes_an_event_warden_counts_for_the_node(api: tuple[ApiState, str], tmp_path: Path) -> None:
+    state, url = api
+    reporter = FailureReporter(ENV, account(tmp_path), interval_s=30, api=url)
+    assert reporter.report("collective failed at step 41: Connection reset by peer", now=1_764_400_000)
+    (request,) = state.requests
+    assert (request.method, request.path) == ("POST", "/api/v1/namespaces/team-research/events")
+    assert (request.auth, request.content_type) == ("Bearer trainer-token", "application/json")
+    assert request.body["reason"] == REASON
+    assert request.body["source"] == {"component": "meridian-trainer", "host": "gke-h200-a-0007"}
+    assert request.body["involvedObject"]["name"] == "pretrain-worker-3"
+    # Rate-limited: a second failure 10 s later is not posted, one 40 s later is.
+    assert not reporter.report("again", now=1_764_400_010)
+    assert reporter.report("again", now=1_764_400_040)
+    assert nccl_failures(state.events, 1_764_400_060, 3600) == {"gke-h200-a-0007": 2}
+
+
+def test_outside_a_cluster_nothing_is_sent(tmp_path: Path) -> None:
+    assert not FailureReporter({}, account(tmp_path)).enabled
+    assert not FailureReporter(ENV, tmp_path / "missing", api="http://127.0.0.1:9").enabled
+    assert not FailureReporter({}, account(tmp_path)).report("x")
+
+
+def test_an_unreachable_api_server_does_not_stop_training(tmp_path: Path) -> None:
+    reporter = FailureReporter(ENV, account(tmp_path), api="http://127.0.0.1:9")
+    assert reporter.report("x") is False
