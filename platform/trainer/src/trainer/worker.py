@@ -28,6 +28,7 @@ from trainer.goodput import Goodput
 from trainer.gradsync import allreduce_gradients
 from trainer.kube_events import FailureReporter
 from trainer.model import LanguageModel
+from trainer.runs import read_events
 
 log = logging.getLogger("trainer")
 
@@ -49,13 +50,8 @@ def run_dir(cfg: Config) -> Path:
 
 def final_reports(out: Path) -> list[dict[str, Any]]:
     """The goodput reports of every replica-group process that finished, from their event logs."""
-    reports = []
-    for path in sorted(out.glob("events-*.jsonl")):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            if event["event"] == "final":
-                reports.append(event["goodput"])
-    return reports
+    groups = sorted(int(p.stem.split("-", 1)[1]) for p in out.glob("events-*.jsonl"))
+    return [e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final"]
 
 
 def weights_digest(model: torch.nn.Module) -> str:
