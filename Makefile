@@ -33,10 +33,11 @@ review: $(ENV) ## plan review of HEAD against BASE: review.md, exit 3 when destr
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
 	$(BIN)/checkov --config-file infra/checkov.yaml -d $(SYNTH_OUT)/stacks
 
-bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warden decisions
+bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warden decisions, trainer
 	$(BIN)/python scripts/bench_synth.py
 	$(BIN)/python scripts/bench_gkr.py
 	$(BIN)/python scripts/bench_warden.py
+	$(BIN)/python scripts/bench_trainer.py
 
 test: lint typecheck unit ## everything CI runs
 
