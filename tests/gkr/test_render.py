@@ -89,7 +89,8 @@ def test_indexed_job_runs_the_collective_check_first() -> None:
     )
     assert script.endswith("&& exec python train.py configs/sft.yaml run.name=sft-eval-sweep")
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in spec["containers"][0]["env"]
+    node_name = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    assert node_name in spec["containers"][0]["env"]
     assert (env["MASTER_ADDR"], env["WORLD_SIZE"]) == ("sft-eval-sweep-0.sft-eval-sweep", "4")
     assert (
         job["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"]

@@ -32,3 +32,5 @@ def test_a_crash_between_staged_and_durable_resumes_from_the_previous_durable_ch
     summary = json.loads((tmp_path / "runs" / "resume" / "goodput.json").read_text())
     assert summary["seconds"]["replayed"] > 0
     assert summary["seconds"]["checkpoint"] > 0
+    prometheus = (tmp_path / "runs" / "resume" / "goodput-0.prom").read_text()
+    assert 'meridian_train_seconds_total{run="resume",replica_group="0",bucket="replayed"}' in prometheus

@@ -235,6 +235,8 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
         "goodput": goodput.report(),
     }
     events.write("final", **report)
+    # Prometheus text format, for node-exporter's textfile collector or a push.
+    (run_dir(cfg) / f"goodput-{group}.prom").write_text(goodput.prometheus(cfg.run.name, str(group)))
     log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
     manager.shutdown(wait=False)
     return report
