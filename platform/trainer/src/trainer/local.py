@@ -51,7 +51,7 @@ def launch(cfg: Config) -> int:
     address = server.address()  # type: ignore[attr-defined]
     (out / "lighthouse").write_text(address)
     procs = {g: spawn(config_json, g, address) for g in range(cfg.ft.replica_groups)}
-    (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))
+    _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     failed = False
     while procs:
@@ -66,7 +66,7 @@ def launch(cfg: Config) -> int:
                 restarts[group] += 1
                 log.warning("replica group %d exited with %d: starting it again (%d)", group, code, restarts[group])
                 procs[group] = spawn(config_json, group, address)
-                (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))
+                _write_pids(out, procs)
             else:
                 log.error("replica group %d exited with %d", group, code)
                 del procs[group]
@@ -77,3 +77,8 @@ def launch(cfg: Config) -> int:
     (out / "goodput.json").write_text(dumps(summary))
     print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {len(reports)} replica group report(s)")
     return 1 if failed else 0
+
+
+def _write_pids(out: Path, procs: dict[int, subprocess.Popen[bytes]]) -> None:
+    """Which process is which group: for operators, tests and the benchmark that kill one."""
+    (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))

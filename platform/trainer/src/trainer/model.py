@@ -73,7 +73,3 @@ class _Holder(nn.Module):
     def __init__(self, parameter: nn.Parameter) -> None:
         super().__init__()
         self.parameter = parameter
-
-
-def parameter_count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

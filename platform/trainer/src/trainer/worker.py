@@ -84,7 +84,7 @@ class Counted:
         manager.allreduce = allreduce
 
 
-def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_world_size: int = 1) -> dict[str, Any]:
+def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     """Train as replica group `group` until the run's last step commits; returns this group's report."""
     from torch.distributed import TCPStore  # type: ignore[attr-defined]
     from torch.distributed.checkpoint.state_dict import (
@@ -123,7 +123,8 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
             optimizer.load_state_dict(saved)
         events.write("healed", step=manager.current_step())
 
-    store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False) if group_rank == 0 else None
+    # A replica group is one process: its store is its own (multi-rank groups are not built).
+    store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
     manager = Manager(
         pg=_process_group(cfg),
         load_state_dict=load_user_state,
@@ -132,10 +133,10 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
         use_async_quorum=not diloco,  # DiLoCo needs the quorum settled before it syncs
         timeout=timedelta(seconds=cfg.ft.timeout_s),
         quorum_timeout=timedelta(seconds=cfg.ft.quorum_timeout_s),
-        rank=group_rank,
-        world_size=group_world_size,
-        store_addr=os.environ.get("MASTER_ADDR", "localhost"),
-        store_port=store.port if store is not None else int(os.environ["MASTER_PORT"]),
+        rank=0,
+        world_size=1,
+        store_addr="localhost",
+        store_port=store.port,
         lighthouse_addr=lighthouse,
         replica_id=f"{cfg.run.name}-{group}",
     )
@@ -194,8 +195,7 @@ def train(cfg: Config, group: int, lighthouse: str, group_rank: int = 0, group_w
             step_started = goodput.clock()
             tokens = batches.batch(next_batch()).to(device)
             stepper.zero_grad()
-            logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            loss = model.loss(tokens)
             loss.backward()  # type: ignore[no-untyped-call]
             if not diloco:
                 allreduce_gradients(manager, model.parameters())

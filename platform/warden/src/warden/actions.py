@@ -111,15 +111,15 @@ class Actuator:
         if verb == "cordon":
             self.cordon(node)
         elif verb == "evict":
-            self.evict(name, evictable)
+            self.evict(self.kube.pods_on(name))
         elif verb == "restart_pods":
-            self.evict(name, lambda p: evictable(p) and uses_gpus(p))
+            self.evict([p for p in self.kube.pods_on(name) if uses_gpus(p)])
         elif verb in ("reboot", "replace", "report_faulty"):
             self.compute_call(node, verb, detail)
         elif verb == "preflight":
             self.start_probation(node, record)
         elif verb == "uncordon":
-            self.uncordon(node, record)
+            self.uncordon(node)
         elif verb == "event":
             self.event(node, "WardenAction", detail)
 
@@ -138,15 +138,16 @@ class Actuator:
 
     # What each phase implies, re-asserted every round
 
-    def ensure(self, node: dict[str, Any], record: Record) -> None:
+    def ensure(self, node: dict[str, Any], record: Record, pods: list[dict[str, Any]], probation: str | None) -> None:
+        """`pods` (left on a draining node) and `probation` (its Job's result) as the round just read them."""
         if self.policy.dry_run or record.phase not in CORDONED:
             return
         try:
             if not is_cordoned(node):
                 self.cordon(node)
             if record.phase == "draining":
-                self.evict(node["metadata"]["name"], evictable)
-            if record.phase == "probation" and self.probation_result(node["metadata"]["name"], record) == "missing":
+                self.evict(pods)
+            if record.phase == "probation" and probation == "missing":
                 self.start_probation(node, record)
         except (ApiError, OSError) as error:
             self.metrics.api_errors.inc()
@@ -157,7 +158,7 @@ class Actuator:
         patch = {"spec": {"unschedulable": True, "taints": [*taints, TAINT]}}
         self.cache.store(self.kube.patch_node(node["metadata"]["name"], patch))
 
-    def uncordon(self, node: dict[str, Any], record: Record) -> None:
+    def uncordon(self, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
         taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
         patch = {
@@ -169,13 +170,11 @@ class Actuator:
     def pods(self, node: str) -> list[dict[str, Any]]:
         return [p for p in self.kube.pods_on(node) if evictable(p)]
 
-    def evict(self, node: str, which: Callable[[dict[str, Any]], bool]) -> int:
-        """Evict the chosen pods; returns how many a PodDisruptionBudget refused for now."""
-        refused = 0
-        for pod in self.kube.pods_on(node):
-            if which(pod) and not pod.get("metadata", {}).get("deletionTimestamp"):
-                refused += not self.kube.evict(pod, int(self.policy.drain_grace_s))
-        return refused
+    def evict(self, pods: list[dict[str, Any]]) -> None:
+        """Ask the Eviction API for each pod a drain must move; one a PodDisruptionBudget refuses is asked next round."""
+        for pod in pods:
+            if evictable(pod) and not pod.get("metadata", {}).get("deletionTimestamp"):
+                self.kube.evict(pod, int(self.policy.drain_grace_s))
 
     # Probation: preflight on the node itself, in a Job pinned to it
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         agent = Agent(Kube(client(args.kubeconfig), TokenBucket(1, 5)), args.node, args.kmsg)
         if args.once:
             agent.load()
-            agent.step(__import__("time").time())
+            agent.step(time.time())
             return 0
         agent.run(stop, args.interval_seconds)
         return 0

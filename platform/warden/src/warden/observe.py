@@ -34,7 +34,8 @@ def parse_codes(message: str) -> list[tuple[int, float]]:
     return pairs
 
 
-def _time(value: str) -> float:
+def parse_time(value: str) -> float:
+    """Epoch seconds of a Kubernetes timestamp (RFC 3339); 0 when it is missing or unreadable."""
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -55,7 +56,7 @@ def signals(node: dict[str, Any], now: float, policy: Policy, nccl_failures: int
         try:
             failure = json.loads(raw)
             found.append(
-                Signal("preflight", detail=str(failure.get("check", "")), at=_time(str(failure.get("time", ""))))
+                Signal("preflight", detail=str(failure.get("check", "")), at=parse_time(str(failure.get("time", ""))))
             )
         except (ValueError, AttributeError):
             found.append(Signal("preflight", detail="unreadable annotation"))
@@ -73,6 +74,7 @@ def signals(node: dict[str, Any], now: float, policy: Policy, nccl_failures: int
 
 def view(
     node: dict[str, Any],
+    record: Record,
     now: float,
     policy: Policy,
     pods: int = 0,
@@ -92,10 +94,14 @@ def view(
     return NodeView(
         name=meta["name"],
         pool=labels.get(POOL_LABEL, ""),
-        record=Record.from_annotations(meta.get("annotations") or {}),
+        record=record,
         facts=facts,
         signals=signals(node, now, policy, nccl_failures),
     )
+
+
+def record_of(node: dict[str, Any]) -> Record:
+    return Record.from_annotations(node.get("metadata", {}).get("annotations") or {})
 
 
 def is_gpu_node(node: dict[str, Any]) -> bool:

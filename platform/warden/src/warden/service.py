@@ -13,7 +13,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,20 +22,16 @@ from warden.kube import ApiError, Kube
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import is_gpu_node, view
+from warden.observe import is_gpu_node, parse_time, record_of, view
 from warden.policy import Policy
-from warden.state import PHASES, Record
+from warden.state import PHASES
 
 log = logging.getLogger("warden")
 NCCL_REASON = "NCCLFailure"  # the Event reason trainer pods report NCCL errors with
 
 
 def _event_time(event: dict[str, Any]) -> float:
-    raw = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""
-    try:
-        return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    return parse_time(str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""))
 
 
 def nccl_failures(events: list[dict[str, Any]], now: float, window_s: float) -> Counter[str]:
@@ -67,16 +62,15 @@ class Warden:
         nodes = {n["metadata"]["name"]: n for n in self.cache.snapshot() if is_gpu_node(n)}
         events = self.kube.events(f"reason={NCCL_REASON}")
         failures = nccl_failures(events, started, self.policy.window_s)
-        views = []
+        views, seen = [], {}
         for name, node in nodes.items():
-            record = Record.from_annotations(node["metadata"].get("annotations") or {})
-            pods, probation = 0, None
-            if record.phase == "draining":
-                pods = len(self.actuator.pods(name))
-            elif record.phase == "probation":
-                result = self.actuator.probation_result(name, record)
-                probation = result if result in ("pass", "fail") else None
-            views.append(view(node, started, self.policy, pods, probation, failures[name]))
+            record = record_of(node)
+            # Asked once per round, used by the decision and by ensure() alike.
+            pods = self.actuator.pods(name) if record.phase == "draining" else []
+            probation = self.actuator.probation_result(name, record) if record.phase == "probation" else None
+            seen[name] = (pods, probation)
+            finished = probation if probation in ("pass", "fail") else None
+            views.append(view(node, record, started, self.policy, len(pods), finished, failures[name]))
         decided = run_round(views, self.policy, started)
         phases: Counter[str] = Counter()
         for v in views:
@@ -84,7 +78,7 @@ class Warden:
             if decision is not None:
                 self.actuator.apply(nodes[v.name], v.record, decision)
             else:
-                self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record)
+                self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
             phases[(decision.record if decision else v.record).phase] += 1
         for phase in PHASES:
             self.metrics.nodes.set(phases[phase], phase=phase)
