@@ -27,9 +27,7 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
 
     survivor = [e for e in events(tmp_path, name, 0) if e["event"] == "step"]
     steps = [e["step"] for e in survivor]
-    assert steps == sorted(steps), [
-        (e["event"], e.get("step"), e.get("participants")) for g in (0, 1) for e in events(tmp_path, name, g)
-    ]
+    assert steps == sorted(steps)  # committed steps never go back
     assert len(set(steps)) == len(steps)
     assert any(e["participants"] == 1 and e["time"] > killed_at for e in survivor)  # it shrank and went on
     assert any(e["event"] == "allreduce_failed" for e in events(tmp_path, name, 0))  # and said why

@@ -8,6 +8,7 @@ from a live peer (model, optimizers, DiLoCo's outer state) before it steps.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -114,7 +115,11 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     batches = Batches(cfg.data, cfg.model.seq_len, cfg.model.vocab, group)
 
     def user_state() -> dict[str, Any]:
-        return {"model": model.state_dict(), "inner": inner.state_dict(), "outer": [x.state_dict() for x in outer]}
+        # What a healing peer fetches. torchft's HTTP transport serves the tensors it is handed until the
+        # peer has read them, and on CPU it does not copy them first: without a snapshot, a peer reading
+        # while this group takes its next optimizer step gets a mix of two steps (and diverges).
+        live = {"model": model.state_dict(), "inner": inner.state_dict(), "outer": [x.state_dict() for x in outer]}
+        return copy.deepcopy(live)
 
     def load_user_state(state: dict[str, Any]) -> None:
         model.load_state_dict(state["model"])
