@@ -42,6 +42,9 @@ def test_two_replica_groups_train_under_ray_train(local_ray: None, tmp_path: Pat
     assert [r["step"] for r in reports] == [30, 30]
     assert reports[0]["weights"] == reports[1]["weights"]  # the groups trained as one data-parallel model
     assert reports[0]["bytes_sent"] > 0
-    durable = sorted(p.name for p in (tmp_path / "checkpoints" / "group-0").iterdir())
-    assert durable == ["step-000000010", "step-000000020", "step-000000030"]
+    # A group that joined late healed past the first steps and never checkpointed them itself;
+    # between them, the groups hold every checkpoint, and each holds the last one.
+    durable = {g: {p.name for p in (tmp_path / "checkpoints" / f"group-{g}").iterdir()} for g in (0, 1)}
+    assert durable[0] | durable[1] == {"step-000000010", "step-000000020", "step-000000030"}
+    assert all("step-000000030" in steps for steps in durable.values())
     assert json.loads((tmp_path / "runs" / "ray" / "goodput.json").read_text())["replica_group_reports"] == 2
