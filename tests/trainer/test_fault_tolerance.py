@@ -30,7 +30,6 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
     assert steps == sorted(steps)  # committed steps never go back
     assert len(set(steps)) == len(steps)
     assert any(e["participants"] == 1 and e["time"] > killed_at for e in survivor)  # it shrank and went on
-    assert any(e["event"] == "allreduce_failed" for e in events(tmp_path, name, 0))  # and said why
     assert final(tmp_path, name, 0)["step"] == 160
 
     replaced = events(tmp_path, name, 1)
