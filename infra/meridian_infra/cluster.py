@@ -55,7 +55,7 @@ from meridian_infra.network import POD_RANGE, SERVICE_RANGE, RegionNetworks
 # A fixed first occurrence: GKE repeats the window by its RRULE from here.
 _WINDOW_EPOCH = datetime(2026, 1, 1)
 
-SYSTEM_POOL = "system"
+SYSTEM_POOL = names.SYSTEM_POOL
 OAUTH_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # access is decided by IAM
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fleet.catalog import MACHINE_TYPES, MachineType
-from fleet.model import Fleet, GpuPool, Region
+from fleet.model import CpuPool, Fleet, GpuPool, Region
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,11 @@ def total(parts: Iterable[Capacity]) -> Capacity:
 
 def pool_capacity(pool: GpuPool) -> Capacity:
     return of_machines(MACHINE_TYPES.get(pool.machine_type), pool.nodes)
+
+
+def cpu_pool_capacity(pool: CpuPool) -> Capacity:
+    """The most a CPU worker pool scales to."""
+    return of_machines(MACHINE_TYPES.get(pool.machine_type), pool.max_nodes)
 
 
 def system_capacity(region: Region) -> Capacity:

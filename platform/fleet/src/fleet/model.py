@@ -21,7 +21,10 @@ _PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
 _BUCKET = re.compile(r"[a-z0-9][-_a-z0-9]{1,61}[a-z0-9]")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]{2,}")
 _SEMVER = re.compile(r"\d+\.\d+\.\d+")
-_DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+# repository:version, optionally @sha256:<digest>. Images the project builds get their digest
+# from the image workflow; third-party images whose digest cannot be checked offline stay
+# pinned by version until that workflow fills it in (never a floating tag such as latest).
+_IMAGE = re.compile(r"[a-z0-9][-a-z0-9.]*(:\d+)?(/[a-z0-9][-_.a-z0-9]*)+:v?\d+(\.\d+){1,2}([-.+][-_.a-zA-Z0-9]+)?(@sha256:[0-9a-f]{64})?")
 _HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
@@ -67,7 +70,10 @@ BucketName = Annotated[
 Version = Annotated[str, _matching(_SEMVER, "is not a pinned version; write MAJOR.MINOR.PATCH, e.g. 1.7.0")]
 Image = Annotated[
     str,
-    _matching(_DIGEST, "is not pinned by digest; append @sha256:<64 hex digits> (tags can be moved)"),
+    _matching(
+        _IMAGE,
+        "is not a pinned image; write REGISTRY/PATH:VERSION (e.g. :1.2.0), optionally @sha256:<64 hex digits>",
+    ),
 ]
 Email = Annotated[str, _matching(_EMAIL, "is not an email address; use the team's Google group")]
 Count = Annotated[int, Field(ge=0)]
@@ -170,11 +176,17 @@ class MaintenanceWindow(Base):
 
 
 class Exclusion(Base):
-    """A maintenance exclusion, e.g. around a large run; times in RFC 3339 with a zone."""
+    """A maintenance exclusion; times in RFC 3339 with a zone.
+
+    Without `end` the exclusion lasts until the end of support of the cluster's
+    minor version (GKE's UNTIL_END_OF_SUPPORT), as cluster-toolkit's A3 Ultra
+    blueprint holds node upgrades off training capacity; renew it (a new start)
+    after each planned minor upgrade.
+    """
 
     name: Name
     start: AwareDatetime
-    end: AwareDatetime
+    end: AwareDatetime | None = None
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = "NO_MINOR_OR_NODE_UPGRADES"
 
 
@@ -223,6 +235,20 @@ class SystemPool(Base):
         return MACHINE_TYPES[self.machine_type]
 
 
+class CpuPool(Base):
+    """Autoscaled CPU workers for Ray heads and CPU-only jobs (never the H200 nodes)."""
+
+    name: PoolName
+    machine_type: str
+    max_nodes: int = Field(ge=1, le=1000)  # across the region's zones; scales down to min_nodes
+    min_nodes: int = Field(default=0, ge=0, le=1000)
+    max_pods_per_node: int = Field(default=110, ge=8, le=256)
+
+    @property
+    def machine(self) -> MachineType:
+        return MACHINE_TYPES[self.machine_type]
+
+
 class RegionNetwork(Base):
     """Explicit ranges; each one left out is planned."""
 
@@ -240,6 +266,7 @@ class Region(Base):
     cluster: Cluster
     system_pool: SystemPool
     gpu_pools: tuple[GpuPool, ...] = ()
+    cpu_pools: tuple[CpuPool, ...] = ()
     network: RegionNetwork = RegionNetwork()
 
 

@@ -34,6 +34,7 @@ QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists",
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 POOL_LABEL = "meridian.dev/pool"
+SYSTEM_POOL = "system"  # the node pool of the platform's own services (operators, Warden, Argo CD)
 TEAM_LABEL = "meridian.dev/team"
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
+from fleet import names
 from fleet.capacity import region_capacity
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
@@ -18,7 +19,7 @@ from fleet.problems import Path, Problem, one_of
 
 def check(fleet: Fleet) -> list[Problem]:
     problems: list[Problem] = []
-    for rule in (_regions, _pools, _teams, _priorities, _images, _names):
+    for rule in (_regions, _pools, _cpu_pools, _teams, _priorities, _images, _names):
         problems.extend(rule(fleet))
     return problems
 
@@ -68,6 +69,14 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
 
 
 def _exclusion(exclusion: Exclusion, at: Path) -> Iterator[Problem]:
+    if exclusion.end is None:
+        if exclusion.scope == "NO_UPGRADES":
+            yield Problem(
+                (*at, "end"),
+                "a NO_UPGRADES exclusion needs an end (at most 30 days); "
+                "set end, or use scope NO_MINOR_OR_NODE_UPGRADES to hold until end of support",
+            )
+        return
     length = exclusion.end - exclusion.start
     if length <= timedelta(0):
         yield Problem((*at, "end"), "the exclusion ends before it starts; swap start and end")
@@ -107,6 +116,26 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
                 f"A3 Ultra pools of {region.name} span zones {', '.join(zones)}; pods name RDMA networks rdma-0..7, "
                 "which exist once per cluster, so keep them in one zone",
             )
+
+
+def _cpu_pools(fleet: Fleet) -> Iterator[Problem]:
+    for i, region in enumerate(fleet.regions):
+        at: Path = ("regions", i, "cpu_pools")
+        taken = {p.name for p in region.gpu_pools} | {names.SYSTEM_POOL}
+        yield from _duplicates(((((*at, p, "name")), pool.name) for p, pool in enumerate(region.cpu_pools)), "pool")
+        for p, pool in enumerate(region.cpu_pools):
+            if pool.name in taken:
+                yield Problem(
+                    (*at, p, "name"), f"pool name {pool.name!r} is already a GPU or system pool; pick another name"
+                )
+            machine = MACHINE_TYPES.get(pool.machine_type)
+            if machine is None or machine.is_gpu:
+                what = "is a GPU machine" if machine else "is not a known CPU machine type"
+                yield Problem(
+                    (*at, p, "machine_type"), f"{pool.machine_type!r} {what}; {one_of(_cpu_types(), pool.machine_type)}"
+                )
+            if pool.min_nodes > pool.max_nodes:
+                yield Problem((*at, p, "min_nodes"), f"min_nodes {pool.min_nodes} is above max_nodes {pool.max_nodes}")
 
 
 def _pool(region: Region, pool: GpuPool, at: Path, teams: set[str]) -> Iterator[Problem]:
