@@ -2,6 +2,7 @@
 
     meridian plan [--fleet FILE] [--json]
     meridian generate [--fleet FILE] [--root DIR] [--check]
+    meridian pin-image [--fleet FILE] FIELD IMAGE@sha256:DIGEST
 
 Exit codes: 0 success, 1 generated files are stale (--check),
 2 invalid input (one line per problem on stderr).
@@ -38,7 +39,22 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if the committed output is stale"
     )
+    pin = commands.add_parser("pin-image", help="set versions.FIELD to an image pinned by digest (image workflow)")
+    pin.add_argument("--fleet", default="fleet.yaml", help="fleet spec to edit (default: fleet.yaml)")
+    pin.add_argument("field", help="warden_image, trainer_image or nccl_installer_image")
+    pin.add_argument("image", help="REPOSITORY:VERSION@sha256:<64 hex digits>")
     return parser
+
+
+def _pin(path: Path, field: str, image: str) -> int:
+    from fleet.pins import pin_image
+
+    updated = pin_image(path.read_text(encoding="utf-8"), field, image, str(path))
+    staging = path.with_name(f".{path.name}.pin")
+    staging.write_text(updated, encoding="utf-8")
+    staging.replace(path)  # whole file or nothing
+    print(f"{path}: versions.{field} = {image}")
+    return 0
 
 
 def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
@@ -66,6 +82,8 @@ def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "pin-image":
+            return _pin(Path(args.fleet), args.field, args.image)
         loaded = load(args.fleet)
     except SpecError as exc:
         return report(exc)
