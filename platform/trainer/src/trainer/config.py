@@ -34,6 +34,9 @@ class FaultTolerance:
     timeout_s: float = 30
     quorum_timeout_s: float = 60
     heartbeat_timeout_ms: int = 5000
+    # The local launcher waits this long before restarting a dead group, so the Lighthouse has
+    # dropped the dead member (heartbeat timeout) and the survivors have re-formed the quorum.
+    restart_delay_s: float = 5.0
     device: Literal["cpu", "cuda"] = "cpu"
 
 
@@ -92,7 +95,7 @@ class Config:
 # Bounds a value must respect: key -> (check, what it must be).
 _POSITIVE = {
     "run.steps", "run.log_every", "ft.replica_groups", "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s",
-    "ft.heartbeat_timeout_ms", "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
+    "ft.heartbeat_timeout_ms", "ft.restart_delay_s", "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
     "model.layers", "model.heads", "model.seq_len", "data.batch_size", "data.branching", "optim.lr",
     "optim.sync_every", "optim.outer_lr", "optim.fragments",
 }  # fmt: skip

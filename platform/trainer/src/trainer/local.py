@@ -53,23 +53,31 @@ def launch(cfg: Config) -> int:
     procs = {g: spawn(config_json, g, address) for g in range(cfg.ft.replica_groups)}
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
+    due: dict[int, float] = {}  # dead groups -> when to start them again
     failed = False
-    while procs:
+    while procs or due:
         time.sleep(0.2)
+        for group, when in list(due.items()):
+            if time.monotonic() >= when:
+                del due[group]
+                procs[group] = spawn(config_json, group, address)
+                _write_pids(out, procs)
         for group, proc in list(procs.items()):
             code = proc.poll()
             if code is None:
                 continue
+            del procs[group]
             if code == 0:
-                del procs[group]
-            elif cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
+                continue
+            if cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
                 restarts[group] += 1
-                log.warning("replica group %d exited with %d: starting it again (%d)", group, code, restarts[group])
-                procs[group] = spawn(config_json, group, address)
-                _write_pids(out, procs)
+                log.warning(
+                    "replica group %d exited with %d: starting it again in %.0f s (%d)",
+                    group, code, cfg.ft.restart_delay_s, restarts[group],
+                )  # fmt: skip
+                due[group] = time.monotonic() + cfg.ft.restart_delay_s
             else:
                 log.error("replica group %d exited with %d", group, code)
-                del procs[group]
                 failed = True
     server.shutdown()  # type: ignore[attr-defined]
     reports = final_reports(out)

@@ -219,6 +219,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
                 goodput.step(seconds, committed, replayed=manager.current_step() <= high_water)
             pending, synced = [], manager.current_step()
             step = synced
+            if committed:  # every committed step, with who took part: what fault tests assert on
+                events.write("commit", step=step, participants=manager.num_participants())
             if committed and (step % cfg.run.log_every == 0 or step == target):
                 events.write(
                     "step", step=step, loss=round(loss.item(), 4), participants=manager.num_participants(),
