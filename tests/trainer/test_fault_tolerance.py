@@ -10,7 +10,6 @@ from pathlib import Path
 
 from tests.trainer.conftest import events, final, start
 
-
 STEPS = 400
 
 
