@@ -24,7 +24,9 @@ _SEMVER = re.compile(r"\d+\.\d+\.\d+")
 # repository:version, optionally @sha256:<digest>. Images the project builds get their digest
 # from the image workflow; third-party images whose digest cannot be checked offline stay
 # pinned by version until that workflow fills it in (never a floating tag such as latest).
-_IMAGE = re.compile(r"[a-z0-9][-a-z0-9.]*(:\d+)?(/[a-z0-9][-_.a-z0-9]*)+:v?\d+(\.\d+){1,2}([-.+][-_.a-zA-Z0-9]+)?(@sha256:[0-9a-f]{64})?")
+_IMAGE = re.compile(
+    r"[a-z0-9][-a-z0-9.]*(:\d+)?(/[a-z0-9][-_.a-z0-9]*)+:v?\d+(\.\d+){1,2}([-.+][-_.a-zA-Z0-9]+)?(@sha256:[0-9a-f]{64})?"
+)
 _HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
