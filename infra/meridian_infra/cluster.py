@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from cdktn import Fn
 from cdktn_provider_google.container_cluster import (
     ContainerCluster,
     ContainerClusterAddonsConfig,
@@ -39,16 +40,18 @@ from cdktn_provider_google.container_cluster import (
 )
 from cdktn_provider_google.container_node_pool import (
     ContainerNodePool,
+    ContainerNodePoolAutoscaling,
     ContainerNodePoolManagement,
     ContainerNodePoolNodeConfig,
     ContainerNodePoolNodeConfigShieldedInstanceConfig,
     ContainerNodePoolNodeConfigWorkloadMetadataConfig,
     ContainerNodePoolUpgradeSettings,
 )
+from cdktn_provider_google.data_google_container_engine_versions import DataGoogleContainerEngineVersions
 from constructs import Construct
 
 from fleet import names
-from fleet.model import Fleet, MaintenanceWindow, Region
+from fleet.model import CpuPool, Exclusion, Fleet, MaintenanceWindow, Region
 from fleet.planner import RegionRanges
 from meridian_infra.network import POD_RANGE, SERVICE_RANGE, RegionNetworks
 
@@ -70,19 +73,38 @@ def recurring_window(window: MaintenanceWindow) -> ContainerClusterMaintenancePo
     )
 
 
+def maintenance_exclusion(e: Exclusion) -> ContainerClusterMaintenancePolicyMaintenanceExclusion:
+    """Without an end, the exclusion lasts until the minor's end of support (GKE's
+    UNTIL_END_OF_SUPPORT), as cluster-toolkit examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml
+    holds node upgrades off A3 Ultra capacity; GKE takes either an end time or that behavior."""
+    return ContainerClusterMaintenancePolicyMaintenanceExclusion(
+        exclusion_name=e.name,
+        start_time=_rfc3339(e.start),
+        end_time=_rfc3339(e.end) if e.end else None,
+        exclusion_options=ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions(
+            scope=e.scope, end_time_behavior=None if e.end else "UNTIL_END_OF_SUPPORT"
+        ),
+    )
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def cluster(
     scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, networks: RegionNetworks
 ) -> ContainerCluster:
     spec = region.cluster
-    exclusions = [
-        ContainerClusterMaintenancePolicyMaintenanceExclusion(
-            exclusion_name=e.name,
-            start_time=e.start.isoformat().replace("+00:00", "Z"),
-            end_time=e.end.isoformat().replace("+00:00", "Z"),
-            exclusion_options=ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions(scope=e.scope),
-        )
-        for e in spec.maintenance_exclusions
-    ]
+    exclusions = [maintenance_exclusion(e) for e in spec.maintenance_exclusions]
+    channel = fleet.release_channel(region).value
+    # The control plane's minor comes from fleet.yaml: the newest version of that
+    # minor in the cluster's channel (else the newest of the minor), as
+    # cluster-toolkit modules/scheduler/gke-cluster/main.tf computes min_master_version
+    # from a google_container_engine_versions data source filtered by version_prefix.
+    versions = DataGoogleContainerEngineVersions(
+        scope, "versions", location=region.name, version_prefix=f"{fleet.versions.kubernetes}."
+    )
+    min_master_version = Fn.lookup(versions.release_channel_latest_version, channel, versions.latest_master_version)
     return ContainerCluster(
         scope,
         "cluster",
@@ -139,7 +161,8 @@ def cluster(
             managed_prometheus=ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
         ),
         logging_config=ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
-        release_channel=ContainerClusterReleaseChannel(channel=fleet.release_channel(region).value),
+        release_channel=ContainerClusterReleaseChannel(channel=channel),
+        min_master_version=min_master_version,
         maintenance_policy=ContainerClusterMaintenancePolicy(
             recurring_window=recurring_window(spec.maintenance_window), maintenance_exclusion=exclusions or None
         ),
@@ -184,6 +207,32 @@ def system_pool(
             disk_type="pd-balanced",
             disk_size_gb=100,
             labels={names.POOL_LABEL: SYSTEM_POOL},
+            **node_security(nodes_account),
+        ),
+    )
+
+
+def cpu_pool(scope: Construct, region: Region, pool: CpuPool, cluster_id: str, nodes_account: str) -> ContainerNodePool:
+    """Autoscaled CPU workers (Ray heads, CPU-only jobs) across the region's zones; never on H200 nodes."""
+    return ContainerNodePool(
+        scope,
+        f"pool_{pool.name}",
+        name=pool.name,
+        cluster=cluster_id,
+        location=region.name,
+        node_locations=list(region.zones),
+        autoscaling=ContainerNodePoolAutoscaling(
+            total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes, location_policy="BALANCED"
+        ),
+        max_pods_per_node=pool.max_pods_per_node,
+        management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
+        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=1, max_unavailable=0),
+        node_config=ContainerNodePoolNodeConfig(
+            machine_type=pool.machine_type,
+            image_type="COS_CONTAINERD",
+            disk_type="pd-balanced",
+            disk_size_gb=100,
+            labels={names.POOL_LABEL: pool.name},
             **node_security(nodes_account),
         ),
     )

@@ -10,6 +10,11 @@ from __future__ import annotations
 from cdktn import TerraformOutput, TerraformStack
 from cdktn_provider_google.artifact_registry_repository import ArtifactRegistryRepository
 from cdktn_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
+from cdktn_provider_google.binary_authorization_policy import (
+    BinaryAuthorizationPolicy,
+    BinaryAuthorizationPolicyAdmissionWhitelistPatterns,
+    BinaryAuthorizationPolicyDefaultAdmissionRule,
+)
 from cdktn_provider_google.compute_network import ComputeNetwork
 from cdktn_provider_google.project_iam_custom_role import ProjectIamCustomRole
 from cdktn_provider_google.project_iam_member import ProjectIamMember
@@ -20,13 +25,14 @@ from cdktn_provider_google.service_account_iam_member import ServiceAccountIamMe
 from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
-from fleet import names
+from fleet import images, names
 from fleet.model import Fleet
 from meridian_infra.backend import Backend, use_backend
 from meridian_infra.common import MTU, labels, private_bucket
 
 SERVICES = (
     "artifactregistry.googleapis.com",
+    "binaryauthorization.googleapis.com",  # clusters enforce the project policy defined below
     "compute.googleapis.com",
     "container.googleapis.com",
     "iam.googleapis.com",
@@ -59,8 +65,25 @@ class GlobalStack(TerraformStack):
         use_backend(self, fleet, "global", backend)
         GoogleProvider(self, "google", project=project, default_labels=labels(fleet, "global"))
 
-        for service in SERVICES:
-            ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
+        services = {
+            service: ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
+            for service in SERVICES
+        }
+
+        # Every cluster enforces this policy (PROJECT_SINGLETON_POLICY_ENFORCE): deny any image
+        # that is not one the fleet deploys; Google's global policy admits GKE's own system images.
+        BinaryAuthorizationPolicy(
+            self,
+            "binary_authorization",
+            global_policy_evaluation_mode="ENABLE",
+            default_admission_rule=BinaryAuthorizationPolicyDefaultAdmissionRule(
+                evaluation_mode="ALWAYS_DENY", enforcement_mode="ENFORCED_BLOCK_AND_AUDIT_LOG"
+            ),
+            admission_whitelist_patterns=[
+                BinaryAuthorizationPolicyAdmissionWhitelistPatterns(name_pattern=p) for p in images.allowlist(fleet)
+            ],
+            depends_on=[services["binaryauthorization.googleapis.com"]],
+        )
 
         # The cluster VPC and the gVNIC VPC: global networks whose regional subnets live in region stacks.
         networks = {

@@ -1,15 +1,23 @@
 """GPU node pools as the spec describes them (A3 Ultra: 8 x H200, 1 gVNIC + 8 RDMA NICs).
 
-How capacity is bought decides most settings:
+How capacity is bought decides most settings (each checked against cluster-toolkit
+modules/compute/gke-node-pool/main.tf preconditions and its A3 Ultra examples):
 
-| mode        | size                     | reservation          | placement | auto-repair |
-|-------------|--------------------------|----------------------|-----------|-------------|
-| reservation | fixed                    | SPECIFIC (and block) | the reservation's own | on |
-| flex_start  | autoscaled 0..nodes, queued provisioning | none | none (GKE does not allow compact placement) | off (GKE requires it) |
-| spot        | fixed                    | none                 | COMPACT   | on          |
-| on_demand   | fixed                    | none                 | COMPACT   | on          |
+| mode        | size                | reservation          | placement | auto-repair | upgrades |
+|-------------|---------------------|----------------------|-----------|-------------|----------|
+| reservation | fixed               | SPECIFIC (`<reservation>/reservationBlocks/<block>` with a block) | the reservation's own | on | SURGE 0/1 |
+| flex_start  | autoscaled 0..nodes, flex-start + queued provisioning | none | none (not with queued provisioning) | off (GKE requires it) | SHORT_LIVED |
+| spot        | fixed               | none                 | COMPACT   | on          | SURGE 0/1 |
+| on_demand   | fixed               | none                 | COMPACT   | on          | SURGE 0/1 |
 
-Auto-upgrade is off on every GPU pool: upgrades are scheduled around training runs.
+Auto-upgrade is on for every pool: GKE refuses `auto_upgrade = false` on a cluster
+enrolled in a release channel. Node upgrades are held off training capacity by the
+cluster's maintenance exclusions (NO_MINOR_OR_NODE_UPGRADES until end of support)
+and its maintenance window (cluster.py). cluster-toolkit's queued-provisioning
+example sets auto_upgrade false only because its cluster has no release channel;
+flex-start pools instead get SHORT_LIVED, GKE's dedicated upgrade strategy for
+queued-provisioning and flex-start pools: their nodes are never upgraded in place,
+new nodes come up at the current version.
 """
 
 from __future__ import annotations
@@ -54,11 +62,23 @@ def reservation_affinity(pool: GpuPool) -> ContainerNodePoolNodeConfigReservatio
     )
 
 
+def upgrade_settings(mode: CapacityMode) -> ContainerNodePoolUpgradeSettings:
+    if mode is CapacityMode.FLEX_START:
+        # GKE NodePoolUpdateStrategy SHORT_LIVED, "the dedicated upgrade strategy for
+        # QueuedProvisioning and flex start node pools"; it takes no surge settings.
+        return ContainerNodePoolUpgradeSettings(strategy="SHORT_LIVED")
+    # No spare GPUs to surge into: replace one node at a time (cluster-toolkit gke-node-pool defaults 0/1).
+    return ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=0, max_unavailable=1)
+
+
 def additional_networks(
     pool: GpuPool, networks: RegionNetworks
 ) -> list[ContainerNodePoolNetworkConfigAdditionalNodeNetworkConfigs]:
     """eth1 on the gVNIC network, then eth2..eth9 on the zone's 8 RDMA subnets."""
-    nics = [(networks.gvnic_subnet.network, networks.gvnic_subnet.name)]
+    # By name, as cluster-toolkit modules/network/gpu-rdma-vpc outputs `subnetwork_interfaces_gke`:
+    # an id or self link spelled differently by the API would make every plan replace the pool.
+    # Subnet `.name` references keep Terraform's order (networks and subnets before pools).
+    nics = [(networks.gvnic_network_name, networks.gvnic_subnet.name)]
     if pool.machine.rdma_nics:
         rdma_network, subnets = networks.rdma[pool.zone]
         nics += [(rdma_network.name, subnet.name) for subnet in subnets]
@@ -80,7 +100,7 @@ def gpu_pool(
         location=region.name,
         node_locations=[pool.zone],
         node_count=None if flex else pool.nodes,
-        initial_node_count=0 if flex else None,
+        initial_node_count=0 if flex else None,  # queued provisioning starts empty (cluster-toolkit precondition)
         autoscaling=ContainerNodePoolAutoscaling(
             total_min_node_count=0, total_max_node_count=pool.nodes, location_policy="ANY"
         )
@@ -91,9 +111,8 @@ def gpu_pool(
         if mode in (CapacityMode.SPOT, CapacityMode.ON_DEMAND)
         else None,
         max_pods_per_node=pool.max_pods_per_node,
-        management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=False),
-        # No spare GPUs to surge into: replace one node at a time.
-        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=0, max_unavailable=1),
+        management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=True),
+        upgrade_settings=upgrade_settings(mode),
         network_config=ContainerNodePoolNetworkConfig(
             enable_private_nodes=True, additional_node_network_configs=additional_networks(pool, networks)
         ),
@@ -117,6 +136,9 @@ def gpu_pool(
             ),
             reservation_affinity=reservation_affinity(pool),
             spot=True if mode is CapacityMode.SPOT else None,
+            flex_start=True
+            if flex
+            else None,  # with queued provisioning: GKE docs, cluster-toolkit dws-flex-start-queued-provisioning
             taint=[ContainerNodePoolNodeConfigTaint(key=names.GPU_TAINT_KEY, value="present", effect="NO_SCHEDULE")],
             labels=labels,
             **node_security(nodes_account),

@@ -45,6 +45,7 @@ _FLOW_LOGS = ComputeSubnetworkLogConfig(
 class RegionNetworks:
     subnet: ComputeSubnetwork
     gvnic_subnet: ComputeSubnetwork
+    gvnic_network_name: str  # the global gVNIC VPC, by name (node pools take names)
     rdma: dict[str, tuple[ComputeNetwork, list[ComputeSubnetwork]]]  # GPU zone -> VPC, 8 subnets
 
 
@@ -150,7 +151,7 @@ def region_networks(
             for index, assigned in enumerate(zone_ranges)
         ]
         rdma[zone] = (network, subnets)
-    return RegionNetworks(subnet, gvnic_subnet, rdma)
+    return RegionNetworks(subnet, gvnic_subnet, names.gvnic_network(fleet), rdma)
 
 
 def _firewall(

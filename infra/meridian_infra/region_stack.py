@@ -22,7 +22,7 @@ from fleet import names
 from fleet.model import Fleet, Region
 from fleet.planner import RegionRanges
 from meridian_infra.backend import Backend, remote_state, use_backend
-from meridian_infra.cluster import cluster, system_pool
+from meridian_infra.cluster import cluster, cpu_pool, system_pool
 from meridian_infra.common import labels, private_bucket
 from meridian_infra.gpu_pools import gpu_pool
 from meridian_infra.network import region_networks
@@ -43,6 +43,8 @@ class RegionStack(TerraformStack):
         system_pool(self, fleet, region, gke.id, nodes_account)
         for pool in region.gpu_pools:
             gpu_pool(self, region, pool, gke.id, networks, nodes_account)
+        for cpu in region.cpu_pools:
+            cpu_pool(self, region, cpu, gke.id, nodes_account)
 
         # Checkpoints: staged data expires, committed checkpoints are kept until deleted on purpose.
         bucket = private_bucket(

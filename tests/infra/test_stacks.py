@@ -39,7 +39,7 @@ def test_region_resource_counts(stacks: Stacks, region: Any) -> None:
         "google_compute_router": 1,
         "google_compute_router_nat": 1,
         "google_container_cluster": 1,
-        "google_container_node_pool": 1 + len(region.gpu_pools),
+        "google_container_node_pool": 1 + len(region.gpu_pools) + len(region.cpu_pools),
         "google_storage_bucket": 1,
         "google_storage_bucket_iam_member": 1,
         "google_project_iam_member": 1,
@@ -68,7 +68,7 @@ def test_h200_pools_are_built_as_specified(stacks: Stacks, region: Any) -> None:
         assert node["workload_metadata_config"] == {"mode": "GKE_METADATA"}
         assert node["ephemeral_storage_local_ssd_config"] == {"local_ssd_count": 32}
         assert body["node_locations"] == [pool.zone]
-        assert body["management"]["auto_upgrade"] is False
+        assert body["management"]["auto_upgrade"] is True  # release channel; exclusions hold upgrades
 
         nics = body["network_config"]["additional_node_network_configs"]
         assert len(nics) == 9

@@ -86,12 +86,12 @@ def test_report_lists_every_stack_with_its_gpus(tmp_path: Path, capsys: pytest.C
     lines = capsys.readouterr().out.splitlines()
     heads = [line for line in lines if not line.startswith(" ")][1:]
     assert heads == [
-        "global: 29 resources",
-        "us-central1: 24 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
-        "us-east4: 23 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
-        "europe-west1: 24 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "global: 31 resources",
+        "us-central1: 25 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
+        "us-east4: 24 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "europe-west1: 25 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
     ]
-    assert "google_container_node_pool 3" in lines[lines.index(heads[1]) + 1]
+    assert "google_container_node_pool 4" in lines[lines.index(heads[1]) + 1]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert set(manifest["stacks"]) == {"global", "us-central1", "us-east4", "europe-west1"}
 

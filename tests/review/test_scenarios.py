@@ -100,9 +100,12 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, 
 def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
     edit = replace_once("  - name: us-east4\n", "  - name: us-east4\n    network: {nodes: 10.200.0.0/20}\n")
     r = scenario(sandbox, edit)
-    assert r.destructive == [
-        "us-east4: replaces subnetwork meridian-us-east4, and with it the cluster in us-east4: 390 nodes, 3,072 GPUs"
-    ]
+    assert (
+        r.destructive
+        == [
+            "us-east4: replaces subnetwork meridian-us-east4, and with it the cluster in us-east4: 454 nodes, 3,072 GPUs"  # 384 GPU + 6 system + up to 64 CPU workers
+        ]
+    )
     subnet = next(x for d in r.stacks for x in d.resources if x.address == "google_compute_subnetwork.subnet")
     assert [(c.path, c.before, c.after) for c in subnet.changes] == [
         ("ip_cidr_range", "10.24.128.0/20", "10.200.0.0/20")

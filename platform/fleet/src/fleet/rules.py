@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
-from fleet import names
+from fleet import images, names
 from fleet.capacity import region_capacity
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
@@ -249,6 +249,13 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
                 ("versions", field),
                 f"image must come from the fleet's registry {registry}/; push it there and pin its digest",
             )
+    if fleet.versions.argocd not in images.ARGOCD_HELPERS:
+        yield Problem(
+            ("versions", "argocd"),
+            f"Argo CD {fleet.versions.argocd}: its redis and dex images are not known to the Binary Authorization "
+            f"allowlist; add them to fleet.images.ARGOCD_HELPERS from that tag's manifests/install.yaml "
+            f"(known: {', '.join(sorted(images.ARGOCD_HELPERS))})",
+        )
 
 
 def _names(fleet: Fleet) -> Iterator[Problem]:

@@ -159,6 +159,53 @@ def describe_loss(
     return f"{verb} {label} {name}{scope}: {nodes:,} nodes, {gpus:,} GPUs"
 
 
+def _one(value: Any) -> dict[str, Any]:
+    """A nested block: an object in synthesized JSON, a one-item list in a plan."""
+    if isinstance(value, list):
+        value = value[0] if value else {}
+    return value if isinstance(value, dict) else {}
+
+
+# Scopes by what they hold back: a narrower scope lets node upgrades through.
+_HOLDS_NODES = {"NO_UPGRADES": 2, "NO_MINOR_OR_NODE_UPGRADES": 1, "NO_MINOR_UPGRADES": 0}
+
+
+def _exclusions(cluster: dict[str, Any]) -> dict[str, tuple[str | None, int]]:
+    """Exclusion name -> (end time, or None until end of support; how much it holds back)."""
+    policy = _one(cluster.get("maintenance_policy"))
+    out = {}
+    for e in policy.get("maintenance_exclusion") or []:
+        options = _one(e.get("exclusion_options"))
+        end = None if options.get("end_time_behavior") == "UNTIL_END_OF_SUPPORT" else e.get("end_time")
+        out[str(e.get("exclusion_name"))] = (end, _HOLDS_NODES.get(str(options.get("scope")), 2))
+    return out
+
+
+def exclusion_risks(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Maintenance exclusions of a cluster that a change removes, shortens or narrows.
+
+    They hold node upgrades off training capacity (the pools auto-upgrade, as a release
+    channel requires): without them GKE may upgrade, and so recreate, GPU nodes mid-run.
+    """
+    old, new = _exclusions(before), _exclusions(after)
+    name = before.get("name", "?")
+    risks = []
+    for exclusion, (end, holds) in old.items():
+        if exclusion not in new:
+            what = "removes"
+        else:
+            new_end, new_holds = new[exclusion]
+            shorter = new_end is not None and (end is None or str(new_end) < str(end))
+            if not shorter and new_holds >= holds:
+                continue
+            what = "shortens" if shorter else "narrows the scope of"
+        risks.append(
+            f"{what} maintenance exclusion {exclusion} of cluster {name}: "
+            "node upgrades may then reach training capacity"
+        )
+    return risks
+
+
 def diff_stacks(before: Stacks, after: Stacks, table: dict[str, list[str]] | None = None) -> list[StackDiff]:
     """Estimate from synthesized JSON, stack by stack (stacks in either side, HEAD's order first)."""
     table = table if table is not None else replacement_attributes()
@@ -181,6 +228,8 @@ def diff_stacks(before: Stacks, after: Stacks, table: dict[str, list[str]] | Non
             forced = forcing(kind, changes, table)
             action = "replace" if forced else "update"
             loss = describe_loss(stack, kind, body, "replaces", old) if forced and kind in GUARDED else ""
+            if not loss and kind == "google_container_cluster":
+                loss = "; ".join(exclusion_risks(body, new[address][1]))
             diff.resources.append(ResourceDiff(address, action, changes, loss))
         if diff.resources:
             out.append(diff)
@@ -213,6 +262,8 @@ def diff_plan(stack: str, plan: dict[str, Any]) -> StackDiff:
             loss = describe_loss(
                 stack, rc["type"], before, "deletes" if action == "delete" else "replaces", before_state
             )
+        elif rc["type"] == "google_container_cluster" and action == "update":
+            loss = "; ".join(exclusion_risks(before, after))
         diff.resources.append(ResourceDiff(rc["address"], action, changes, loss))
     return diff
 
