@@ -102,6 +102,14 @@ def _names(objects: Iterable[Obj], kind: str) -> set[str]:
     return {name for _, name in _by_kind(objects, kind)}
 
 
+def pinned(image: str) -> bool:
+    """A digest, or a tag other than `latest`: a version the image workflow can later pin by digest."""
+    if "@sha256:" in image:
+        return True
+    name = image.rsplit("/", 1)[-1]
+    return ":" in name and name.rsplit(":", 1)[1] not in ("", "latest")
+
+
 def _pod_spec(o: Obj) -> dict[str, Any]:
     spec = o.get("spec", {})
     template = spec.get("template", {}) if isinstance(spec, dict) else {}
@@ -147,8 +155,8 @@ def _references(tree: ClusterTree) -> list[Finding]:
         if namespace and namespace not in namespaces:
             bad(app, o, f"namespace {namespace} is not created by any application")
         for image in images(o):
-            if "@sha256:" not in image:
-                bad(app, o, f"image {image} is not pinned by digest")
+            if not pinned(image):
+                bad(app, o, f"image {image} is not pinned by a version tag or digest")
         pod = _pod_spec(o)
         if pod:
             account = pod.get("serviceAccountName", "default")
