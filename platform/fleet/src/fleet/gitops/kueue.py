@@ -8,9 +8,11 @@ first, then the shared pools in proportion to their size, in whole nodes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fleet import names
 from fleet.capacity import pool_capacity
-from fleet.gitops.objects import Obj, obj
+from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import CapacityMode, Fleet, GpuPool, Region, Team
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
@@ -22,6 +24,78 @@ PROVISIONING_CONFIG = "dws-config"
 GPU = names.GPU_RESOURCE
 GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 QUEUED_TOLERATION = names.QUEUED_TOLERATION
+
+
+# All-or-nothing start for gangs (Kueue "Setup All-or-nothing with ready Pods",
+# https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/; fields of
+# config.kueue.x-k8s.io/v1beta2 WaitForPodsReady in Kueue v0.19.2). v1beta2 has no `enable`:
+# the block's presence turns it on, and the manager decodes strictly, so an unknown key stops it.
+WAIT_FOR_PODS_READY: dict[str, Any] = {
+    # Nodes exist before admission (reservations; flex-start waits for its ProvisioningRequest) and the
+    # trainer image is pre-pulled: 20 minutes covers pulls and preflight; past it the gang gives its nodes back.
+    "timeout": "20m",
+    # A running job that lost a pod: longer than Warden's node replacement, so a torchft job rides it out
+    # on its remaining replica groups; a job left short for an hour gives its nodes back.
+    "recoveryTimeout": "60m",
+    "blockAdmission": False,  # sequential admission would serialize the fleet; TAS already places gangs whole
+    "requeuingStrategy": {
+        "timestamp": "Eviction",  # an evicted gang queues behind the others instead of retaking the front
+        "backoffBaseSeconds": 60,
+        "backoffMaxSeconds": 1800,
+        # 60 s doubling to 30 min between tries: about 6 hours of tries, then the Workload is deactivated.
+        "backoffLimitCount": 10,
+    },
+}
+
+
+def manager_config() -> dict[str, Any]:
+    """Kueue's manager Configuration: the chart's default (charts/kueue/values.yaml at v0.19.2) plus waitForPodsReady.
+
+    The chart takes the whole file as one string (managerConfig.controllerManagerConfigYaml), so the
+    defaults are repeated here; anything left out would fall back to Kueue's own defaults, not the chart's.
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "waitForPodsReady": WAIT_FOR_PODS_READY,
+        "integrations": {
+            "frameworks": [
+                "batch/job",
+                "kubeflow.org/mpijob",
+                "ray.io/rayjob",
+                "ray.io/rayservice",
+                "ray.io/raycluster",
+                "jobset.x-k8s.io/jobset",
+                "workload.codeflare.dev/appwrapper",
+                "trainer.kubeflow.org/trainjob",
+                "pod",
+                "deployment",
+                "statefulset",
+                "leaderworkerset.x-k8s.io/leaderworkerset",
+            ]
+        },
+    }
+
+
+def chart_values() -> dict[str, Any]:
+    """Values for the Kueue Helm chart in the `kueue` Argo CD application."""
+    config = dump([manager_config()]).split("\n", 1)[1]  # embedded: without the generated-by header
+    return {"managerConfig": {"controllerManagerConfigYaml": config}}
 
 
 def team_pools(region: Region, team: Team) -> list[GpuPool]:
