@@ -4,6 +4,11 @@ Every team gets a ClusterQueue in one cohort, so quota a team leaves idle can
 be borrowed by others and reclaimed when its owner needs it. A team's nominal
 GPUs in the region are split over the pools it may use: its dedicated pools
 first, then the shared pools in proportion to their size, in whole nodes.
+
+Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
+toleration and no GPU quota. Its vCPUs and memory are split over the teams in
+proportion to their GPU quota in the region, so a team's gangs can always
+reclaim the CPU their heads need; idle CPU quota is borrowed like GPU quota.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet import names
-from fleet.capacity import pool_capacity
+from fleet.capacity import cpu_pool_capacity, pool_capacity
 from fleet.gitops.objects import Obj, dump, obj
-from fleet.model import CapacityMode, Fleet, GpuPool, Region, Team
+from fleet.model import CapacityMode, CpuPool, Fleet, GpuPool, Region, Team
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
@@ -127,6 +132,37 @@ def split_quota(region: Region, team: Team) -> dict[str, int]:
     return quota
 
 
+def apportion(total: int, weights: list[int]) -> list[int]:
+    """`total` in whole units over `weights`, adding up exactly (largest remainder; ties to the first).
+
+    No weight at all splits evenly.
+    """
+    if not weights:
+        return []
+    if not any(weights):
+        weights = [1] * len(weights)
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def split_cpu(fleet: Fleet, region: Region, pool: CpuPool) -> dict[str, tuple[int, int]]:
+    """Team -> (vCPUs, memory GB) of a CPU pool's capacity, in proportion to the teams' GPU quota here."""
+    capacity = cpu_pool_capacity(pool)
+    weights = [t.quota.get(region.name, 0) for t in fleet.teams]
+    vcpus = apportion(capacity.vcpus, weights)
+    memory = apportion(capacity.memory_gb, weights)
+    return {t.name: (vcpus[i], memory[i]) for i, t in enumerate(fleet.teams)}
+
+
+def _cpu_flavor(pool: CpuPool) -> Obj:
+    # No GPU toleration: only pods without GPUs belong here, and Kueue adds a flavor's tolerations to pods.
+    return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}})
+
+
 def _flavor(pool: GpuPool) -> Obj:
     tolerations = [GPU_TOLERATION]
     if pool.capacity.mode is CapacityMode.FLEX_START:
@@ -153,9 +189,21 @@ def _resources(pool: GpuPool, gpus: int) -> list[Obj]:
     ]
 
 
-def _cluster_queue(region: Region, team: Team) -> Obj:
+def _cluster_queue(fleet: Fleet, region: Region, team: Team) -> Obj:
     quota = split_quota(region, team)
     pools = team_pools(region, team)
+    # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
+    # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
+    # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor.
+    cpu_flavors = []
+    for cpu_pool in region.cpu_pools:
+        vcpus, memory_gb = split_cpu(fleet, region, cpu_pool)[team.name]
+        resources = [
+            {"name": GPU, "nominalQuota": 0},
+            {"name": "cpu", "nominalQuota": vcpus},
+            {"name": "memory", "nominalQuota": f"{memory_gb}Gi"},
+        ]
+        cpu_flavors.append({"name": cpu_pool.name, "resources": resources})
     spec: Obj = {
         "cohortName": COHORT,
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.team_namespace(team.name)}},
@@ -163,7 +211,7 @@ def _cluster_queue(region: Region, team: Team) -> Obj:
         "resourceGroups": [
             {
                 "coveredResources": [GPU, "cpu", "memory"],
-                "flavors": [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
+                "flavors": cpu_flavors + [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
             }
         ],
         "preemption": {
@@ -182,6 +230,7 @@ def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
         obj(API, "Cohort", COHORT, spec={}),
+        *(_cpu_flavor(p) for p in region.cpu_pools),
         *(_flavor(p) for p in region.gpu_pools),
     ]
     if any(p.capacity.mode is CapacityMode.FLEX_START for p in region.gpu_pools):
@@ -211,7 +260,7 @@ def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
         for p in fleet.priorities
     ]
     for team in fleet.teams:
-        objects.append(_cluster_queue(region, team))
+        objects.append(_cluster_queue(fleet, region, team))
         objects.append(
             obj(
                 API,
