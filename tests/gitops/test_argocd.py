@@ -90,3 +90,61 @@ def test_every_application_of_this_repo_points_at_its_cluster(fleet: Fleet) -> N
         for app in argocd.cluster_apps(fleet, region):
             if app.source.get("repoURL") == fleet.gitops.repo:
                 assert app.source["path"] == f"kustomize/overlays/{cluster}/{app.name}"
+
+
+# Kueue v0.19.2 Configuration (config.kueue.x-k8s.io/v1beta2), apis/config/v1beta2/configuration_types.go:
+# the manager decodes it strictly, so an unknown key (v1beta1's `waitForPodsReady.enable`) stops it.
+KUEUE_CONFIG_KEYS = {
+    "apiVersion",
+    "kind",
+    "namespace",
+    "manageJobsWithoutQueueName",
+    "managedJobsNamespaceSelector",
+    "internalCertManagement",
+    "waitForPodsReady",
+    "clientConnection",
+    "integrations",
+    "multiKueue",
+    "fairSharing",
+    "admissionFairSharing",
+    "resources",
+    "featureGates",
+    "objectRetentionPolicies",
+    "visibilityServer",
+    "webhook",
+    "leaderElection",
+    "metrics",
+    "health",
+    "pprofBindAddress",
+    "controller",
+    "tls",
+}
+WAIT_FOR_PODS_READY_KEYS = {"timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+REQUEUING_KEYS = {"timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"}
+
+
+def _seconds(duration: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return int(duration[:-1]) * units[duration[-1]]
+
+
+def test_kueue_evicts_a_gang_that_cannot_start_and_requeues_it_with_backoff(fleet: Fleet) -> None:
+    source = _apps(fleet)["kueue"]["spec"]["source"]
+    assert source["chart"] == "kueue"
+    config = yaml.safe_load(source["helm"]["valuesObject"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert (config["apiVersion"], config["kind"]) == ("config.kueue.x-k8s.io/v1beta2", "Configuration")
+    assert set(config) <= KUEUE_CONFIG_KEYS
+    wait = config["waitForPodsReady"]
+    assert set(wait) <= WAIT_FOR_PODS_READY_KEYS
+    assert 0 < _seconds(wait["timeout"]) <= 3600
+    assert _seconds(wait["recoveryTimeout"]) > 0
+    assert wait["blockAdmission"] is False
+    strategy = wait["requeuingStrategy"]
+    assert set(strategy) <= REQUEUING_KEYS
+    assert strategy["timestamp"] == "Eviction"  # an evicted gang goes behind the others, not back to the front
+    assert 0 < strategy["backoffBaseSeconds"] <= strategy["backoffMaxSeconds"]
+    assert strategy["backoffLimitCount"] > 0
+    # Only waitForPodsReady changes: the chart's defaults stay (jobs without a queue name are still left alone).
+    assert "manageJobsWithoutQueueName" not in config
+    assert {"batch/job", "ray.io/rayjob", "ray.io/raycluster"} <= set(config["integrations"]["frameworks"])
+    assert config["leaderElection"]["leaderElect"] is True

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.gitops.check import ClusterTree, check_tree
-from fleet.gitops.validate import CrdSchemas, Finding, validate_object
+from fleet.gitops.check import ClusterTree, check_tree, pinned
+from fleet.gitops.tree import image_override
+from fleet.gitops.validate import CrdSchemas, Finding, images, validate_object
 from fleet.model import Fleet
 
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
@@ -73,6 +74,30 @@ def test_cross_checks_catch_broken_references(fleet: Fleet, crds: CrdSchemas, tr
     region = fleet.regions[0]
     messages = {f.message for f in check_tree(fleet, region, broken, crds)}
     assert "ClusterQueue nobody does not exist" in messages
-    assert "image warden:latest is not pinned by digest" in messages
+    assert "image warden:latest is not pinned by a version tag or digest" in messages
     assert "service account warden/ghost does not exist" in messages
     assert "also defined by application warden" in messages or "also defined by application workloads" in messages
+
+
+@pytest.mark.parametrize(
+    ("reference", "entry"),
+    [
+        ("r.dev/p/img:v1.1.1", {"name": "x", "newName": "r.dev/p/img", "newTag": "v1.1.1"}),
+        ("r.dev/p/img@sha256:" + "a" * 64, {"name": "x", "newName": "r.dev/p/img", "digest": "sha256:" + "a" * 64}),
+        (
+            "r.dev:443/p/img:1.0@sha256:" + "b" * 64,
+            {"name": "x", "newName": "r.dev:443/p/img", "newTag": "1.0", "digest": "sha256:" + "b" * 64},
+        ),
+    ],
+)
+def test_image_overrides_pin_by_tag_digest_or_both(reference: str, entry: dict[str, str]) -> None:
+    assert image_override("x", reference) == entry
+
+
+def test_built_images_carry_the_spec_versions(fleet: Fleet, trees: Trees) -> None:
+    tree, _ = trees["us-central1"]
+    found = {image for _, o in tree.objects() for image in images(o)}
+    v = fleet.versions
+    assert {v.nccl_installer_image, v.warden_image, v.trainer_image} <= found
+    assert all(pinned(image) for image in found)
+    assert not [i for i in ("r.dev/p/img", "r.dev/p/img:latest", "r.dev:443/p/img") if pinned(i)]

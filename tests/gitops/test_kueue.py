@@ -7,8 +7,10 @@ from typing import Any
 
 import yaml
 
-from fleet.gitops.kueue import kueue_objects, split_quota
+from fleet.capacity import cpu_pool_capacity
+from fleet.gitops.kueue import apportion, kueue_objects, split_quota
 from fleet.gitops.tree import render_tree
+from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
 from tests.conftest import SHIPPED_SPEC
 
@@ -18,7 +20,7 @@ def _kueue_docs(fleet: Fleet, cluster: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def test_changing_a_team_quota_changes_exactly_its_cluster_queue(fleet: Fleet) -> None:
+def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(fleet: Fleet) -> None:
     spec = copy.deepcopy(SHIPPED_SPEC)
     spec["teams"][1]["quota"]["us-east4"] = 512  # research: 768 -> 512
     changed = Fleet.model_validate(spec)
@@ -29,17 +31,22 @@ def test_changing_a_team_quota_changes_exactly_its_cluster_queue(fleet: Fleet) -
     ]
     old, new = _kueue_docs(fleet, "meridian-us-east4"), _kueue_docs(changed, "meridian-us-east4")
     differing = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
-    assert len(differing) == 1
-    a, b = differing[0]
-    assert (b["kind"], b["metadata"]["name"]) == ("ClusterQueue", "research")
-    (flavor,) = b["spec"]["resourceGroups"][0]["flavors"]
-    assert flavor["name"] == "h200-a"
+    # The CPU pool follows the GPU quotas, so every queue's share of it moves; GPU quota only in research's.
+    assert {b["metadata"]["name"] for _, b in differing} == {"pretraining", "research", "evals"}
+    for a, b in differing:
+        assert b["kind"] == "ClusterQueue"
+        old_gpu = [f for f in a["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
+        new_gpu = [f for f in b["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
+        assert (old_gpu != new_gpu) == (b["metadata"]["name"] == "research")
+    research = next(b for _, b in differing if b["metadata"]["name"] == "research")
+    flavor = next(f for f in research["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "h200-a")
     assert flavor["resources"] == [
         {"name": "nvidia.com/gpu", "nominalQuota": 512},
         {"name": "cpu", "nominalQuota": 512 * 224 // 8},
         {"name": "memory", "nominalQuota": f"{512 * 2952 // 8}Gi"},
     ]
-    assert a["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 768
+    # 2,048 vCPUs over 2048:512:256.
+    assert _flavor_quota(research, "cpu") == {"nvidia.com/gpu": 0, "cpu": 372, "memory": "1489Gi"}
 
 
 def test_quota_split_over_pools(fleet: Fleet) -> None:
@@ -103,3 +110,96 @@ def test_regions_without_flex_pools_have_no_admission_check(fleet: Fleet) -> Non
     docs = kueue_objects(fleet, fleet.regions[1])
     assert not [d for d in docs if d["kind"] in ("AdmissionCheck", "ProvisioningRequestConfig")]
     assert all("admissionChecksStrategy" not in d["spec"] for d in docs if d["kind"] == "ClusterQueue")
+
+
+def _cpu_free(fleet: Fleet) -> Fleet:
+    spec = copy.deepcopy(SHIPPED_SPEC)
+    for region in spec["regions"]:
+        region.pop("cpu_pools", None)
+    return Fleet.model_validate(spec)
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def _flavor_quota(queue: dict[str, Any], flavor: str) -> dict[str, Any]:
+    (group,) = queue["spec"]["resourceGroups"]
+    entry = next(f for f in group["flavors"] if f["name"] == flavor)
+    return {r["name"]: r["nominalQuota"] for r in entry["resources"]}
+
+
+def test_a_cpu_flavor_per_cpu_pool_without_the_gpu_toleration(fleet: Fleet) -> None:
+    for region in fleet.regions:
+        assert region.cpu_pools
+        flavors = _by_kind(kueue_objects(fleet, region), "ResourceFlavor")
+        for pool in region.cpu_pools:
+            assert flavors[pool.name]["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}}
+
+
+def test_cpu_quota_adds_up_to_each_cpu_pool(fleet: Fleet) -> None:
+    for region in fleet.regions:
+        queues = _by_kind(kueue_objects(fleet, region), "ClusterQueue")
+        for pool in region.cpu_pools:
+            capacity = cpu_pool_capacity(pool)
+            quotas = [_flavor_quota(q, pool.name) for q in queues.values()]
+            assert {q["nvidia.com/gpu"] for q in quotas} == {0}  # a GPU pod never fits a CPU flavor
+            assert sum(q["cpu"] for q in quotas) == capacity.vcpus
+            assert sum(int(q["memory"].removesuffix("Gi")) for q in quotas) == capacity.memory_gb
+
+
+def test_cpu_quota_follows_gpu_quota(fleet: Fleet) -> None:
+    central = fleet.regions[0]
+    queues = _by_kind(kueue_objects(fleet, central), "ClusterQueue")
+    # 64 n2-standard-32: 2,048 vCPUs and 8,192 GB split 2560:1024:512.
+    assert [_flavor_quota(queues[t], "cpu") for t in ("pretraining", "research", "evals")] == [
+        {"nvidia.com/gpu": 0, "cpu": 1280, "memory": "5120Gi"},
+        {"nvidia.com/gpu": 0, "cpu": 512, "memory": "2048Gi"},
+        {"nvidia.com/gpu": 0, "cpu": 256, "memory": "1024Gi"},
+    ]
+
+
+def test_cpu_split_adds_up_for_any_quotas() -> None:
+    assert apportion(2048, [3, 3, 3]) == [683, 683, 682]
+    assert apportion(10, [0, 0]) == [5, 5]  # no GPU quota anywhere: an even split
+    assert apportion(7, [1, 0, 0]) == [7, 0, 0]
+    for total in (0, 1, 31, 2048, 8191):
+        for weights in ([1], [5, 1], [2560, 1024, 512], [1, 1, 1, 1, 1, 1, 1]):
+            shares = apportion(total, weights)
+            assert sum(shares) == total
+            assert all(s >= 0 for s in shares)
+
+
+def test_gpu_flavors_are_unchanged_by_cpu_pools(fleet: Fleet) -> None:
+    before = _cpu_free(fleet)
+    for region, plain in zip(fleet.regions, before.regions, strict=True):
+        old = _by_kind(kueue_objects(before, plain), "ClusterQueue")
+        new = _by_kind(kueue_objects(fleet, region), "ClusterQueue")
+        cpu = {p.name for p in region.cpu_pools}
+        for name, queue in new.items():
+            (group,) = queue["spec"]["resourceGroups"]
+            (old_group,) = old[name]["spec"]["resourceGroups"]
+            assert [f for f in group["flavors"] if f["name"] not in cpu] == old_group["flavors"]
+            # CPU flavors first: a CPU pod with no pool selector lands on the CPU pool, not an H200 flavor.
+            assert [f["name"] for f in group["flavors"][: len(cpu)]] == [p.name for p in region.cpu_pools]
+            assert group["coveredResources"] == old_group["coveredResources"]
+
+
+def _selects(node_selector: dict[str, str], flavor: dict[str, Any]) -> bool:
+    """Kueue's flavor match: the pod's selector agrees on every node label the flavor names."""
+    labels = flavor["spec"].get("nodeLabels", {})
+    return all(node_selector[k] == v for k, v in labels.items() if k in node_selector)
+
+
+def test_cpu_pods_can_only_get_the_cpu_flavor(fleet: Fleet) -> None:
+    for region in fleet.regions:
+        flavors = _by_kind(kueue_objects(fleet, region), "ResourceFlavor")
+        for pool in region.cpu_pools:
+            head = {"cloud.google.com/gke-nodepool": pool.name}  # what gkr sets on CPU pods
+            assert [n for n, f in flavors.items() if _selects(head, f)] == [pool.name]
+
+
+def test_every_cluster_queue_validates_against_the_pinned_crd(fleet: Fleet, crds: CrdSchemas) -> None:
+    for region in fleet.regions:
+        for queue in _by_kind(kueue_objects(fleet, region), "ClusterQueue").values():
+            assert validate_object(queue, fleet.versions.kubernetes, crds) == []

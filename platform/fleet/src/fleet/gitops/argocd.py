@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet import names
+from fleet.gitops import kueue
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import Fleet, Region
 
@@ -187,7 +188,12 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             "kueue",
             -1,
             "platform",
-            {"repoURL": KUEUE_CHARTS, "chart": "kueue", "targetRevision": v.kueue},
+            {
+                "repoURL": KUEUE_CHARTS,
+                "chart": "kueue",
+                "targetRevision": v.kueue,
+                "helm": {"valuesObject": kueue.chart_values()},  # manager config: waitForPodsReady
+            },
             "kueue-system",
             prune=False,  # carries Kueue's CRDs
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),

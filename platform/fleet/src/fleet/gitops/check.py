@@ -102,6 +102,26 @@ def _names(objects: Iterable[Obj], kind: str) -> set[str]:
     return {name for _, name in _by_kind(objects, kind)}
 
 
+def _quota_classes(objects: Iterable[Obj]) -> dict[str, set[str]]:
+    """namespace -> the PriorityClasses its ResourceQuotas select (GKE's condition for system-* pods there)."""
+    found: dict[str, set[str]] = {}
+    for o in objects:
+        if o.get("kind") != "ResourceQuota":
+            continue
+        for expression in (o.get("spec") or {}).get("scopeSelector", {}).get("matchExpressions", []):
+            if expression.get("scopeName") == "PriorityClass" and expression.get("operator") == "In":
+                found.setdefault(o["metadata"].get("namespace", ""), set()).update(expression.get("values", []))
+    return found
+
+
+def pinned(image: str) -> bool:
+    """A digest, or a tag other than `latest`: a version the image workflow can later pin by digest."""
+    if "@sha256:" in image:
+        return True
+    name = image.rsplit("/", 1)[-1]
+    return ":" in name and name.rsplit(":", 1)[1] not in ("", "latest")
+
+
 def _pod_spec(o: Obj) -> dict[str, Any]:
     spec = o.get("spec", {})
     template = spec.get("template", {}) if isinstance(spec, dict) else {}
@@ -140,6 +160,7 @@ def _references(tree: ClusterTree) -> list[Finding]:
     checks = _names(objects, "AdmissionCheck")
     topologies = _names(objects, "Topology")
     provisioning = _names(objects, "ProvisioningRequestConfig")
+    quota_classes = _quota_classes(objects)
 
     for app, o in tree.objects():
         meta, spec, kind = o["metadata"], o.get("spec") or {}, o.get("kind")
@@ -147,15 +168,23 @@ def _references(tree: ClusterTree) -> list[Finding]:
         if namespace and namespace not in namespaces:
             bad(app, o, f"namespace {namespace} is not created by any application")
         for image in images(o):
-            if "@sha256:" not in image:
-                bad(app, o, f"image {image} is not pinned by digest")
+            if not pinned(image):
+                bad(app, o, f"image {image} is not pinned by a version tag or digest")
         pod = _pod_spec(o)
         if pod:
             account = pod.get("serviceAccountName", "default")
             if account != "default" and (namespace, account) not in accounts:
                 bad(app, o, f"service account {namespace}/{account} does not exist")
-            if pod.get("priorityClassName") and pod["priorityClassName"] not in priority_classes:
-                bad(app, o, f"priority class {pod['priorityClassName']} does not exist")
+            priority = pod.get("priorityClassName")
+            if priority and priority not in priority_classes:
+                bad(app, o, f"priority class {priority} does not exist")
+            selected = quota_classes.get(namespace or "", set())
+            if priority in BUILTIN_PRIORITY_CLASSES and namespace != "kube-system" and priority not in selected:
+                bad(
+                    app,
+                    o,
+                    f"priority class {priority} needs a ResourceQuota in {namespace} whose scopeSelector names it",
+                )
             for volume in pod.get("volumes", []):
                 cm = volume.get("configMap", {}).get("name")
                 if cm and (namespace, cm) not in config_maps:

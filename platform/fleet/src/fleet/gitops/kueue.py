@@ -4,14 +4,21 @@ Every team gets a ClusterQueue in one cohort, so quota a team leaves idle can
 be borrowed by others and reclaimed when its owner needs it. A team's nominal
 GPUs in the region are split over the pools it may use: its dedicated pools
 first, then the shared pools in proportion to their size, in whole nodes.
+
+Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
+toleration and no GPU quota. Its vCPUs and memory are split over the teams in
+proportion to their GPU quota in the region, so a team's gangs can always
+reclaim the CPU their heads need; idle CPU quota is borrowed like GPU quota.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from fleet import names
-from fleet.capacity import pool_capacity
-from fleet.gitops.objects import Obj, obj
-from fleet.model import CapacityMode, Fleet, GpuPool, Region, Team
+from fleet.capacity import cpu_pool_capacity, pool_capacity
+from fleet.gitops.objects import Obj, dump, obj
+from fleet.model import CapacityMode, CpuPool, Fleet, GpuPool, Region, Team
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
@@ -22,6 +29,78 @@ PROVISIONING_CONFIG = "dws-config"
 GPU = names.GPU_RESOURCE
 GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 QUEUED_TOLERATION = names.QUEUED_TOLERATION
+
+
+# All-or-nothing start for gangs (Kueue "Setup All-or-nothing with ready Pods",
+# https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/; fields of
+# config.kueue.x-k8s.io/v1beta2 WaitForPodsReady in Kueue v0.19.2). v1beta2 has no `enable`:
+# the block's presence turns it on, and the manager decodes strictly, so an unknown key stops it.
+WAIT_FOR_PODS_READY: dict[str, Any] = {
+    # Nodes exist before admission (reservations; flex-start waits for its ProvisioningRequest) and the
+    # trainer image is pre-pulled: 20 minutes covers pulls and preflight; past it the gang gives its nodes back.
+    "timeout": "20m",
+    # A running job that lost a pod: longer than Warden's node replacement, so a torchft job rides it out
+    # on its remaining replica groups; a job left short for an hour gives its nodes back.
+    "recoveryTimeout": "60m",
+    "blockAdmission": False,  # sequential admission would serialize the fleet; TAS already places gangs whole
+    "requeuingStrategy": {
+        "timestamp": "Eviction",  # an evicted gang queues behind the others instead of retaking the front
+        "backoffBaseSeconds": 60,
+        "backoffMaxSeconds": 1800,
+        # 60 s doubling to 30 min between tries: about 6 hours of tries, then the Workload is deactivated.
+        "backoffLimitCount": 10,
+    },
+}
+
+
+def manager_config() -> dict[str, Any]:
+    """Kueue's manager Configuration: the chart's default (charts/kueue/values.yaml at v0.19.2) plus waitForPodsReady.
+
+    The chart takes the whole file as one string (managerConfig.controllerManagerConfigYaml), so the
+    defaults are repeated here; anything left out would fall back to Kueue's own defaults, not the chart's.
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "waitForPodsReady": WAIT_FOR_PODS_READY,
+        "integrations": {
+            "frameworks": [
+                "batch/job",
+                "kubeflow.org/mpijob",
+                "ray.io/rayjob",
+                "ray.io/rayservice",
+                "ray.io/raycluster",
+                "jobset.x-k8s.io/jobset",
+                "workload.codeflare.dev/appwrapper",
+                "trainer.kubeflow.org/trainjob",
+                "pod",
+                "deployment",
+                "statefulset",
+                "leaderworkerset.x-k8s.io/leaderworkerset",
+            ]
+        },
+    }
+
+
+def chart_values() -> dict[str, Any]:
+    """Values for the Kueue Helm chart in the `kueue` Argo CD application."""
+    config = dump([manager_config()]).split("\n", 1)[1]  # embedded: without the generated-by header
+    return {"managerConfig": {"controllerManagerConfigYaml": config}}
 
 
 def team_pools(region: Region, team: Team) -> list[GpuPool]:
@@ -53,6 +132,37 @@ def split_quota(region: Region, team: Team) -> dict[str, int]:
     return quota
 
 
+def apportion(total: int, weights: list[int]) -> list[int]:
+    """`total` in whole units over `weights`, adding up exactly (largest remainder; ties to the first).
+
+    No weight at all splits evenly.
+    """
+    if not weights:
+        return []
+    if not any(weights):
+        weights = [1] * len(weights)
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def split_cpu(fleet: Fleet, region: Region, pool: CpuPool) -> dict[str, tuple[int, int]]:
+    """Team -> (vCPUs, memory GB) of a CPU pool's capacity, in proportion to the teams' GPU quota here."""
+    capacity = cpu_pool_capacity(pool)
+    weights = [t.quota.get(region.name, 0) for t in fleet.teams]
+    vcpus = apportion(capacity.vcpus, weights)
+    memory = apportion(capacity.memory_gb, weights)
+    return {t.name: (vcpus[i], memory[i]) for i, t in enumerate(fleet.teams)}
+
+
+def _cpu_flavor(pool: CpuPool) -> Obj:
+    # No GPU toleration: only pods without GPUs belong here, and Kueue adds a flavor's tolerations to pods.
+    return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}})
+
+
 def _flavor(pool: GpuPool) -> Obj:
     tolerations = [GPU_TOLERATION]
     if pool.capacity.mode is CapacityMode.FLEX_START:
@@ -79,9 +189,21 @@ def _resources(pool: GpuPool, gpus: int) -> list[Obj]:
     ]
 
 
-def _cluster_queue(region: Region, team: Team) -> Obj:
+def _cluster_queue(fleet: Fleet, region: Region, team: Team) -> Obj:
     quota = split_quota(region, team)
     pools = team_pools(region, team)
+    # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
+    # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
+    # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor.
+    cpu_flavors = []
+    for cpu_pool in region.cpu_pools:
+        vcpus, memory_gb = split_cpu(fleet, region, cpu_pool)[team.name]
+        resources = [
+            {"name": GPU, "nominalQuota": 0},
+            {"name": "cpu", "nominalQuota": vcpus},
+            {"name": "memory", "nominalQuota": f"{memory_gb}Gi"},
+        ]
+        cpu_flavors.append({"name": cpu_pool.name, "resources": resources})
     spec: Obj = {
         "cohortName": COHORT,
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.team_namespace(team.name)}},
@@ -89,7 +211,7 @@ def _cluster_queue(region: Region, team: Team) -> Obj:
         "resourceGroups": [
             {
                 "coveredResources": [GPU, "cpu", "memory"],
-                "flavors": [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
+                "flavors": cpu_flavors + [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
             }
         ],
         "preemption": {
@@ -108,6 +230,7 @@ def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
         obj(API, "Cohort", COHORT, spec={}),
+        *(_cpu_flavor(p) for p in region.cpu_pools),
         *(_flavor(p) for p in region.gpu_pools),
     ]
     if any(p.capacity.mode is CapacityMode.FLEX_START for p in region.gpu_pools):
@@ -137,7 +260,7 @@ def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
         for p in fleet.priorities
     ]
     for team in fleet.teams:
-        objects.append(_cluster_queue(region, team))
+        objects.append(_cluster_queue(fleet, region, team))
         objects.append(
             obj(
                 API,

@@ -22,11 +22,20 @@ BASE = "../../../base"
 
 
 def image_override(name: str, reference: str) -> dict[str, str]:
-    """A kustomize `images:` entry that pins `name` to a digest-pinned reference."""
+    """A kustomize `images:` entry that pins `name` to `reference`, by version tag, digest or both.
+
+    kustomize writes `newName:newTag@digest` when both are given, `newName@digest` with a digest only.
+    """
     repository, _, digest = reference.partition("@")
+    tag = ""
     if ":" in repository.rsplit("/", 1)[-1]:
-        repository = repository.rsplit(":", 1)[0]
-    return {"name": name, "newName": repository, "digest": digest}
+        repository, tag = repository.rsplit(":", 1)
+    entry = {"name": name, "newName": repository}
+    if tag:
+        entry["newTag"] = tag
+    if digest:
+        entry["digest"] = digest
+    return entry
 
 
 def _overlay(fleet: Fleet, region: Region) -> dict[str, str]:

@@ -5,12 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from fleet import names
+from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import preflight_args
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.gpu_faults import BUCKETS, UNKNOWN_ACTION, default_actions
 from fleet.model import Fleet, Region
 
 POLICY_CONFIGMAP = "warden-policy"
+CRITICAL_QUOTA = "critical-pods"
+# The node agent (system-node-critical) and the service (system-cluster-critical, 2 replicas).
+CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
+CRITICAL_HEADROOM = 8  # the service's replicas and a rollout's surge, on top of one agent per node
 
 
 def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
@@ -45,6 +50,28 @@ def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
     }
 
 
+def critical_pod_quota(region: Region) -> Obj:
+    """GKE admits system-*-critical pods outside kube-system only with a ResourceQuota naming the class.
+
+    REFERENCE.md; Kubernetes "Limit Priority Class consumption by default"
+    (https://kubernetes.io/docs/concepts/policy/resource-quotas/#limit-priority-class-consumption-by-default).
+    The ceiling is every node the region can have, so it never blocks a node's agent.
+    """
+    nodes = region_capacity(region).nodes + sum(cpu_pool_capacity(p).nodes for p in region.cpu_pools)
+    return obj(
+        "v1",
+        "ResourceQuota",
+        CRITICAL_QUOTA,
+        names.WARDEN_NAMESPACE,
+        spec={
+            "hard": {"pods": str(nodes + CRITICAL_HEADROOM)},
+            "scopeSelector": {
+                "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": list(CRITICAL_CLASSES)}]
+            },
+        },
+    )
+
+
 def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
     return [
         obj(
@@ -53,5 +80,6 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
             POLICY_CONFIGMAP,
             names.WARDEN_NAMESPACE,
             data={"policy.yaml": dump([policy(fleet, region)])},
-        )
+        ),
+        critical_pod_quota(region),
     ]
