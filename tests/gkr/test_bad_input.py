@@ -103,6 +103,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "datasets: unknown dataset 'meridian-datasets-uss'; did you mean meridian-datasets-us?",
     ),
+    ("unknown --dataset flag", {}, ["--dataset", "nope"], "flag --dataset: unknown dataset 'nope'"),
     ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: must be a list of dataset names"),
     (
         "CPU pods beyond the CPU pool",

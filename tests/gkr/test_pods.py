@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import Result
 
 from fleet.load import load
 from gkr.registry import from_fleet
@@ -131,3 +134,13 @@ def test_fleet_registry_images_pinned_by_version_or_digest_are_accepted(image: s
 def test_the_default_image_renders() -> None:
     (job,) = objects("pretrain-128-nodes")
     assert group(job, "worker")["spec"]["containers"][0]["image"] == FLEET.trainer_image
+
+
+def test_dataset_flag_mounts_the_bucket(gkr: Callable[..., Result]) -> None:
+    result = gkr(
+        "submit", "-f", str(EXAMPLES / "flex-start-finetune.yaml"), "--dataset", "meridian-datasets-us", "--dry-run"
+    )
+    assert result.exit_code == 0, result.stderr
+    (job,) = yaml.safe_load_all(result.stdout)
+    mounts = group(job, "worker")["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "dataset-0", "mountPath": "/data/meridian-datasets-us", "readOnly": True} in mounts
