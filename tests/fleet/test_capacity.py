@@ -48,6 +48,6 @@ def test_preflight_thresholds_come_from_the_catalog() -> None:
 
     ultra = MACHINE_TYPES["a3-ultragpu-8g"]
     assert preflight_args(ultra, 1) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=368"]
-    assert preflight_args(ultra, 16) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=144"]
+    assert preflight_args(ultra, 16) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=256"]
     assert preflight_args(MACHINE_TYPES["a3-megagpu-8g"], 2)[-1] == "--no-rdma"
     assert preflight_args(MACHINE_TYPES["n2-standard-32"], 1) == ["--no-rdma"]

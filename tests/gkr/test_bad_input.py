@@ -73,10 +73,63 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     ),
     ("unknown priority", {"priority": "urgent"}, [], "priority: unknown priority 'urgent'"),
     (
-        "image without digest",
-        {"image": "us-docker.pkg.dev/p/r/trainer:latest"},
+        "image from another registry",
+        {"image": "docker.io/library/python:3.12"},
         [],
-        "image: 'us-docker.pkg.dev/p/r/trainer:latest' is not pinned by digest",
+        "image: 'docker.io/library/python:3.12' is not in the fleet registry; "
+        "push it to us-docker.pkg.dev/meridian-train-prod/meridian/ (the clusters admit no other)",
+    ),
+    (
+        "image at latest",
+        {"image": "us-docker.pkg.dev/meridian-train-prod/meridian/trainer:latest"},
+        [],
+        "is not pinned (latest moves); pin it by version (:1.2.3) or digest",
+    ),
+    (
+        "image without a tag",
+        {"image": "us-docker.pkg.dev/meridian-train-prod/meridian/trainer"},
+        [],
+        "is not pinned (no tag)",
+    ),
+    (
+        "image with a bad digest",
+        {"image": "us-docker.pkg.dev/meridian-train-prod/meridian/trainer@sha256:abc"},
+        [],
+        "has a malformed digest",
+    ),
+    (
+        "unknown dataset",
+        {"datasets": ["meridian-datasets-uss"]},
+        [],
+        "datasets: unknown dataset 'meridian-datasets-uss'; did you mean meridian-datasets-us?",
+    ),
+    ("unknown --dataset flag", {}, ["--dataset", "nope"], "flag --dataset: unknown dataset 'nope'"),
+    ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: must be a list of dataset names"),
+    (
+        "CPU pods beyond the CPU pool",
+        {"kind": "job", "gpus_per_pod": 0, "pods": 100_000},
+        [],
+        "pods: 100,000 pods x 4 CPU = 400,000 CPU need 14,286 n2-standard-32 nodes; "
+        "CPU pool cpu in us-east4 scales to 64 (1,792 CPU for pods)",
+    ),
+    (
+        "CPU pod larger than a CPU machine",
+        {"kind": "job", "gpus_per_pod": 0, "cpus_per_pod": 64},
+        [],
+        "cpus_per_pod: 64 CPUs per pod do not fit a n2-standard-32 (at most 28 of its 32)",
+    ),
+    (
+        "CPU job on a GPU pool",
+        {"kind": "job", "gpus_per_pod": 0, "pool": "h200-a"},
+        [],
+        "pool: no CPU pool 'h200-a' in us-east4 for a job without GPUs; use one of cpu",
+    ),
+    ("GPU job on the CPU pool", {"pool": "cpu"}, [], "pool: pool cpu has no GPUs; set gpus_per_pod: 0 for a CPU job"),
+    (
+        "Ray head larger than a CPU machine",
+        {"ray": {"head_cpus": 64}},
+        [],
+        "ray.head_cpus: a Ray head of 64 CPUs and 32 GiB does not fit a n2-standard-32 of CPU pool cpu",
     ),
     ("bad env name", {"env": {"1BAD": "x"}}, [], "env: '1BAD' is not a valid environment variable name"),
     ("rayjob without a command", {"command": None}, [], "command: a rayjob needs a command"),
@@ -187,6 +240,7 @@ keys = st.sampled_from(
         "preflight",
         "checkpoint",
         "cpus_per_pod",
+        "datasets",
         "junk",
     ]
 )

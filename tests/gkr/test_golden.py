@@ -75,6 +75,6 @@ def test_preflight_only_job_on_a_chosen_shape(gkr: Callable[..., Result]) -> Non
     assert (service["kind"], job["kind"]) == ("Service", "Job")
     assert job["metadata"]["name"].startswith("preflight-")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
-    assert "preflight run --check allreduce --min-busbw-gbps=144" in script
+    assert "preflight run --check allreduce --min-busbw-gbps=256" in script
     assert script.endswith("exec preflight run --check compute")
     assert "2 pods x 8 H200 = 16 GPUs" in result.stderr

@@ -44,4 +44,23 @@ def test_registry_holds_what_gkr_needs() -> None:
     assert reg.context(central) == "gke_meridian-train-prod_us-central1_meridian-us-central1"
     flex = central.pools[1]
     assert (flex.name, flex.flex_start, flex.nodes, flex.machine.gpu_model) == ("h200-flex", True, 128, "H200")
-    assert flex.machine.preflight_many_nodes == ("--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=144")
+    assert flex.machine.preflight_many_nodes == ("--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=256")
+
+
+def test_registry_v2_holds_cpu_pools_image_registry_and_datasets() -> None:
+    reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
+    assert registry.FORMAT == "gkr.registry/v2"
+    assert reg.image_registry == "us-docker.pkg.dev/meridian-train-prod/meridian"
+    assert [(d.name, d.location) for d in reg.datasets] == [
+        ("meridian-datasets-us", "US"),
+        ("meridian-datasets-eu", "EU"),
+    ]
+    (cpu,) = reg.regions[0].cpu_pools
+    assert (cpu.name, cpu.nodes, cpu.machine.name, cpu.machine.vcpus, cpu.machine.memory_gb) == (
+        "cpu",
+        64,
+        "n2-standard-32",
+        32,
+        128,
+    )
+    assert cpu.machine.gpus == 0

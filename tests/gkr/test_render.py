@@ -9,6 +9,7 @@ import pytest
 
 from fleet.load import load
 from gkr.registry import from_fleet
+from gkr.render import nccl_prelude
 from gkr.submit import flags_of, prepare
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES
@@ -61,8 +62,9 @@ def test_h200_workers_get_gpu_networking_and_queue() -> None:
     assert env["NCCL_NET"] == "gIB"
     assert env["LD_LIBRARY_PATH"].startswith("/usr/local/nvidia/lib64")
     (preflight,) = spec["initContainers"]
-    assert preflight["command"][:2] == ["preflight", "run"]
-    assert "--expect-gpus=8" in preflight["command"]
+    assert preflight["command"][:2] == ["bash", "-c"]
+    assert "exec preflight run --check kernel-log" in preflight["command"][2]
+    assert "--expect-gpus=8" in preflight["command"][2]
     assert spec["serviceAccountName"] == "trainer"
 
 
@@ -74,7 +76,7 @@ def test_no_preflight_drops_the_init_container() -> None:
 def test_flex_start_pods_tolerate_queued_nodes() -> None:
     (job,) = objects("flex-start-finetune")
     keys = {t["key"] for t in workers(job)["spec"]["tolerations"]}
-    assert keys == {"nvidia.com/gpu", "cloud.google.com/gke-queued"}
+    assert keys == {"nvidia.com/gpu", "cloud.google.com/gke-queued", "cloud.google.com/impending-node-termination"}
 
 
 def test_indexed_job_runs_the_collective_check_first() -> None:
@@ -85,7 +87,7 @@ def test_indexed_job_runs_the_collective_check_first() -> None:
     assert spec["restartPolicy"] == "Never"
     script = spec["containers"][0]["command"][2]
     assert script.startswith(
-        "source /usr/local/gib/scripts/set_nccl_env.sh && RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce --min-busbw-gbps=144"
+        f"{nccl_prelude()} && RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce --min-busbw-gbps=256"
     )
     assert script.endswith("&& exec python train.py configs/sft.yaml run.name=sft-eval-sweep")
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
@@ -102,7 +104,8 @@ def test_indexed_job_runs_the_collective_check_first() -> None:
 def test_cpu_pods_get_no_gpu_settings(example: str) -> None:
     _, job = objects(example)
     spec = job["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == {}
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu"}  # the region's CPU pool, never H200
+    assert spec["tolerations"] == []
     assert spec["initContainers"] == []
     assert "nvidia.com/gpu" not in spec["containers"][0]["resources"]["requests"]
     assert "networking.gke.io/interfaces" not in job["spec"]["template"]["metadata"]["annotations"]
@@ -138,7 +141,7 @@ def test_schema_check_agrees_with_jsonschema() -> None:
 def test_rayjob_entrypoint_runs_the_cross_pod_check_first() -> None:
     (job,) = objects("pretrain-128-nodes")
     assert job["spec"]["entrypoint"] == (
-        "python -m preflight.ray_collective --pods 128 --gpus-per-pod 8 --min-busbw-gbps=144 && "
+        "python -m preflight.ray_collective --pods 128 --gpus-per-pod 8 --min-busbw-gbps=256 && "
         "python train.py configs/llama_70b.yaml run.name=llama-70b-pretrain"
     )
     (job,) = objects("pretrain-128-nodes", no_preflight=True)

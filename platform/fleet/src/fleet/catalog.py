@@ -60,7 +60,13 @@ MACHINE_TYPES: dict[str, MachineType] = {
             gvnic_nics=2,
             local_ssds=32,
             allreduce_intra_gbps=460,  # nccl-tests on 8 x H200 NVLink: 460-480 GB/s
-            allreduce_inter_gbps=180,  # 8 x 400 Gb/s RoCE; calibrate on the first healthy nodes
+            # No published multi-node nccl-tests busbw for a3-ultragpu-8g: gpu-recipes
+            # training/a3ultra/nccl-tests/README.md and cluster-toolkit
+            # examples/gke-a3-ultragpu/system_benchmarks/README.md print it as XXX.XX. Derived
+            # instead from the published line rate: 8 CX-7 NICs x 400 Gb/s = 400 GB/s per node,
+            # the ceiling of a ring all-reduce's busbw across nodes (each of the 8 rings crosses
+            # one NIC), times 0.8, the low end of what NCCL over RDMA reaches at large messages.
+            allreduce_inter_gbps=320,
             matmul_tflops=750,
             zones=frozenset(
                 {

@@ -31,6 +31,15 @@ TOPOLOGY_LEVELS = (
 )
 QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
 
+# GKE taints a node it is about to reclaim (spot preemption, host maintenance); GPU pods
+# tolerate it so they keep running, and checkpointing, until the node goes (gpu-recipes a3ultra).
+IMPENDING_TERMINATION_TOLERATION = {
+    "key": "cloud.google.com/impending-node-termination",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's label: the node pool a node belongs to
+
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 POOL_LABEL = "meridian.dev/pool"

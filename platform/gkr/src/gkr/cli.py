@@ -78,7 +78,12 @@ def submit(
     team: Team = None,
     region: Region = None,
     pool: Annotated[str | None, typer.Option("--pool")] = None,
-    image: Annotated[str | None, typer.Option("--image", help="by digest (default: the fleet's trainer image)")] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image", help="from the fleet registry, by version or digest (default: the fleet's trainer image)"
+        ),
+    ] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="GPU pods (Ray workers)")] = None,
     gpus_per_pod: Annotated[int | None, typer.Option("--gpus-per-pod")] = None,
     cpus_per_pod: Annotated[int | None, typer.Option("--cpus-per-pod")] = None,
@@ -87,6 +92,9 @@ def submit(
     topology: Annotated[str | None, typer.Option("--topology", help="required:block, preferred:host, ...")] = None,
     no_preflight: Annotated[bool, typer.Option("--no-preflight", help="skip the preflight checks")] = False,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable")] = None,
+    dataset: Annotated[
+        list[str] | None, typer.Option("--dataset", help="a fleet dataset bucket, read-only at /data/NAME; repeatable")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
     output: Output = "yaml",
     fleet: Fleet = None,
@@ -99,7 +107,7 @@ def submit(
     given = {
         "name": name, "kind": kind, "team": team or (None if file else config.team), "region": region, "pool": pool, "image": image,
         "pods": pods, "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
-        "priority": priority, "command": command or None,
+        "priority": priority, "command": command or None, "datasets": dataset or None,
     }  # fmt: skip
     try:
         flags = flags_of(given, topology, no_preflight, env)

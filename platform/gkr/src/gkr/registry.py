@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gkr.registry/v1"
+FORMAT = "gkr.registry/v2"  # v2: CPU pools, image registry, dataset buckets
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,9 @@ class Machine:
 
 @dataclass(frozen=True)
 class Pool:
-    name: str
+    """A GPU pool (`nodes` fixed), or a CPU pool (`nodes` its autoscaling maximum, `zone` empty: regional)."""
+
+    name: str  # also the GKE node pool name (label cloud.google.com/gke-nodepool)
     zone: str
     team: str | None
     flex_start: bool
@@ -47,6 +49,7 @@ class Region:
     cluster: str
     checkpoint_bucket: str
     pools: tuple[Pool, ...]
+    cpu_pools: tuple[Pool, ...]  # Ray heads and CPU-only pods land here, never on GPU nodes
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,20 @@ class Team:
 
 
 @dataclass(frozen=True)
+class Dataset:
+    name: str  # the bucket name
+    location: str  # GCS location: a region or a multi-region (US, EU)
+
+
+@dataclass(frozen=True)
 class Registry:
     project: str
     trainer_image: str
+    image_registry: str  # the only registry Binary Authorization admits researchers' images from
     priorities: tuple[str, ...]
     regions: tuple[Region, ...]
     teams: tuple[Team, ...]
+    datasets: tuple[Dataset, ...]
 
     def context(self, region: Region) -> str:
         """kubectl context name, as `gcloud container clusters get-credentials` writes it."""
@@ -73,8 +84,7 @@ def from_fleet(fleet: Any) -> Registry:
     from fleet.catalog import preflight_args
     from fleet.model import CapacityMode
 
-    def machine(pool: Any) -> Machine:
-        m = pool.machine
+    def machine(m: Any) -> Machine:
         return Machine(
             m.name,
             m.gpus,
@@ -93,15 +103,22 @@ def from_fleet(fleet: Any) -> Registry:
             fleet.cluster_name(r),
             fleet.buckets.checkpoint_bucket(r.name),
             tuple(
-                Pool(p.name, p.zone, p.team, p.capacity.mode is CapacityMode.FLEX_START, p.nodes, machine(p))
+                Pool(p.name, p.zone, p.team, p.capacity.mode is CapacityMode.FLEX_START, p.nodes, machine(p.machine))
                 for p in r.gpu_pools
             ),
+            tuple(Pool(p.name, "", None, False, p.max_nodes, machine(p.machine)) for p in r.cpu_pools),
         )
         for r in fleet.regions
     )
     teams = tuple(Team(t.name, t.priority, dict(t.quota)) for t in fleet.teams)
     return Registry(
-        fleet.project.id, fleet.versions.trainer_image, tuple(p.name for p in fleet.priorities), regions, teams
+        fleet.project.id,
+        fleet.versions.trainer_image,
+        fleet.registry.url(fleet.project.id),
+        tuple(p.name for p in fleet.priorities),
+        regions,
+        teams,
+        tuple(Dataset(d.name, d.location) for d in fleet.buckets.datasets),
     )
 
 
@@ -118,12 +135,25 @@ def from_json(text: str) -> Registry:
             r["name"],
             r["cluster"],
             r["checkpoint_bucket"],
-            tuple(Pool(**{**p, "machine": _machine(p["machine"])}) for p in r["pools"]),
+            _pools(r["pools"]),
+            _pools(r["cpu_pools"]),
         )
         for r in data["regions"]
     )
     teams = tuple(Team(**t) for t in data["teams"])
-    return Registry(data["project"], data["trainer_image"], tuple(data["priorities"]), regions, teams)
+    return Registry(
+        data["project"],
+        data["trainer_image"],
+        data["image_registry"],
+        tuple(data["priorities"]),
+        regions,
+        teams,
+        tuple(Dataset(**d) for d in data["datasets"]),
+    )
+
+
+def _pools(data: list[dict[str, Any]]) -> tuple[Pool, ...]:
+    return tuple(Pool(**{**p, "machine": _machine(p["machine"])}) for p in data)
 
 
 def _machine(data: dict[str, Any]) -> Machine:

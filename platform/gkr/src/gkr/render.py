@@ -21,13 +21,62 @@ from gkr.resolve import Resolved
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CHECKPOINT_DIR = "/checkpoints"
-NCCL_ENV_SCRIPT = "/usr/local/gib/scripts/set_nccl_env.sh"
+DATA_DIR = "/data"
 RENDEZVOUS_PORT = 29500
 NODE_CHECKS = ("kernel-log", "gpu-state", "nccl", "rdma-interfaces", "shm")
 LEVEL_LABELS = dict(zip(("block", "subblock", "host"), names.TOPOLOGY_LEVELS, strict=False))
 
+# Google's NCCL environment for gIB on A3 Ultra. Every GPU process gets it the way Google's
+# references do (container-engine-accelerators gpudirect-rdma/nccl-test.yaml, gpu-recipes
+# training/a3ultra/*/templates/workload-job.yaml): source the script the nccl-rdma-installer puts
+# on the node, then override the socket interfaces and add the A3 Ultra tuner config. The two
+# exports come after the script because it sets NCCL_SOCKET_IFNAME itself (the recipes override it).
+NCCL_ENV_SCRIPT = "/usr/local/gib/scripts/set_nccl_env.sh"
+NCCL_AFTER_SCRIPT = (
+    ("NCCL_SOCKET_IFNAME", "eth0,eth1"),
+    ("NCCL_TUNER_CONFIG_PATH", "/usr/local/gib/configs/tuner_config_a3u.txtpb"),
+)
+
+# GCS FUSE (GKE docs, cloud-storage-fuse-csi-driver-sidecar and -perf): a GPU pod owns its machine,
+# so its sidecar gets no CPU, memory or ephemeral-storage limit ("0") and never throttles a
+# checkpoint write (gpu-recipes a3ultra jobset and inference templates set the same).
+GCSFUSE_UNLIMITED = {f"gke-gcsfuse/{r}-limit": "0" for r in ("cpu", "memory", "ephemeral-storage")}
+# Checkpoints: other pods create files while this one runs, so no negative cache (a new shard is
+# seen at once); names, once written, do not change (one directory per step): metadata cached for
+# the mount's life; restores read each shard once, in parallel, through the file cache.
+CHECKPOINT_MOUNT = (
+    "implicit-dirs,metadata-cache:negative-ttl-secs:0,metadata-cache:ttl-secs:-1,"
+    "metadata-cache:stat-cache-max-size-mb:-1,metadata-cache:type-cache-max-size-mb:-1,"
+    "file-cache:max-size-mb:-1,file-cache:cache-file-for-range-read:true,file-cache:enable-parallel-downloads:true"
+)
+# Datasets are read-only and do not change under a job: every cache on, no expiry. The file cache
+# lives in the sidecar's emptyDir, on the node's ephemeral storage (local SSD on A3 Ultra).
+DATASET_MOUNT = (
+    "implicit-dirs,metadata-cache:ttl-secs:-1,metadata-cache:stat-cache-max-size-mb:-1,"
+    "metadata-cache:type-cache-max-size-mb:-1,file-cache:max-size-mb:-1,"
+    "file-cache:cache-file-for-range-read:true,file-cache:enable-parallel-downloads:true"
+)
+
 
 DOWNWARD = (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace"))
+
+
+def nccl_prelude(required: bool = True) -> str:
+    """The one shell fragment that loads the NCCL environment before a GPU process starts.
+
+    It ends in a command, so it chains with `&&`: KubeRay runs a Ray container's own command
+    before `ray start` in the same bash (`<command> && ulimit -n 65536; ray start ...`), so
+    the raylet and every Ray worker inherit what it exports; Jobs run it before the command.
+    `required`: a pod whose node lacks the script stops with the reason; preflight instead
+    goes on and reports it in its `nccl` check (and on the Node, for Warden).
+    """
+    exports = " ".join(f"{key}={value}" for key, value in NCCL_AFTER_SCRIPT)
+    missing = (
+        f"{{ echo 'cannot source {NCCL_ENV_SCRIPT}: is the nccl-rdma-installer DaemonSet on this node?' >&2; exit 1; }}"
+        if required
+        else "true"
+    )
+    return f"{{ source {NCCL_ENV_SCRIPT} && export {exports}; }} || {missing}"
 
 
 @cache
@@ -51,8 +100,18 @@ def _interfaces(r: Resolved) -> str:
     return json.dumps(nics, separators=(",", ":"))
 
 
-def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
-    """Everything a pod template needs; `gpu` for the pods that hold the job's GPUs."""
+def _gcsfuse(name: str, bucket: str, options: str, read_only: bool = False) -> dict[str, Any]:
+    csi: dict[str, Any] = {
+        "driver": "gcsfuse.csi.storage.gke.io",
+        "volumeAttributes": {"bucketName": bucket, "mountOptions": options},
+    }
+    if read_only:
+        csi["readOnly"] = True
+    return {"name": name, "csi": csi}
+
+
+def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
+    """Everything a pod template needs; `gpu` for the pods that hold the job's GPUs, `head` for the Ray head."""
     spec, machine = r.spec, r.machine
     rdma = gpu and machine.rdma_nics > 0
     annotations: dict[str, str] = {}
@@ -61,10 +120,17 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
     # Where the pod runs, for the trainer's NCCLFailure Events (Warden counts them per node).
     env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD]
     env += [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    tolerations = [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    if r.pool.flex_start:
-        tolerations.append(names.QUEUED_TOLERATION)
+    tolerations: list[dict[str, str]] = []
+    node_selector: dict[str, str] = {}
+    library_path = ""
     if gpu:
+        node_selector["cloud.google.com/gke-accelerator"] = str(machine.gpu_type)
+        tolerations += [
+            {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+            names.IMPENDING_TERMINATION_TOLERATION,
+        ]
+        if r.pool.flex_start:
+            tolerations.append(names.QUEUED_TOLERATION)
         volumes.append({"name": "nvidia", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}})
         mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia"})
         library_path = "/usr/local/nvidia/lib64"
@@ -74,35 +140,28 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
             volumes.append({"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}})
             mounts.append({"name": "gib", "mountPath": "/usr/local/gib"})
             library_path += ":/usr/local/gib/lib64"
-            env += [
-                {"name": "NCCL_NET", "value": "gIB"},
-                {"name": "MERIDIAN_NCCL_ENV_SCRIPT", "value": NCCL_ENV_SCRIPT},
-            ]
+            env.append({"name": "NCCL_NET", "value": "gIB"})
         env.insert(0, {"name": "LD_LIBRARY_PATH", "value": library_path})
         if spec.topology is not None:
             annotations[f"kueue.x-k8s.io/podset-{spec.topology.mode}-topology"] = LEVEL_LABELS[spec.topology.level]
-    cpus, memory = (
-        (r.cpus, r.memory_gib) if gpu or spec.gpus_per_pod == 0 else (spec.ray.head_cpus, spec.ray.head_memory_gib)
-    )
+    elif r.cpu_pool is not None:  # resolve refuses CPU pods in a region without a CPU pool
+        # The CPU pool only, with no GPU toleration: Kueue admits it on the pool's flavor, never on H200 nodes.
+        node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name
+    cpus, memory = (spec.ray.head_cpus, spec.ray.head_memory_gib) if head else (r.cpus, r.memory_gib)
     # Memory-backed /dev/shm for data loaders and NCCL's shared-memory transport (counts against the pod's memory).
     volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, memory // 2)}Gi"}})
     mounts.append({"name": "shm", "mountPath": "/dev/shm"})
     if spec.checkpoint:
-        annotations["gke-gcsfuse/volumes"] = "true"
-        volumes.append(
-            {
-                "name": "checkpoints",
-                "csi": {
-                    "driver": "gcsfuse.csi.storage.gke.io",
-                    "volumeAttributes": {"bucketName": r.region.checkpoint_bucket, "mountOptions": "implicit-dirs"},
-                },
-            }
-        )
+        volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, CHECKPOINT_MOUNT))
         mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
         env.append({"name": "MERIDIAN_CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
-    cpus, memory = (
-        (r.cpus, r.memory_gib) if gpu or spec.gpus_per_pod == 0 else (spec.ray.head_cpus, spec.ray.head_memory_gib)
-    )
+    for index, dataset in enumerate(spec.datasets):
+        volumes.append(_gcsfuse(f"dataset-{index}", dataset, DATASET_MOUNT, read_only=True))
+        mounts.append({"name": f"dataset-{index}", "mountPath": f"{DATA_DIR}/{dataset}", "readOnly": True})
+    if spec.checkpoint or spec.datasets:
+        annotations["gke-gcsfuse/volumes"] = "true"
+        if gpu:  # a CPU pod shares its node: the sidecar keeps GKE's default limits there
+            annotations.update(GCSFUSE_UNLIMITED)
     resources: dict[str, Any] = {
         "requests": {"cpu": str(cpus), "memory": f"{memory}Gi"},
         "limits": {"memory": f"{memory}Gi"},
@@ -110,15 +169,16 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
     if gpu:
         resources["requests"][names.GPU_RESOURCE] = str(spec.gpus_per_pod)
         resources["limits"][names.GPU_RESOURCE] = str(spec.gpus_per_pod)
-    init = [_preflight(r, mounts)] if gpu and spec.preflight else []
+    init = [_preflight(r, mounts, library_path)] if gpu and spec.preflight else []
     return {
         "labels": {names.TEAM_LABEL: r.team.name, "meridian.dev/job": spec.name},
         "annotations": annotations,
         "service_account": names.TRAINER_KSA,
-        "node_selector": {"cloud.google.com/gke-accelerator": str(machine.gpu_type)} if gpu else {},
+        "node_selector": node_selector,
         "tolerations": tolerations,
         "init_containers": init,
         "image": r.image,
+        "command": [nccl_prelude()] if rdma else [],
         "env": env,
         "resources": resources,
         "mounts": mounts,
@@ -128,20 +188,27 @@ def pod(r: Resolved, gpu: bool) -> dict[str, Any]:
     }
 
 
-def _preflight(r: Resolved, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Node-local checks before the job's container starts; a failure fails the pod with the reason."""
+def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> dict[str, Any]:
+    """Node-local checks before the job's container starts, in the environment the job will have."""
     checks = [arg for check in NODE_CHECKS for arg in ("--check", check)]
     thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
     args = [a for a in thresholds if not a.startswith(("--min-tflops", "--min-busbw"))]
+    command = shlex.join(["preflight", "run", *checks, *args, "--annotate"])
+    env = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "PATH", "value": "/usr/local/nvidia/bin:/usr/local/bin:/usr/bin:/bin"},
+        {"name": "LD_LIBRARY_PATH", "value": library_path},
+    ]
+    if r.machine.rdma_nics:
+        env.append({"name": "NCCL_NET", "value": "gIB"})
+        command = f"{nccl_prelude(required=False)}; exec {command}"
+    else:
+        command = f"exec {command}"
     return {
         "name": "preflight",
         "image": r.image,
-        "command": ["preflight", "run", *checks, *args, "--annotate"],
-        "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            {"name": "PATH", "value": "/usr/local/nvidia/bin:/usr/local/bin:/usr/bin:/bin"},
-            {"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"},
-        ],
+        "command": ["bash", "-c", command],
+        "env": env,
         "securityContext": {"capabilities": {"add": ["SYSLOG"]}},  # dmesg
         "volumeMounts": [m for m in mounts if m["name"] in ("nvidia", "gib", "shm")],
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -158,7 +225,7 @@ def _job_command(r: Resolved) -> list[str]:
     """The indexed Job's command: the NCCL environment, the collective check across pods, then the user's command."""
     steps = []
     if r.spec.gpus_per_pod and r.machine.rdma_nics:
-        steps.append(f"source {NCCL_ENV_SCRIPT}")
+        steps.append(nccl_prelude())
     if r.spec.preflight and r.spec.gpus_per_pod and r.spec.pods > 1:
         steps.append(f"RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce {_busbw_threshold(r)}")
     steps.append(f"exec {shlex.join(r.command)}")
@@ -201,7 +268,7 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         worker["spec_extra"] = {"subdomain": spec.name, "restartPolicy": "Never"}
         context["command"] = _job_command(r)
     else:
-        context["head"] = pod(r, gpu=False)
+        context["head"] = pod(r, gpu=False, head=True)
         context["entrypoint"] = _ray_entrypoint(r)
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]

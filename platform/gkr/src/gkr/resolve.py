@@ -15,7 +15,11 @@ from gkr.spec import JobSpec, Ray
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+# An image reference below the registry: path, then a version tag and/or a digest.
+IMAGE_PATH = r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+IMAGE_REF = rf"(?P<path>{IMAGE_PATH})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}))?(?:@(?P<digest>[^@]*))?"
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+DEFAULT_CPU_POD = (4, 16)  # CPUs, GiB of a CPU-only pod that asks for nothing
 # KubeRay's limits: the name is the prefix of the objects and labels it creates.
 NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
 SYSTEM_SHARE = 0.9  # what a pod may ask of a node; the rest is the node's own (kubelet, daemons)
@@ -33,7 +37,8 @@ class Resolved:
     registry: Registry
     region: Region
     team: Team
-    pool: Pool
+    pool: Pool  # the GPU pool, or for a CPU-only job the CPU pool
+    cpu_pool: Pool | None  # where the Ray head and CPU-only pods run (None: the region has none)
     priority: str
     image: str
     cpus: int
@@ -62,9 +67,17 @@ class Resolved:
 
     @property
     def nodes(self) -> int:
-        """Nodes the GPU pods take (pods share a node when they use part of its GPUs)."""
-        per_node = self.machine.gpus // self.spec.gpus_per_pod if 0 < self.spec.gpus_per_pod <= self.machine.gpus else 1
+        """Nodes the job's pods take (GPU pods share a node when they use part of its GPUs; CPU pods pack)."""
+        if self.spec.gpus_per_pod == 0:
+            return cpu_nodes(self.machine, self.spec.pods, self.cpus, self.memory_gib)
+        per_node = self.machine.gpus // self.spec.gpus_per_pod if self.spec.gpus_per_pod <= self.machine.gpus else 1
         return -(-self.spec.pods // per_node)
+
+
+def cpu_nodes(machine: Machine, pods: int, cpus: int, memory_gib: int) -> int:
+    """Machines `pods` pods of this shape pack onto (a pod that does not fit one counts one each)."""
+    per_node = min(int(machine.vcpus * SYSTEM_SHARE) // cpus, int(machine.memory_gb * SYSTEM_SHARE) // memory_gib)
+    return -(-pods // max(1, per_node))
 
 
 def default_share(machine: Machine, gpus: int, total: int) -> int:
@@ -101,38 +114,87 @@ def resolve(
             *problems,
             Problem("region", f"unknown region {region_name!r}; {one_of(regions, region_name or '')}"),
         ]
-    usable = team_pools(region, team)
-    if spec.pool is None:
-        if not usable:
-            return None, [
-                *problems,
-                Problem("region", f"team {team.name} may use no GPU pool in {region.name}; pick another --region"),
-            ]
-        pool = usable[0]
-    else:
-        found = next((p for p in region.pools if p.name == spec.pool), None)
-        if found is None:
-            return None, [
-                *problems,
-                Problem(
-                    "pool", f"no pool {spec.pool!r} in {region.name}; {one_of([p.name for p in usable], spec.pool)}"
-                ),
-            ]
-        pool = found
-        if pool not in usable:
-            problems.append(
-                Problem(
-                    "pool", f"pool {pool.name} is dedicated to team {pool.team}; {one_of([p.name for p in usable])}"
-                )
-            )
+    cpu_pool = region.cpu_pools[0] if region.cpu_pools else None
+    found_pool, problem = _pool(spec, region, team, cpu_pool)
+    if found_pool is None:
+        return None, [*problems, problem] if problem else problems
+    pool = found_pool
+    if problem:
+        problems.append(problem)
     machine = pool.machine
-    cpus = spec.cpus_per_pod or max(1, default_share(machine, spec.gpus_per_pod, machine.vcpus) or 4)
-    memory = spec.memory_per_pod_gib or max(1, default_share(machine, spec.gpus_per_pod, machine.memory_gb) or 16)
+    cpus = spec.cpus_per_pod or max(1, default_share(machine, spec.gpus_per_pod, machine.vcpus) or DEFAULT_CPU_POD[0])
+    memory = spec.memory_per_pod_gib or max(
+        1, default_share(machine, spec.gpus_per_pod, machine.memory_gb) or DEFAULT_CPU_POD[1]
+    )
     priority = spec.priority or team.priority
     image = spec.image or registry.trainer_image
     command = ["bash", "-c", spec.command] if isinstance(spec.command, str) else list(spec.command or [])
-    resolved = Resolved(spec, registry, region, team, pool, priority, image, cpus, memory, command)
+    resolved = Resolved(spec, registry, region, team, pool, cpu_pool, priority, image, cpus, memory, command)
     return resolved, problems + _check(resolved)
+
+
+def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> tuple[Pool | None, Problem | None]:
+    """The pool the job's pods run on, and a problem that does not stop resolving."""
+    cpu_names = [p.name for p in region.cpu_pools]
+    if spec.gpus_per_pod == 0:  # CPU-only pods go to the region's CPU pool, never to GPU nodes
+        if cpu_pool is None:
+            return None, Problem(
+                "gpus_per_pod", f"{region.name} has no CPU pool for CPU-only pods; pick another --region"
+            )
+        if spec.pool is None:
+            return cpu_pool, None
+        found = next((p for p in region.cpu_pools if p.name == spec.pool), None)
+        if found is None:
+            return None, Problem(
+                "pool",
+                f"no CPU pool {spec.pool!r} in {region.name} for a job without GPUs; {one_of(cpu_names, spec.pool)}",
+            )
+        return found, None
+    usable = team_pools(region, team)
+    if spec.pool is None:
+        if not usable:
+            return None, Problem(
+                "region", f"team {team.name} may use no GPU pool in {region.name}; pick another --region"
+            )
+        return usable[0], None
+    found = next((p for p in region.pools if p.name == spec.pool), None)
+    if found is None:
+        if spec.pool in cpu_names:
+            return None, Problem(
+                "pool",
+                f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {one_of([p.name for p in usable])}",
+            )
+        return None, Problem(
+            "pool", f"no pool {spec.pool!r} in {region.name}; {one_of([p.name for p in usable], spec.pool)}"
+        )
+    if found not in usable:
+        return found, Problem(
+            "pool", f"pool {found.name} is dedicated to team {found.team}; {one_of([p.name for p in usable])}"
+        )
+    return found, None
+
+
+def image_problem(image: str, registry: Registry) -> str | None:
+    """Why the cluster would refuse this image, or None.
+
+    Binary Authorization admits only the fleet registry; a reference must name one build
+    (a version tag or a digest) so that every pod of a job runs the same code. The fleet's
+    own trainer image is pinned in fleet.yaml, which is reviewed: it is trusted as pinned.
+    """
+    if image == registry.trainer_image:
+        return None
+    prefix = f"{registry.image_registry}/"
+    fix = "pin it by version (:1.2.3) or digest (@sha256:<64 hex digits>)"
+    if not image.startswith(prefix):
+        return f"{image!r} is not in the fleet registry; push it to {prefix} (the clusters admit no other) and {fix}"
+    ref = re.fullmatch(IMAGE_REF, image[len(prefix) :])
+    if ref is None:
+        return f"{image!r} is not a valid image reference; {fix}"
+    if ref["digest"] is not None and not DIGEST.fullmatch(ref["digest"]):
+        return f"{image!r} has a malformed digest; {fix}"
+    if ref["digest"] is None and ref["tag"] in (None, "latest"):
+        return f"{image!r} is not pinned ({'latest moves' if ref['tag'] else 'no tag'}); {fix}"
+    return None
 
 
 def _check(r: Resolved) -> list[Problem]:
@@ -168,6 +230,7 @@ def _check(r: Resolved) -> list[Problem]:
         )
     if spec.gpus_per_pod and r.nodes > r.pool.nodes:
         out.append(Problem("pods", f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}"))
+    out += _cpu_capacity(r)
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:
         out.append(
@@ -178,8 +241,14 @@ def _check(r: Resolved) -> list[Problem]:
         )
     if r.priority not in r.registry.priorities:
         out.append(Problem("priority", f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}"))
-    if not DIGEST.fullmatch(r.image):
-        out.append(Problem("image", f"{r.image!r} is not pinned by digest; append @sha256:<64 hex digits>"))
+    if (image := image_problem(r.image, r.registry)) is not None:
+        out.append(Problem("image", image))
+    datasets = [d.name for d in r.registry.datasets]
+    out += [
+        Problem("datasets", f"unknown dataset {name!r}; {one_of(datasets, name)}")
+        for name in spec.datasets
+        if name not in datasets
+    ]
     out += [
         Problem("env", f"{key!r} is not a valid environment variable name")
         for key in spec.env
@@ -192,6 +261,36 @@ def _check(r: Resolved) -> list[Problem]:
     if spec.kind == "raycluster" and r.command:
         out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
     return out + _ray(spec)
+
+
+def _cpu_capacity(r: Resolved) -> list[Problem]:
+    """The Ray head and CPU-only pods against the region's CPU pool: one machine each, the pool's maximum together."""
+    spec, pool = r.spec, r.cpu_pool
+    head = spec.kind != "job"
+    if pool is None:
+        # CPU-only jobs were refused while choosing the pool; a Ray head must not take a GPU node either.
+        return [Problem("kind", f"{r.region.name} has no CPU pool for the Ray head; use --kind job")] if head else []
+    machine, out = pool.machine, []
+    limit_cpus, limit_memory = int(machine.vcpus * SYSTEM_SHARE), int(machine.memory_gb * SYSTEM_SHARE)
+    if head and (spec.ray.head_cpus > limit_cpus or spec.ray.head_memory_gib > limit_memory):
+        out.append(
+            Problem(
+                "ray.head_cpus" if spec.ray.head_cpus > limit_cpus else "ray.head_memory_gib",
+                f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit a {machine.name} "
+                f"of CPU pool {pool.name} (at most {limit_cpus} CPUs, {limit_memory} GiB)",
+            )
+        )
+    if spec.gpus_per_pod == 0 and r.cpus <= limit_cpus and r.memory_gib <= limit_memory:
+        nodes = r.nodes + (1 if head else 0)
+        if nodes > pool.nodes:
+            out.append(
+                Problem(
+                    "pods",
+                    f"{spec.pods:,} pods x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
+                    f"CPU pool {pool.name} in {r.region.name} scales to {pool.nodes:,} ({pool.nodes * limit_cpus:,} CPU for pods)",
+                )
+            )
+    return out
 
 
 def _ray(spec: JobSpec) -> list[Problem]:

@@ -49,6 +49,7 @@ class JobSpec:
     topology: Topology | None = None
     preflight: bool = True
     checkpoint: bool = True  # mount the region's checkpoint bucket at /checkpoints
+    datasets: tuple[str, ...] = ()  # the fleet's dataset buckets, each read-only at /data/<name>
     env: dict[str, str] = field(default_factory=dict)
     ray: Ray = field(default_factory=Ray)
 
@@ -138,6 +139,10 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]
     ):
         r.bad("command", "must be a string or a list of strings")
         command = None
+    datasets = data.get("datasets") or []
+    if not (isinstance(datasets, list) and all(isinstance(d, str) for d in datasets)):
+        r.bad("datasets", "must be a list of dataset names")
+        datasets = []
     env = r.mapping("env") or {}
     for key, value in env.items():
         if not isinstance(value, str | int | float) or isinstance(value, bool):
@@ -174,6 +179,7 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]
         topology=topology,
         preflight=r.flag("preflight", True),
         checkpoint=r.flag("checkpoint", True),
+        datasets=tuple(dict.fromkeys(datasets)),
         env={str(k): str(v) for k, v in env.items()},
         ray=ray,
     )

@@ -22,6 +22,7 @@ FLAG_NAMES = {
     "cpus_per_pod": "--cpus-per-pod",
     "memory_per_pod_gib": "--memory-per-pod-gib",
     "priority": "--priority",
+    "datasets": "--dataset",
     "command": "the command after --",
 }
 
