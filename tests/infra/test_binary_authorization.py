@@ -145,11 +145,6 @@ def test_every_pinned_and_deployed_image_is_admitted(stacks: Stacks) -> None:
     assert refused == []
 
 
-@pytest.mark.xfail(
-    reason="the GitOps generator (fleet.gitops.tree, not this area) writes `digest: ''` and no newTag for images "
-    "pinned by version, so e.g. the gIB installer resolves untagged (latest), which the policy rightly refuses",
-    strict=False,
-)
 def test_every_deployed_image_is_pinned_and_admitted(stacks: Stacks) -> None:
     patterns = [p["name_pattern"] for p in _policy(stacks)["admission_whitelist_patterns"]]
     deployed = deployed_images()
