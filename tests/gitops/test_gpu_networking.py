@@ -57,10 +57,7 @@ FLEET = from_fleet(load(SHIPPED).fleet)
 
 def _gpu_job_mounts() -> dict[str, str]:
     """mountPath -> hostPath of the hostPath volumes gkr gives an H200 worker pod."""
-    image = "us-docker.pkg.dev/p/r/trainer@sha256:" + "0" * 64  # mounts do not depend on the image
-    _, objs = prepare(
-        str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({"image": image}, None, False, None), FLEET, None
-    )
+    _, objs = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({}, None, False, None), FLEET, None)
     (job,) = objs
     spec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     hosts = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}

@@ -120,11 +120,16 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
     assert r.stacks == []  # nothing in Terraform
     ((cluster, objects),) = [(c.cluster, c.objects) for c in r.clusters]
     assert cluster == "meridian-us-east4"
-    (queue,) = objects
-    assert queue.key == ("kueue.x-k8s.io", "ClusterQueue", "", "research")
-    assert queue.flags == [
-        "Kueue quota of research: h200-a/cpu 21504 -> 14336, h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"
-    ]
+    # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
+    # so every team's CPU share follows (fleet.gitops.kueue.split_cpu).
+    assert {o.key[3]: o.flags for o in objects} == {
+        "research": [
+            "Kueue quota of research: cpu/cpu 512 -> 372, cpu/memory 2048Gi -> 1489Gi, h200-a/cpu 21504 -> 14336, "
+            "h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"
+        ],
+        "pretraining": ["Kueue quota of pretraining: cpu/cpu 1365 -> 1490, cpu/memory 5461Gi -> 5958Gi"],
+        "evals": ["Kueue quota of evals: cpu/cpu 171 -> 186, cpu/memory 683Gi -> 745Gi"],
+    }
     assert [(d.name, d.before, d.after) for d in r.teams if d.before != d.after] == [
         ("research", 2560, 2304),
         ("research in us-east4", 768, 512),
