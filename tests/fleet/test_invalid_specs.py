@@ -275,6 +275,18 @@ CASES: list[tuple[str, Callable[[Spec], None], str, str]] = [
     ("missing field", _delete("project.state_bucket"), "project.state_bucket", "is required; add it"),
     ("unknown team priority", _set("teams.0.priority", "urgent"), "teams[0].priority", "unknown priority 'urgent'"),
     (
+        "unknown priority ceiling",
+        _set("teams.1.max_priority", "urgent"),
+        "teams[1].max_priority",
+        "unknown priority 'urgent'",
+    ),
+    (
+        "priority ceiling below the default",
+        _set("teams.1.max_priority", "preemptible"),
+        "teams[1].max_priority",
+        "preemptible is below the team's default priority standard",
+    ),
+    (
         "pool for an unknown team",
         _set("regions.2.gpu_pools.0.team", "pretrain"),
         "regions[2].gpu_pools[0].team",

@@ -307,7 +307,13 @@ class Priority(Base):
 class Team(Base):
     name: Name
     group: Email
-    priority: str
+    priority: str  # the default for the team's jobs
+    # The highest priority the team's jobs may ask for (admission policy and gkr); default: `priority`.
+    max_priority: str | None = None
+
+    @property
+    def ceiling(self) -> str:
+        return self.max_priority or self.priority
     quota: dict[str, Count] = {}  # region -> nominal GPUs
 
 

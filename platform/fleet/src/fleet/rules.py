@@ -189,11 +189,16 @@ def _capacity(pool: GpuPool, at: Path) -> Iterator[Problem]:
 
 def _teams(fleet: Fleet) -> Iterator[Problem]:
     yield from _duplicates(((("teams", i, "name"), t.name) for i, t in enumerate(fleet.teams)), "team")
-    priorities = {p.name for p in fleet.priorities}
+    values = {p.name: p.value for p in fleet.priorities}
     for i, team in enumerate(fleet.teams):
-        if team.priority not in priorities:
+        for field in ("priority", "max_priority"):
+            name = getattr(team, field)
+            if name is not None and name not in values:
+                yield Problem(("teams", i, field), f"unknown priority {name!r}; {one_of(values, name)}")
+        if team.priority in values and team.ceiling in values and values[team.priority] > values[team.ceiling]:
             yield Problem(
-                ("teams", i, "priority"), f"unknown priority {team.priority!r}; {one_of(priorities, team.priority)}"
+                ("teams", i, "max_priority"),
+                f"{team.ceiling} is below the team's default priority {team.priority}; raise max_priority",
             )
     yield from _quotas(fleet)
 
