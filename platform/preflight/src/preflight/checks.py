@@ -7,10 +7,11 @@ from preflight.report import Result
 
 
 def check_kernel_log(text: str, window_s: float, uptime: float | None = None, now: float | None = None) -> Result:
-    events = kernel_log.recent(kernel_log.parse(text.splitlines()), window_s, now=now, uptime=uptime)
+    found = kernel_log.scan(kernel_log.lines(text))
+    events = kernel_log.recent(found.events, window_s, now=now, uptime=uptime, newest_line=found.newest_boot)
     fatal = [e for e in events if e.severity == kernel_log.FATAL]
     warn = [e for e in events if e.severity == kernel_log.WARN]
-    evidence = [e.line for e in fatal + warn]
+    evidence = [f"{e.line} [{e.problem}]" if e.problem else e.line for e in fatal + warn]
     if fatal:
         kinds = sorted({f"{e.kind}{' ' + str(e.code) if e.code is not None else ''}" for e in fatal})
         return Result(

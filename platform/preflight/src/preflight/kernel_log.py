@@ -10,6 +10,12 @@ seconds since boot, `dmesg -T`, and journal/syslog wall-clock lines):
   uncorrected), PCIe AER errors (corrected and uncorrected)
 
 Everything else (noise, truncated lines, other drivers) is ignored.
+
+The parser is total and linear on hostile logs: lines split on newlines only
+(a U+2028 printed into the log stays inside its line), every pattern is either
+anchored or a literal prefix followed by bounded work, and a timestamp that
+names no real moment (Feb 29 of a common year, hour 99) leaves the event
+without a time ("unparseable timestamp") instead of failing the whole check.
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from preflight.xid import action_of, bucket_of
 _PCI = r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
 _XID = re.compile(rf"NVRM: Xid \({_PCI}\): (?P<code>\d+)(?:, (?P<detail>.*))?")
 _SXID = re.compile(rf"SXid \({_PCI}\): (?P<code>\d+)(?:, (?P<detail>.*))?")
-_OFF_BUS = re.compile(rf"NVRM: GPU (?:at )?{_PCI}.*fallen off the bus", re.IGNORECASE)
-_NVRM_ERROR = re.compile(r"NVRM: .*\b(?:error|failed|failure)\b", re.IGNORECASE)
+# Prefix + bounded pattern; what may follow anywhere later in the line is found with `in`
+# or one forward search from there (a `.*` between two patterns is quadratic under search).
+_OFF_BUS_AT = re.compile(rf"NVRM: GPU (?:at )?{_PCI}")
+_FAILURE_WORD = re.compile(r"\b(?:error|failed|failure)\b", re.IGNORECASE)
 _MCE = re.compile(r"mce: \[Hardware Error\]")
-_EDAC = re.compile(r"EDAC .*?\b(?P<count>\d+)? ?(?P<kind>UE|CE)\b")
+_EDAC_KIND = re.compile(r"\b(?P<kind>UE|CE)\b")
 _AER = re.compile(rf"(?:pcieport|nvidia) {_PCI}: AER: (?P<kind>Corrected|Uncorrected)")
 
 _UPTIME = re.compile(r"^\[\s*(?P<s>\d+\.\d+)\]\s")
@@ -44,6 +52,10 @@ _ISO = re.compile(r"^(?P<t>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?
 FATAL, WARN, INFO = "fatal", "warn", "info"
 
 
+UNPARSEABLE = "unparseable timestamp"
+_LATEST = 1e10  # seconds: year 2286 on the wall clock, three centuries of uptime on the boot clock
+
+
 @dataclass(frozen=True)
 class Event:
     kind: str  # xid, sxid, off_bus, nvrm, mce, edac_ue, edac_ce, aer_uncorrected, aer_corrected
@@ -55,19 +67,49 @@ class Event:
     code: int | None = None
     bucket: str | None = None
     action: str | None = None
+    problem: str | None = None  # UNPARSEABLE when the line's timestamp names no real moment
 
 
-def _timestamp(line: str, year: int) -> tuple[float | None, str, str]:
-    """(seconds, clock, message) for one line."""
-    if m := _UPTIME.match(line):
-        return float(m["s"]), "boot", line[m.end() :]
-    if m := _CTIME.match(line):
-        return datetime.strptime(m["t"], "%a %b %d %H:%M:%S %Y").timestamp(), "wall", line[m.end() :]
-    if m := _ISO.match(line):
-        return datetime.fromisoformat(m["t"].replace("Z", "+00:00")).timestamp(), "wall", line[m.end() :]
-    if m := _SYSLOG.match(line):
-        return datetime.strptime(f"{year} {m['t']}", "%Y %b %d %H:%M:%S").timestamp(), "wall", line[m.end() :]
-    return None, "none", line
+@dataclass(frozen=True)
+class Scan:
+    events: list[Event]
+    newest_boot: float | None  # the newest boot-clock time of any line: "now" for a saved dmesg
+
+
+def lines(text: str) -> list[str]:
+    """The log's lines: split on newlines only (str.splitlines also splits on U+2028, U+0085, form feeds...)."""
+    parts = text.split("\n")
+    if parts[-1] == "":
+        parts.pop()  # the newline that ends the last line
+    return [line.removesuffix("\r") for line in parts]
+
+
+def _seconds(style: str, stamp: str, year: int) -> float:
+    if style == "boot":
+        return float(stamp)
+    if style == "ctime":
+        return datetime.strptime(stamp, "%a %b %d %H:%M:%S %Y").timestamp()
+    if style == "iso":
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return datetime.strptime(f"{year} {stamp}", "%Y %b %d %H:%M:%S").timestamp()
+
+
+_STYLES = (("boot", _UPTIME, "s"), ("ctime", _CTIME, "t"), ("iso", _ISO, "t"), ("syslog", _SYSLOG, "t"))
+
+
+def _timestamp(line: str, year: int) -> tuple[float | None, str, str, str | None]:
+    """(seconds, clock, message, problem) for one line."""
+    for style, pattern, group in _STYLES:
+        if m := pattern.match(line):
+            clock = "boot" if style == "boot" else "wall"
+            try:
+                seconds = _seconds(style, m[group], year)
+            except (ValueError, OverflowError, OSError):
+                return None, "none", line[m.end() :], UNPARSEABLE
+            if not 0 <= seconds < _LATEST:  # NaN, infinities, before 1970, or an uptime of centuries
+                return None, "none", line[m.end() :], UNPARSEABLE
+            return seconds, clock, line[m.end() :], None
+    return None, "none", line, None
 
 
 def _classify(message: str) -> dict[str, Any] | None:
@@ -92,11 +134,11 @@ def _classify(message: str) -> dict[str, Any] | None:
             "severity": FATAL if fatal else WARN,
             "action": "review",
         }
-    if m := _OFF_BUS.search(message):
+    if (m := _OFF_BUS_AT.search(message)) and "fallen off the bus" in message[m.end() :].lower():
         return {"kind": "off_bus", "pci": m["pci"], "severity": FATAL, "action": "replace"}
     if _MCE.search(message):
         return {"kind": "mce", "severity": FATAL, "action": "review"}
-    if m := _EDAC.search(message):
+    if (at := message.find("EDAC ")) >= 0 and (m := _EDAC_KIND.search(message, at)):
         uncorrected = m["kind"] == "UE"
         return {
             "kind": "edac_ue" if uncorrected else "edac_ce",
@@ -111,35 +153,49 @@ def _classify(message: str) -> dict[str, Any] | None:
             "severity": FATAL if uncorrected else INFO,
             "action": "review" if uncorrected else "none",
         }
-    if _NVRM_ERROR.search(message):
+    if (at := message.find("NVRM: ")) >= 0 and _FAILURE_WORD.search(message, at):
         return {"kind": "nvrm", "severity": WARN, "action": "review"}
     return None
 
 
-def parse(lines: Iterable[str], year: int | None = None) -> list[Event]:
+def scan(log: Iterable[str], year: int | None = None) -> Scan:
     year = year or datetime.now().year
     events = []
-    for raw in lines:
+    newest: float | None = None
+    for raw in log:
         line = raw.rstrip("\n")
         if _OTHER_PROCESS.match(line):
             continue
-        when, clock, message = _timestamp(line, year)
+        when, clock, message, problem = _timestamp(line, year)
+        if clock == "boot" and when is not None:
+            newest = when if newest is None else max(newest, when)
         found = _classify(message)
         if found is not None:
-            events.append(Event(line=line, time=when, clock=clock, **found))
-    return events
+            events.append(Event(line=line, time=when, clock=clock, problem=problem, **found))
+    return Scan(events, newest)
 
 
-def recent(events: list[Event], window_s: float, now: float | None = None, uptime: float | None = None) -> list[Event]:
+def parse(log: Iterable[str], year: int | None = None) -> list[Event]:
+    return scan(log, year).events
+
+
+def recent(
+    events: list[Event],
+    window_s: float,
+    now: float | None = None,
+    uptime: float | None = None,
+    newest_line: float | None = None,
+) -> list[Event]:
     """Events inside the look-back window: older ones were handled when they happened.
 
-    Boot-clock events are measured against `uptime` (the live machine's, or the
-    newest timestamp in a saved log); wall-clock ones against `now`. Events
-    without a time are always kept: they cannot be shown to be old.
+    Boot-clock events are measured against `uptime` (the live machine's), else
+    the newest line of a saved log (`newest_line`, from `scan`), else the newest
+    event; wall-clock ones against `now`. Events without a time are always kept:
+    they cannot be shown to be old.
     """
-    newest_boot = max((e.time for e in events if e.clock == "boot" and e.time is not None), default=0.0)
+    newest_event = max((e.time for e in events if e.clock == "boot" and e.time is not None), default=0.0)
     reference = {
-        "boot": uptime if uptime is not None else newest_boot,
+        "boot": uptime if uptime is not None else newest_line if newest_line is not None else newest_event,
         "wall": now if now is not None else datetime.now().timestamp(),
     }
     return [e for e in events if e.time is None or e.clock == "none" or reference[e.clock] - e.time <= window_s]

@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from preflight import kernel_log
 from preflight.kernel_log import Event, parse
 from warden.kube import Kube
 
@@ -41,7 +42,7 @@ def read_kmsg(path: str = "/dev/kmsg") -> list[str]:
                 raise
             if not record:
                 break  # a regular file (tests) ends
-            for line in record.splitlines():
+            for line in kernel_log.lines(record):  # newlines only: a U+2028 in a message stays in its line
                 head, sep, message = line.partition(";")
                 fields = head.split(",")
                 if sep and len(fields) >= 3 and fields[2].isdigit():
