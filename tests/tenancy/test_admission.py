@@ -303,6 +303,20 @@ PRIORITY_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     ),
 }
 
+
+def _ephemeral_debugger() -> Iterator[Attempt]:
+    """`kubectl debug --profile=sysadmin` on a running team pod: a privileged ephemeral container."""
+    job = gpu_job()
+    old = _pod(job, job["spec"]["template"], "0")
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    yield Attempt(request(new, "UPDATE", sub_resource="ephemeralcontainers"), new, old)
+
+
+POD_REQUESTS: dict[str, Callable[[], Iterator[Attempt]]] = {"privileged ephemeral container": _ephemeral_debugger}
+
 NODE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     "agent patches another node's status": lambda: iter([_node_status("gke-b", AGENT, bound_to="gke-a")]),
     "agent without a node-bound token": lambda: iter([_node_status("gke-a", AGENT, bound_to=None)]),
@@ -346,6 +360,7 @@ def _refused(policies: Policies, namespaces: dict[str, Obj], attempt: Attempt) -
 
 ALL_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     **{f"pod: {k}": functools.partial(_hostile_pods, e) for k, e in POD_ATTACKS.items()},
+    **{f"pod: {k}": v for k, v in POD_REQUESTS.items()},
     **{f"queue: {k}": v for k, v in QUEUE_ATTACKS.items()},
     **{f"priority: {k}": v for k, v in PRIORITY_ATTACKS.items()},
     **{f"node: {k}": v for k, v in NODE_ATTACKS.items()},
