@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fleet import names
 from fleet.capacity import gpu_capacity
+from fleet.gitops.admission import team_namespace_labels
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 
@@ -47,7 +48,7 @@ def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
                 "v1",
                 "Namespace",
                 namespace,
-                labels={names.TEAM_LABEL: team.name},
+                labels=team_namespace_labels(fleet, team.name),  # the team and Pod Security levels
                 annotations={DEFAULT_PRIORITY_ANNOTATION: team.priority},
             ),
             obj(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet import names
-from fleet.gitops import argocd
+from fleet.gitops import admission, argocd
 from fleet.gitops.kueue import kueue_objects
 from fleet.gitops.networking import network_objects
 from fleet.gitops.objects import dump, kustomization
@@ -49,7 +49,7 @@ def _overlay(fleet: Fleet, region: Region) -> dict[str, str]:
             resources = [*resources, f"{name}.yaml"]
         files[f"{path}/kustomization.yaml"] = kustomization(resources, **fields)
 
-    app("teams", [], team_objects(fleet, region))
+    app("teams", [], team_objects(fleet, region) + admission.team_policies(fleet, region))
     app(
         "gpu-networking",
         [f"{BASE}/gpu-networking"],
@@ -61,7 +61,7 @@ def _overlay(fleet: Fleet, region: Region) -> dict[str, str]:
     app(
         "warden",
         [f"{BASE}/warden"],
-        warden_objects(fleet, region),
+        warden_objects(fleet, region) + admission.agent_policies(),
         images=[image_override("warden", v.warden_image)],
         patches=[
             {

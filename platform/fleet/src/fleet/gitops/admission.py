@@ -1,0 +1,369 @@
+"""What a tenant may run, enforced by the cluster: ValidatingAdmissionPolicies and Pod Security labels.
+
+gkr renders safe objects, but every researcher also has kubectl (DESIGN.md, "Boundaries"), so the
+rules live in the API server: CEL policies (admissionregistration.k8s.io/v1, Kubernetes
+"Validating Admission Policy", https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/)
+bound to every namespace labelled as a team's.
+
+- pod security: what Pod Security "baseline" refuses, except the two read-only host paths GPU pods
+  need (the NVIDIA driver and the gIB plugin) and CAP_SYSLOG for preflight's dmesg; baseline itself
+  cannot be enforced because it refuses every hostPath volume
+  (https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline);
+- queues: every workload names its team's LocalQueue, so Kueue admits it;
+- priorities: no Kueue priority class above the team's ceiling, no pod PriorityClass at all;
+- the Warden node agent patches only its own Node.
+
+The per-team facts (queue, allowed priority classes) are baked into the expressions from the spec:
+one policy per concern, no parameter objects to keep in sync.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fleet import names
+from fleet.gitops.objects import Obj, obj
+from fleet.model import Fleet, Region
+
+API = "admissionregistration.k8s.io/v1"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+# Host paths GPU pods mount (gkr's render.py; the gIB installer in kustomize/base/gpu-networking fills them).
+NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"
+GIB_HOST_PATH = "/home/kubernetes/bin/gib"
+HOST_PATHS = (NVIDIA_HOST_PATH, GIB_HOST_PATH)
+CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg (gkr's _preflight)
+# Baseline's original safe sysctls; later additions are left out until a job needs one.
+SYSCTLS = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+)
+SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+
+# Controllers that create children of admitted workloads without copying the queue label: the Job
+# controller (a Job's pods; GKE's controller manager uses per-controller service accounts) and the
+# KubeRay operator (a RayCluster's pods, a RayJob's submitter Job; `kuberay-operator` application
+# in argocd.py, namespace ray-system, the chart's default service account).
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+KUBERAY_OPERATOR = "system:serviceaccount:ray-system:kuberay-operator"
+CONTROLLERS = (JOB_CONTROLLER, KUBERAY_OPERATOR)
+
+WARDEN_AGENT_KSA = "warden-agent"  # kustomize/base/warden/agent.yaml
+# The node a pod-bound service account token was issued for (KEP-4193; k8s.io/apiserver
+# pkg/authentication/serviceaccount NodeNameKey; "Schema for service account private claims" in
+# https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+# Pod Security Admission on team namespaces: enforcing baseline would refuse gkr's hostPath and
+# SYSLOG, so enforcement is "privileged" (explicit, so a cluster default cannot change it) and the
+# policies below do the real work; audit at baseline records every exception in the audit log.
+# No `warn`: every GPU job would warn, and warnings nobody acts on teach people to ignore them.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "privileged",
+    "pod-security.kubernetes.io/audit": "baseline",
+}
+
+TEAM_SELECTOR = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]}
+
+POD_SECURITY = "meridian-team-pod-security"
+QUEUES = "meridian-team-queues"
+PRIORITIES = "meridian-team-priorities"
+AGENT_NODE = "meridian-warden-agent-own-node"
+
+
+def team_namespace_labels(fleet: Fleet, team: str) -> dict[str, str]:
+    """Labels of a team namespace: the team (the policies' selector) and Pod Security levels."""
+    return {
+        names.TEAM_LABEL: team,
+        **POD_SECURITY_LABELS,
+        "pod-security.kubernetes.io/audit-version": f"v{fleet.versions.kubernetes}",
+    }
+
+
+def _cel(value: Any) -> str:
+    """A CEL literal for strings, lists and maps of them (JSON's syntax is CEL's for these)."""
+    return json.dumps(value, sort_keys=True)
+
+
+def _rules(resources: Iterable[tuple[str, str, tuple[str, ...]]], operations: Iterable[str]) -> list[dict[str, Any]]:
+    ops = tuple(operations)
+    return [  # fresh lists per rule: shared ones would come out as YAML anchors
+        {"apiGroups": [group], "apiVersions": [version], "operations": list(ops), "resources": list(res)}
+        for group, version, res in resources
+    ]
+
+
+# Everything that becomes a pod in a team namespace, and the pods themselves.
+WORKLOADS = (
+    ("", "v1", ("pods",)),
+    ("batch", "v1", ("jobs",)),
+    ("ray.io", "v1", ("rayjobs", "rayclusters")),
+)
+
+# The pod specs an object holds: a Pod's own, a Job's template, a RayCluster's head and worker
+# groups, a RayJob's cluster and submitter. Every workload becomes pods, so the Pod rule alone would
+# do; checking templates refuses a bad job when it is submitted instead of when its pods fail.
+TEMPLATES = """\
+request.resource.resource == 'pods' ? [object.spec] :
+request.resource.resource == 'jobs' ? [object.spec.template.spec] :
+request.resource.resource == 'rayclusters' ?
+  [object.spec.headGroupSpec.template.spec] +
+  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, g.template.spec) : []) :
+(has(object.spec.rayClusterSpec) ?
+  [object.spec.rayClusterSpec.headGroupSpec.template.spec] +
+  (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
+    object.spec.rayClusterSpec.workerGroupSpecs.map(g, g.template.spec) : []) : []) +
+(has(object.spec.submitterPodTemplate) ? [object.spec.submitterPodTemplate.spec] : [])"""
+
+# Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
+# default library set that the test evaluator also has).
+CONTAINERS = """\
+variables.templates.map(p,
+  (has(p.containers) ? p.containers : []) +
+  (has(p.initContainers) ? p.initContainers : []) +
+  (has(p.ephemeralContainers) ? p.ephemeralContainers : []))"""
+
+
+def _each_container(condition: str) -> str:
+    return f"variables.containers.all(cs, cs.all(c, {condition}))"
+
+
+def _context(field: str, condition: str) -> str:
+    """`condition` on securityContext.<field> where it is set."""
+    return f"!has(c.securityContext) || !has(c.securityContext.{field}) || {condition}"
+
+
+def _baseline_rest(sc: str) -> str:
+    """Baseline's remaining controls on one securityContext `sc` (pod's or container's)."""
+    return (
+        f"(!has({sc}.seccompProfile) || {sc}.seccompProfile.type != 'Unconfined') && "
+        f"(!has({sc}.appArmorProfile) || {sc}.appArmorProfile.type != 'Unconfined') && "
+        f"(!has({sc}.windowsOptions) || !has({sc}.windowsOptions.hostProcess) || !{sc}.windowsOptions.hostProcess) && "
+        f"(!has({sc}.seLinuxOptions) || (!has({sc}.seLinuxOptions.user) && !has({sc}.seLinuxOptions.role) && "
+        f"(!has({sc}.seLinuxOptions.type) || {sc}.seLinuxOptions.type in {_cel(list(SELINUX_TYPES))})))"
+    )
+
+
+def _validation(expression: str, message: str) -> dict[str, str]:
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def pod_security_policy() -> Obj:
+    host_paths = _cel(list(HOST_PATHS))
+    validations = [
+        _validation(
+            "variables.templates.all(p, !(has(p.hostNetwork) && p.hostNetwork) && "
+            "!(has(p.hostPID) && p.hostPID) && !(has(p.hostIPC) && p.hostIPC))",
+            "team pods may not use the host's network, PID or IPC namespace",
+        ),
+        _validation(
+            f"variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || v.hostPath.path in {host_paths}))",
+            f"team pods may mount only these host paths: {', '.join(HOST_PATHS)}",
+        ),
+        _validation(
+            _each_container(_context("privileged", "!c.securityContext.privileged")),
+            "team pods may not run privileged containers",
+        ),
+        _validation(
+            _each_container(_context("allowPrivilegeEscalation", "!c.securityContext.allowPrivilegeEscalation")),
+            "team pods may not set allowPrivilegeEscalation: true",
+        ),
+        _validation(
+            _each_container(
+                _context(
+                    "capabilities",
+                    "!has(c.securityContext.capabilities.add) || "
+                    f"c.securityContext.capabilities.add.all(a, a in {_cel(list(CAPABILITIES))})",
+                )
+            ),
+            f"team pods may add only these capabilities: {', '.join(CAPABILITIES)}",
+        ),
+        _validation(
+            _each_container("!has(c.ports) || c.ports.all(port, !has(port.hostPort) || port.hostPort == 0)"),
+            "team pods may not use host ports",
+        ),
+        _validation(
+            _each_container(
+                "!has(c.securityContext) || ((!has(c.securityContext.procMount) || "
+                f"c.securityContext.procMount == 'Default') && {_baseline_rest('c.securityContext')})"
+            )
+            + " && variables.templates.all(p, !has(p.securityContext) || ("
+            + _baseline_rest("p.securityContext")
+            + " && (!has(p.securityContext.sysctls) || "
+            + f"p.securityContext.sysctls.all(s, s.name in {_cel(list(SYSCTLS))}))))",
+            "team pods may not unmask /proc, run unconfined (seccomp, AppArmor), set SELinux user, role or "
+            "a non-container type, run Windows host processes or set unsafe sysctls",
+        ),
+    ]
+    return _policy(
+        POD_SECURITY,
+        _rules(
+            [*WORKLOADS, ("", "v1", ("pods/ephemeralcontainers",))],
+            ("CREATE", "UPDATE"),
+        ),
+        [{"name": "templates", "expression": TEMPLATES}, {"name": "containers", "expression": CONTAINERS}],
+        validations,
+    )
+
+
+def queue_policy(fleet: Fleet) -> Obj:
+    """Every workload in a team namespace names the team's own LocalQueue, so Kueue admits it.
+
+    A child a platform controller creates from an admitted workload (a Job's pods, a RayCluster's
+    pods, a RayJob's submitter Job) may carry no queue label: its parent was admitted here. An update
+    may keep whatever label the object had (controllers patch pods Kueue never managed) but never
+    move it to another queue or drop it.
+    """
+    queues = {team.name: names.local_queue(team.name) for team in fleet.teams}
+    variables = [
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {
+            "name": "queue",
+            "expression": f"has(object.metadata.labels) && {_cel(QUEUE_LABEL)} in object.metadata.labels ? "
+            f"object.metadata.labels[{_cel(QUEUE_LABEL)}] : ''",
+        },
+        {
+            "name": "oldQueue",
+            "expression": f"request.operation == 'UPDATE' && has(oldObject.metadata.labels) && {_cel(QUEUE_LABEL)} in "
+            f"oldObject.metadata.labels ? oldObject.metadata.labels[{_cel(QUEUE_LABEL)}] : ''",
+        },
+    ]
+    validations = [
+        {
+            "expression": f"(variables.team in {_cel(queues)} && variables.queue == {_cel(queues)}[variables.team]) || "
+            f"(variables.queue == '' && request.userInfo.username in {_cel(list(CONTROLLERS))}) || "
+            "(request.operation == 'UPDATE' && variables.queue == variables.oldQueue)",
+            "message": f"workloads in a team namespace must carry the label {QUEUE_LABEL}: <the team's LocalQueue>",
+            "messageExpression": f"'workloads in ' + request.namespace + ' must carry the label {QUEUE_LABEL}: ' + "
+            f"{_cel(queues)}[variables.team] + ', the LocalQueue of the team'",
+            "reason": "Forbidden",
+        }
+    ]
+    return _policy(QUEUES, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
+def allowed_priorities(fleet: Fleet) -> dict[str, list[str]]:
+    """team -> the Kueue WorkloadPriorityClasses at or below its ceiling, sorted by name."""
+    values = {p.name: p.value for p in fleet.priorities}
+    return {
+        team.name: sorted(name for name, value in values.items() if value <= values[team.ceiling])
+        for team in fleet.teams
+    }
+
+
+def priority_policy(fleet: Fleet) -> Obj:
+    """No Kueue priority class above the team's ceiling; no pod PriorityClass.
+
+    Kueue orders and preempts workloads by their WorkloadPriorityClass (the label). A pod
+    `priorityClassName` would let the scheduler preempt other teams' pods behind Kueue's back, and
+    the fleet defines no PriorityClass for tenants (only system-*, which GKE keeps for kube-system
+    and quota-holding namespaces), so team pods carry none.
+    """
+    allowed = allowed_priorities(fleet)
+    variables = [
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {"name": "templates", "expression": TEMPLATES},
+    ]
+    label = _cel(PRIORITY_LABEL)
+    validations = [
+        {
+            "expression": f"!has(object.metadata.labels) || !({label} in object.metadata.labels) || "
+            f"(variables.team in {_cel(allowed)} && object.metadata.labels[{label}] in {_cel(allowed)}[variables.team])",
+            "message": f"{PRIORITY_LABEL} names a class above the team's ceiling",
+            # Pre-joined: the test evaluator has no strings.join.
+            "messageExpression": f"'{PRIORITY_LABEL} in ' + request.namespace + ' must be one of: ' + "
+            f"{_cel({t: ', '.join(a) for t, a in allowed.items()})}[variables.team]",
+            "reason": "Forbidden",
+        },
+        _validation(
+            "variables.templates.all(p, !has(p.priorityClassName) || p.priorityClassName == '')",
+            f"team pods take their priority from Kueue ({PRIORITY_LABEL}), never from priorityClassName",
+        ),
+    ]
+    return _policy(PRIORITIES, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
+def agent_node_policy() -> Obj:
+    """Warden's node agent may change only the Node its pod runs on.
+
+    The agent's token is bound to its pod, and the API server puts that pod's node into the
+    request's user info (NODE_NAME_EXTRA, Kubernetes >= 1.32 for tokens the kubelet issues); a request
+    without it, or naming another node, is refused. PATCH arrives as UPDATE.
+    """
+    agent = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{WARDEN_AGENT_KSA}"
+    key = _cel(NODE_NAME_EXTRA)
+    policy = _policy(
+        AGENT_NODE,
+        _rules([("", "v1", ("nodes", "nodes/status"))], ("UPDATE",)),
+        [],
+        [
+            {
+                "expression": f"has(request.userInfo.extra) && {key} in request.userInfo.extra && "
+                f"size(request.userInfo.extra[{key}]) == 1 && request.userInfo.extra[{key}][0] == request.name",
+                "message": "the Warden node agent may change only its own Node",
+                "messageExpression": "'the Warden node agent may change only its own Node, not ' + request.name",
+                "reason": "Forbidden",
+            }
+        ],
+        namespaced=False,
+    )
+    policy["spec"]["matchConditions"] = [
+        {"name": "warden-agent", "expression": f"request.userInfo.username == {_cel(agent)}"}
+    ]
+    return policy
+
+
+def _policy(
+    name: str,
+    rules: list[dict[str, Any]],
+    variables: list[dict[str, str]],
+    validations: list[dict[str, str]],
+    namespaced: bool = True,
+) -> Obj:
+    constraints: dict[str, Any] = {"resourceRules": rules}
+    if namespaced:
+        constraints["namespaceSelector"] = copy.deepcopy(TEAM_SELECTOR)
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": constraints}
+    if variables:
+        spec["variables"] = variables
+    spec["validations"] = validations
+    return obj(API, "ValidatingAdmissionPolicy", name, spec=spec)
+
+
+def _binding(policy: str, namespaced: bool = True) -> Obj:
+    spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
+    if namespaced:
+        spec["matchResources"] = {"namespaceSelector": copy.deepcopy(TEAM_SELECTOR)}
+    return obj(API, "ValidatingAdmissionPolicyBinding", policy, spec=spec)
+
+
+def team_policies(fleet: Fleet, region: Region) -> list[Obj]:
+    """The tenancy policies and their bindings, for the `teams` application."""
+    del region  # the same in every cluster today; kept in the signature like the other generators
+    policies = [pod_security_policy(), queue_policy(fleet), priority_policy(fleet)]
+    return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
+
+
+def agent_policies() -> list[Obj]:
+    """The node agent's guard, for the `warden` application."""
+    return [agent_node_policy(), _binding(AGENT_NODE, namespaced=False)]
+
+
+def policies(objects: Iterable[Obj]) -> Mapping[str, tuple[Obj, list[Obj]]]:
+    """policy name -> (policy, its bindings), from built objects."""
+    objects = list(objects)
+    found: dict[str, tuple[Obj, list[Obj]]] = {}
+    for o in objects:
+        if o.get("kind") == "ValidatingAdmissionPolicy":
+            found[o["metadata"]["name"]] = (o, [])
+    for o in objects:
+        if o.get("kind") == "ValidatingAdmissionPolicyBinding" and o["spec"]["policyName"] in found:
+            found[o["spec"]["policyName"]][1].append(o)
+    return found

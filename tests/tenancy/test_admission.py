@@ -1,0 +1,543 @@
+"""Tenancy, tested as an attacker: every generated admission policy, evaluated with a real CEL engine.
+
+Each hostile object or request must be refused by a policy's validation (not merely by a CEL error),
+in every cluster; every legitimate one (gkr's golden dry-runs, the pods controllers build from them,
+platform pods in team namespaces) must be admitted by all of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import cel
+import pytest
+import yaml
+
+from fleet import names
+from fleet.gitops import admission
+from fleet.gitops.check import ClusterTree
+from fleet.gitops.validate import CrdSchemas, Finding, validate_object
+from fleet.model import Fleet
+from tests.conftest import REPO
+from tests.tenancy.conftest import Policies
+from tests.tenancy.vap import RESEARCHER, Obj, Outcome, Request, admit, expressions
+
+GOLDEN = sorted((REPO / "tests" / "gkr" / "golden").glob("*.yaml"))
+KINDS = {
+    "Pod": ("", "v1", "pods"),
+    "Job": ("batch", "v1", "jobs"),
+    "RayJob": ("ray.io", "v1", "rayjobs"),
+    "RayCluster": ("ray.io", "v1", "rayclusters"),
+}
+TRAINER = "system:serviceaccount:team-research:trainer"  # a tenant's own workload identity
+AGENT = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{admission.WARDEN_AGENT_KSA}"
+WARDEN = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{names.WARDEN_KSA}"
+
+
+def request(o: Obj, operation: str = "CREATE", user: str = RESEARCHER, sub_resource: str = "") -> Request:
+    group, version, resource = KINDS[o["kind"]]
+    meta = o["metadata"]
+    return Request(
+        operation, group, version, resource, o["kind"], meta.get("namespace", ""), meta["name"], sub_resource, user
+    )
+
+
+def golden() -> list[Obj]:
+    return [d for path in GOLDEN for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] in KINDS]
+
+
+def _pod(owner: Obj, template: Obj, suffix: str) -> Obj:
+    """The pod a controller builds from a template: the template's metadata and spec, owned by `owner`."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-{suffix}",
+            "namespace": meta["namespace"],
+            "labels": dict(template.get("metadata", {}).get("labels") or {}),
+            "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": meta["name"],
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+    }
+
+
+def _cluster_pods(cluster: Obj, spec: Obj) -> Iterator[Obj]:
+    yield _pod(cluster, spec["headGroupSpec"]["template"], "head")
+    for group in spec.get("workerGroupSpecs", []):
+        yield _pod(cluster, group["template"], f"{group['groupName']}-0")
+
+
+def submitter_job(rayjob: Obj) -> Obj:
+    """KubeRay's submitter Job for a RayJob in K8sJobMode: no queue label (Kueue manages the RayJob)."""
+    meta = rayjob["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io/created-by": "kuberay-operator"},
+            "ownerReferences": [
+                {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": meta["name"], "uid": "u", "controller": True}
+            ],
+        },
+        "spec": {
+            "backoffLimit": 2,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "ray-job-submitter",
+                            "image": "rayproject/ray:2.41.0",
+                            "command": ["ray", "job", "submit"],
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def legitimate() -> Iterator[tuple[str, Request, Obj]]:
+    """gkr's golden objects as researchers submit them, and what the controllers then create."""
+    for o in golden():
+        name = f"{o['kind']}/{o['metadata']['name']}"
+        yield name, request(o), o
+        if o["kind"] == "Job":
+            pod = _pod(o, o["spec"]["template"], "0")
+            yield f"{name} pod", request(pod, user=admission.JOB_CONTROLLER), pod
+        if o["kind"] == "RayJob":
+            cluster = {
+                "apiVersion": "ray.io/v1",
+                "kind": "RayCluster",
+                "metadata": {
+                    "name": f"{o['metadata']['name']}-raycluster",
+                    "namespace": o["metadata"]["namespace"],
+                    "labels": dict(o["metadata"]["labels"]),
+                },
+                "spec": o["spec"]["rayClusterSpec"],
+            }
+            yield f"{name} RayCluster", request(cluster, user=admission.KUBERAY_OPERATOR), cluster
+            submitter = submitter_job(o)
+            yield f"{name} submitter", request(submitter, user=admission.KUBERAY_OPERATOR), submitter
+            pod = _pod(submitter, submitter["spec"]["template"], "submitter")
+            yield f"{name} submitter pod", request(pod, user=admission.JOB_CONTROLLER), pod
+        if o["kind"] in ("RayJob", "RayCluster"):
+            spec = o["spec"]["rayClusterSpec"] if o["kind"] == "RayJob" else o["spec"]
+            for pod in _cluster_pods(o, spec):
+                yield f"{name} pod {pod['metadata']['name']}", request(pod, user=admission.KUBERAY_OPERATOR), pod
+
+
+def gpu_job(team: str = "research") -> Obj:
+    """A legitimate GPU Job: the golden RayJob's worker template (host mounts, preflight's SYSLOG), as a Job."""
+    rayjob = next(o for o in golden() if o["kind"] == "RayJob" and o["metadata"]["name"] == "llama-70b-pretrain")
+    template = copy.deepcopy(rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "attack",
+            "namespace": names.team_namespace(team),
+            "labels": {
+                admission.QUEUE_LABEL: names.local_queue(team),
+                admission.PRIORITY_LABEL: "standard",
+                names.TEAM_LABEL: team,
+            },
+        },
+        "spec": {"template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}},
+    }
+
+
+def _spec(o: Obj) -> Obj:
+    return dict(o["spec"]["template"]["spec"])
+
+
+# Hostile pod specs: each edits a legitimate GPU pod spec in place.
+PodEdit = Callable[[Obj], None]
+
+
+def _host_path(path: str) -> PodEdit:
+    return lambda s: s["volumes"].append({"name": "host", "hostPath": {"path": path}})
+
+
+def _container(**security: Any) -> PodEdit:
+    return lambda s: s["containers"][0].setdefault("securityContext", {}).update(security)
+
+
+POD_ATTACKS: dict[str, PodEdit] = {
+    "privileged container": _container(privileged=True),
+    "privileged init container": lambda s: s["initContainers"][0]["securityContext"].update(privileged=True),
+    "hostPath /": _host_path("/"),
+    "hostPath /var/run": _host_path("/var/run"),
+    "hostPath containerd socket": _host_path("/run/containerd/containerd.sock"),
+    "hostPath escaping the NVIDIA path": _host_path("/home/kubernetes/bin/nvidia/../../.."),
+    "hostPath under the NVIDIA path": _host_path("/home/kubernetes/bin/nvidia/lib64"),
+    "hostNetwork": lambda s: s.update(hostNetwork=True),
+    "hostPID": lambda s: s.update(hostPID=True),
+    "hostIPC": lambda s: s.update(hostIPC=True),
+    "added NET_ADMIN": _container(capabilities={"add": ["NET_ADMIN"]}),
+    "added CAP_SYS_ADMIN beside SYSLOG": lambda s: s["initContainers"][0]["securityContext"]["capabilities"][
+        "add"
+    ].append("CAP_SYS_ADMIN"),
+    "allowPrivilegeEscalation": _container(allowPrivilegeEscalation=True),
+    "hostPort": lambda s: s["containers"][0].setdefault("ports", []).append({"containerPort": 22, "hostPort": 22}),
+    "unmasked /proc": _container(procMount="Unmasked"),
+    "unconfined seccomp": lambda s: s.update(securityContext={"seccompProfile": {"type": "Unconfined"}}),
+    "unconfined AppArmor": _container(appArmorProfile={"type": "Unconfined"}),
+    "SELinux spc_t": _container(seLinuxOptions={"type": "spc_t"}),
+    "unsafe sysctl": lambda s: s.update(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}),
+    "pod PriorityClass": lambda s: s.update(priorityClassName="system-node-critical"),
+}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    request: Request
+    obj: Obj | None
+    old: Obj | None = None
+
+
+def _hostile_pods(edit: PodEdit) -> Iterator[Attempt]:
+    """The edit in a researcher's Job (refused at submission) and in the pod the Job controller would create."""
+    job = gpu_job()
+    spec = copy.deepcopy(_spec(job))
+    edit(spec)
+    job["spec"]["template"]["spec"] = spec
+    yield Attempt(request(job), job)
+    pod = _pod(job, job["spec"]["template"], "0")
+    yield Attempt(request(pod, user=admission.JOB_CONTROLLER), pod)
+
+
+def _relabel(o: Obj, **labels: str | None) -> Obj:
+    o = copy.deepcopy(o)
+    for key, value in labels.items():
+        real = {"queue": admission.QUEUE_LABEL, "priority": admission.PRIORITY_LABEL}[key]
+        if value is None:
+            o["metadata"]["labels"].pop(real, None)
+        else:
+            o["metadata"]["labels"][real] = value
+    return o
+
+
+def _golden(kind: str, name: str) -> Obj:
+    return next(o for o in golden() if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+def _bare_pod(queue: str | None, user: str, owner: Obj | None = None) -> Attempt:
+    job = gpu_job()
+    pod = _pod(job, job["spec"]["template"], "bare")
+    if owner is None:
+        del pod["metadata"]["ownerReferences"]
+    if queue is not None:
+        pod["metadata"]["labels"][admission.QUEUE_LABEL] = queue
+    return Attempt(request(pod, user=user), pod)
+
+
+def _update(old: Obj, new: Obj) -> Attempt:
+    return Attempt(request(new, operation="UPDATE"), new, old)
+
+
+def _node_status(node: str, user: str, bound_to: str | None) -> Attempt:
+    extra = {admission.NODE_NAME_EXTRA: [bound_to]} if bound_to else {}
+    status = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "status": {"conditions": []}}
+    req = Request("UPDATE", "", "v1", "nodes", "Node", "", node, "status", user, extra=extra)
+    return Attempt(req, status, status)
+
+
+QUEUE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "Job without queue label": lambda: iter([Attempt(request(j), j) for j in [_relabel(gpu_job(), queue=None)]]),
+    "Job with another team's LocalQueue": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(gpu_job(), queue="pretraining")]]
+    ),
+    "Job with a made-up queue": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(gpu_job(), queue="free-gpus")]]
+    ),
+    "RayJob without queue label": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(_golden("RayJob", "llama-70b-pretrain"), queue=None)]]
+    ),
+    "RayCluster with another team's LocalQueue": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(_golden("RayCluster", "research-dev"), queue="pretraining")]]
+    ),
+    "bare pod without queue label": lambda: iter([_bare_pod(None, RESEARCHER)]),
+    "bare pod from the team's own service account": lambda: iter([_bare_pod(None, TRAINER)]),
+    "bare pod with a forged Job owner": lambda: iter([_bare_pod(None, RESEARCHER, owner=gpu_job())]),
+    "bare pod with another team's LocalQueue": lambda: iter([_bare_pod("pretraining", RESEARCHER)]),
+    "controller-created pod with another team's LocalQueue": lambda: iter(
+        [_bare_pod("pretraining", admission.JOB_CONTROLLER)]
+    ),
+    "update dropping the queue label": lambda: iter([_update(gpu_job(), _relabel(gpu_job(), queue=None))]),
+    "update moving to another team's LocalQueue": lambda: iter(
+        [_update(gpu_job(), _relabel(gpu_job(), queue="evals"))]
+    ),
+}
+
+PRIORITY_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    # research: default standard, ceiling high
+    "RayJob above the ceiling": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(_golden("RayJob", "sft-eval-sweep"), priority="critical")]]
+    ),
+    "Job above the ceiling": lambda: iter([Attempt(request(j), j) for j in [_relabel(gpu_job(), priority="critical")]]),
+    # evals: no max_priority, so the ceiling is its default, standard
+    "Job above the default-only ceiling": lambda: iter(
+        [Attempt(request(j), j) for j in [_relabel(_golden("Job", "tokenize-shards"), priority="high")]]
+    ),
+    "unknown priority class": lambda: iter([Attempt(request(j), j) for j in [_relabel(gpu_job(), priority="urgent")]]),
+    "update raising the priority": lambda: iter([_update(gpu_job(), _relabel(gpu_job(), priority="critical"))]),
+    "bare pod above the ceiling": lambda: iter(
+        [Attempt(request(p), p) for p in [_relabel(_bare_pod("research", RESEARCHER).obj or {}, priority="critical")]]
+    ),
+}
+
+
+def _ephemeral_debugger() -> Iterator[Attempt]:
+    """`kubectl debug --profile=sysadmin` on a running team pod: a privileged ephemeral container."""
+    job = gpu_job()
+    old = _pod(job, job["spec"]["template"], "0")
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    yield Attempt(request(new, "UPDATE", sub_resource="ephemeralcontainers"), new, old)
+
+
+POD_REQUESTS: dict[str, Callable[[], Iterator[Attempt]]] = {"privileged ephemeral container": _ephemeral_debugger}
+
+NODE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "agent patches another node's status": lambda: iter([_node_status("gke-b", AGENT, bound_to="gke-a")]),
+    "agent without a node-bound token": lambda: iter([_node_status("gke-a", AGENT, bound_to=None)]),
+    "agent patches another node": lambda: iter(
+        [
+            Attempt(
+                Request(
+                    "UPDATE",
+                    "",
+                    "v1",
+                    "nodes",
+                    "Node",
+                    "",
+                    "gke-b",
+                    "",
+                    AGENT,
+                    extra={admission.NODE_NAME_EXTRA: ["gke-a"]},
+                ),
+                {},
+                {},
+            )
+        ]
+    ),
+}
+
+
+def _namespace(namespaces: dict[str, Obj], req: Request) -> Obj | None:
+    if not req.namespace:
+        return None
+    return namespaces[req.namespace]
+
+
+def _outcomes(policies: Policies, namespaces: dict[str, Obj], attempt: Attempt) -> list[Outcome]:
+    return admit(policies, attempt.request, attempt.obj, attempt.old, _namespace(namespaces, attempt.request))
+
+
+def _refused(policies: Policies, namespaces: dict[str, Obj], attempt: Attempt) -> list[Outcome]:
+    outcomes = _outcomes(policies, namespaces, attempt)
+    return [o for o in outcomes if o.denied and not o.error]
+
+
+ALL_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    **{f"pod: {k}": functools.partial(_hostile_pods, e) for k, e in POD_ATTACKS.items()},
+    **{f"pod: {k}": v for k, v in POD_REQUESTS.items()},
+    **{f"queue: {k}": v for k, v in QUEUE_ATTACKS.items()},
+    **{f"priority: {k}": v for k, v in PRIORITY_ATTACKS.items()},
+    **{f"node: {k}": v for k, v in NODE_ATTACKS.items()},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALL_ATTACKS))
+def test_hostile_request_is_refused(
+    case: str, cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    for region, policies in cluster_policies.items():
+        for attempt in ALL_ATTACKS[case]():
+            refused = _refused(policies, cluster_namespaces[region], attempt)
+            errors = [o for o in _outcomes(policies, cluster_namespaces[region], attempt) if o.error]
+            assert refused, (
+                f"{region}: {case} is admitted ({attempt.request.kind} by {attempt.request.username}); errors: {errors}"
+            )
+            assert all(o.message for o in refused)
+            assert _expected_policy(case) in {o.policy for o in refused}, f"{region}: {case} refused by {refused}"
+
+
+def _expected_policy(case: str) -> str:
+    """The policy meant to refuse a case: a regression moving it elsewhere is worth knowing about."""
+    if case == "pod: pod PriorityClass":
+        return admission.PRIORITIES
+    return {"pod": admission.POD_SECURITY, "queue": admission.QUEUES, "priority": admission.PRIORITIES}.get(
+        case.split(":", 1)[0], admission.AGENT_NODE
+    )
+
+
+@pytest.mark.xfail(reason="gkr mounts the NVIDIA and gIB host paths read-write today; see kustomize/README.md")
+def test_writable_host_mount_is_refused(
+    cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    """A pod that can write /home/kubernetes/bin/nvidia can replace the driver libraries the next tenant loads."""
+    job = gpu_job()
+    for container in _spec(job)["containers"]:
+        for mount in container.get("volumeMounts", []):
+            mount.pop("readOnly", None)
+    for region, policies in cluster_policies.items():
+        assert _refused(policies, cluster_namespaces[region], Attempt(request(job), job)), region
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in legitimate()])
+def test_gkr_golden_and_its_pods_are_admitted(
+    name: str, cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    _, req, o = next(x for x in legitimate() if x[0] == name)
+    for region, policies in cluster_policies.items():
+        outcomes = admit(policies, req, o, None, cluster_namespaces[region][req.namespace])
+        assert {p for p, _ in policies.items()} - {admission.AGENT_NODE} <= {x.policy for x in outcomes}, (
+            f"{region}: {name} is not checked by every team policy"
+        )
+        assert not [x for x in outcomes if x.denied], f"{region}: {name} refused: {outcomes}"
+
+
+def test_legitimate_updates_and_node_patches_are_admitted(
+    cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    job = gpu_job()
+    pod = _pod(job, job["spec"]["template"], "0")
+    relabelled = copy.deepcopy(pod)
+    relabelled["metadata"]["labels"]["kueue.x-k8s.io/tas"] = "true"  # a controller patches a pod Kueue never managed
+    allowed = [
+        _update(job, _relabel(job, priority="high")),  # research may raise to its ceiling
+        Attempt(
+            request(relabelled, "UPDATE", user="system:serviceaccount:kueue-system:kueue-controller-manager"),
+            relabelled,
+            pod,
+        ),
+        _node_status("gke-a", AGENT, bound_to="gke-a"),
+        _node_status("gke-b", WARDEN, bound_to=None),  # the service repairs any node
+        _node_status("gke-b", "system:node:gke-b", bound_to=None),  # kubelets: the NodeRestriction plugin's job
+    ]
+    for region, policies in cluster_policies.items():
+        for attempt in allowed:
+            outcomes = _outcomes(policies, cluster_namespaces[region], attempt)
+            assert not [o for o in outcomes if o.denied], f"{region}: {attempt.request} refused: {outcomes}"
+
+
+def test_every_expression_compiles(cluster_policies: dict[str, Policies]) -> None:
+    found = 0
+    for policies in cluster_policies.values():
+        for policy, _ in policies.values():
+            for expression in expressions(policy):
+                cel.compile(expression)
+                found += 1
+    assert found
+
+
+def test_expected_policies_are_deployed(cluster_policies: dict[str, Policies]) -> None:
+    for region, policies in cluster_policies.items():
+        assert set(policies) == {
+            admission.POD_SECURITY,
+            admission.QUEUES,
+            admission.PRIORITIES,
+            admission.AGENT_NODE,
+        }, region
+        for name, (policy, bindings) in policies.items():
+            assert policy["spec"]["failurePolicy"] == "Fail"
+            assert len(bindings) == 1, f"{region}: {name} has {len(bindings)} bindings"
+            assert bindings[0]["spec"]["validationActions"] == ["Deny"]
+
+
+def test_team_namespaces_are_selected_by_label(
+    fleet: Fleet, cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    selector = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]}
+    teams = {names.team_namespace(t.name): t.name for t in fleet.teams}
+    for region, policies in cluster_policies.items():
+        for name, (policy, bindings) in policies.items():
+            if name == admission.AGENT_NODE:
+                continue
+            assert bindings[0]["spec"]["matchResources"]["namespaceSelector"] == selector
+            assert policy["spec"]["matchConstraints"]["namespaceSelector"] == selector
+        labelled = {
+            n for n, o in cluster_namespaces[region].items() if names.TEAM_LABEL in o["metadata"].get("labels", {})
+        }
+        assert labelled == set(teams), f"{region}: namespaces with {names.TEAM_LABEL}: {sorted(labelled)}"
+        for namespace, team in teams.items():
+            labels = cluster_namespaces[region][namespace]["metadata"]["labels"]
+            assert labels[names.TEAM_LABEL] == team
+            assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+            assert labels["pod-security.kubernetes.io/audit"] == "baseline"
+
+
+def test_platform_namespaces_have_the_least_pod_security_level(cluster_namespaces: dict[str, dict[str, Obj]]) -> None:
+    expected = {names.WARDEN_NAMESPACE: "privileged", "meridian-images": "restricted"}
+    for region, namespaces in cluster_namespaces.items():
+        for namespace, level in expected.items():
+            assert namespaces[namespace]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == level, region
+
+
+def _pod_templates(o: Obj) -> list[Obj]:
+    spec = o.get("spec") or {}
+    template = spec.get("template") if isinstance(spec, dict) else None
+    return [template] if isinstance(template, dict) and "spec" in template else []
+
+
+def test_platform_pods_in_team_namespaces_are_admitted(
+    trees: dict[str, tuple[ClusterTree, list[Finding]]],
+    cluster_policies: dict[str, Policies],
+    cluster_namespaces: dict[str, dict[str, Obj]],
+) -> None:
+    """Pods of the platform's own workloads: admitted where the policies apply, untouched elsewhere."""
+    for region, (tree, _) in trees.items():
+        for _, o in tree.objects():
+            for template in _pod_templates(o):
+                namespace = o["metadata"].get("namespace", "")
+                pod = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": namespace, "labels": {}},
+                    "spec": template["spec"],
+                }
+                controller = f"system:serviceaccount:kube-system:{o['kind'].lower()}-controller"
+                # Namespaces GKE creates (kube-system) carry no labels of ours.
+                ns = cluster_namespaces[region].get(namespace, {"metadata": {"name": namespace, "labels": {}}})
+                outcomes = admit(cluster_policies[region], request(pod, user=controller), pod, None, ns)
+                team_namespace = names.TEAM_LABEL in ns["metadata"].get("labels", {})
+                if not team_namespace:
+                    assert not outcomes, f"{region}: team policies apply to {namespace}/{o['metadata']['name']}"
+                assert not [x for x in outcomes if x.denied], (
+                    f"{region}: {o['kind']} {o['metadata']['name']} refused: {outcomes}"
+                )
+
+
+def test_policies_are_valid_kubernetes_objects(
+    fleet: Fleet, crds: CrdSchemas, cluster_policies: dict[str, Policies]
+) -> None:
+    for policies in cluster_policies.values():
+        for policy, bindings in policies.values():
+            for o in [policy, *bindings]:
+                assert validate_object(o, fleet.versions.kubernetes, crds) == [], o["metadata"]["name"]
+
+
+@pytest.mark.skip(reason="hook for the identity work (issue 14): forged NCCLFailure Events and checkpoint prefixes")
+def test_identity_attacks_are_refused() -> None:
+    """Add the identity engineer's hostile requests (a tenant's forged NCCLFailure Event on another team's pod,
+    a write outside the team's checkpoint prefix) to ALL_ATTACKS, or here, once those policies exist."""
