@@ -55,7 +55,12 @@ WARDEN_PERMISSIONS = (
     "compute.zoneOperations.get",
 )
 
-ROLES = ("nodes", "warden", "trainer", "argocd")
+ROLES = ("nodes", "warden", "argocd")  # team accounts come one per team (names.team_service_account_id)
+
+
+def team_output(team: str) -> str:
+    """The global stack's output naming a team's service account (read by region stacks)."""
+    return f"team_{team.replace('-', '_')}_service_account"
 
 
 class GlobalStack(TerraformStack):
@@ -106,6 +111,18 @@ class GlobalStack(TerraformStack):
             for role in ROLES
         }
 
+        # One account per team: a team's pods act only as their own team, so a checkpoint
+        # grant on one team's folder (region stacks) admits no other team.
+        teams = {
+            t.name: ServiceAccount(
+                self,
+                f"sa_team_{t.name}",
+                account_id=names.team_service_account_id(fleet, t.name),
+                display_name=f"Meridian team {t.name}",
+            )
+            for t in fleet.teams
+        }
+
         def member(role: str) -> str:
             return f"serviceAccount:{accounts[role].email}"
 
@@ -138,14 +155,15 @@ class GlobalStack(TerraformStack):
         # Workload Identity: which Kubernetes service accounts act as which Google
         # service account. The identity pool is per project, so these bindings
         # hold in every cluster; what each may touch is granted per region.
-        bindings = [("warden", names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
-        bindings += [("argocd", names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS]
-        bindings += [("trainer", names.team_namespace(t.name), names.TRAINER_KSA) for t in fleet.teams]
-        for role, namespace, ksa in bindings:
+        bindings = [("warden", accounts["warden"], names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
+        bindings += [("argocd", accounts["argocd"], names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS]
+        # Each team account admits exactly its own namespace's KSA.
+        bindings += [("team", teams[t], names.team_namespace(t), names.TRAINER_KSA) for t in teams]
+        for role, account, namespace, ksa in bindings:
             ServiceAccountIamMember(
                 self,
                 f"wi_{role}_{namespace}_{ksa}",
-                service_account_id=accounts[role].name,
+                service_account_id=account.name,
                 role="roles/iam.workloadIdentityUser",
                 member=names.workload_member(fleet, namespace, ksa),
             )
@@ -160,16 +178,18 @@ class GlobalStack(TerraformStack):
 
         for dataset in fleet.buckets.datasets:
             bucket = private_bucket(self, f"dataset_{dataset.name}", dataset.name, dataset.location)
-            StorageBucketIamMember(
-                self,
-                f"dataset_reader_{dataset.name}",
-                bucket=bucket.name,
-                role="roles/storage.objectViewer",
-                member=member("trainer"),
-            )
+            for team, account in teams.items():  # datasets are shared reading: every team may read them
+                StorageBucketIamMember(
+                    self,
+                    f"dataset_reader_{dataset.name}_{team}",
+                    bucket=bucket.name,
+                    role="roles/storage.objectViewer",
+                    member=f"serviceAccount:{account.email}",
+                )
 
         outputs = {name: network.id for name, network in networks.items()}
         outputs |= {f"{role}_service_account": account.email for role, account in accounts.items()}
+        outputs |= {team_output(team): account.email for team, account in teams.items()}
         outputs["warden_role"] = warden_role.id
         for name, value in outputs.items():
             TerraformOutput(self, name, value=value, static_id=True)

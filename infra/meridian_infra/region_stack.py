@@ -15,7 +15,8 @@ from cdktn_provider_google.storage_bucket import (
     StorageBucketLifecycleRuleAction,
     StorageBucketLifecycleRuleCondition,
 )
-from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from cdktn_provider_google.storage_managed_folder import StorageManagedFolder
+from cdktn_provider_google.storage_managed_folder_iam_member import StorageManagedFolderIamMember
 from constructs import Construct
 
 from fleet import names
@@ -24,6 +25,7 @@ from fleet.planner import RegionRanges
 from meridian_infra.backend import Backend, remote_state, use_backend
 from meridian_infra.cluster import cluster, cpu_pool, system_pool
 from meridian_infra.common import labels, private_bucket
+from meridian_infra.global_stack import team_output
 from meridian_infra.gpu_pools import gpu_pool
 from meridian_infra.network import region_networks
 
@@ -46,7 +48,8 @@ class RegionStack(TerraformStack):
         for cpu in region.cpu_pools:
             cpu_pool(self, region, cpu, gke.id, nodes_account)
 
-        # Checkpoints: staged data expires, committed checkpoints are kept until deleted on purpose.
+        # Checkpoints: one managed folder per team (teams/<team>/), staged data expires, committed
+        # checkpoints are kept until deleted on purpose.
         bucket = private_bucket(
             self,
             "checkpoints",
@@ -55,16 +58,28 @@ class RegionStack(TerraformStack):
             lifecycle=[
                 StorageBucketLifecycleRule(
                     condition=StorageBucketLifecycleRuleCondition(
-                        age=fleet.buckets.staged_retention_days, matches_prefix=[names.STAGED_PREFIX]
+                        age=fleet.buckets.staged_retention_days,
+                        matches_prefix=[names.team_prefix(t.name) + names.STAGED_PREFIX for t in fleet.teams],
                     ),
                     action=StorageBucketLifecycleRuleAction(type="Delete"),
                 )
             ],
         )
-        trainer = f"serviceAccount:{shared.get_string('trainer_service_account')}"
-        StorageBucketIamMember(
-            self, "trainer_checkpoints", bucket=bucket.name, role="roles/storage.objectUser", member=trainer
-        )
+        # A team's account gets object access on its own managed folder and nothing on the bucket:
+        # a managed folder's policy covers the objects named under it, listing included, which a
+        # bucket-level grant with a resource.name prefix condition does not (list is a bucket call).
+        for team in fleet.teams:
+            folder = StorageManagedFolder(
+                self, f"checkpoints_{team.name}", bucket=bucket.name, name=names.team_prefix(team.name)
+            )
+            StorageManagedFolderIamMember(
+                self,
+                f"checkpoints_{team.name}_user",
+                bucket=bucket.name,
+                managed_folder=folder.name,
+                role="roles/storage.objectUser",
+                member=f"serviceAccount:{shared.get_string(team_output(team.name))}",
+            )
 
         # Warden repairs hosts only in this region's zones.
         zones = " || ".join(f'resource.name.startsWith("projects/{project}/zones/{zone}/")' for zone in region.zones)

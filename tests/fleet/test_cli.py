@@ -67,7 +67,7 @@ def test_make_plan_takes_another_spec(
     result = _make_plan(write_spec(spec), out)
     assert result.returncode == 0, result.stderr
     assert "1 regions, 2 GPU pools, 512 GPU nodes, 4,096 GPUs" in result.stdout
-    assert "us-central1: 25 resources, 512 GPU nodes, 4,096 GPUs" in result.stdout
+    assert "us-central1: 30 resources, 512 GPU nodes, 4,096 GPUs" in result.stdout
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["global", "us-central1"]
 
 

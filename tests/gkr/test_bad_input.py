@@ -73,6 +73,43 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     ),
     ("unknown priority", {"priority": "urgent"}, [], "priority: unknown priority 'urgent'"),
     (
+        "priority above the team's ceiling",
+        {"priority": "critical"},
+        [],
+        "job.yaml:7: priority: critical is above team research's ceiling high; use one of high, standard, preemptible, "
+        "or ask the fleet owners to raise the team's max_priority",
+    ),
+    (
+        "--priority flag above the ceiling",
+        {"team": "evals"},
+        ["--priority", "high"],
+        "flag --priority: high is above team evals's ceiling standard; use one of standard, preemptible",
+    ),
+    (
+        "env shadows the downward API",
+        {"env": {"NODE_NAME": "gke-other-node"}},
+        [],
+        "env.NODE_NAME: NODE_NAME is set by the platform on this job's pods; rename your variable",
+    ),
+    (
+        "env shadows the library path",
+        {"env": {"LD_LIBRARY_PATH": "/tmp/evil"}},
+        [],
+        "LD_LIBRARY_PATH is set by the platform on this job's pods; rename your variable",
+    ),
+    (
+        "env in the NCCL family",
+        {"env": {"NCCL_DEBUG_SUBSYS": "ALL"}},
+        [],
+        "env.NCCL_DEBUG_SUBSYS: NCCL_* variables belong to the platform; rename your variable",
+    ),
+    (
+        "env moves the checkpoint dir",
+        {"env": {"MERIDIAN_CHECKPOINT_DIR": "/checkpoints/../other"}},
+        [],
+        "MERIDIAN_CHECKPOINT_DIR is set by the platform on this job's pods; rename your variable",
+    ),
+    (
         "image from another registry",
         {"image": "docker.io/library/python:3.12"},
         [],

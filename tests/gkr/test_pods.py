@@ -66,7 +66,10 @@ def test_gpu_pods_tolerate_impending_termination_and_unthrottled_gcsfuse() -> No
     head = group(job, "head")["metadata"]["annotations"]
     assert "gke-gcsfuse/cpu-limit" not in head  # a CPU pod shares its node: GKE's default sidecar limits
     volumes = {v["name"]: v for v in worker["spec"]["volumes"]}
-    assert volumes["checkpoints"]["csi"]["volumeAttributes"]["mountOptions"] == CHECKPOINT_MOUNT
+    assert (
+        volumes["checkpoints"]["csi"]["volumeAttributes"]["mountOptions"]
+        == f"{CHECKPOINT_MOUNT},only-dir=teams/pretraining"
+    )
     assert "metadata-cache:negative-ttl-secs:0" in CHECKPOINT_MOUNT  # shards other pods write appear at once
 
 
@@ -144,3 +147,21 @@ def test_dataset_flag_mounts_the_bucket(gkr: Callable[..., Result]) -> None:
     (job,) = yaml.safe_load_all(result.stdout)
     mounts = group(job, "worker")["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "dataset-0", "mountPath": "/data/meridian-datasets-us", "readOnly": True} in mounts
+
+
+@pytest.mark.parametrize("example", ["pretrain-128-nodes", "cpu-data-job", "persistent-raycluster"])
+def test_pods_run_as_the_team_ksa_and_mount_only_the_team_folder(example: str) -> None:
+    """The KSA maps to the team's Google account (Workload Identity); the mount is the team's folder alone."""
+    for obj in objects(example):
+        if obj["kind"] == "Service":
+            continue
+        team = obj["metadata"]["labels"]["meridian.dev/team"]
+        assert obj["metadata"]["namespace"] == f"team-{team}"
+        templates = [obj["spec"]["template"]] if obj["kind"] == "Job" else [group(obj, "head"), group(obj, "worker")]
+        for template in templates:
+            assert template["spec"]["serviceAccountName"] == "trainer"  # the namespace's own, bound to its team
+            for volume in template["spec"]["volumes"]:
+                csi = volume.get("csi", {})
+                if volume["name"] == "checkpoints":
+                    options = csi["volumeAttributes"]["mountOptions"].split(",")
+                    assert [o for o in options if o.startswith("only-dir")] == [f"only-dir=teams/{team}"]

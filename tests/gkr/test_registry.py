@@ -47,9 +47,20 @@ def test_registry_holds_what_gkr_needs() -> None:
     assert flex.machine.preflight_many_nodes == ("--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=256")
 
 
+def test_registry_holds_priority_values_and_team_ceilings() -> None:
+    reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
+    assert registry.FORMAT == "gkr.registry/v3"
+    assert reg.priorities == {"critical": 100000, "high": 10000, "standard": 1000, "preemptible": 100}
+    assert {t.name: (t.priority, t.ceiling) for t in reg.teams} == {
+        "pretraining": ("high", "critical"),
+        "research": ("standard", "high"),
+        "evals": ("standard", "standard"),  # no max_priority: the default is the ceiling
+    }
+    assert registry.from_json(registry.to_json(reg)) == reg
+
+
 def test_registry_v2_holds_cpu_pools_image_registry_and_datasets() -> None:
     reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
-    assert registry.FORMAT == "gkr.registry/v2"
     assert reg.image_registry == "us-docker.pkg.dev/meridian-train-prod/meridian"
     assert [(d.name, d.location) for d in reg.datasets] == [
         ("meridian-datasets-us", "US"),

@@ -41,7 +41,8 @@ def test_region_resource_counts(stacks: Stacks, region: Any) -> None:
         "google_container_cluster": 1,
         "google_container_node_pool": 1 + len(region.gpu_pools) + len(region.cpu_pools),
         "google_storage_bucket": 1,
-        "google_storage_bucket_iam_member": 1,
+        "google_storage_managed_folder": len(FLEET.teams),  # teams/<team>/ in the checkpoint bucket
+        "google_storage_managed_folder_iam_member": len(FLEET.teams),
         "google_project_iam_member": 1,
     }
 
@@ -213,9 +214,8 @@ def test_checkpoint_bucket_expires_only_staged_data(stacks: Stacks) -> None:
     assert "versioning" not in bucket
     (rule,) = bucket["lifecycle_rule"]
     assert rule["action"] == {"type": "Delete"}
-    assert rule["condition"]["matches_prefix"] == [names.STAGED_PREFIX]
-    grant = of_type(stacks["europe-west1"], "google_storage_bucket_iam_member")["trainer_checkpoints"]
-    assert grant["role"] == "roles/storage.objectUser"
+    assert rule["condition"]["matches_prefix"] == [f"teams/{t.name}/{names.STAGED_PREFIX}" for t in FLEET.teams]
+    assert "google_storage_bucket_iam_member" not in stacks["europe-west1"]["resource"]  # no bucket-wide grant
 
 
 def test_each_stack_has_its_own_backend_prefix(stacks: Stacks) -> None:

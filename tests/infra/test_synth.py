@@ -86,10 +86,10 @@ def test_report_lists_every_stack_with_its_gpus(tmp_path: Path, capsys: pytest.C
     lines = capsys.readouterr().out.splitlines()
     heads = [line for line in lines if not line.startswith(" ")][1:]
     assert heads == [
-        "global: 31 resources",
-        "us-central1: 25 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
-        "us-east4: 24 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
-        "europe-west1: 25 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "global: 37 resources",  # an account per team, each reading the datasets
+        "us-central1: 30 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
+        "us-east4: 29 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "europe-west1: 30 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
     ]
     assert "google_container_node_pool 4" in lines[lines.index(heads[1]) + 1]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

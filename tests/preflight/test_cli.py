@@ -16,7 +16,7 @@ import pytest
 
 from preflight.cli import main
 from preflight.node import patch_annotations
-from preflight.report import ANNOTATION, SCHEMA, Result, node_annotation
+from preflight.report import ANNOTATION, SCHEMA, TERMINATION_LIMIT, Result, node_annotation, termination_message
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREFLIGHT = Path(sys.executable).parent / "preflight"
@@ -212,3 +212,34 @@ def test_annotation_refused_is_a_warning_not_a_crash(
     assert code == 1  # the check's verdict, not the annotation's
     err = capsys.readouterr().err
     assert err.startswith("warning: could not annotate Node gke-node-1 (HTTP Error 403")
+
+
+def test_a_failure_becomes_a_termination_message_within_the_kubelet_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "termination-log"
+    code = main(
+        [
+            "run",
+            "--check",
+            "gpu-state",
+            "--nvidia-smi",
+            str(FIXTURES / "nvidia-smi-faulty.csv"),
+            "--termination-log",
+            str(log),
+        ]
+    )
+    assert code == 1
+    message = json.loads(log.read_text())
+    assert (message["schema"], message["check"]) == (SCHEMA, "gpu-state")
+    assert message["summary"]
+    capsys.readouterr()
+    huge = [Result("shm", "fail", "x" * 9000, ["e" * 3000] * 5)]
+    text = termination_message(huge, "t")
+    assert text is not None
+    assert len(text.encode()) <= TERMINATION_LIMIT
+    assert json.loads(text)["evidence"] == []
+    assert termination_message([Result("shm", "pass", "ok")], "t") is None
+    passing = tmp_path / "passing-log"
+    assert main(["run", "--check", "kernel-log", "--kernel-log", str(log), "--termination-log", str(passing)]) == 0
+    assert not passing.exists()  # nothing to say: the kubelet keeps an empty message

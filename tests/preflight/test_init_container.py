@@ -45,6 +45,8 @@ def run_as_the_pod(container: dict[str, Any], root: Path, tmp_path: Path) -> sub
     command = container["command"]
     script = command[2] if command[:2] == ["bash", "-c"] else shlex.join(command)
     script = script.replace("/usr/local/gib", f"{root}/usr/local/gib")
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    script = script.replace("/dev/termination-log", str(tmp_path / "termination-log"))  # the kubelet's file
     shim = tmp_path / "bin" / "preflight"
     shim.parent.mkdir()
     empty_log = tmp_path / "dmesg.txt"
@@ -78,3 +80,9 @@ def test_a_node_without_the_gib_script_fails_the_nccl_check_with_the_reason(tmp_
     nccl = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "nccl")
     assert nccl["status"] == "fail"
     assert "source /usr/local/gib/scripts/set_nccl_env.sh" in nccl["summary"]
+    # What Warden reads from the pod's status: the failing check, structured, with no Node patched.
+    message = json.loads((tmp_path / "termination-log").read_text())
+    assert message["schema"] == "meridian.preflight/v1"
+    assert message["check"] == "nccl"
+    assert message["summary"] == nccl["summary"]
+    assert "--annotate" not in init_container("pretrain-128-nodes")["command"][2]

@@ -42,6 +42,8 @@ def test_defaults_overrides_and_new_keys() -> None:
         (["run.name=x", "optim=diloco", "optim.sync_every=7", "optim.fragments=2"], "not a multiple of"),
         (["run.name=x", "ft.restart_failed=maybe"], "ft.restart_failed: expected true or false"),
         (["run.name=x", "optim.lr=="], "Error parsing override 'optim.lr=='"),
+        (["run.name=../evals/run-1"], "run.name: '../evals/run-1' must be one path segment"),
+        (["run.name=.."], "run.name: '..' must be one path segment"),
     ],
 )
 def test_bad_values_are_one_clear_line(overrides: list[str], message: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from trainer.kube_events import REASON, FailureReporter
 
 from tests.warden.fakes import ApiState, FakeApiServer, serving
-from warden.service import nccl_failures
+from warden.trust import Verdicts, nccl_failures
 
 ENV = {"NODE_NAME": "gke-h200-a-0007", "POD_NAME": "pretrain-worker-3", "POD_NAMESPACE": "team-research"}
 
@@ -39,7 +39,21 @@ def test_a_failure_becomes_an_event_warden_counts_for_the_node(api: tuple[ApiSta
     # Rate-limited: a second failure 10 s later is not posted, one 40 s later is.
     assert not reporter.report("again", now=1_764_400_010)
     assert reporter.report("again", now=1_764_400_040)
-    assert nccl_failures(state.events, 1_764_400_060, 3600) == {"gke-h200-a-0007": 2}
+    # Warden counts the pod once, after checking it runs on the node the Event names.
+    pod = {
+        "metadata": {"name": "pretrain-worker-3", "namespace": "team-research"},
+        "spec": {"nodeName": ENV["NODE_NAME"]},
+    }
+    verdicts = Verdicts()
+    nccl_failures(
+        state.events,
+        lambda ns, name: pod if (ns, name) == (ENV["POD_NAMESPACE"], ENV["POD_NAME"]) else None,
+        1_764_400_060,
+        3600,
+        verdicts,
+    )
+    assert verdicts.nccl == {"gke-h200-a-0007": 1}
+    assert not verdicts.ignored
 
 
 def test_outside_a_cluster_nothing_is_sent(tmp_path: Path) -> None:

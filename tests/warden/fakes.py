@@ -85,16 +85,19 @@ def node(name: str, pool: str = "h200-a", gpus: int = 8, boot: str = "boot-1", *
     return merge_patch(obj, extra)  # type: ignore[no-any-return]
 
 
-def pod(name: str, node_name: str, gpus: int = 8, daemonset: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "research"}
+def pod(
+    name: str, node_name: str, gpus: int = 8, daemonset: bool = False, namespace: str = "research", **extra: Any
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
     if daemonset:
         meta["ownerReferences"] = [{"kind": "DaemonSet", "name": "gib-installer"}]
     limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    return {
+    obj = {
         "metadata": meta,
         "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"limits": limits}}]},
         "status": {"phase": "Running"},
     }
+    return merge_patch(obj, extra)  # type: ignore[no-any-return]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -153,6 +156,14 @@ class FakeApiServer(_Handler):
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
             found = s.nodes.get(parts[3])
             return self._reply(200, found) if found else self._reply(404, {"code": 404})
+        if r.path == "/api/v1/pods" and "labelSelector" in r.query:  # label exists (the only form Warden uses)
+            items = [p for p in s.pods if r.query["labelSelector"] in (p["metadata"].get("labels") or {})]
+            return self._reply(200, {"items": items})
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods":
+            found = next(
+                (p for p in s.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[3], parts[5])), None
+            )
+            return self._reply(200, found) if found else self._reply(404, {"kind": "Status", "code": 404})
         if r.path == "/api/v1/pods":
             wanted = dict(f.split("=", 1) for f in r.query["fieldSelector"].split(",") if "!=" not in f)
             items = [p for p in s.pods if p["spec"]["nodeName"] == wanted["spec.nodeName"]]

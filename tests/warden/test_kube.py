@@ -81,6 +81,19 @@ def cluster() -> Iterator[Cluster]:
         yield Cluster(api, gce, url, gce_url)
 
 
+def nccl_event(pod_name: str, host: str, namespace: str = "research", count: int = 1, **extra: Any) -> dict[str, Any]:
+    """An NCCLFailure Event as the trainer posts it (trainer.kube_events.event_body)."""
+    event = {
+        "metadata": {"name": f"{pod_name}.nccl-1", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "namespace": namespace},
+        "reason": "NCCLFailure",
+        "source": {"component": "meridian-trainer", "host": host},
+        "count": count,
+        "lastTimestamp": "2025-11-29T07:59:00Z",
+    }
+    return {**event, **extra}
+
+
 def xid_condition(code: int, at: float) -> dict[str, Any]:
     return {"type": "GPUXid", "status": "True", "reason": "XidLogged", "message": f"{code}@{int(at)}"}
 
@@ -230,10 +243,9 @@ def test_signals_beyond_xids(cluster: Cluster) -> None:
     )
     api.nodes["n-03"]["metadata"]["labels"]["cloud.google.com/scheduled-maintenance-time"] = str(int(now + 1800))
     api.nodes["n-04"]["metadata"]["labels"]["cloud.google.com/scheduled-maintenance-time"] = str(int(now + 86400))
-    api.events = [
-        {"reason": "NCCLFailure", "source": {"host": "n-05"}, "count": 3, "lastTimestamp": "2025-11-29T07:59:00Z"},
-        {"reason": "NCCLFailure", "source": {"host": "n-06"}, "count": 1, "lastTimestamp": "2025-11-29T07:59:00Z"},
-    ]
+    # Three pods of n-05 report; n-06's one pod reports often (count is the reporter's word: once).
+    api.pods = [pod(f"w-{i}", "n-05") for i in range(3)] + [pod("w-6", "n-06")]
+    api.events = [nccl_event(f"w-{i}", "n-05") for i in range(3)] + [nccl_event("w-6", "n-06", count=5)]
     api.nodes["n-07"]["metadata"]["labels"]["meridian.dev/warden-opt-out"] = "true"
     api.nodes["n-07"]["status"]["conditions"].append(xid_condition(79, now))
     policy = replace(POLICY, unhealthy_share_limit=0.5)
@@ -245,8 +257,8 @@ def test_signals_beyond_xids(cluster: Cluster) -> None:
         "n-02": ("quarantined", "reboot"),
         "n-03": ("quarantined", "reboot"),  # maintenance within the lead time
         "n-04": ("healthy", "none"),  # maintenance tomorrow: not yet
-        "n-05": ("quarantined", "review"),  # 3 NCCL failures
-        "n-06": ("healthy", "none"),  # 1 is below the threshold
+        "n-05": ("quarantined", "review"),  # 3 pods with NCCL failures
+        "n-06": ("healthy", "none"),  # 1 pod is below the threshold, however many times it says so
         "n-07": ("healthy", "none"),  # opted out
     }
     assert any(r.path == "/api/v1/events" and r.query == {"fieldSelector": "reason=NCCLFailure"} for r in api.requests)

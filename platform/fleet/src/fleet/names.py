@@ -16,11 +16,16 @@ WARDEN_NAMESPACE = "warden"
 WARDEN_KSA = "warden"
 ARGOCD_NAMESPACE = "argocd"
 ARGOCD_KSAS = ("argocd-application-controller", "argocd-repo-server")
-TRAINER_KSA = "trainer"  # in every team namespace
+# The Kubernetes service account team pods run as, one per team namespace. Each is bound to
+# its own team's Google service account (team_service_account_id), never to another's.
+TRAINER_KSA = "trainer"
 
-# Prefixes inside a checkpoint bucket: staged data may expire, committed checkpoints never.
+# Prefixes inside a team's part of a checkpoint bucket (team_prefix): staged data may
+# expire, committed checkpoints never.
 STAGED_PREFIX = "staged/"
 COMMITTED_PREFIX = "checkpoints/"
+TEAMS_PREFIX = "teams/"
+SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
 
 # Kueue's topology levels on GKE, widest first.
 TOPOLOGY_LEVELS = (
@@ -82,6 +87,22 @@ def service_account_id(fleet: Fleet, role: str) -> str:
 
 def service_account_email(fleet: Fleet, role: str) -> str:
     return f"{service_account_id(fleet, role)}@{fleet.project.id}.iam.gserviceaccount.com"
+
+
+def team_service_account_id(fleet: Fleet, team: str) -> str:
+    """The team's own Google service account: the only one its pods can act as.
+
+    `-team-` keeps it apart from the role accounts (a team named `warden` is not Warden)."""
+    return f"{fleet.name}-team-{team}"
+
+
+def team_service_account_email(fleet: Fleet, team: str) -> str:
+    return f"{team_service_account_id(fleet, team)}@{fleet.project.id}.iam.gserviceaccount.com"
+
+
+def team_prefix(team: str) -> str:
+    """The team's part of every checkpoint bucket: a managed folder only its account may use."""
+    return f"{TEAMS_PREFIX}{team}/"
 
 
 def workload_pool(fleet: Fleet) -> str:

@@ -279,3 +279,11 @@ def _names(fleet: Fleet) -> Iterator[Problem]:
                 ("buckets", "checkpoint_prefix"),
                 f"bucket name {bucket!r} is longer than 63 characters; shorten the prefix",
             )
+    for i, team in enumerate(fleet.teams):
+        account = names.team_service_account_id(fleet, team.name)
+        if len(account) > names.SERVICE_ACCOUNT_ID_MAX:
+            yield Problem(
+                ("teams", i, "name"),
+                f"the team's Google service account {account!r} is longer than IAM's "
+                f"{names.SERVICE_ACCOUNT_ID_MAX} characters; shorten the team name or the fleet name",
+            )

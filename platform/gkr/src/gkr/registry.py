@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gkr.registry/v2"  # v2: CPU pools, image registry, dataset buckets
+FORMAT = "gkr.registry/v3"  # v2: CPU pools, image registry, dataset buckets; v3: priority values, team ceilings
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Region:
 @dataclass(frozen=True)
 class Team:
     name: str
-    priority: str
+    priority: str  # the default for the team's jobs
+    ceiling: str  # the highest priority its jobs may ask for (the cluster's admission policy refuses more)
     quota: dict[str, int]
 
 
@@ -70,7 +71,7 @@ class Registry:
     project: str
     trainer_image: str
     image_registry: str  # the only registry Binary Authorization admits researchers' images from
-    priorities: tuple[str, ...]
+    priorities: dict[str, int]  # name -> value (a higher value preempts a lower)
     regions: tuple[Region, ...]
     teams: tuple[Team, ...]
     datasets: tuple[Dataset, ...]
@@ -110,12 +111,12 @@ def from_fleet(fleet: Any) -> Registry:
         )
         for r in fleet.regions
     )
-    teams = tuple(Team(t.name, t.priority, dict(t.quota)) for t in fleet.teams)
+    teams = tuple(Team(t.name, t.priority, t.ceiling, dict(t.quota)) for t in fleet.teams)
     return Registry(
         fleet.project.id,
         fleet.versions.trainer_image,
         fleet.registry.url(fleet.project.id),
-        tuple(p.name for p in fleet.priorities),
+        {p.name: p.value for p in fleet.priorities},
         regions,
         teams,
         tuple(Dataset(d.name, d.location) for d in fleet.buckets.datasets),
@@ -145,7 +146,7 @@ def from_json(text: str) -> Registry:
         data["project"],
         data["trainer_image"],
         data["image_registry"],
-        tuple(data["priorities"]),
+        {str(k): int(v) for k, v in data["priorities"].items()},
         regions,
         teams,
         tuple(Dataset(**d) for d in data["datasets"]),

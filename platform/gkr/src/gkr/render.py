@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterator
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -59,6 +61,12 @@ DATASET_MOUNT = (
 
 
 DOWNWARD = (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace"))
+# Families of variables no job may set, beyond those this module renders: set_nccl_env.sh exports
+# NCCL settings gkr does not list, and MERIDIAN_ names are how the platform talks to the trainer.
+RESERVED_ENV_PREFIXES = ("NCCL_", "MERIDIAN_")
+# Where the preflight init container leaves its verdict; the kubelet copies it into the pod's
+# status, which Warden reads (a tenant cannot write pod status, the kubelet of spec.nodeName does).
+TERMINATION_LOG = "/dev/termination-log"
 
 
 def nccl_prelude(required: bool = True) -> str:
@@ -152,7 +160,10 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, memory // 2)}Gi"}})
     mounts.append({"name": "shm", "mountPath": "/dev/shm"})
     if spec.checkpoint:
-        volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, CHECKPOINT_MOUNT))
+        # Only the team's managed folder is mounted, and only its account may use it: run names
+        # resolve inside it, so two teams' runs of the same name never meet.
+        only_dir = names.team_prefix(r.team.name).rstrip("/")
+        volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, f"{CHECKPOINT_MOUNT},only-dir={only_dir}"))
         mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
         env.append({"name": "MERIDIAN_CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
     for index, dataset in enumerate(spec.datasets):
@@ -193,7 +204,9 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
     checks = [arg for check in NODE_CHECKS for arg in ("--check", check)]
     thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
     args = [a for a in thresholds if not a.startswith(("--min-tflops", "--min-busbw"))]
-    command = shlex.join(["preflight", "run", *checks, *args, "--annotate"])
+    # No --annotate: the team's account may not patch Nodes. A failure leaves a structured
+    # termination message instead, which Warden reads from the pod's status.
+    command = shlex.join(["preflight", "run", *checks, *args, "--termination-log", TERMINATION_LOG])
     env = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "PATH", "value": "/usr/local/nvidia/bin:/usr/local/bin:/usr/bin:/bin"},
@@ -211,6 +224,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
         "env": env,
         "securityContext": {"capabilities": {"add": ["SYSLOG"]}},  # dmesg
         "volumeMounts": [m for m in mounts if m["name"] in ("nvidia", "gib", "shm")],
+        "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
@@ -272,3 +286,22 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         context["entrypoint"] = _ray_entrypoint(r)
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]
+
+
+def _env_names(value: Any, containers: bool = False) -> Iterator[str]:
+    """Names of the env entries of every main container below `value` (init containers get no user env)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "env" and containers and isinstance(item, list):
+                yield from (str(e["name"]) for e in item if isinstance(e, dict) and "name" in e)
+            elif key != "initContainers":
+                yield from _env_names(item, containers or key == "containers")
+    elif isinstance(value, list):
+        for item in value:
+            yield from _env_names(item, containers)
+
+
+def platform_env(r: Resolved) -> frozenset[str]:
+    """The variables this job's pods get from the platform: its own render without the user's env."""
+    bare = replace(r, spec=replace(r.spec, env={}))
+    return frozenset(name for obj in render(bare) for name in _env_names(obj))

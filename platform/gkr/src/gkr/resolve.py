@@ -241,6 +241,8 @@ def _check(r: Resolved) -> list[Problem]:
         )
     if r.priority not in r.registry.priorities:
         out.append(Problem("priority", f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}"))
+    elif (ceiling := _ceiling_problem(r)) is not None:
+        out.append(Problem("priority", ceiling))
     if (image := image_problem(r.image, r.registry)) is not None:
         out.append(Problem("image", image))
     datasets = [d.name for d in r.registry.datasets]
@@ -254,6 +256,7 @@ def _check(r: Resolved) -> list[Problem]:
         for key in spec.env
         if not ENV_NAME.fullmatch(key)
     ]
+    out += _shadowed_env(r)
     if spec.kind in ("rayjob", "job") and not r.command:
         out.append(
             Problem("command", f"a {spec.kind} needs a command; pass it after -- or set command: in the job file")
@@ -261,6 +264,35 @@ def _check(r: Resolved) -> list[Problem]:
     if spec.kind == "raycluster" and r.command:
         out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
     return out + _ray(spec)
+
+
+def _ceiling_problem(r: Resolved) -> str | None:
+    """Why the team may not use this priority, or None (the admission policy refuses it as well)."""
+    values, ceiling = r.registry.priorities, r.team.ceiling
+    if values[r.priority] <= values.get(ceiling, values[r.priority]):
+        return None
+    allowed = sorted((p for p, v in values.items() if v <= values[ceiling]), key=lambda p: -values[p])
+    return (
+        f"{r.priority} is above team {r.team.name}'s ceiling {ceiling}; use one of {', '.join(allowed)}, "
+        f"or ask the fleet owners to raise the team's max_priority"
+    )
+
+
+def _shadowed_env(r: Resolved) -> list[Problem]:
+    """User variables that would replace one the platform sets (its own render is the list)."""
+    if not r.spec.env:
+        return []
+    from gkr.render import RESERVED_ENV_PREFIXES, platform_env  # render imports this module
+
+    platform = platform_env(r)
+    out = []
+    for key in r.spec.env:
+        if key in platform:
+            out.append(Problem(f"env.{key}", f"{key} is set by the platform on this job's pods; rename your variable"))
+        elif key.startswith(RESERVED_ENV_PREFIXES):
+            prefix = next(p for p in RESERVED_ENV_PREFIXES if key.startswith(p))
+            out.append(Problem(f"env.{key}", f"{prefix}* variables belong to the platform; rename your variable"))
+    return out
 
 
 def _cpu_capacity(r: Resolved) -> list[Problem]:

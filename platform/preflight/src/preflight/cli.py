@@ -1,7 +1,14 @@
 """`preflight run`: check the machine this pod landed on.
 
     preflight run [--check NAME ...] [--kernel-log FILE] [--nvidia-smi FILE]
-                  [--expect-gpus N] [--window SECONDS] [--json] [--annotate]
+                  [--expect-gpus N] [--window SECONDS] [--json]
+                  [--termination-log FILE] [--annotate]
+
+On failure `--termination-log` writes the failing check as JSON (schema, check,
+summary, evidence, time) where the kubelet reads a container's termination
+message: that is how a job's init container tells Warden, with no right to
+touch Nodes. `--annotate` patches the Node itself, for callers that may
+(Warden's own identity, operators).
 
 Exit codes: 0 every check passed, 1 a check failed, 2 a check could not run
 (or bad arguments).
@@ -24,7 +31,7 @@ from preflight.collective import CollectiveSettings, check_allreduce
 from preflight.compute import ComputeSettings, check_compute
 from preflight.environment import Settings, check_checkpoint_mount, check_nccl, check_rdma_interfaces, check_shm
 from preflight.node import in_cluster, patch_annotations
-from preflight.report import Result, as_json, exit_code, lines, node_annotation
+from preflight.report import Result, as_json, exit_code, lines, node_annotation, termination_message
 
 
 def _read(path: str | None, live: list[str]) -> str:
@@ -129,7 +136,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--min-shm-gib", type=float, default=64, help="smallest /dev/shm allowed (default 64 GiB)")
     run.add_argument("--root", default="/", help=argparse.SUPPRESS)  # a fake /sys, /proc, /usr/local tree for tests
     run.add_argument("--json", action="store_true", help="print the versioned JSON report")
-    run.add_argument("--annotate", action="store_true", help="on failure, annotate this Node (NODE_NAME) for Warden")
+    run.add_argument(
+        "--termination-log",
+        metavar="FILE",
+        help="on failure, write the failing check as JSON here (a pod's terminationMessagePath), for Warden",
+    )
+    run.add_argument(
+        "--annotate",
+        action="store_true",
+        help="on failure, annotate this Node (NODE_NAME) for Warden; needs a service account that may patch Nodes",
+    )
     return parser
 
 
@@ -146,6 +162,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dumps(as_json(results, node, now), indent=2) if args.json else lines(results),
         end="" if not args.json else "\n",
     )
+    message = termination_message(results, now)
+    if args.termination_log and message:
+        try:
+            Path(args.termination_log).write_text(message, encoding="utf-8")
+        except OSError as exc:
+            print(
+                f"warning: could not write {args.termination_log} ({exc}); the report above still stands",
+                file=sys.stderr,
+            )
     annotation = node_annotation(results, now)
     if args.annotate and annotation:
         credentials = in_cluster()

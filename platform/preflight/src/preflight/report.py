@@ -44,16 +44,39 @@ def lines(results: list[Result]) -> str:
     return "".join(f"{r.status.upper():5} {r.name}: {r.summary}\n" for r in results)
 
 
-def node_annotation(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, str] | None:
-    """The annotation for the first failing check, or None when nothing failed."""
+TERMINATION_LIMIT = 4096  # bytes of a termination message the kubelet keeps
+
+
+def failure(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, Any] | None:
+    """The first failing check as Warden reads it (annotation or termination message); None when none failed."""
     failed = next((r for r in results if r.status == "fail"), None)
     if failed is None:
         return None
-    value = {
+    return {
         "schema": SCHEMA,
         "check": failed.name,
         "summary": failed.summary,
         "evidence": failed.evidence[:max_evidence],
         "time": time,
     }
-    return {ANNOTATION: json.dumps(value, sort_keys=True)}
+
+
+def termination_message(results: list[Result], time: str) -> str | None:
+    """The failure as one JSON line within the kubelet's limit: evidence goes first, then the summary is cut."""
+    value = failure(results, time)
+    if value is None:
+        return None
+    text = json.dumps(value, sort_keys=True)
+    while len(text.encode()) > TERMINATION_LIMIT and value["evidence"]:
+        value["evidence"] = value["evidence"][:-1]
+        text = json.dumps(value, sort_keys=True)
+    if len(text.encode()) > TERMINATION_LIMIT:
+        value["summary"] = value["summary"][:1024]
+        text = json.dumps(value, sort_keys=True)
+    return text
+
+
+def node_annotation(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, str] | None:
+    """The annotation for the first failing check, or None when nothing failed."""
+    value = failure(results, time, max_evidence)
+    return None if value is None else {ANNOTATION: json.dumps(value, sort_keys=True)}

@@ -163,6 +163,11 @@ def from_dict(data: dict[str, Any]) -> Config:
 
 
 def _cross_checks(config: Config) -> Config:
+    # The run's checkpoints live at MERIDIAN_CHECKPOINT_DIR/<run.name>, inside the team's own
+    # folder of the bucket (gkr mounts nothing else): a name that is not one path segment could leave it.
+    name = config.run.name
+    if not name or "/" in name or name in (".", "..") or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"run.name: {name!r} must be one path segment (no '/', not '.' or '..'); set run.name=<name>")
     if config.ft.min_replicas > config.ft.replica_groups:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"

@@ -117,6 +117,12 @@ class Kube:
         query = [("fieldSelector", f"spec.nodeName={node},status.phase!=Succeeded,status.phase!=Failed")]
         return list(self.request("GET", "/api/v1/pods", query).get("items", []))
 
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}")
+
+    def pods_labelled(self, selector: str) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/v1/pods", [("labelSelector", selector)]).get("items", []))
+
     def evict(self, pod: dict[str, Any], grace_s: int) -> bool:
         """Ask the Eviction API; False when a PodDisruptionBudget refuses it now (HTTP 429)."""
         meta = pod["metadata"]

@@ -60,3 +60,6 @@ class WardenMetrics:
         self.leader = r.gauge("warden_leader", "1 while this replica leads.")
         self.round_seconds = r.gauge("warden_round_seconds", "How long the last round took.")
         self.rounds = r.counter("warden_rounds_total", "Rounds run.")
+        self.ignored = r.counter(
+            "warden_signals_ignored_total", "Tenant reports (NCCL Events, preflight messages) ignored, by reason."
+        )

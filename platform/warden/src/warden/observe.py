@@ -1,9 +1,10 @@
 """What Warden sees on a Node object: its pool, record, facts and signals (pure).
 
 Signals come from the Node itself: the agent's conditions (GPUXid,
-NVSwitchSXid), Ready, preflight's failure annotation, GPUs missing from
-allocatable and GKE's scheduled-maintenance label; NCCL failure Events are
-counted per node by the adapter and passed in.
+NVSwitchSXid), Ready, preflight's failure annotation (only principals that may
+patch Nodes write it), GPUs missing from allocatable and GKE's
+scheduled-maintenance label; NCCL failure Events and failed preflight init
+containers of team pods are checked by warden.trust and passed in.
 """
 
 from __future__ import annotations
@@ -42,7 +43,13 @@ def parse_time(value: str) -> float:
         return 0.0
 
 
-def signals(node: dict[str, Any], now: float, policy: Policy, nccl_failures: int = 0) -> tuple[Signal, ...]:
+def signals(
+    node: dict[str, Any],
+    now: float,
+    policy: Policy,
+    nccl_failures: int = 0,
+    preflight: tuple[str, float] | None = None,
+) -> tuple[Signal, ...]:
     meta, status = node.get("metadata", {}), node.get("status", {})
     found: list[Signal] = []
     for condition in status.get("conditions") or []:
@@ -60,6 +67,8 @@ def signals(node: dict[str, Any], now: float, policy: Policy, nccl_failures: int
             )
         except (ValueError, AttributeError):
             found.append(Signal("preflight", detail="unreadable annotation"))
+    if preflight is not None:  # a job's preflight init container failed on this node (its pod's status)
+        found.append(Signal("preflight", detail=preflight[0], at=preflight[1]))
     capacity = int((status.get("capacity") or {}).get(GPU, 0))
     allocatable = int((status.get("allocatable") or {}).get(GPU, capacity))
     if allocatable < capacity:
@@ -80,6 +89,7 @@ def view(
     pods: int = 0,
     probation: str | None = None,
     nccl_failures: int = 0,
+    preflight: tuple[str, float] | None = None,
 ) -> NodeView:
     meta, status = node.get("metadata", {}), node.get("status", {})
     labels = meta.get("labels") or {}
@@ -96,7 +106,7 @@ def view(
         pool=labels.get(POOL_LABEL, ""),
         record=record,
         facts=facts,
-        signals=signals(node, now, policy, nccl_failures),
+        signals=signals(node, now, policy, nccl_failures, preflight),
     )
 
 

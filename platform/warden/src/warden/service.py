@@ -22,26 +22,12 @@ from warden.kube import ApiError, Kube
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import is_gpu_node, parse_time, record_of, view
+from warden.observe import is_gpu_node, record_of, view
 from warden.policy import Policy
 from warden.state import PHASES
+from warden.trust import NCCL_REASON, TEAM_LABEL, Verdicts, nccl_failures, preflight_failures
 
 log = logging.getLogger("warden")
-NCCL_REASON = "NCCLFailure"  # the Event reason trainer pods report NCCL errors with
-
-
-def _event_time(event: dict[str, Any]) -> float:
-    return parse_time(str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""))
-
-
-def nccl_failures(events: list[dict[str, Any]], now: float, window_s: float) -> Counter[str]:
-    """NCCL failure Events per node within the window; the node is the Event's source.host."""
-    counts: Counter[str] = Counter()
-    for event in events:
-        host = (event.get("source") or {}).get("host") or event.get("reportingInstance")
-        if host and now - _event_time(event) <= window_s:
-            counts[host] += int(event.get("count") or 1)
-    return counts
 
 
 class Warden:
@@ -60,8 +46,13 @@ class Warden:
     def round(self) -> Round:
         started = self.clock()
         nodes = {n["metadata"]["name"]: n for n in self.cache.snapshot() if is_gpu_node(n)}
+        # Tenants' reports, each checked against the pod the cluster placed (warden.trust).
+        verdicts = Verdicts()
         events = self.kube.events(f"reason={NCCL_REASON}")
-        failures = nccl_failures(events, started, self.policy.window_s)
+        nccl_failures(events, self.kube.pod, started, self.policy.window_s, verdicts)
+        preflight_failures(self.kube.pods_labelled(TEAM_LABEL), started, self.policy.window_s, verdicts)
+        for reason, count in verdicts.ignored.items():
+            self.metrics.ignored.inc(count, reason=reason)
         views, seen = [], {}
         for name, node in nodes.items():
             record = record_of(node)
@@ -70,7 +61,18 @@ class Warden:
             probation = self.actuator.probation_result(name, record) if record.phase == "probation" else None
             seen[name] = (pods, probation)
             finished = probation if probation in ("pass", "fail") else None
-            views.append(view(node, record, started, self.policy, len(pods), finished, failures[name]))
+            views.append(
+                view(
+                    node,
+                    record,
+                    started,
+                    self.policy,
+                    len(pods),
+                    finished,
+                    verdicts.nccl[name],
+                    verdicts.preflight.get(name),
+                )
+            )
         decided = run_round(views, self.policy, started)
         phases: Counter[str] = Counter()
         for v in views:

@@ -1,4 +1,4 @@
-"""Team namespaces: RBAC for the team's Google group, quotas, the trainer's identity."""
+"""Team namespaces: RBAC for the team's Google group, quotas, the team's own identity."""
 
 from __future__ import annotations
 
@@ -40,7 +40,6 @@ def researcher_role() -> Obj:
 def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
     objects = [researcher_role()]
     region_gpus = gpu_capacity(region).gpus
-    trainer_account = names.service_account_email(fleet, "trainer")
     for team in fleet.teams:
         namespace = names.team_namespace(team.name)
         objects += [
@@ -74,12 +73,15 @@ def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
                     }
                 },
             ),
+            # The team's pods run as this account; Workload Identity maps it to the team's own
+            # Google service account, which reaches only the team's checkpoint folder.
             obj(
                 "v1",
                 "ServiceAccount",
                 names.TRAINER_KSA,
                 namespace,
-                annotations={"iam.gke.io/gcp-service-account": trainer_account},
+                labels={names.TEAM_LABEL: team.name},
+                annotations={"iam.gke.io/gcp-service-account": names.team_service_account_email(fleet, team.name)},
             ),
             # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
             obj(

@@ -1,0 +1,128 @@
+"""Signals from tenants' pods, checked against what the cluster itself attests (pure).
+
+A team can create Events in its namespace and name any node in them, so an
+NCCLFailure Event counts only when the pod it names exists, in the Event's own
+namespace, and the scheduler bound it to the node the Event names; each pod
+counts once per window whatever the Event's `count` says. A preflight failure
+counts only from a pod's status, which the kubelet of the pod's node writes
+(tenants cannot write pod status), for the node in the pod's spec.nodeName.
+Everything else is ignored and counted, so a forger shows up in the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from warden.observe import parse_time
+
+NCCL_REASON = "NCCLFailure"  # the Event reason trainer pods report NCCL errors with
+PREFLIGHT_CONTAINER = "preflight"  # gkr's init container
+PREFLIGHT_SCHEMA = "meridian.preflight/v1"
+TEAM_LABEL = "meridian.dev/team"  # gkr labels every team pod (fleet.names.TEAM_LABEL)
+MAX_POD_LOOKUPS = 500  # per round: a flood of Events naming made-up pods cannot turn into a flood of GETs
+
+PodLookup = Callable[[str, str], "dict[str, Any] | None"]
+
+
+@dataclass
+class Verdicts:
+    """What a round makes of tenants' reports: per node, and what it refused and why."""
+
+    nccl: Counter[str] = field(default_factory=Counter)  # node -> distinct pods reporting within the window
+    preflight: dict[str, tuple[str, float]] = field(default_factory=dict)  # node -> (check, when)
+    ignored: Counter[str] = field(default_factory=Counter)  # reason -> reports ignored
+
+
+def _event_time(event: dict[str, Any]) -> float:
+    return parse_time(str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or ""))
+
+
+def nccl_failures(
+    events: list[dict[str, Any]], lookup: PodLookup, now: float, window_s: float, verdicts: Verdicts
+) -> None:
+    """Count each pod on its node once, when the pod really runs there; ignore the rest by reason."""
+    pods: dict[tuple[str, str], dict[str, Any] | None] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for event in events:
+        if not isinstance(event, dict) or event.get("reason") != NCCL_REASON:
+            continue
+        if now - _event_time(event) > window_s:
+            continue  # old news, not a forgery
+        involved, source = event.get("involvedObject"), event.get("source")
+        if not isinstance(involved, dict) or not isinstance(source, dict) or involved.get("kind") != "Pod":
+            verdicts.ignored["nccl_malformed"] += 1
+            continue
+        namespace = str(_dict(event, "metadata").get("namespace") or "")
+        name, host = str(involved.get("name") or ""), str(source.get("host") or "")
+        if not name or not host:
+            verdicts.ignored["nccl_malformed"] += 1
+            continue
+        if involved.get("namespace") != namespace:
+            verdicts.ignored["nccl_other_namespace"] += 1  # a team may only speak for its own pods
+            continue
+        key = (namespace, name)
+        if key not in pods:
+            if len(pods) >= MAX_POD_LOOKUPS:
+                verdicts.ignored["nccl_lookup_limit"] += 1
+                continue
+            pods[key] = lookup(namespace, name)
+        pod = pods[key]
+        if pod is None:
+            verdicts.ignored["nccl_no_such_pod"] += 1
+            continue
+        uid = involved.get("uid")
+        if uid and uid != _dict(pod, "metadata").get("uid"):
+            verdicts.ignored["nccl_other_pod"] += 1  # a pod of the same name, not the one that reported
+            continue
+        if _dict(pod, "spec").get("nodeName") != host:
+            verdicts.ignored["nccl_wrong_node"] += 1
+            continue
+        if (host, namespace, name) not in seen:
+            seen.add((host, namespace, name))
+            verdicts.nccl[host] += 1
+
+
+def preflight_failures(pods: list[dict[str, Any]], now: float, window_s: float, verdicts: Verdicts) -> None:
+    """The latest failed preflight init container per node, from pod status written by that node's kubelet."""
+    for pod in pods:
+        spec, pod_status = _dict(pod, "spec"), _dict(pod, "status")
+        node = str(spec.get("nodeName") or "")
+        statuses = pod_status.get("initContainerStatuses")
+        for status in statuses if isinstance(statuses, list) else []:
+            if not isinstance(status, dict) or status.get("name") != PREFLIGHT_CONTAINER:
+                continue
+            for state in (status.get("state"), status.get("lastState")):
+                terminated = (state or {}).get("terminated") if isinstance(state, dict) else None
+                if not isinstance(terminated, dict) or terminated.get("exitCode") in (0, None):
+                    continue
+                when = parse_time(str(terminated.get("finishedAt") or ""))
+                if now - when > window_s:
+                    continue
+                check = _failed_check(terminated.get("message"))
+                if check is None or not node:
+                    verdicts.ignored["preflight_unreadable" if node else "preflight_unbound"] += 1
+                    continue
+                if when >= verdicts.preflight.get(node, ("", float("-inf")))[1]:
+                    verdicts.preflight[node] = (check, when)
+
+
+def _dict(value: Any, key: str) -> dict[str, Any]:
+    """value[key] when both are objects, else empty: hostile shapes read as nothing."""
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _failed_check(message: Any) -> str | None:
+    """The failing check's name from preflight's termination message; None for anything else."""
+    try:
+        value = json.loads(message) if isinstance(message, str) else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("schema") != PREFLIGHT_SCHEMA:
+        return None
+    check = value.get("check")
+    return check[:64] if isinstance(check, str) and check else None
