@@ -140,13 +140,14 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         if r.pool.flex_start:
             tolerations.append(names.QUEUED_TOLERATION)
         volumes.append({"name": "nvidia", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}})
-        mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia"})
+        # Host paths read-only: a pod that could write them would replace the next tenant's driver libraries.
+        mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True})
         library_path = "/usr/local/nvidia/lib64"
         if rdma:
             annotations["networking.gke.io/default-interface"] = "eth0"
             annotations["networking.gke.io/interfaces"] = _interfaces(r)
             volumes.append({"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}})
-            mounts.append({"name": "gib", "mountPath": "/usr/local/gib"})
+            mounts.append({"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True})
             library_path += ":/usr/local/gib/lib64"
             env.append({"name": "NCCL_NET", "value": "gIB"})
         env.insert(0, {"name": "LD_LIBRARY_PATH", "value": library_path})
@@ -222,7 +223,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
         "image": r.image,
         "command": ["bash", "-c", command],
         "env": env,
-        "securityContext": {"capabilities": {"add": ["SYSLOG"]}},  # dmesg
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"add": ["SYSLOG"]}},  # dmesg
         "volumeMounts": [m for m in mounts if m["name"] in ("nvidia", "gib", "shm")],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",

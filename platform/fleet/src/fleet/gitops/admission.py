@@ -168,6 +168,13 @@ def pod_security_policy() -> Obj:
             f"team pods may mount only these host paths: {', '.join(HOST_PATHS)}",
         ),
         _validation(
+            "variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || "
+            "[has(p.containers) ? p.containers : [], has(p.initContainers) ? p.initContainers : []].all(cs, "
+            "cs.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || "
+            "(has(m.readOnly) && m.readOnly))))))",
+            "team pods must mount host paths read-only (readOnly: true)",
+        ),
+        _validation(
             _each_container(_context("privileged", "!c.securityContext.privileged")),
             "team pods may not run privileged containers",
         ),
