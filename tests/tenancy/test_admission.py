@@ -534,4 +534,3 @@ def test_policies_are_valid_kubernetes_objects(
         for policy, bindings in policies.values():
             for o in [policy, *bindings]:
                 assert validate_object(o, fleet.versions.kubernetes, crds) == [], o["metadata"]["name"]
-
