@@ -144,7 +144,6 @@ def test_kueue_evicts_a_gang_that_cannot_start_and_requeues_it_with_backoff(flee
     assert strategy["timestamp"] == "Eviction"  # an evicted gang goes behind the others, not back to the front
     assert 0 < strategy["backoffBaseSeconds"] <= strategy["backoffMaxSeconds"]
     assert strategy["backoffLimitCount"] > 0
-    # Only waitForPodsReady changes: the chart's defaults stay (jobs without a queue name are still left alone).
-    assert "manageJobsWithoutQueueName" not in config
+    # The chart's defaults stay otherwise (jobs without a queue name: tests/gitops/test_quota.py).
     assert {"batch/job", "ray.io/rayjob", "ray.io/raycluster"} <= set(config["integrations"]["frameworks"])
     assert config["leaderElection"]["leaderElect"] is True

@@ -314,6 +314,7 @@ class Team(Base):
     @property
     def ceiling(self) -> str:
         return self.max_priority or self.priority
+
     quota: dict[str, Count] = {}  # region -> nominal GPUs
 
 
