@@ -32,8 +32,9 @@ def researcher_role() -> Obj:
         {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": list(RW)},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": list(RW)},
         {"apiGroups": [""], "resources": ["services"], "verbs": list(RW)},
-        {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": list(READ)},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": list(READ)},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": list(READ)},
     ]
     return obj("rbac.authorization.k8s.io/v1", "ClusterRole", RESEARCHER_ROLE, rules=rules)
