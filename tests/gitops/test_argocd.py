@@ -77,7 +77,14 @@ def test_projects_are_least_privilege(fleet: Fleet) -> None:
     assert "CustomResourceDefinition" not in kinds
     assert {"ClusterQueue", "ResourceFlavor", "GKENetworkParamSet", "Namespace"} <= kinds
     assert "CustomResourceDefinition" in {k["kind"] for k in projects["platform"]["clusterResourceWhitelist"]}
-    assert fleet.gitops.repo not in projects["platform"]["sourceRepos"]
+    # No RBAC or API extensions from fleet-config (tests/gitops/test_projects.py checks each object).
+    assert not kinds & {k for _, k in argocd.PRIVILEGED_KINDS}
+    assert {k["kind"] for k in config["namespaceResourceWhitelist"]} == {
+        "DaemonSet",
+        "LocalQueue",
+        "RayCluster",
+        "RayJob",
+    }
     for spec in projects.values():
         assert all(d["server"] == argocd.IN_CLUSTER and d["namespace"] != "*" for d in spec["destinations"])
     bootstrap, _ = argocd.root(fleet, fleet.regions[0])
