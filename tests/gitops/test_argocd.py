@@ -77,7 +77,14 @@ def test_projects_are_least_privilege(fleet: Fleet) -> None:
     assert "CustomResourceDefinition" not in kinds
     assert {"ClusterQueue", "ResourceFlavor", "GKENetworkParamSet", "Namespace"} <= kinds
     assert "CustomResourceDefinition" in {k["kind"] for k in projects["platform"]["clusterResourceWhitelist"]}
-    assert fleet.gitops.repo not in projects["platform"]["sourceRepos"]
+    # No RBAC or API extensions from fleet-config (tests/gitops/test_projects.py checks each object).
+    assert not kinds & {k for _, k in argocd.PRIVILEGED_KINDS}
+    assert {k["kind"] for k in config["namespaceResourceWhitelist"]} == {
+        "DaemonSet",
+        "LocalQueue",
+        "RayCluster",
+        "RayJob",
+    }
     for spec in projects.values():
         assert all(d["server"] == argocd.IN_CLUSTER and d["namespace"] != "*" for d in spec["destinations"])
     bootstrap, _ = argocd.root(fleet, fleet.regions[0])
@@ -144,7 +151,6 @@ def test_kueue_evicts_a_gang_that_cannot_start_and_requeues_it_with_backoff(flee
     assert strategy["timestamp"] == "Eviction"  # an evicted gang goes behind the others, not back to the front
     assert 0 < strategy["backoffBaseSeconds"] <= strategy["backoffMaxSeconds"]
     assert strategy["backoffLimitCount"] > 0
-    # Only waitForPodsReady changes: the chart's defaults stay (jobs without a queue name are still left alone).
-    assert "manageJobsWithoutQueueName" not in config
+    # The chart's defaults stay otherwise (jobs without a queue name: tests/gitops/test_quota.py).
     assert {"batch/job", "ray.io/rayjob", "ray.io/raycluster"} <= set(config["integrations"]["frameworks"])
     assert config["leaderElection"]["leaderElect"] is True

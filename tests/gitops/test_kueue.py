@@ -26,27 +26,35 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
     changed = Fleet.model_validate(spec)
     before = render_tree(fleet)
     after = render_tree(changed)
+    # The namespaces' ResourceQuotas follow what Kueue may admit (tests/gitops/test_quota.py).
     assert [p for p in before if before[p] != after[p]] == [
-        "kustomize/overlays/meridian-us-east4/kueue-config/kueue-config.yaml"
+        "kustomize/overlays/meridian-us-east4/kueue-config/kueue-config.yaml",
+        "kustomize/overlays/meridian-us-east4/teams/teams.yaml",
     ]
     old, new = _kueue_docs(fleet, "meridian-us-east4"), _kueue_docs(changed, "meridian-us-east4")
     differing = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
     # The CPU pool follows the GPU quotas, so every queue's share of it moves; GPU quota only in research's.
     assert {b["metadata"]["name"] for _, b in differing} == {"pretraining", "research", "evals"}
+    # Every queue's borrowing limits follow the others' nominal quota.
     for a, b in differing:
         assert b["kind"] == "ClusterQueue"
-        old_gpu = [f for f in a["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
-        new_gpu = [f for f in b["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
+        old_gpu = [_nominal(f) for f in a["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
+        new_gpu = [_nominal(f) for f in b["spec"]["resourceGroups"][0]["flavors"] if f["name"] != "cpu"]
         assert (old_gpu != new_gpu) == (b["metadata"]["name"] == "research")
     research = next(b for _, b in differing if b["metadata"]["name"] == "research")
     flavor = next(f for f in research["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "h200-a")
+    # It may borrow what pretraining and evals hold in the pool: 2,048 + 256 GPUs.
     assert flavor["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 512},
-        {"name": "cpu", "nominalQuota": 512 * 224 // 8},
-        {"name": "memory", "nominalQuota": f"{512 * 2952 // 8}Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": 512, "borrowingLimit": 2304},
+        {"name": "cpu", "nominalQuota": 512 * 224 // 8, "borrowingLimit": 2304 * 224 // 8},
+        {"name": "memory", "nominalQuota": f"{512 * 2952 // 8}Gi", "borrowingLimit": f"{2304 * 2952 // 8}Gi"},
     ]
     # 2,048 vCPUs over 2048:512:256.
     assert _flavor_quota(research, "cpu") == {"nvidia.com/gpu": 0, "cpu": 372, "memory": "1489Gi"}
+
+
+def _nominal(flavor: dict[str, Any]) -> dict[str, Any]:
+    return {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
 
 
 def test_quota_split_over_pools(fleet: Fleet) -> None:

@@ -122,7 +122,12 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
     assert cluster == "meridian-us-east4"
     # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
     # so every team's CPU share follows (fleet.gitops.kueue.split_cpu).
-    assert {o.key[3]: o.flags for o in objects} == {
+    # Every team's ceiling in the region follows the cohort's quota (nominal + borrowing limits, issue 14):
+    # the namespaces' ResourceQuotas move without a flag of their own.
+    limits = sorted(o.key[2] for o in objects if o.key[1] == "ResourceQuota")
+    assert limits == ["team-evals", "team-pretraining", "team-research"]
+    assert all(o.flags == [] for o in objects if o.key[1] == "ResourceQuota")
+    assert {o.key[3]: o.flags for o in objects if o.key[1] != "ResourceQuota"} == {
         "research": [
             "Kueue quota of research: cpu/cpu 512 -> 372, cpu/memory 2048Gi -> 1489Gi, h200-a/cpu 21504 -> 14336, "
             "h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"

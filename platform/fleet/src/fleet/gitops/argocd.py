@@ -11,6 +11,7 @@ argocd/README.md for why). The root application (app-of-apps) syncs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 from fleet import names
@@ -198,7 +199,8 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             prune=False,  # carries Kueue's CRDs
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),
         ),
-        App("teams", 0, "fleet-config", overlay("teams"), "default"),
+        # Namespaces, RBAC and quotas: the tenancy boundary, so the project that may grant rights.
+        App("teams", 0, "platform", overlay("teams"), "default"),
         App("gpu-networking", 0, "fleet-config", overlay("gpu-networking"), "kube-system"),
         App(
             "kueue-config",
@@ -208,7 +210,8 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             "kueue-system",
             sync_options=("ServerSideApply=true",),
         ),
-        App("warden", 2, "fleet-config", overlay("warden"), names.WARDEN_NAMESPACE),
+        # Warden cordons and drains nodes: cluster-wide RBAC, so the platform project.
+        App("warden", 2, "platform", overlay("warden"), names.WARDEN_NAMESPACE),
         App("training-images", 2, "fleet-config", overlay("training-images"), "meridian-images"),
         App(
             "workloads",
@@ -250,61 +253,118 @@ def _kinds(*pairs: tuple[str, str]) -> list[dict[str, str]]:
     return [{"group": group, "kind": kind} for group, kind in pairs]
 
 
+# Cluster-scoped kinds that grant rights or change the API itself: only the platform project may create them.
+PRIVILEGED_KINDS = (
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+    ("apiregistration.k8s.io", "APIService"),
+)
+# Argo CD's own kinds: only the bootstrap project (the root application) creates them.
+ARGOCD_KINDS = (("argoproj.io", "Application"), ("argoproj.io", "AppProject"), ("argoproj.io", "ApplicationSet"))
+KUEUE_CLUSTER_KINDS = (
+    "Topology",
+    "Cohort",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "WorkloadPriorityClass",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+)
+IMAGES_NAMESPACE = "meridian-images"
+
+
 def projects(fleet: Fleet) -> list[Obj]:
-    """Least privilege: each project names its sources, namespaces and the cluster-scoped kinds it may create."""
+    """Least privilege: each project names its sources, namespaces and every kind it may create.
+
+    platform: upstream components and this repository's tenancy (teams) and Warden, the only project that may
+    grant rights cluster-wide or extend the API; never Argo CD's own kinds. fleet-config: configuration that
+    grants nothing (Kueue objects, GPU networks, DaemonSets), no RBAC at all. See argocd/README.md.
+    """
     team_namespaces = [names.team_namespace(t.name) for t in fleet.teams]
+
+    def destinations(*namespaces: str) -> list[dict[str, str]]:
+        return [{"server": IN_CLUSTER, "namespace": ns} for ns in namespaces]
+
     platform = {
-        "description": "Upstream components: Argo CD, KubeRay, Kueue",
-        "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS],
-        "destinations": [{"server": IN_CLUSTER, "namespace": ns} for ns in (NAMESPACE, "ray-system", "kueue-system")],
-        "clusterResourceWhitelist": _kinds(
-            ("apiextensions.k8s.io", "CustomResourceDefinition"),
-            ("rbac.authorization.k8s.io", "ClusterRole"),
-            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-            ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-            ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-            ("apiregistration.k8s.io", "APIService"),
-            ("", "Namespace"),
+        "description": "Upstream components (Argo CD, KubeRay, Kueue), team tenancy and Warden: may grant rights",
+        "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS, fleet.gitops.repo],
+        "destinations": destinations(
+            NAMESPACE, "ray-system", "kueue-system", names.WARDEN_NAMESPACE, "default", *team_namespaces
         ),
+        "clusterResourceWhitelist": _kinds(*PRIVILEGED_KINDS, ("", "Namespace")),
+        # The upstream manifests hold every namespaced kind; Argo CD's own objects come from bootstrap alone.
+        "namespaceResourceBlacklist": _kinds(*ARGOCD_KINDS),
     }
     config = {
-        "description": "Configuration generated from fleet.yaml",
+        "description": "Configuration generated from fleet.yaml: queues, GPU networks, node DaemonSets; no RBAC",
         "sourceRepos": [fleet.gitops.repo],
-        "destinations": [
-            {"server": IN_CLUSTER, "namespace": ns}
-            for ns in (
-                "default",
-                "kube-system",
-                "kueue-system",
-                names.WARDEN_NAMESPACE,
-                "meridian-images",
-                *team_namespaces,
-            )
-        ],
-        "clusterResourceWhitelist": _kinds(
-            ("", "Namespace"),
-            ("rbac.authorization.k8s.io", "ClusterRole"),
-            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-            ("networking.gke.io", "GKENetworkParamSet"),
-            ("networking.gke.io", "Network"),
-            *(
-                ("kueue.x-k8s.io", kind)
-                for kind in (
-                    "Topology",
-                    "Cohort",
-                    "ResourceFlavor",
-                    "ClusterQueue",
-                    "WorkloadPriorityClass",
-                    "AdmissionCheck",
-                    "ProvisioningRequestConfig",
-                )
+        "destinations": destinations("default", "kube-system", "kueue-system", IMAGES_NAMESPACE, *team_namespaces),
+        "clusterResourceWhitelist": [
+            {"group": "", "kind": "Namespace", "name": IMAGES_NAMESPACE},  # name-restricted (Argo CD >= 3.x)
+            *_kinds(
+                ("networking.gke.io", "GKENetworkParamSet"),
+                ("networking.gke.io", "Network"),
+                *(("kueue.x-k8s.io", kind) for kind in KUEUE_CLUSTER_KINDS),
             ),
+        ],
+        "namespaceResourceWhitelist": _kinds(
+            ("apps", "DaemonSet"),  # the NCCL installer and the image pre-pull
+            ("kueue.x-k8s.io", "LocalQueue"),
+            ("ray.io", "RayCluster"),  # `workloads`: platform Ray resources
+            ("ray.io", "RayJob"),
         ),
     }
     return [
         obj(API, "AppProject", name, NAMESPACE, spec=spec)
         for name, spec in (("platform", platform), ("fleet-config", config))
     ]
+
+
+def _listed(entries: list[dict[str, str]] | None, group: str, kind: str, name: str) -> bool:
+    """Argo CD's match of a resource against a whitelist or blacklist: globs on group and kind, and on name if given."""
+    return any(
+        fnmatchcase(group, e.get("group", ""))
+        and fnmatchcase(kind, e.get("kind", ""))
+        and fnmatchcase(name, e.get("name") or "*")
+        for e in entries or []
+    )
+
+
+def refusal(
+    project: dict[str, Any], group: str, kind: str, name: str, namespace: str, server: str = IN_CLUSTER
+) -> str | None:
+    """Why an Argo CD project refuses to sync the resource, or None if it permits it.
+
+    Mirrors AppProject.IsGroupKindNamePermitted and IsDestinationPermitted (argo-cd
+    pkg/apis/application/v1alpha1/app_project_types.go): a namespaced resource needs no whitelist entry when the
+    project has no namespaceResourceWhitelist at all (an empty one permits nothing); a cluster-scoped one must be in
+    clusterResourceWhitelist; a blacklist wins; the namespace must match a destination. `namespace` is "" for a
+    cluster-scoped resource. Destination globs only: this repository uses no `!` negations.
+    """
+    namespaced = bool(namespace)
+    white = project.get("namespaceResourceWhitelist" if namespaced else "clusterResourceWhitelist")
+    black = project.get("namespaceResourceBlacklist" if namespaced else "clusterResourceBlacklist")
+    scope = "namespaced" if namespaced else "cluster-scoped"
+    # No namespaced whitelist at all permits every namespaced kind; an empty one, none.
+    if not ((namespaced and white is None) or _listed(white, group, kind, name)):
+        return f"{scope} {group or 'core'}/{kind} {name} is not whitelisted"
+    if _listed(black, group, kind, name):
+        return f"{scope} {group or 'core'}/{kind} {name} is blacklisted"
+    if namespaced and not any(
+        fnmatchcase(server, d.get("server", "")) and fnmatchcase(namespace, d.get("namespace", ""))
+        for d in project.get("destinations", [])
+    ):
+        return f"namespace {namespace} is not a destination"
+    return None
+
+
+def source_permitted(project: dict[str, Any], repo_url: str) -> bool:
+    return any(fnmatchcase(repo_url, pattern) for pattern in project.get("sourceRepos", []))
 
 
 def root(fleet: Fleet, region: Region) -> list[Obj]:

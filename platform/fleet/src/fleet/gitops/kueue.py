@@ -9,6 +9,13 @@ Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
 toleration and no GPU quota. Its vCPUs and memory are split over the teams in
 proportion to their GPU quota in the region, so a team's gangs can always
 reclaim the CPU their heads need; idle CPU quota is borrowed like GPU quota.
+
+Borrowing is bounded explicitly: in each flavor and resource a team may borrow
+at most what the other teams hold nominally there (`borrowingLimit`). The
+cohort has no quota of its own, so that is exactly the most Kueue could lend
+anyway; written out, nominal + borrowingLimit summed over a team's flavors is
+the most Kueue can ever admit for the team in the region, and the team
+namespace's ResourceQuota (fleet.gitops.teams) is set to exactly that.
 """
 
 from __future__ import annotations
@@ -54,7 +61,8 @@ WAIT_FOR_PODS_READY: dict[str, Any] = {
 
 
 def manager_config() -> dict[str, Any]:
-    """Kueue's manager Configuration: the chart's default (charts/kueue/values.yaml at v0.19.2) plus waitForPodsReady.
+    """Kueue's manager Configuration: the chart's default (charts/kueue/values.yaml at v0.19.2) plus
+    waitForPodsReady and the management of jobs without a queue name in team namespaces.
 
     The chart takes the whole file as one string (managerConfig.controllerManagerConfigYaml), so the
     defaults are repeated here; anything left out would fall back to Kueue's own defaults, not the chart's.
@@ -77,6 +85,12 @@ def manager_config() -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
+        # Every job, pod and Ray object in a team namespace goes through Kueue: one without a queue-name
+        # label is suspended (gated) instead of running beside the quotas. Only team namespaces: Warden, the
+        # NCCL installer and Kueue itself run outside Kueue. (config.kueue.x-k8s.io/v1beta2 Configuration,
+        # https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/)
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]},
         "waitForPodsReady": WAIT_FOR_PODS_READY,
         "integrations": {
             "frameworks": [
@@ -179,41 +193,81 @@ def _flavor(pool: GpuPool) -> Obj:
     )
 
 
-def _resources(pool: GpuPool, gpus: int) -> list[Obj]:
+Quota = dict[str, int]  # resource -> amount (memory in GiB)
+
+
+def _gpu_flavor_quota(pool: GpuPool, gpus: int) -> Quota:
     """GPU quota, and the CPU and memory that come with that many GPUs of the machine."""
     machine = pool.machine
-    return [
-        {"name": GPU, "nominalQuota": gpus},
-        {"name": "cpu", "nominalQuota": gpus * machine.vcpus // machine.gpus},
-        {"name": "memory", "nominalQuota": f"{gpus * machine.memory_gb // machine.gpus}Gi"},
-    ]
+    return {GPU: gpus, "cpu": gpus * machine.vcpus // machine.gpus, "memory": gpus * machine.memory_gb // machine.gpus}
+
+
+def nominal_quotas(fleet: Fleet, region: Region, team: Team) -> dict[str, Quota]:
+    """flavor -> nominal quota of the team's ClusterQueue, CPU flavors first (see _cluster_queue)."""
+    flavors: dict[str, Quota] = {}
+    for cpu_pool in region.cpu_pools:
+        vcpus, memory_gb = split_cpu(fleet, region, cpu_pool)[team.name]
+        flavors[cpu_pool.name] = {GPU: 0, "cpu": vcpus, "memory": memory_gb}
+    quota = split_quota(region, team)
+    for pool in team_pools(region, team):
+        flavors[pool.name] = _gpu_flavor_quota(pool, quota[pool.name])
+    return flavors
+
+
+def borrowing_limits(fleet: Fleet, region: Region, team: Team) -> dict[str, Quota]:
+    """flavor -> the most the team may borrow: what the other teams hold nominally in that flavor."""
+    own = nominal_quotas(fleet, region, team)
+    limits = {flavor: dict.fromkeys(quota, 0) for flavor, quota in own.items()}
+    for other in fleet.teams:
+        if other.name == team.name:
+            continue
+        for flavor, quota in nominal_quotas(fleet, region, other).items():
+            for resource, amount in quota.items():
+                if flavor in limits:
+                    limits[flavor][resource] += amount
+    return limits
+
+
+def admissible(fleet: Fleet, region: Region, team: Team) -> Quota:
+    """The most Kueue can admit for the team in the region: nominal + borrowingLimit over every flavor."""
+    total = {GPU: 0, "cpu": 0, "memory": 0}
+    nominal, borrowing = nominal_quotas(fleet, region, team), borrowing_limits(fleet, region, team)
+    for flavor, quota in nominal.items():
+        for resource, amount in quota.items():
+            total[resource] += amount + borrowing[flavor][resource]
+    return total
+
+
+def _quantity(resource: str, amount: int) -> int | str:
+    return f"{amount}Gi" if resource == "memory" else amount
 
 
 def _cluster_queue(fleet: Fleet, region: Region, team: Team) -> Obj:
-    quota = split_quota(region, team)
     pools = team_pools(region, team)
+    nominal, borrowing = nominal_quotas(fleet, region, team), borrowing_limits(fleet, region, team)
     # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
     # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
     # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor.
-    cpu_flavors = []
-    for cpu_pool in region.cpu_pools:
-        vcpus, memory_gb = split_cpu(fleet, region, cpu_pool)[team.name]
-        resources = [
-            {"name": GPU, "nominalQuota": 0},
-            {"name": "cpu", "nominalQuota": vcpus},
-            {"name": "memory", "nominalQuota": f"{memory_gb}Gi"},
-        ]
-        cpu_flavors.append({"name": cpu_pool.name, "resources": resources})
+    flavors = [
+        {
+            "name": flavor,
+            "resources": [
+                {
+                    "name": resource,
+                    "nominalQuota": _quantity(resource, amount),
+                    "borrowingLimit": _quantity(resource, borrowing[flavor][resource]),
+                }
+                for resource, amount in quota.items()
+            ],
+        }
+        for flavor, quota in nominal.items()
+    ]
     spec: Obj = {
         "cohortName": COHORT,
+        # Only the team's own namespace may point a LocalQueue at this queue.
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.team_namespace(team.name)}},
         "queueingStrategy": "BestEffortFIFO",
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU, "cpu", "memory"],
-                "flavors": cpu_flavors + [{"name": p.name, "resources": _resources(p, quota[p.name])} for p in pools],
-            }
-        ],
+        "resourceGroups": [{"coveredResources": [GPU, "cpu", "memory"], "flavors": flavors}],
         "preemption": {
             "reclaimWithinCohort": "Any",
             "borrowWithinCohort": {"policy": "LowerPriority"},

@@ -3,43 +3,78 @@
 from __future__ import annotations
 
 from fleet import names
-from fleet.capacity import gpu_capacity
 from fleet.gitops.admission import team_namespace_labels
+from fleet.gitops.kueue import admissible
 from fleet.gitops.objects import Obj, obj
-from fleet.model import Fleet, Region
+from fleet.model import Fleet, Region, Team
 
 RESEARCHER_ROLE = "meridian-researcher"
 DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"
 
 
+QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
+RW = ["get", "list", "watch", "create", "patch", "delete"]
+READ = ["get", "list", "watch"]
+# Containers that declare no requests (gkr's preflight init container, sidecars injected by GKE) get
+# these, so the quota below admits them and Kueue and the quota count the same thing.
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
+
+
 def researcher_role() -> Obj:
-    """What a team member may do in the team's namespace: run and inspect jobs, nothing cluster-wide."""
+    """What a team member may do in the team's namespace: what gkr does, plus kubectl reads for debugging.
+
+    Derived from gkr's requests (tests/gkr/test_rbac.py): server-side apply (patch, and create when the
+    object is new), list, get, delete of its kinds and the headless Service of a multi-pod Job; pod lists
+    and logs. Reads (get/list/watch) of what a job leaves behind, and deleting a pod (its controller
+    recreates it: a restart, no way around the queue), are kept for kubectl. Nothing touches LocalQueues,
+    ResourceQuotas or RBAC: a team cannot choose another queue or raise its own ceiling.
+    """
     rules = [
-        {
-            "apiGroups": ["ray.io"],
-            "resources": ["rayjobs", "rayclusters"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        },
-        {
-            "apiGroups": ["batch"],
-            "resources": ["jobs"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        },
-        {"apiGroups": [""], "resources": ["pods", "pods/log", "services", "events"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
-        {
-            "apiGroups": [""],
-            "resources": ["configmaps"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        },
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": list(RW)},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": list(RW)},
+        {"apiGroups": [""], "resources": ["services"], "verbs": list(RW)},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": list(READ)},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": list(READ)},
     ]
     return obj("rbac.authorization.k8s.io/v1", "ClusterRole", RESEARCHER_ROLE, rules=rules)
 
 
+def queue_viewer_role() -> Obj:
+    """Cluster-wide read of ClusterQueues: `gkr clusters --live` shows every team's free quota."""
+    rules = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": list(READ)}]
+    return obj("rbac.authorization.k8s.io/v1", "ClusterRole", QUEUE_VIEWER_ROLE, rules=rules)
+
+
+def quota_hard(fleet: Fleet, region: Region, team: Team) -> dict[str, str]:
+    """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits).
+
+    Every pod in a team namespace goes through Kueue (manageJobsWithoutQueueName), so this only bites
+    when Kueue is bypassed or broken; no public load balancers or node ports either.
+    """
+    ceiling = admissible(fleet, region, team)
+    return {
+        f"requests.{names.GPU_RESOURCE}": str(ceiling[names.GPU_RESOURCE]),
+        "requests.cpu": str(ceiling["cpu"]),
+        "requests.memory": f"{ceiling['memory']}Gi",
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+    }
+
+
 def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
-    objects = [researcher_role()]
-    region_gpus = gpu_capacity(region).gpus
+    objects = [
+        researcher_role(),
+        queue_viewer_role(),
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            QUEUE_VIEWER_ROLE,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": QUEUE_VIEWER_ROLE},
+            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": t.group} for t in fleet.teams],
+        ),
+    ]
     for team in fleet.teams:
         namespace = names.team_namespace(team.name)
         objects += [
@@ -58,20 +93,13 @@ def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
                 subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
             ),
-            # Kueue enforces nominal quota and borrowing; this caps what a namespace can ever hold
-            # and keeps team services off public load balancers.
+            obj("v1", "ResourceQuota", "team-limits", namespace, spec={"hard": quota_hard(fleet, region, team)}),
             obj(
                 "v1",
-                "ResourceQuota",
-                "team-limits",
+                "LimitRange",
+                "team-defaults",
                 namespace,
-                spec={
-                    "hard": {
-                        f"requests.{names.GPU_RESOURCE}": str(region_gpus),
-                        "services.loadbalancers": "0",
-                        "services.nodeports": "0",
-                    }
-                },
+                spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS}]},
             ),
             # The team's pods run as this account; Workload Identity maps it to the team's own
             # Google service account, which reaches only the team's checkpoint folder.
