@@ -154,3 +154,16 @@ def test_kueue_evicts_a_gang_that_cannot_start_and_requeues_it_with_backoff(flee
     # The chart's defaults stay otherwise (jobs without a queue name: tests/gitops/test_quota.py).
     assert {"batch/job", "ray.io/rayjob", "ray.io/raycluster"} <= set(config["integrations"]["frameworks"])
     assert config["leaderElection"]["leaderElect"] is True
+
+
+def test_every_namespace_argocd_creates_carries_pod_security_labels(fleet: Fleet) -> None:
+    # A namespace made by CreateNamespace=true has no labels unless the app names them: Pod Security
+    # would then fall back to the cluster default (privileged on GKE).
+    for name, app in _apps(fleet).items():
+        sync = app["spec"]["syncPolicy"]
+        if "CreateNamespace=true" not in sync.get("syncOptions", []):
+            continue
+        labels = sync["managedNamespaceMetadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
+        assert labels["pod-security.kubernetes.io/audit"] == "restricted", name
+        assert labels["pod-security.kubernetes.io/enforce-version"] == f"v{fleet.versions.kubernetes}", name

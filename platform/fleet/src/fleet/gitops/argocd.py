@@ -77,6 +77,21 @@ class App:
     prune: bool = True
     sync_options: tuple[str, ...] = ()
     ignore: list[dict[str, Any]] = field(default_factory=list)
+    namespace_labels: dict[str, str] = field(default_factory=dict)  # on the namespace CreateNamespace makes
+
+
+def operator_namespace_labels(fleet: Fleet) -> dict[str, str]:
+    """Pod Security for the upstream operators' namespaces: baseline enforced, restricted audited and warned.
+
+    Their charts are not rendered here, so whether they pass "restricted" is unverified; baseline
+    refuses privileged pods and host namespaces and paths, which no operator needs.
+    """
+    version = f"v{fleet.versions.kubernetes}"
+    labels = {}
+    for mode, level in (("enforce", "baseline"), ("audit", "restricted"), ("warn", "restricted")):
+        labels[f"pod-security.kubernetes.io/{mode}"] = level
+        labels[f"pod-security.kubernetes.io/{mode}-version"] = version
+    return labels
 
 
 def overlay_path(fleet: Fleet, region: Region, app: str) -> str:
@@ -184,6 +199,7 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             },
             "ray-system",
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),
+            namespace_labels=operator_namespace_labels(fleet),
         ),
         App(
             "kueue",
@@ -198,6 +214,7 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             "kueue-system",
             prune=False,  # carries Kueue's CRDs
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),
+            namespace_labels=operator_namespace_labels(fleet),
         ),
         # Namespaces, RBAC and quotas: the tenancy boundary, so the project that may grant rights.
         App("teams", 0, "platform", overlay("teams"), "default"),
@@ -232,6 +249,8 @@ def application(app: App) -> Obj:
     }
     if app.sync_options:
         sync["syncOptions"] = list(app.sync_options)
+    if app.namespace_labels:
+        sync["managedNamespaceMetadata"] = {"labels": dict(app.namespace_labels)}
     spec: dict[str, Any] = {
         "project": app.project,
         "source": app.source,

@@ -1,0 +1,61 @@
+"""Every path whose change amounts to cluster-admin (or cloud IAM) needs a platform owner's review."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from fleet.gitops import argocd
+from fleet.load import load
+from tests.conftest import REPO, SHIPPED
+
+CODEOWNERS = REPO / ".github/CODEOWNERS"
+# Projects whose applications may grant rights or create projects (argocd/README.md).
+PRIVILEGED_PROJECTS = {"bootstrap", "platform"}
+
+
+def _patterns() -> list[tuple[str, str]]:
+    out = []
+    for line in CODEOWNERS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pattern, *owners = line.split()
+            out.append((pattern, " ".join(owners)))
+    return out
+
+
+def _owned(path: str) -> bool:
+    """CODEOWNERS semantics for the anchored patterns used here: `/dir/` owns everything below it."""
+    parts = path.split("/")
+    dirs = ["/".join(parts[:n]) + "/" for n in range(1, len(parts) + 1)]
+    for pattern, _ in _patterns():
+        anchored = pattern.lstrip("/")
+        candidates = dirs if anchored.endswith("/") else [path]
+        if any(fnmatch.fnmatchcase(c, anchored) for c in candidates):
+            return True
+    return False
+
+
+def test_the_privileged_projects_sources_in_this_repository_are_owned() -> None:
+    fleet = load(SHIPPED).fleet
+    paths = set()
+    for region in fleet.regions:
+        for app in argocd.cluster_apps(fleet, region):
+            source = app.source
+            if app.project in PRIVILEGED_PROJECTS and source["repoURL"] == fleet.gitops.repo:
+                paths.add(source["path"])
+    paths.add("argocd/clusters/meridian-us-central1/root.yaml")  # what the bootstrap project syncs
+    assert paths
+    unowned = sorted(p for p in paths if not _owned(p))
+    assert unowned == []
+    # What those overlays are built from, and what generates them.
+    for path in ("kustomize/base/warden/agent.yaml", "platform/fleet/src/fleet/gitops/teams.py", "fleet.yaml"):
+        assert _owned(path), path
+
+
+def test_ordinary_paths_are_not_claimed() -> None:
+    # Researchers' examples and the trainer stay open to everyone's review.
+    assert not _owned("platform/gkr/examples/pretrain-128-nodes.yaml")
+    assert not _owned("platform/trainer/src/trainer/worker.py")
+
+
+def test_every_owner_line_names_an_owner() -> None:
+    assert all(owners.startswith("@") for _, owners in _patterns())
