@@ -82,6 +82,7 @@ def test_projects_are_least_privilege(fleet: Fleet) -> None:
     assert {k["kind"] for k in config["namespaceResourceWhitelist"]} == {
         "DaemonSet",
         "LocalQueue",
+        "NetworkPolicy",
         "RayCluster",
         "RayJob",
     }

@@ -333,6 +333,7 @@ def projects(fleet: Fleet) -> list[Obj]:
         ],
         "namespaceResourceWhitelist": _kinds(
             ("apps", "DaemonSet"),  # the NCCL installer and the image pre-pull
+            ("networking.k8s.io", "NetworkPolicy"),  # the pre-pull namespace takes no ingress
             ("kueue.x-k8s.io", "LocalQueue"),
             ("ray.io", "RayCluster"),  # `workloads`: platform Ray resources
             ("ray.io", "RayJob"),
