@@ -6,6 +6,10 @@ same state to the same local disk. A training thread runs matmuls between checkp
 it spends inside a checkpoint call (waiting for the previous upload, staging) counts as blocked.
 Target: blocked <= 10% of the synchronous save.
 
+trust: what checkpoints you can trust cost: the sha256 read-back of every file of a step (done by the
+commit thread before the marker, and again by verification on resume), and the finiteness check of
+the state that save() makes on the training thread before staging.
+
 stall: two replica groups, one SIGKILLed mid-run: how long the survivor commits nothing, and when the
 restarted group has healed from it. comm: all-reduce bytes per inner step and held-out loss, DDP
 against DiLoCo, on the reference task.
@@ -34,7 +38,7 @@ import torch
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 from torch.distributed.checkpoint.staging import StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
-from trainer.checkpoint import Checkpointer, CheckpointEvent, staging_options
+from trainer.checkpoint import Checkpointer, CheckpointEvent, nonfinite_tensors, staging_options
 from trainer.runs import final_event, read_events
 
 TARGET_RATIO = 0.10
@@ -198,6 +202,38 @@ def staging_name(options: StagingOptions) -> str:
     return "+".join(on) or "none"
 
 
+def bench_trust(size_gb: float = 1.0, repeats: int = 3) -> dict[str, Any]:
+    """Median seconds of the checksum read-back of one step and of the finiteness check, for `size_gb` GiB."""
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+    state = checkpoint_state(size_gb)
+    finite = []
+    for _ in range(repeats):
+        start = time.monotonic()
+        assert not nonfinite_tensors(state)
+        finite.append(time.monotonic() - start)
+    with tempfile.TemporaryDirectory(prefix="bench-trust-") as tmp:
+        events: list[CheckpointEvent] = []
+        with Checkpointer(tmp, keep=1, on_event=events.append) as ck:
+            ck.save(1, state)
+        durable = next(e.seconds for e in events if e.kind == "durable")
+        sync = statistics.median(sync_save_seconds(state, Path(tmp) / "sync", 1))
+        checksum = []
+        for _ in range(repeats):
+            with Checkpointer(tmp) as fresh:  # nothing remembered: reads and hashes every file
+                start = time.monotonic()
+                assert fresh.verify(1) is None
+                checksum.append(time.monotonic() - start)
+    gib = state_bytes(state) / 2**30
+    return {
+        "state_gib": round(gib, 3),
+        "checksum_s": round(statistics.median(checksum), 3),
+        "checksum_gib_per_s": round(gib / statistics.median(checksum), 2),
+        "durable_s_with_checksum": round(durable, 3),
+        "sync_save_s": round(sync, 3),
+        "finite_check_s": round(statistics.median(finite), 4),
+    }
+
+
 # -- fault tolerance and communication: the real driver, as a user runs it -----------------------
 
 TRAIN = Path(__file__).resolve().parent.parent / "platform/trainer/train.py"
@@ -261,6 +297,7 @@ def bench_comm(steps: int = 200, sync_every: int = 50) -> dict[str, Any]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "checkpoint": lambda args: bench_checkpoint(args.size_gb, args.repeats, levers=args.levers),
+    "trust": lambda args: bench_trust(args.size_gb, args.repeats),
     "stall": lambda args: bench_stall(),
     "comm": lambda args: bench_comm(),
 }

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import itertools
 import json
 import os
 import random
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -26,7 +28,16 @@ import torch
 from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]
 from fsspec.registry import _registry as fsspec_registry  # type: ignore[import-untyped]
 from gcp_storage_emulator.server import create_server  # type: ignore[import-untyped]
-from trainer.checkpoint import MARKER, Checkpointer, CheckpointError, CheckpointEvent, step_dir
+from trainer.checkpoint import (
+    MARKER,
+    Checkpointer,
+    CheckpointError,
+    CheckpointEvent,
+    InvalidCheckpoint,
+    nonfinite_tensors,
+    parse_marker,
+    step_dir,
+)
 
 # Every single-process save says so once; that is the intended mode here.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -437,3 +448,222 @@ def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
     assert step_dirs(root) == [2]  # keep=1
     files = sorted(os.listdir(root / step_dir(2)))
     assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]
+
+
+# -- checkpoints you can trust: checksums, hostile markers, retention, non-finite state -------------
+
+
+def ones(value: float) -> dict[str, Any]:
+    return {"w": torch.full((1024,), value), "data": {"next_batch": int(value)}}
+
+
+def flip_a_float(path: Path, value: float) -> None:
+    """Flip one bit of one stored float equal to `value`: the file still loads, with one wrong number."""
+    data = bytearray(path.read_bytes())
+    at = data.find(struct.pack("<f", value) * 4)
+    assert at >= 0, "the tensor's bytes are not where expected"
+    data[at + 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def saved(root: Path, *steps: int, keep: int = 3) -> None:
+    with Checkpointer(str(root), keep=keep) as checkpoints:
+        for step in steps:
+            checkpoints.save(step, ones(float(step)))
+
+
+def test_the_marker_lists_every_file_with_its_size_and_sha256(tmp_path: Path) -> None:
+    saved(tmp_path, 1)
+    folder = tmp_path / step_dir(1)
+    record = json.loads((folder / MARKER).read_text())
+    assert record["schema"] == 1
+    assert record["step"] == 1
+    on_disk = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != MARKER}
+    assert set(record["files"]) == set(on_disk) == {".metadata", "__0_0.distcp"}
+    for name, data in on_disk.items():
+        assert record["files"][name] == {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert record["bytes"] == sum(len(d) for d in on_disk.values())
+
+
+def test_a_flipped_float_in_a_committed_shard_is_skipped_for_the_newest_that_verifies(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    flip_a_float(tmp_path / step_dir(20) / "__0_0.distcp", 20.0)
+    skipped: list[tuple[int, str]] = []
+    checkpoints = Checkpointer(str(tmp_path))
+    assert checkpoints.latest(on_skip=lambda step, why: skipped.append((step, why))) == 10
+    assert skipped == [(20, "__0_0.distcp does not match its sha256 (flipped or rewritten bytes)")]
+    with pytest.raises(CheckpointError, match=r"step 20 .* does not verify: __0_0\.distcp does not match"):
+        checkpoints.load(20, ones(0.0))
+    loaded = ones(0.0)
+    checkpoints.load(10, loaded)
+    assert torch.equal(loaded["w"], torch.full((1024,), 10.0))
+    checkpoints.close()
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("delete", "__0_0.distcp is missing"),
+        ("extra", "'__9_9.distcp' is not listed in the marker"),
+        ("truncate", "__0_0.distcp has 100 bytes, the marker says"),
+        ("subdir", "'sub/x' is not listed in the marker"),
+        ("marker-dir", "could not be read: IsADirectoryError"),
+    ],
+)
+def test_missing_unlisted_or_resized_files_fail_verification(tmp_path: Path, damage: str, reason: str) -> None:
+    saved(tmp_path, 10, 20)
+    folder = tmp_path / step_dir(20)
+    shard = folder / "__0_0.distcp"
+    if damage == "delete":
+        shard.unlink()
+    elif damage == "extra":
+        (folder / "__9_9.distcp").write_bytes(b"x")
+    elif damage == "truncate":
+        shard.write_bytes(shard.read_bytes()[:100])
+    elif damage == "subdir":
+        (folder / "sub").mkdir()
+        (folder / "sub" / "x").write_bytes(b"x")
+    else:
+        (folder / MARKER).unlink()
+        (folder / MARKER).mkdir()
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        why = checkpoints.verify(20)
+        assert why is not None
+        assert why.startswith(reason), why
+        assert checkpoints.latest() == 10
+
+
+def good_marker(step: int = 7) -> dict[str, Any]:
+    digest = "0" * 64
+    files = {".metadata": {"size": 10, "sha256": digest}, "__0_0.distcp": {"size": 20, "sha256": digest}}
+    return {"schema": 1, "step": step, "time": 1.7e9, "bytes": 30, "files": files}
+
+
+def forged(**changes: Any) -> bytes:
+    record = good_marker()
+    for key, value in changes.items():
+        if key.startswith("file_"):
+            record["files"]["__0_0.distcp"][key.removeprefix("file_")] = value
+        else:
+            record[key] = value
+    return json.dumps(record).encode()
+
+
+def renamed(name: str) -> bytes:
+    record = good_marker()
+    record["files"][name] = record["files"].pop("__0_0.distcp")
+    return json.dumps(record).encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "marker is not JSON"),
+        (b"\xff\xfe{", "marker is not JSON"),
+        (b"[1, 2]", "marker is not a JSON object"),
+        (b"[" * 100_000 + b"]" * 100_000, "marker is not JSON"),  # deep nesting
+        (b" " * (5 << 20), "marker is 5242880 bytes"),
+        (json.dumps({"step": 7, "time": 1.0, "bytes": 30}).encode(), "marker schema is None"),  # before checksums
+        (forged(schema=True), "marker schema is True"),
+        (forged(schema="1"), "marker schema is '1'"),
+        (forged(step=8), "marker step 8 is not the directory's step 7"),
+        (forged(step="7"), "marker step '7'"),
+        (forged(step=7.0), "marker step 7.0"),
+        (forged(step=10**400), "marker step 1000"),
+        (b'{"schema": 1, "step": 1' + b"0" * 5000 + b"}", "marker is not JSON"),  # over Python's int digits limit
+        (forged(time="now"), "marker time 'now'"),
+        (forged(time=-1), "marker time -1"),
+        (forged(time=1e308).replace(b"1e+308", b"1e999"), "marker time inf"),
+        (forged(time=0).replace(b'"time": 0', b'"time": NaN'), "marker is not JSON: NaN is not a JSON number"),
+        (forged(files={}), "marker lists no files"),
+        (forged(files=["__0_0.distcp"]), "marker lists no files"),
+        (renamed("../x"), "marker lists the file name '../x'"),
+        (renamed("/etc/passwd"), "marker lists the file name '/etc/passwd'"),
+        (renamed("sub/x"), "marker lists the file name 'sub/x'"),
+        (renamed(".."), "marker lists the file name '..'"),
+        (renamed(MARKER), "marker lists the file name 'COMMITTED'"),
+        (renamed("a\x00b"), "marker lists the file name 'a\\x00b'"),
+        (renamed("x" * 300), "marker lists the file name 'xxx"),
+        (forged(file_size=-1), "marker entry of __0_0.distcp has a bad size"),
+        (forged(file_size=True), "marker entry of __0_0.distcp has a bad size"),
+        (forged(file_size=2**64), "marker entry of __0_0.distcp has a bad size"),
+        (forged(file_size="20"), "marker entry of __0_0.distcp has a bad size"),
+        (forged(file_sha256="ab"), "marker entry of __0_0.distcp has a bad size or sha256"),
+        (forged(file_sha256="Z" * 64), "marker entry of __0_0.distcp has a bad size or sha256"),
+        (forged(file_extra=1), "marker entry of __0_0.distcp is not {size, sha256}"),
+        (forged(bytes=31), "marker bytes 31 is not the sum"),
+        (forged(bytes=None), "marker bytes None"),
+        (forged().replace(b'"step": 7', b'"step": 7, "step": 7'), "marker is not JSON: duplicate key"),
+    ],
+)
+def test_hostile_marker_json_is_invalid(raw: bytes, reason: str) -> None:
+    with pytest.raises(InvalidCheckpoint) as error:
+        parse_marker(raw, 7)
+    assert str(error.value).startswith(reason), str(error.value)
+    assert "\n" not in str(error.value)
+    assert len(str(error.value)) < 300
+
+
+def test_a_well_formed_marker_parses() -> None:
+    digests = parse_marker(json.dumps(good_marker()).encode(), 7)
+    assert {name: d.size for name, d in digests.items()} == {".metadata": 10, "__0_0.distcp": 20}
+
+
+def test_a_marker_pointing_outside_its_directory_is_skipped_without_reading_there(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20)
+    marker = tmp_path / step_dir(20) / MARKER
+    record = json.loads(marker.read_text())
+    record["files"]["../step-000000010/__0_0.distcp"] = record["files"].pop("__0_0.distcp")
+    marker.write_text(json.dumps(record))
+    skipped: list[int] = []
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        assert checkpoints.latest(on_skip=lambda step, why: skipped.append(step)) == 10
+        assert "'../step-000000010/__0_0.distcp'" in (checkpoints.verify(20) or "")
+    assert skipped == [20]
+
+
+def test_retention_keeps_verified_checkpoints_rather_than_newer_corrupt_ones(tmp_path: Path) -> None:
+    saved(tmp_path, 10, 20, 30)
+    for step in (20, 30):  # then corrupted: a restart resumes from 10, the run goes on from there
+        flip_a_float(tmp_path / step_dir(step) / "__0_0.distcp", float(step))
+    with Checkpointer(str(tmp_path), keep=2) as checkpoints:
+        assert checkpoints.latest() == 10
+        checkpoints.save(15, ones(15.0))
+        checkpoints.wait()
+        # The window is the newest `keep` committed steps up to the one just committed; the corrupt
+        # newer ones neither count nor push out the verified ones (they are left for inspection).
+        assert committed(tmp_path) == [10, 15, 20, 30]
+        assert checkpoints.latest() == 15
+        checkpoints.save(17, ones(17.0))
+        checkpoints.wait()
+        assert committed(tmp_path) == [15, 17, 20, 30]
+    with Checkpointer(str(tmp_path), keep=1) as checkpoints:
+        checkpoints.save(18, ones(18.0))
+        checkpoints.wait()
+        assert committed(tmp_path) == [18, 20, 30]  # keep=1 still keeps the one just committed
+        assert checkpoints.latest() == 18
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_nonfinite_state_is_refused_before_anything_is_written(
+    tmp_path: Path, bad: float, dtype: torch.dtype
+) -> None:
+    weights = torch.ones(64, dtype=dtype)
+    weights[17] = bad
+    state = {"model": {"w": torch.ones(4), "layers": [torch.zeros(2), weights]}, "rng": torch.get_rng_state()}
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        with pytest.raises(
+            CheckpointError, match=r"refusing to checkpoint step 5: non-finite values in model.layers\[1\]"
+        ):
+            checkpoints.save(5, state)
+        assert not (tmp_path / step_dir(5)).exists()
+        checkpoints.save(6, ones(6.0))  # nothing stuck in flight
+    assert committed(tmp_path) == [6]
+
+
+def test_nonfinite_tensors_names_every_bad_tensor_and_ignores_integers() -> None:
+    state = {"a": torch.tensor([1.0, float("nan")]), "b": [torch.tensor([float("inf")])], "c": torch.arange(3)}
+    assert nonfinite_tensors(state) == ["a", "b[0]"]
+    assert nonfinite_tensors({"x": torch.empty(0), "y": 3, "z": torch.tensor([1 + 2j])}) == []
+    assert nonfinite_tensors({"z": torch.tensor([complex(1, float("nan"))])}) == ["z"]

@@ -10,7 +10,12 @@ A checkpoint goes through two moments the training loop cares about:
 Layout under ``root`` (a local path or any fsspec URL such as ``gs://bucket/run``)::
 
     step-000001000/.metadata, __0_0.distcp, ...   DCP files
-    step-000001000/COMMITTED                      JSON {step, time, bytes}; written last
+    step-000001000/COMMITTED                      JSON manifest; written last
+
+``COMMITTED`` is ``{"schema": 1, "step", "time", "bytes", "files": {name: {"size", "sha256"}}}``:
+every file DCP wrote for the step, read back from storage after the upload. A checkpoint is only
+trusted (``latest()``, ``load()``) when its marker parses and validates and every listed file is
+there with that size and hash, and no other file is. Anything else is skipped with a one-line reason.
 
 A process that dies between the two moments leaves a directory without
 ``COMMITTED``: it is never loaded and is cleaned up by a later commit.
@@ -19,8 +24,10 @@ A process that dies between the two moments leaves a directory without
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import math
 import posixpath
 import re
 import threading
@@ -29,7 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import fsspec  # type: ignore[import-untyped]
 import torch
@@ -46,7 +53,15 @@ from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, asy
 log = logging.getLogger(__name__)
 
 MARKER = "COMMITTED"
+SCHEMA = 1  # of the COMMITTED manifest; a marker without it (written before checksums) is not trusted
 _STEP_DIR = re.compile(r"step-(\d+)")
+# A file DCP writes: flat in the step directory, no separators, so a name can never leave it.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}|\.metadata")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MAX_MARKER_BYTES = 4 << 20  # ~30k files; a bigger marker is hostile, not read into memory
+_MAX_FILES = 100_000
+_MAX_SIZE = 1 << 50  # 1 PiB: any larger size or total is forged
+_READ_CHUNK = 8 << 20
 
 
 class CheckpointError(RuntimeError):
@@ -60,6 +75,101 @@ class CheckpointError(RuntimeError):
     def wrap(cls, what: str, error: CheckpointException) -> CheckpointError:
         causes = "; ".join(f"rank {rank}: {exc!r}" for rank, (exc, _) in error.failures.items())
         return cls(f"{what}: {causes}")
+
+
+class InvalidCheckpoint(ValueError):
+    """A committed checkpoint that must not be loaded; ``str()`` is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    size: int
+    sha256: str
+
+
+def parse_marker(raw: bytes, step: int) -> dict[str, FileDigest]:
+    """The files a ``COMMITTED`` marker of ``step`` lists, after validating every field.
+
+    Pure: raises InvalidCheckpoint (one line) for anything but a well-formed manifest of this step.
+    """
+    if len(raw) > _MAX_MARKER_BYTES:
+        _invalid(f"marker is {len(raw)} bytes (at most {_MAX_MARKER_BYTES})")
+    try:
+        record = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        _invalid(f"marker is not JSON: {str(error).splitlines()[0][:200]}")
+    if not isinstance(record, dict):
+        _invalid("marker is not a JSON object")
+    schema = record.get("schema")
+    if schema != SCHEMA or isinstance(schema, bool):
+        _invalid(f"marker schema is {_short(schema)}, expected {SCHEMA} (written before checksums, or forged)")
+    if _whole(record.get("step"), 0, 10**12) != step:
+        _invalid(f"marker step {_short(record.get('step'))} is not the directory's step {step}")
+    when = record.get("time")
+    if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when) or when < 0:
+        _invalid(f"marker time {_short(when)} is not a timestamp")
+    files = record.get("files")
+    if not isinstance(files, dict) or not files:
+        _invalid("marker lists no files")
+    if len(files) > _MAX_FILES:
+        _invalid(f"marker lists {len(files)} files (at most {_MAX_FILES})")
+    digests: dict[str, FileDigest] = {}
+    for name, entry in files.items():
+        if not _FILE_NAME.fullmatch(name) or name in (".", "..", MARKER):
+            _invalid(f"marker lists the file name {_short(name)}, which is not a file of this directory")
+        if not isinstance(entry, dict) or set(entry) != {"size", "sha256"}:
+            _invalid(f"marker entry of {name} is not {{size, sha256}}")
+        size = _whole(entry["size"], 0, _MAX_SIZE)
+        digest = entry["sha256"]
+        if size is None or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            _invalid(f"marker entry of {name} has a bad size or sha256")
+        digests[name] = FileDigest(size, digest)
+    if ".metadata" not in digests:
+        _invalid("marker does not list DCP's .metadata")
+    total = _whole(record.get("bytes"), 0, _MAX_SIZE * _MAX_FILES)
+    if total != sum(d.size for d in digests.values()):
+        _invalid(f"marker bytes {_short(record.get('bytes'))} is not the sum of the file sizes")
+    return digests
+
+
+def _whole(value: Any, low: int, high: int) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    return value if ok else None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _invalid(reason: str) -> NoReturn:
+    raise InvalidCheckpoint(reason)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate key")  # two values for one field: which one would be believed?
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def nonfinite_tensors(state: Any, where: str = "") -> list[str]:
+    """Paths of the floating-point tensors in ``state`` that hold a NaN or an infinity."""
+    if isinstance(state, torch.Tensor):
+        if not (state.is_floating_point() or state.is_complex()) or state.numel() == 0:
+            return []
+        values = torch.view_as_real(state) if state.is_complex() else state
+        low, high = torch.aminmax(values.detach())  # one pass; NaN propagates, +-inf shows at the ends
+        return [] if bool(torch.isfinite(low) & torch.isfinite(high)) else [where or "state"]
+    if isinstance(state, dict):
+        return [p for k, v in state.items() for p in nonfinite_tensors(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(state, list | tuple):
+        return [p for i, v in enumerate(state) for p in nonfinite_tensors(v, f"{where}[{i}]")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -144,6 +254,7 @@ class Checkpointer:
         self._stager = _Stager(staging or staging_options())
         self._write_threads = write_threads
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-commit")
+        self._verified: dict[int, bytes] = {}  # step -> the marker it verified with
         self._inflight: Future[None] | None = None
         self._closed = False
 
@@ -153,12 +264,18 @@ class Checkpointer:
         """Start an async checkpoint of ``state`` at ``step``; return the seconds the caller was blocked.
 
         Blocks for the previous checkpoint to become durable (re-raising its error), then until this
-        one is staged. "durable" is emitted later from a background thread.
+        one is staged. "durable" is emitted later from a background thread. A state holding a NaN or
+        an infinity is refused (CheckpointError) before anything is written: a checkpoint that would
+        verify but resume training on garbage is worse than none.
         """
         start = time.monotonic()
         if self._closed:
             raise RuntimeError("Checkpointer is closed")
         self.wait()
+        bad = nonfinite_tensors(state)
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            raise CheckpointError(f"refusing to checkpoint step {step}: non-finite values in {bad[0]}{more}")
         if self._is_coordinator():
             # Saving a step again (e.g. after resuming from it) must not leave its old marker up
             # while the new files are being written over the old ones.
@@ -206,13 +323,61 @@ class Checkpointer:
         if inflight is not None:
             inflight.result()
 
-    def latest(self) -> int | None:
-        """Newest step with a commit marker; staged-only and partial checkpoints never count."""
-        committed = self._committed_steps()
-        return committed[-1] if committed else None
+    def latest(self, on_skip: Callable[[int, str], None] | None = None) -> int | None:
+        """Newest step that verifies; staged-only, partial and corrupt checkpoints never count.
+
+        ``on_skip(step, reason)`` hears about every newer committed step that failed verification.
+        """
+        for step in reversed(self.committed()):
+            reason = self.verify(step)
+            if reason is None:
+                return step
+            if on_skip is not None:
+                on_skip(step, reason)
+        return None
+
+    def committed(self) -> list[int]:
+        """Steps with a commit marker, oldest first, verified or not."""
+        return self._committed_steps()
+
+    def has_step_data(self) -> bool:
+        """Whether any step directory exists (committed or not)."""
+        return bool(self._step_dirs())
+
+    def verify(self, step: int) -> str | None:
+        """None when committed ``step`` can be trusted, else the one-line reason it cannot.
+
+        Reads every file of the step back (the cost of one more read of the checkpoint). A step that
+        verified is remembered by its marker's bytes, so ``latest()`` then ``load()`` read it once.
+        """
+        try:
+            raw = self._read_marker(step)
+            if self._verified.get(step) == raw:
+                return None
+            expected = parse_marker(raw, step)
+            present = self._listing(step)
+            missing = sorted(set(expected) - set(present))
+            unlisted = sorted(set(present) - set(expected))
+            if missing:
+                _invalid(f"{missing[0]} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            if unlisted:
+                _invalid(f"{_short(unlisted[0])} is not listed in the marker")
+            for name, digest in sorted(expected.items()):
+                if present[name] != digest.size:
+                    _invalid(f"{name} has {present[name]} bytes, the marker says {digest.size}")
+                if self._digest(f"{self._step_path(step)}/{name}").sha256 != digest.sha256:
+                    _invalid(f"{name} does not match its sha256 (flipped or rewritten bytes)")
+        except InvalidCheckpoint as error:
+            return str(error)
+        except OSError as error:  # e.g. the marker vanished or storage refused a read: not trusted now
+            return (
+                f"could not be read: {type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+            )
+        self._verified[step] = raw
+        return None
 
     def load(self, step: int, state: dict[str, Any]) -> None:
-        """Load committed ``step`` in place into ``state``.
+        """Load committed ``step`` in place into ``state``, after verifying it (CheckpointError if it fails).
 
         ``state`` must have the saved structure: tensors of the saved shapes are filled in place,
         other values (ints, pickled objects) are replaced. Keys missing from ``state`` are not loaded,
@@ -220,6 +385,9 @@ class Checkpointer:
         """
         if not self._fs.exists(self._marker(step)):
             raise FileNotFoundError(f"no committed checkpoint for step {step} under {self._url}")
+        reason = self.verify(step)
+        if reason is not None:
+            raise CheckpointError(f"step {step} under {self._url} does not verify: {reason}")
         try:
             dcp_load(
                 state,
@@ -266,19 +434,61 @@ class Checkpointer:
             self._prune(step)
 
     def _write_marker(self, step: int) -> None:
-        record = {"step": step, "time": time.time(), "bytes": self._fs.du(self._step_path(step))}
+        # Hashes of what storage holds now (read back, not what we meant to write), so a later load
+        # detects any change since; the cost is one read of the checkpoint in this background thread.
+        names = sorted(self._listing(step))
+        files = {name: self._digest(f"{self._step_path(step)}/{name}") for name in names}
+        record = {
+            "schema": SCHEMA,
+            "step": step,
+            "time": time.time(),
+            "bytes": sum(d.size for d in files.values()),
+            "files": {name: {"size": d.size, "sha256": d.sha256} for name, d in files.items()},
+        }
+        raw = json.dumps(record, sort_keys=True).encode()
         with self._fs.open(self._marker(step), "wb") as marker:
-            marker.write(json.dumps(record).encode())
+            marker.write(raw)
+        self._verified[step] = raw  # by construction
         # Its existence is what counts: DCP fsynced the data files (locally) before we got here.
 
+    def _read_marker(self, step: int) -> bytes:
+        with self._fs.open(self._marker(step), "rb") as marker:
+            raw: bytes = marker.read(_MAX_MARKER_BYTES + 1)
+        return raw
+
+    def _listing(self, step: int) -> dict[str, int]:
+        """Files of a step directory (relative name -> size), the marker left out."""
+        root = self._step_path(step)
+        self._fs.invalidate_cache(root)
+        found: dict[str, Any] = self._fs.find(root, detail=True)
+        files = {}
+        for path, info in found.items():
+            name = posixpath.relpath(path, root) if path.startswith(root + "/") else path
+            if name != MARKER:
+                files[name] = int(info.get("size") or 0)
+        return files
+
+    def _digest(self, path: str) -> FileDigest:
+        digest, size = hashlib.sha256(), 0
+        with self._fs.open(path, "rb") as f:
+            while chunk := f.read(_READ_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return FileDigest(size, digest.hexdigest())
+
     def _prune(self, committed_now: int) -> None:
-        """Keep the newest ``keep`` committed steps; drop older ones and leftovers older than the newest commit."""
+        """Keep the newest ``keep`` committed steps up to the one just committed; drop older ones and leftovers.
+
+        The step just committed is verified by construction and always kept. Committed steps newer
+        than it are left alone and not counted: they are from before a resume to an older step (so
+        they did not verify, or this group's history forked), and counting them could delete the
+        verified ones while keeping only those.
+        """
         try:
-            committed = self._committed_steps()
+            committed = [s for s in self._committed_steps() if s <= committed_now]
             keep = set(committed[-self._keep :]) | {committed_now}
-            newest = max(committed, default=committed_now)
             for step in self._step_dirs():
-                if step not in keep and (step in committed or step < newest):
+                if step not in keep and step < committed_now:
                     self._remove(step)
         except Exception:
             # The checkpoint is durable; a failed clean-up is retried after the next commit.

@@ -19,6 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 2
+    from trainer.worker import EXIT_REFUSED, start_refusal
+
+    refusal = start_refusal(cfg)
+    if refusal is not None:
+        print(f"train.py: {refusal}", file=sys.stderr)
+        return EXIT_REFUSED
     if cfg.run.launcher == "ray":
         from trainer.ray_train import launch as ray_launch
 

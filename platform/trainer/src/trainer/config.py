@@ -24,6 +24,12 @@ class Run:
     log_every: int = 20
     launcher: Literal["local", "ray"] = "local"
     report_dir: str = "/tmp/meridian-runs"
+    # A group that sees a non-finite loss or gradient norm this many attempts in a row stops (exit 3).
+    max_nonfinite_steps: int = 3
+    # Fault injection, for tests and drills only: the loss of inner step N (1-based; 0: never) is NaN
+    # for the first `inject_nan_times` attempts of that step in each replica-group process.
+    inject_nan_at_step: int = 0
+    inject_nan_times: int = 1
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,9 @@ class Checkpoint:
     dir: str
     every: int = 100
     keep: int = 3
+    # Train from step 0 although checkpoint.dir has step data of which nothing verifies (refused
+    # otherwise). It deletes nothing up front; a verified checkpoint, if any, is still resumed from.
+    start_over: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,8 +103,9 @@ class Config:
 
 # Bounds a value must respect: key -> (check, what it must be).
 _POSITIVE = {
-    "run.steps", "run.log_every", "ft.replica_groups", "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s",
-    "ft.heartbeat_timeout_ms", "ft.restart_delay_s", "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
+    "run.steps", "run.log_every", "run.max_nonfinite_steps", "run.inject_nan_times", "ft.replica_groups",
+    "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s", "ft.heartbeat_timeout_ms", "ft.restart_delay_s",
+    "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
     "model.layers", "model.heads", "model.seq_len", "data.batch_size", "data.branching", "optim.lr",
     "optim.sync_every", "optim.outer_lr", "optim.fragments",
 }  # fmt: skip
@@ -172,6 +182,8 @@ def _cross_checks(config: Config) -> Config:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
         )
+    if config.run.inject_nan_at_step < 0:
+        raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     if config.model.d_model % config.model.heads:
         raise ConfigError(f"model.heads: {config.model.heads} does not divide model.d_model {config.model.d_model}")
     if not 0 <= config.optim.outer_momentum < 1:

@@ -2,7 +2,9 @@
 
 For development and tests (gloo on CPU). A group that dies (a crash, SIGKILL)
 is started again when ft.restart_failed is set; the new process joins the
-quorum and heals from a live peer. The run's goodput is the sum of its
+quorum and heals from a live peer, except after exit 2 (refused to start
+on its checkpoint directory) or 3 (non-finite loss or gradients persisted):
+those are final, and the run exits with that code. The run's goodput is the sum of its
 groups' reports, written to <report_dir>/<run>/goodput.json.
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from trainer.config import Config, to_dict
 from trainer.goodput import combine, dumps
-from trainer.worker import final_reports, run_dir
+from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, final_reports, run_dir
 
 log = logging.getLogger("trainer")
 MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
@@ -55,6 +57,7 @@ def launch(cfg: Config) -> int:
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again
     failed = False
+    final = 0  # a group's exit code that no restart can fix: the run's exit code
     while procs or due:
         time.sleep(0.2)
         for group, when in list(due.items()):
@@ -68,6 +71,10 @@ def launch(cfg: Config) -> int:
                 continue
             del procs[group]
             if code == 0:
+                continue
+            if code in (EXIT_REFUSED, EXIT_NONFINITE):
+                log.error("replica group %d exited with %d: final, not restarting it", group, code)
+                final = final or code
                 continue
             if cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
                 restarts[group] += 1
@@ -84,7 +91,7 @@ def launch(cfg: Config) -> int:
     summary = combine(reports) | {"restarts": sum(restarts.values())}
     (out / "goodput.json").write_text(dumps(summary))
     print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {len(reports)} replica group report(s)")
-    return 1 if failed else 0
+    return final or (1 if failed else 0)
 
 
 def _write_pids(out: Path, procs: dict[int, subprocess.Popen[bytes]]) -> None:

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -32,6 +33,41 @@ from trainer.model import LanguageModel
 from trainer.runs import read_events
 
 log = logging.getLogger("trainer")
+
+# Exit codes of a replica-group process that the local launcher treats as final (never restarted):
+# restarting would only repeat them.
+EXIT_REFUSED = 2  # checkpoint.dir has step data but nothing that verifies (also train.py's own exit)
+EXIT_NONFINITE = 3  # non-finite loss or gradient norm for run.max_nonfinite_steps attempts in a row
+
+
+class NonFiniteError(RuntimeError):
+    """A step's loss or gradient norm is NaN or infinite: what torchft is told, so the step does not commit."""
+
+
+class NonFiniteStop(NonFiniteError):
+    """Non-finite for run.max_nonfinite_steps attempts in a row: the group stops (EXIT_NONFINITE)."""
+
+
+class NonFiniteGuard:
+    """Counts attempts in a row whose loss or total gradient norm is not finite (pure, no I/O)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_a_row = 0
+
+    def check(self, step: int, loss: float, grad_norm: float) -> NonFiniteError | None:
+        """None for a finite attempt; otherwise the error to report (NonFiniteStop once it persisted)."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            self.in_a_row = 0
+            return None
+        self.in_a_row += 1
+        what = f"non-finite loss {loss} / gradient norm {grad_norm} at step {step}"
+        if self.in_a_row >= self.limit:
+            return NonFiniteStop(
+                f"{what}, {self.in_a_row} attempts in a row (run.max_nonfinite_steps={self.limit}): stopping; "
+                "the last durable checkpoint is untouched; lower optim.lr or fix the data, then resume"
+            )
+        return NonFiniteError(f"{what} ({self.in_a_row} in a row): not committed, retrying")
 
 
 class EventLog:
@@ -178,7 +214,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         torch.set_rng_state(saved["rng"]["torch"])
         random.setstate(saved["rng"]["python"])
 
-    resumed = _resume(cfg, checkpoint_state, restore)
+    resumed = _resume(cfg, checkpoint_state, restore, events)
     if resumed is not None:
         events.write("resumed", step=resumed)
     high_water = _high_water(cfg, group)
@@ -193,25 +229,51 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     events.write("started", group=group, step=manager.current_step(), resumed=resumed)
 
     reporter = FailureReporter(os.environ)
+    guard = NonFiniteGuard(cfg.run.max_nonfinite_steps)
+    injected = 0
     pending: list[float] = []  # inner steps whose fate the next sync decides
     synced = manager.current_step()
     with context:
         while manager.current_step() < target:
             step_started = goodput.clock()
-            tokens = batches.batch(next_batch()).to(device)
+            inner_step = next_batch() + 1
+            tokens = batches.batch(inner_step - 1).to(device)
             stepper.zero_grad()
             loss = model.loss(tokens)
+            if inner_step == cfg.run.inject_nan_at_step and injected < cfg.run.inject_nan_times:
+                injected += 1  # documented fault injection (run.inject_nan_*), off by default
+                loss = loss * float("nan")
             loss.backward()  # type: ignore[no-untyped-call]
+            if not torch.isfinite(loss):
+                # Carry it into the all-reduce: every group of this step's quorum then sees a non-finite
+                # norm and refuses to commit (should_commit is decided per group, not per quorum).
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.fill_(float("nan"))
             if not diloco:
                 allreduce_gradients(manager, model.parameters())
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
+            nonfinite = guard.check(inner_step, loss.item(), grad_norm.item())
+            if nonfinite is not None:
+                # Before the optimizer step, so should_commit() says no and the weights stay as they were.
+                manager.report_error(nonfinite)
+                events.write("nonfinite", step=inner_step, in_a_row=guard.in_a_row, error=str(nonfinite))
+                log.warning("replica group %d: %s", group, nonfinite)
+                if isinstance(nonfinite, NonFiniteStop):
+                    checkpoints.close()
+                    manager.shutdown(wait=False)
+                    raise nonfinite
+                if diloco:  # an inner step: skip it (torchft's start_quorum would clear the report anyway)
+                    stepper.zero_grad()
+                    goodput.step(goodput.clock() - step_started, False, replayed=False)
+                    continue
             stepper.step()
             pending.append(goodput.clock() - step_started)
             at_sync = not diloco or context._local_step == 0
             if not at_sync:
                 continue
             committed = manager.current_step() > synced
-            if not committed and manager.errored() is not None:
+            if not committed and manager.errored() is not None and nonfinite is None:
                 failure = str(manager.errored().original_exception).splitlines()[0][:300]
                 events.write("allreduce_failed", step=manager.current_step(), error=failure)
                 reporter.report(f"replica group {group}: collective failed at step {manager.current_step()}: {failure}")
@@ -263,19 +325,74 @@ def _checkpoint_event(events: EventLog, event: CheckpointEvent) -> None:
     events.write(f"checkpoint_{event.kind}", step=event.step, seconds=round(event.seconds, 4))
 
 
-def _resume(cfg: Config, state: Callable[[], dict[str, Any]], apply: Callable[[dict[str, Any]], None]) -> int | None:
-    """Load the newest durable checkpoint of any group (never a staged-only one); None when there is none."""
-    found = []
-    for g in range(cfg.ft.replica_groups):
-        root = f"{cfg.checkpoint.dir.rstrip('/')}/group-{g}"
-        step = Checkpointer(root).latest()
-        if step is not None:
-            found.append((step, root))
-    if not found:
+def _group_roots(cfg: Config) -> list[str]:
+    return [f"{cfg.checkpoint.dir.rstrip('/')}/group-{g}" for g in range(cfg.ft.replica_groups)]
+
+
+def _newest_verified(cfg: Config, on_skip: Callable[[int, int, str], None]) -> tuple[Checkpointer, int] | None:
+    """The newest checkpoint of any group that verifies; ``on_skip(group, step, reason)`` for newer ones that do not."""
+    checkpointers = [Checkpointer(root) for root in _group_roots(cfg)]
+    candidates = sorted(((s, g) for g, c in enumerate(checkpointers) for s in c.committed()), reverse=True)
+    found = None
+    for step, g in candidates:
+        reason = checkpointers[g].verify(step)
+        if reason is None:
+            found = (checkpointers[g], step)
+            break
+        on_skip(g, step, reason)
+    for c in checkpointers:
+        if found is None or c is not found[0]:
+            c.close()
+    return found
+
+
+def start_refusal(cfg: Config) -> str | None:
+    """Why a run must not start on checkpoint.dir, as one line; None when it may.
+
+    Step data with nothing that verifies (markers deleted, every checkpoint corrupt) would otherwise
+    restart at step 0 and overwrite that history without a word.
+    """
+    skipped: list[str] = []
+    found = _newest_verified(cfg, lambda g, s, r: skipped.append(f"group-{g} step {s}: {r}"))
+    if found is not None:
+        found[0].close()
         return None
-    step, root = max(found)
-    target = state()  # the live structure, optimizer state initialized: DCP loads into it in place
-    Checkpointer(root).load(step, target)
+    if cfg.checkpoint.start_over:
+        return None
+    if not any(_has_step_data(root) for root in _group_roots(cfg)):
+        return None
+    why = skipped[0] if skipped else "no COMMITTED marker"
+    return (
+        f"checkpoint.dir {cfg.checkpoint.dir}: step-* directories but no checkpoint that verifies ({why}); "
+        "move the directory away to keep it, or set checkpoint.start_over=true to train from step 0 there"
+    )
+
+
+def _has_step_data(root: str) -> bool:
+    with Checkpointer(root) as checkpointer:
+        return checkpointer.has_step_data()
+
+
+def _resume(
+    cfg: Config, state: Callable[[], dict[str, Any]], apply: Callable[[dict[str, Any]], None], events: EventLog
+) -> int | None:
+    """Load the newest verified durable checkpoint of any group (never a staged-only or corrupt one).
+
+    None when there is none. Each newer one that fails verification is one log line and one
+    ``checkpoint_skipped`` event with its group, step and reason.
+    """
+
+    def skipped(g: int, step: int, reason: str) -> None:
+        log.warning("skipping checkpoint group-%d step %d: %s", g, step, reason)
+        events.write("checkpoint_skipped", group=g, step=step, reason=reason)
+
+    found = _newest_verified(cfg, skipped)
+    if found is None:
+        return None
+    checkpointer, step = found
+    with checkpointer:
+        target = state()  # the live structure, optimizer state initialized: DCP loads into it in place
+        checkpointer.load(step, target)
     apply(target)
     return step
 

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from trainer.config import from_dict
-from trainer.worker import train
+from trainer.worker import EXIT_NONFINITE, NonFiniteStop, train
 
 
 def main() -> None:
@@ -16,7 +16,12 @@ def main() -> None:
     config_json, group, address = sys.argv[1:4]
     with open(config_json) as f:
         cfg = from_dict(json.load(f))
-    train(cfg, int(group), address)
+    try:
+        train(cfg, int(group), address)
+    except NonFiniteStop as stop:
+        # One line, and an exit code the local launcher treats as final: a restart would diverge again.
+        print(f"replica group {group}: {stop}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_NONFINITE)
 
 
 if __name__ == "__main__":
