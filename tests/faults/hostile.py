@@ -16,13 +16,19 @@ HOSTILE: dict[str, tuple[str, str]] = {
     # id: (document, words the one line must contain)
     "billion laughs": (LAUGHS, "refused: the document expands to more than 200,000 values"),
     "deep list": ("a: " + "[" * 1000 + "]" * 1000 + "\n", "refused: nested more than 64 levels deep"),
-    "deep mapping": ("".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "v\n", "refused: nested more than 64"),
+    "deep mapping": (
+        "".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "v\n",
+        "refused: nested more than 64",
+    ),
     "recursive alias": ("a: &a [1, *a]\n", "refused: alias *a is inside the node it names"),
     "too many aliases": ("a: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n", "refused: more than 100 aliases"),
     "oversized": ("# " + "x" * (1024 * 1024) + "\na: 1\n", "refused: the document is larger than 1,048,576 bytes"),
     "long int": ("a: " + "7" * 50_000 + "\n", "refused: a number of 50,000 characters"),
     "base-60 int": ("a: 1" + ":1" * 20_000 + "\n", "refused: a number of 40,001 characters"),
-    "python tag": ("a: !!python/object/apply:os.system [echo hi]\n", "not valid YAML: could not determine a constructor"),
+    "python tag": (
+        "a: !!python/object/apply:os.system [echo hi]\n",
+        "not valid YAML: could not determine a constructor",
+    ),
     "bad timestamp": ("a: !!timestamp yesterday\n", "not valid YAML: cannot read a value"),
     "two documents": ("a: 1\n---\nb: 2\n", "not valid YAML: a second document"),
     "control character": ("a: \x07\n", "not valid YAML: unacceptable character"),

@@ -68,6 +68,10 @@ def _format(name: str, source: Source, problems: list[Problem]) -> list[str]:
     return [f"{name}:{source.line_of(p.path)}: {dotted(p.path)}: {p.message}" for p in ordered]
 
 
+# Strict fields (model.Int, Float, Bool): what each expects, in words.
+_STRICT = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false"}
+
+
 def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
     problems = []
     for error in exc.errors():
@@ -82,6 +86,10 @@ def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
             message = f"unknown field; {one_of(allowed, str(path[-1]))}" if allowed else "unknown field; remove it"
         elif kind == "value_error":
             message = error["msg"].removeprefix("Value error, ")
+        elif kind in _STRICT:
+            got = error["input"]
+            fix = "write it without quotes" if isinstance(got, str) else f"write {_STRICT[kind]}"
+            message = f"must be {_STRICT[kind]}, not {type(got).__name__} {got!r}; {fix}"
         else:
             message = f"{error['msg']} (got {error['input']!r})"
         problems.append(Problem(path, message))

@@ -111,7 +111,9 @@ def construct(node: Node | None) -> object:
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise YamlError(mark.line + 1 if mark else 1, f"not valid YAML: {exc.problem or exc.context}; quote the value") from None
+        raise YamlError(
+            mark.line + 1 if mark else 1, f"not valid YAML: {exc.problem or exc.context}; quote the value"
+        ) from None
     except Exception as exc:
         # PyYAML's constructors raise what their conversions raise on a malformed explicit tag
         # (!!timestamp nope: AttributeError, !!binary: binascii.Error...): all of it is bad input.
@@ -140,6 +142,15 @@ def _line_of(exc: yaml.YAMLError) -> int:
     return mark.line + 1 if mark is not None else 1
 
 
+@dataclass
+class _Open:
+    """A collection being read: its node, expanded size so far, and a mapping key waiting for its value."""
+
+    node: Node
+    size: int = 1
+    key: Node | None = None
+
+
 class _Composer:
     """PyYAML's composer (yaml/composer.py) without recursion, with budgets.
 
@@ -166,21 +177,23 @@ class _Composer:
             events.get_event()  # DocumentEnd
         if not events.check_event(StreamEndEvent):
             event = events.get_event()
-            raise YamlError(event.start_mark.line + 1, "not valid YAML: a second document (after ---); keep one document per file")
+            raise YamlError(
+                event.start_mark.line + 1, "not valid YAML: a second document (after ---); keep one document per file"
+            )
         events.get_event()
         return document
 
     def document(self) -> Node:
-        # Open collections, innermost last: [node, expanded size so far, mapping key waiting for its value].
-        stack: list[list[Any]] = []
+        stack: list[_Open] = []  # innermost last
         while True:
             event = self.events.get_event()
             line = event.start_mark.line + 1
             if isinstance(event, SequenceStartEvent | MappingStartEvent):
-                stack.append([self._open(event, line, len(stack)), 1, None])
+                stack.append(_Open(self._open(event, line, len(stack))))
                 continue
             if isinstance(event, SequenceEndEvent | MappingEndEvent):
-                node, size, _ = stack.pop()
+                done = stack.pop()
+                node, size = done.node, done.size
                 node.end_mark = event.end_mark
                 if id(node) in self.open_anchored:
                     self.open_anchored.discard(id(node))
@@ -195,15 +208,15 @@ class _Composer:
                 self._budget(size, line)
                 return node
             parent = stack[-1]
-            parent[1] += size
-            self._budget(parent[1], line)
-            if isinstance(parent[0], SequenceNode):
-                parent[0].value.append(node)
-            elif parent[2] is None:
-                parent[2] = node
+            parent.size += size
+            self._budget(parent.size, line)
+            if isinstance(parent.node, SequenceNode):
+                parent.node.value.append(node)
+            elif parent.key is None:
+                parent.key = node
             else:
-                parent[0].value.append((parent[2], node))
-                parent[2] = None
+                parent.node.value.append((parent.key, node))
+                parent.key = None
 
     def _anchor(self, event: Any, line: int) -> str | None:
         anchor: str | None = event.anchor
@@ -213,7 +226,9 @@ class _Composer:
 
     def _open(self, event: Any, line: int, depth: int) -> Node:
         if depth >= self.limits.max_depth:
-            raise YamlError(line, f"refused: nested more than {self.limits.max_depth} levels deep; flatten the structure")
+            raise YamlError(
+                line, f"refused: nested more than {self.limits.max_depth} levels deep; flatten the structure"
+            )
         anchor = self._anchor(event, line)
         kind = SequenceNode if isinstance(event, SequenceStartEvent) else MappingNode
         tag = event.tag
@@ -245,7 +260,9 @@ class _Composer:
     def _alias(self, event: Any, line: int) -> tuple[Node, int]:
         target = self.anchors.get(event.anchor)
         if target is None:
-            raise YamlError(line, f"not valid YAML: alias *{event.anchor} has no anchor &{event.anchor} before it; define it first")
+            raise YamlError(
+                line, f"not valid YAML: alias *{event.anchor} has no anchor &{event.anchor} before it; define it first"
+            )
         self.aliases += 1
         if self.aliases > self.limits.max_aliases:
             raise YamlError(
@@ -254,7 +271,9 @@ class _Composer:
                 "(aliases are limited: a few can expand into billions of values)",
             )
         if id(target) in self.open_anchored:
-            raise YamlError(line, f"refused: alias *{event.anchor} is inside the node it names (a recursive structure); remove it")
+            raise YamlError(
+                line, f"refused: alias *{event.anchor} is inside the node it names (a recursive structure); remove it"
+            )
         return target, self.sizes[id(target)]
 
     def _budget(self, size: int, line: int) -> None:

@@ -10,6 +10,7 @@ import socket
 import sys
 import threading
 import time
+
 from fleet import safeyaml  # PyYAML and the standard library only: no fleet model
 from warden.policy import Policy, from_config
 
@@ -23,7 +24,9 @@ def load_policy(path: str, cluster: str | None = None) -> Policy:
             _bad(f"{path}: cannot read the policy: {error.strerror}; mount the warden-policy ConfigMap")
         ) from None
     except safeyaml.YamlError as error:
-        raise SystemExit(_bad(f"{path}:{error.line}: not YAML Warden accepts: {error.message}; or run `make generate`")) from None
+        raise SystemExit(
+            _bad(f"{path}:{error.line}: not YAML Warden accepts: {error.message}; or run `make generate`")
+        ) from None
     entries = data if isinstance(data, list) else [data]
     chosen = [e for e in entries if isinstance(e, dict) and (cluster is None or e.get("cluster") == cluster)]
     if len(chosen) != 1:
