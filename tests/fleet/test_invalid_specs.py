@@ -345,6 +345,144 @@ CASES: list[tuple[str, Callable[[Spec], None], str, str]] = [
         "regions[0].gpu_pools[0].nodes",
         "greater than or equal to 1",
     ),
+    # Address ranges GKE cannot use (issue 15).
+    (
+        "loopback range",
+        _set("regions.0.network", {"nodes": "127.0.0.0/20"}),
+        "regions[0].network.nodes",
+        "127.0.0.0/20 overlaps 127.0.0.0/8, loopback",
+    ),
+    (
+        "link-local range",
+        _set("regions.0.network", {"gvnic": "169.254.0.0/20"}),
+        "regions[0].network.gvnic",
+        "overlaps 169.254.0.0/16, link-local",
+    ),
+    (
+        "multicast range",
+        _set("regions.1.network", {"pods": "224.0.0.0/13"}),
+        "regions[1].network.pods",
+        "overlaps 224.0.0.0/4, multicast",
+    ),
+    (
+        "everything as supernet",
+        _set("network.supernet", "0.0.0.0/0"),
+        "network.supernet",
+        "0.0.0.0/0 overlaps 0.0.0.0/8",
+    ),
+    (
+        "'this network' range",
+        _set("regions.0.network", {"services": "0.0.0.0/20"}),
+        "regions[0].network.services",
+        "overlaps 0.0.0.0/8",
+    ),
+    (
+        "broadcast address",
+        _set("regions.0.network", {"control_plane": "255.255.255.240/28"}),
+        "regions[0].network.control_plane",
+        "overlaps 255.255.255.255/32, the broadcast address",
+    ),
+    (
+        "Docker bridge range",
+        _set("regions.2.network", {"nodes": "172.17.0.0/20"}),
+        "regions[2].network.nodes",
+        "overlaps 172.17.0.0/16, the Docker bridge range GKE reserves",
+    ),
+    (
+        "range written as a number",
+        _set("regions.0.network", {"nodes": 167772160}),
+        "regions[0].network.nodes",
+        "is not an IPv4 range; write it in CIDR form as text",
+    ),
+    # Names the APIs would refuse.
+    (
+        "team namespace too long",
+        _set("teams.2.name", "e" * 60),
+        "teams[2].name",
+        f"the derived namespace 'team-{'e' * 60}' is longer than Kubernetes' DNS-1123 label's 63 characters",
+    ),
+    (
+        "team service account too long",
+        _set("teams.2.name", "evaluation-team-x"),
+        "teams[2].name",
+        "service account id 'meridian-team-evaluation-team-x' is longer than IAM's 30 characters (31)",
+    ),
+    (
+        "checkpoint bucket too long for a region",
+        _set("buckets.checkpoint_prefix", "c" * 55),
+        "buckets.checkpoint_prefix",
+        "-us-central1' is longer than Cloud Storage's 63 characters (67)",
+    ),
+    (
+        "bucket starting with goog",
+        _set("project.state_bucket", "goog-tfstate"),
+        "project.state_bucket",
+        "Cloud Storage refuses bucket names that start with 'goog' or contain 'google'",
+    ),
+    (
+        "bucket containing google",
+        _set("buckets.datasets.0.name", "my-google-data"),
+        "buckets.datasets[0].name",
+        "Cloud Storage refuses bucket names that start with 'goog' or contain 'google'",
+    ),
+    (
+        "maintenance day listed twice",
+        _set("regions.0.cluster.maintenance_window.days", ["SA", "SU", "SA"]),
+        "regions[0].cluster.maintenance_window.days[2]",
+        "SA is listed twice; list each day once",
+    ),
+    # Strings where numbers are meant: no silent conversion.
+    (
+        "node count as a string",
+        _set("regions.0.gpu_pools.0.nodes", "384"),
+        "regions[0].gpu_pools[0].nodes",
+        "must be a whole number, not str '384'; write it without quotes",
+    ),
+    (
+        "prefix as a boolean",
+        _set("network.pod_prefix", True),
+        "network.pod_prefix",
+        "must be a whole number, not bool True; write a whole number",
+    ),
+    (
+        "switch as a string",
+        _set("warden.dry_run", "yes"),
+        "warden.dry_run",
+        "must be true or false, not str 'yes'; write it without quotes",
+    ),
+    (
+        "share as a string",
+        _set("warden.unhealthy_share_limit", "0.05"),
+        "warden.unhealthy_share_limit",
+        "must be a number, not str '0.05'",
+    ),
+    (
+        "quota as a string",
+        _set("teams.0.quota.us-central1", "2560"),
+        "teams[0].quota.us-central1",
+        "must be a whole number, not str '2560'",
+    ),
+    (
+        "priority value as a float",
+        _set("priorities.0.value", 100000.0),
+        "priorities[0].value",
+        "must be a whole number, not float 100000.0",
+    ),
+    # GitOps revisions that git or Argo CD would misread.
+    (
+        "revision with a control character",
+        _set("gitops.revision", "main\x1b[2J"),
+        "gitops.revision",
+        "is not a git revision",
+    ),
+    ("revision with a space", _set("gitops.revision", "main branch"), "gitops.revision", "is not a git revision"),
+    (
+        "revision that reads as an option",
+        _set("gitops.revision", "--upload-pack=touch /tmp/x"),
+        "gitops.revision",
+        "not starting with '-'",
+    ),
+    ("revision with a newline", _set("gitops.revision", "main\nHEAD"), "gitops.revision", "is not a git revision"),
 ]
 
 

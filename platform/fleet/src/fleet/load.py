@@ -14,7 +14,7 @@ from typing import Any
 
 import pydantic
 
-from fleet import rules
+from fleet import rules, safeyaml
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
 from fleet.problems import Path, Problem, SpecError, dotted, one_of
@@ -31,11 +31,13 @@ class LoadedFleet:
 def load(path: str | FilePath) -> LoadedFleet:
     file = FilePath(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = safeyaml.read_text(file)
     except FileNotFoundError:
         raise SpecError([f"{file}: no such file; pass the fleet spec's path (FLEET=path/to/fleet.yaml)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecError([f"{file}: cannot read it ({exc}); check the path and that it is UTF-8 text"]) from None
+    except safeyaml.YamlError as exc:
+        raise SpecError([f"{file}:{exc.line}: {exc.message}"]) from None
     fleet, addresses = load_text(text, str(file))
     return LoadedFleet(file, fleet, addresses)
 
@@ -44,7 +46,7 @@ def load_text(text: str, name: str = "fleet.yaml") -> tuple[Fleet, AddressPlan]:
     try:
         source, problems = parse(text)
     except YamlSyntaxError as exc:
-        raise SpecError([f"{name}:{exc.line}: not valid YAML: {exc.message}"]) from None
+        raise SpecError([f"{name}:{exc.line}: {exc.message}"]) from None
     if not isinstance(source.data, dict):
         raise SpecError(
             [f"{name}:1: the spec must be a YAML mapping with project, regions, teams...; see the shipped fleet.yaml"]
@@ -66,6 +68,10 @@ def _format(name: str, source: Source, problems: list[Problem]) -> list[str]:
     return [f"{name}:{source.line_of(p.path)}: {dotted(p.path)}: {p.message}" for p in ordered]
 
 
+# Strict fields (model.Int, Float, Bool): what each expects, in words.
+_STRICT = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false"}
+
+
 def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
     problems = []
     for error in exc.errors():
@@ -80,6 +86,10 @@ def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
             message = f"unknown field; {one_of(allowed, str(path[-1]))}" if allowed else "unknown field; remove it"
         elif kind == "value_error":
             message = error["msg"].removeprefix("Value error, ")
+        elif kind in _STRICT:
+            got = error["input"]
+            fix = "write it without quotes" if isinstance(got, str) else f"write {_STRICT[kind]}"
+            message = f"must be {_STRICT[kind]}, not {type(got).__name__} {got!r}; {fix}"
         else:
             message = f"{error['msg']} (got {error['input']!r})"
         problems.append(Problem(path, message))

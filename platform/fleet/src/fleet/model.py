@@ -12,7 +12,7 @@ from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
 from fleet.catalog import MACHINE_TYPES, MachineType
 
@@ -51,24 +51,67 @@ def _dns1035(max_len: int) -> AfterValidator:
     return AfterValidator(check)
 
 
+# Ranges no subnet, Pod or Service range may touch. Google Cloud refuses the first five for any
+# subnet range (VPC docs, "Prohibited IPv4 subnet ranges"); GKE nodes keep 172.17.0.0/16 for the
+# container runtime's bridge (GKE docs, VPC-native clusters, range restrictions), so a Pod or node
+# there is unreachable from its own node.
+SPECIAL_RANGES = {
+    IPv4Network("0.0.0.0/8"): "'this network' (RFC 1122)",
+    IPv4Network("127.0.0.0/8"): "loopback",
+    IPv4Network("169.254.0.0/16"): "link-local, where the metadata server lives",
+    IPv4Network("224.0.0.0/4"): "multicast",
+    IPv4Network("255.255.255.255/32"): "the broadcast address",
+    IPv4Network("172.17.0.0/16"): "the Docker bridge range GKE reserves on every node",
+}
+
+
 def _cidr(value: object) -> IPv4Network:
     if isinstance(value, IPv4Network):
         return value
+    if not isinstance(value, str):  # an int would parse as one address; a range is written as text
+        raise ValueError(f"{value!r} is not an IPv4 range; write it in CIDR form as text, e.g. 10.0.0.0/20")
     try:
-        loose = IPv4Network(str(value), strict=False)
+        loose = IPv4Network(value, strict=False)
     except ValueError:
         raise ValueError(f"{value!r} is not an IPv4 range; write it in CIDR form, e.g. 10.0.0.0/20") from None
-    if str(loose) != str(value):
+    if str(loose) != value:
         raise ValueError(f"{value!r} has host bits set; write {loose}")
+    for special, what in SPECIAL_RANGES.items():
+        if loose.overlaps(special):
+            raise ValueError(
+                f"{loose} overlaps {special}, {what}; no subnet, Pod or Service range may, "
+                "so pick one in 10.0.0.0/8, 172.16.0.0/12 (not 172.17.0.0/16) or 192.168.0.0/16"
+            )
     return loose
+
+
+def _bucket(value: str) -> str:
+    # Cloud Storage's naming rules: 3-63 characters, and nothing that looks like Google's own.
+    if not _BUCKET.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid bucket name: 3-63 lowercase letters, digits, '-' or '_'")
+    if value.startswith("goog") or "google" in value:
+        raise ValueError(f"{value!r}: Cloud Storage refuses bucket names that start with 'goog' or contain 'google'")
+    return value
+
+
+# Git's ref rules (git check-ref-format), plus no leading '-': the revision reaches `git` on
+# every Argo CD repo server, where it would read as an option.
+_REVISION_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[-/.]|[/.]$|\.lock$|^@$")
+
+
+def _revision(value: str) -> str:
+    if not value or len(value) > 255 or not value.isprintable() or _REVISION_BAD.search(value):
+        raise ValueError(
+            f"{value!r} is not a git revision: write a branch, tag or commit (no spaces, control characters, "
+            "'..', '~^:?*[\\', and not starting with '-', '/' or '.')"
+        )
+    return value
 
 
 Name = Annotated[str, _dns1035(63)]
 PoolName = Annotated[str, _dns1035(40)]  # GKE node pool names are at most 40 characters
 Range = Annotated[IPv4Network, BeforeValidator(_cidr)]
-BucketName = Annotated[
-    str, _matching(_BUCKET, "is not a valid bucket name: 3-63 lowercase letters, digits, '-' or '_'")
-]
+BucketName = Annotated[str, AfterValidator(_bucket)]
 Version = Annotated[str, _matching(_SEMVER, "is not a pinned version; write MAJOR.MINOR.PATCH, e.g. 1.7.0")]
 Image = Annotated[
     str,
@@ -78,7 +121,12 @@ Image = Annotated[
     ),
 ]
 Email = Annotated[str, _matching(_EMAIL, "is not an email address; use the team's Google group")]
-Count = Annotated[int, Field(ge=0)]
+# Numbers and switches are strict: YAML already types `384` and `true`, so a quoted "384" or
+# "yes" is a mistake to point at, not something to convert.
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict()]  # accepts an int: 1 is a number
+Bool = Annotated[bool, Strict()]
+Count = Annotated[int, Strict(), Field(ge=0)]
 
 
 class Base(BaseModel):
@@ -127,28 +175,28 @@ class GitOps(Base):
     """Where each cluster's Argo CD pulls this repository from."""
 
     repo: Annotated[str, _matching(re.compile(r"(https://|git@)\S+"), "is not a git URL; use https://... or git@...")]
-    revision: str = "main"
+    revision: Annotated[str, AfterValidator(_revision)] = "main"
 
 
 class WardenPolicy(Base):
     """Safety limits for Warden (issue 8), shipped to every cluster as a ConfigMap."""
 
-    dry_run: bool = True
-    unhealthy_share_limit: float = Field(default=0.05, gt=0, le=0.5)  # circuit breaker, per pool and per cluster
-    window_minutes: int = Field(default=60, ge=1, le=1440)
-    max_remediations_per_pool: int = Field(default=2, ge=1)
-    max_remediations_per_cluster: int = Field(default=8, ge=1)
-    repeat_offender_count: int = Field(default=3, ge=2)  # remediations within repeat_offender_days -> hold for review
-    repeat_offender_days: int = Field(default=7, ge=1)
-    drain_grace_seconds: int = Field(default=600, ge=30, le=3600)  # time for training to checkpoint
-    xid_actions: dict[int, Literal["none", "restart_pods", "reboot", "replace", "review"]] = {}  # overrides
+    dry_run: Bool = True
+    unhealthy_share_limit: Float = Field(default=0.05, gt=0, le=0.5)  # circuit breaker, per pool and per cluster
+    window_minutes: Int = Field(default=60, ge=1, le=1440)
+    max_remediations_per_pool: Int = Field(default=2, ge=1)
+    max_remediations_per_cluster: Int = Field(default=8, ge=1)
+    repeat_offender_count: Int = Field(default=3, ge=2)  # remediations within repeat_offender_days -> hold for review
+    repeat_offender_days: Int = Field(default=7, ge=1)
+    drain_grace_seconds: Int = Field(default=600, ge=30, le=3600)  # time for training to checkpoint
+    xid_actions: dict[Int, Literal["none", "restart_pods", "reboot", "replace", "review"]] = {}  # overrides
     # Overrides for the other signals: sxid, preflight, gpu_missing, nccl_errors, maintenance, not_ready.
     signal_actions: dict[
         Literal["sxid", "preflight", "gpu_missing", "nccl_errors", "maintenance", "not_ready"],
         Literal["none", "restart_pods", "reboot", "replace", "review"],
     ] = {}
-    nccl_failures: int = Field(default=3, ge=1)  # NCCL failure Events from one node within the window
-    maintenance_lead_minutes: int = Field(default=60, ge=5, le=1440)  # drain before GKE's host maintenance
+    nccl_failures: Int = Field(default=3, ge=1)  # NCCL failure Events from one node within the window
+    maintenance_lead_minutes: Int = Field(default=60, ge=5, le=1440)  # drain before GKE's host maintenance
 
 
 class Registry(Base):
@@ -174,7 +222,7 @@ class MaintenanceWindow(Base):
 
     days: tuple[Weekday, ...] = Field(min_length=1)
     start_utc: Annotated[str, _matching(_HHMM, "is not a time of day; write HH:MM in UTC, e.g. 04:00")]
-    hours: int = Field(ge=4, le=24)
+    hours: Int = Field(ge=4, le=24)
 
 
 class Exclusion(Base):
@@ -217,10 +265,10 @@ class GpuPool(Base):
     name: PoolName
     machine_type: str
     zone: str
-    nodes: int = Field(ge=1, le=4096)  # fixed size; for flex_start the most it scales to
+    nodes: Int = Field(ge=1, le=4096)  # fixed size; for flex_start the most it scales to
     capacity: Capacity
     team: Name | None = None  # dedicated to one team; None: shared by every team
-    max_pods_per_node: int = Field(default=32, ge=8, le=256)
+    max_pods_per_node: Int = Field(default=32, ge=8, le=256)
 
     @property
     def machine(self) -> MachineType:
@@ -229,8 +277,8 @@ class GpuPool(Base):
 
 class SystemPool(Base):
     machine_type: str
-    nodes_per_zone: int = Field(ge=1, le=100)
-    max_pods_per_node: int = Field(default=110, ge=8, le=256)
+    nodes_per_zone: Int = Field(ge=1, le=100)
+    max_pods_per_node: Int = Field(default=110, ge=8, le=256)
 
     @property
     def machine(self) -> MachineType:
@@ -242,9 +290,9 @@ class CpuPool(Base):
 
     name: PoolName
     machine_type: str
-    max_nodes: int = Field(ge=1, le=1000)  # across the region's zones; scales down to min_nodes
-    min_nodes: int = Field(default=0, ge=0, le=1000)
-    max_pods_per_node: int = Field(default=110, ge=8, le=256)
+    max_nodes: Int = Field(ge=1, le=1000)  # across the region's zones; scales down to min_nodes
+    min_nodes: Int = Field(default=0, ge=0, le=1000)
+    max_pods_per_node: Int = Field(default=110, ge=8, le=256)
 
     @property
     def machine(self) -> MachineType:
@@ -276,13 +324,13 @@ class NetworkPlan(Base):
     """How planned ranges are cut. Changing any of these moves planned ranges."""
 
     supernet: Range = IPv4Network("10.0.0.0/8")
-    region_prefix: int = Field(default=12, ge=8, le=24)
-    pod_prefix: int = Field(default=13, ge=8, le=24)
-    node_prefix: int = Field(default=20, ge=16, le=28)
-    service_prefix: int = Field(default=20, ge=16, le=27)
-    gvnic_prefix: int = Field(default=20, ge=16, le=28)
-    rdma_subnet_prefix: int = Field(default=22, ge=16, le=28)
-    rdma_zone_slots: int = Field(default=4, ge=1, le=8)  # zones per region that can hold RDMA subnets
+    region_prefix: Int = Field(default=12, ge=8, le=24)
+    pod_prefix: Int = Field(default=13, ge=8, le=24)
+    node_prefix: Int = Field(default=20, ge=16, le=28)
+    service_prefix: Int = Field(default=20, ge=16, le=27)
+    gvnic_prefix: Int = Field(default=20, ge=16, le=28)
+    rdma_subnet_prefix: Int = Field(default=22, ge=16, le=28)
+    rdma_zone_slots: Int = Field(default=4, ge=1, le=8)  # zones per region that can hold RDMA subnets
 
 
 class DatasetBucket(Base):
@@ -292,7 +340,7 @@ class DatasetBucket(Base):
 
 class Buckets(Base):
     checkpoint_prefix: BucketName  # one regional bucket per region: <prefix>-<region>
-    staged_retention_days: int = Field(default=7, ge=1, le=365)
+    staged_retention_days: Int = Field(default=7, ge=1, le=365)
     datasets: tuple[DatasetBucket, ...] = ()
 
     def checkpoint_bucket(self, region: str) -> str:
@@ -301,7 +349,7 @@ class Buckets(Base):
 
 class Priority(Base):
     name: Name
-    value: int = Field(ge=-(2**31), le=10**9)
+    value: Int = Field(ge=-(2**31), le=10**9)
 
 
 class Team(Base):

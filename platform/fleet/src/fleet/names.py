@@ -26,6 +26,8 @@ STAGED_PREFIX = "staged/"
 COMMITTED_PREFIX = "checkpoints/"
 TEAMS_PREFIX = "teams/"
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
+# The roles with a Google service account of their own (service_account_id); teams get one each.
+SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
 
 # Kueue's topology levels on GKE, widest first.
 TOPOLOGY_LEVELS = (

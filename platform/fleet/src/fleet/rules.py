@@ -6,6 +6,7 @@ ranges are checked by the planner.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
@@ -47,7 +48,12 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
                 yield Problem((*at, "zones", z), f"zone {zone!r} is not in {region.name}; {one_of(known, zone)}")
         yield from _duplicates(((((*at, "zones", z)), zone) for z, zone in enumerate(region.zones)), "zone")
         window = region.cluster.maintenance_window
-        if len(window.days) * window.hours * 4 < 48:
+        days_at = (*at, "cluster", "maintenance_window", "days")
+        for d, day in enumerate(window.days):
+            if day in window.days[:d]:
+                # GKE takes a set of days: a repeat adds no maintenance time, and hides a missing day.
+                yield Problem((*days_at, d), f"{day} is listed twice; list each day once")
+        if len(set(window.days)) * window.hours * 4 < 48:
             yield Problem(
                 (*at, "cluster", "maintenance_window"),
                 "GKE needs at least 48 hours of maintenance availability in 32 days; "
@@ -263,27 +269,70 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
         )
 
 
+# (what, pattern, shortest, longest, whose rules). Every name the platform derives is checked
+# against the API that will receive it, so a spec that plans cleanly never fails at apply.
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # GCE resources, GKE clusters and node pools
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # Kubernetes namespaces and label values
+_BUCKET = re.compile(r"[a-z0-9][-_a-z0-9]*[a-z0-9]")
+_KINDS: dict[str, tuple[re.Pattern[str], int, int, str]] = {
+    "namespace": (_DNS1123_LABEL, 1, 63, "Kubernetes' DNS-1123 label"),
+    "cluster name": (_DNS1035, 1, 40, "GKE"),
+    "network name": (_DNS1035, 1, 63, "Compute Engine"),
+    "subnet name": (_DNS1035, 1, 63, "Compute Engine"),
+    "bucket name": (_BUCKET, 3, 63, "Cloud Storage"),
+    "service account id": (_DNS1035, 6, names.SERVICE_ACCOUNT_ID_MAX, "IAM"),
+}
+
+
+def _derived(fleet: Fleet) -> Iterator[tuple[Path, str, str, str]]:
+    """(path to change, kind, derived name, how to fix) for every name made from the spec."""
+    shorter = "shorten the fleet name"
+    for i, team in enumerate(fleet.teams):
+        at: Path = ("teams", i, "name")
+        yield at, "namespace", names.team_namespace(team.name), "shorten the team name"
+        account = names.team_service_account_id(fleet, team.name)
+        yield at, "service account id", account, "shorten the team name or the fleet name"
+    for role in names.SERVICE_ACCOUNT_ROLES:
+        yield ("name",), "service account id", names.service_account_id(fleet, role), shorter
+    yield ("name",), "network name", names.main_network(fleet), shorter
+    yield ("name",), "network name", names.gvnic_network(fleet), shorter
+    for i, region in enumerate(fleet.regions):
+        yield (
+            ("regions", i, "cluster", "name"),
+            "cluster name",
+            fleet.cluster_name(region),
+            "set a shorter cluster.name",
+        )
+        yield (
+            ("buckets", "checkpoint_prefix"),
+            "bucket name",
+            fleet.buckets.checkpoint_bucket(region.name),
+            ("shorten the prefix"),
+        )
+        yield ("name",), "subnet name", names.region_subnet(fleet, region.name), shorter
+        yield ("name",), "subnet name", names.gvnic_subnet(fleet, region.name), shorter
+        for zone in sorted({p.zone for p in region.gpu_pools}):
+            yield ("name",), "network name", names.rdma_network(fleet, zone), shorter
+            yield ("name",), "subnet name", names.rdma_subnet(fleet, zone, 7), shorter
+
+
 def _names(fleet: Fleet) -> Iterator[Problem]:
     clusters = ((("regions", i, "cluster", "name"), fleet.cluster_name(r)) for i, r in enumerate(fleet.regions))
     yield from _duplicates(clusters, "cluster")
-    for i, region in enumerate(fleet.regions):
-        cluster = fleet.cluster_name(region)
-        if len(cluster) > 40:
-            yield Problem(
-                ("regions", i, "cluster", "name"),
-                f"cluster name {cluster!r} is longer than GKE's 40 characters; set a shorter cluster.name",
-            )
-        bucket = fleet.buckets.checkpoint_bucket(region.name)
-        if len(bucket) > 63:
-            yield Problem(
-                ("buckets", "checkpoint_prefix"),
-                f"bucket name {bucket!r} is longer than 63 characters; shorten the prefix",
-            )
-    for i, team in enumerate(fleet.teams):
-        account = names.team_service_account_id(fleet, team.name)
-        if len(account) > names.SERVICE_ACCOUNT_ID_MAX:
-            yield Problem(
-                ("teams", i, "name"),
-                f"the team's Google service account {account!r} is longer than IAM's "
-                f"{names.SERVICE_ACCOUNT_ID_MAX} characters; shorten the team name or the fleet name",
-            )
+    blamed: set[Path] = set()  # one problem per value to change: its first broken name says enough
+    for path, kind, name, fix in _derived(fleet):
+        pattern, shortest, longest, whose = _KINDS[kind]
+        if path in blamed:
+            continue
+        if len(name) > longest:
+            what = f"is longer than {whose}'s {longest} characters ({len(name)})"
+        elif len(name) < shortest:
+            what = f"is shorter than {whose}'s {shortest} characters ({len(name)})"
+        elif not pattern.fullmatch(name):
+            what = f"breaks {whose}'s naming rules (lowercase letters, digits and '-')"
+        elif kind == "bucket name" and (name.startswith("goog") or "google" in name):
+            what = "starts with 'goog' or contains 'google', which Cloud Storage refuses"
+        else:
+            continue
+        blamed.add(path)
+        yield Problem(path, f"the derived {kind} {name!r} {what}; {fix}")

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from fleet import safeyaml
 from fleet.problems import Path, Problem
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -32,23 +31,17 @@ class YamlSyntaxError(Exception):
         self.message = message
 
 
-def parse(text: str) -> tuple[Source, list[Problem]]:
+def parse(text: str, limits: safeyaml.Limits = safeyaml.DEFAULT) -> tuple[Source, list[Problem]]:
     """Return the document and its line map, plus duplicate-key problems.
 
-    Raises YamlSyntaxError for text that is not YAML.
+    Raises YamlSyntaxError for text that is not YAML, or YAML beyond `limits`
+    (size, depth, aliases: see fleet.safeyaml).
     """
-    loader = _Loader(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        raise YamlSyntaxError(line, f"{exc.problem or exc.context}; check indentation and quoting") from None
-    except yaml.YAMLError as exc:
-        raise YamlSyntaxError(1, str(exc).splitlines()[0]) from None
-    finally:
-        loader.dispose()
+        node = safeyaml.compose(text, limits)
+        data = safeyaml.construct(node)
+    except safeyaml.YamlError as exc:
+        raise YamlSyntaxError(exc.line, exc.message) from None
     lines: dict[Path, int] = {}
     problems: list[Problem] = []
     if node is not None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from fleet import safeyaml
 from fleet.problems import dotted
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 from gkr.spec import JobSpec, parse_job
@@ -43,13 +43,11 @@ def read_job(file: str | None, flags: dict[str, tuple[str, Any]]) -> tuple[JobSp
     source = None
     if file is not None:
         try:
-            text = Path(file).read_text(encoding="utf-8")
+            source, duplicates = parse(safeyaml.read_text(file))
         except OSError as exc:
             raise InputError([f"{file}: cannot read it ({exc.strerror}); check the path"]) from None
-        try:
-            source, duplicates = parse(text)
-        except YamlSyntaxError as exc:
-            raise InputError([f"{file}:{exc.line}: not valid YAML: {exc.message}"]) from None
+        except (safeyaml.YamlError, YamlSyntaxError) as exc:
+            raise InputError([f"{file}:{exc.line}: {exc.message}"]) from None
         if duplicates:
             raise InputError([f"{file}:{source.line_of(p.path)}: {dotted(p.path)}: {p.message}" for p in duplicates])
         if source.data is None:

@@ -8,6 +8,7 @@ the fleet's pool and machine definitions, never from literals in templates.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import replace
@@ -87,14 +88,34 @@ def nccl_prelude(required: bool = True) -> str:
     return f"{{ source {NCCL_ENV_SCRIPT} && export {exports}; }} || {missing}"
 
 
+# Characters JSON leaves as they are but YAML would not keep: C1 controls and DEL (the reader
+# refuses them), NEL and the Unicode line and paragraph separators (YAML 1.1 folds them like a
+# newline), lone surrogates, the BOM and the two non-characters. \\uXXXX reads back as the same one.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
+def yaml_scalar_json(value: Any, **kwargs: Any) -> str:
+    """JSON that parses as YAML to exactly `value`: every string double-quoted and escaped.
+
+    Every value a template writes goes through `tojson` and so through this, so no user string
+    (an image, an env value, a command) can end a line, start a comment, an alias or a tag.
+    Not ensure_ascii: that writes a character outside the BMP as a surrogate pair, which YAML
+    reads back as two characters.
+    """
+    text = json.dumps(value, ensure_ascii=False, **kwargs)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 @cache
 def _templates() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("gkr", "templates"),
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.policies["json.dumps_function"] = yaml_scalar_json
+    return env
 
 
 def _interfaces(r: Resolved) -> str:

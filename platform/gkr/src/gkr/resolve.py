@@ -22,6 +22,9 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 DEFAULT_CPU_POD = (4, 16)  # CPUs, GiB of a CPU-only pod that asks for nothing
 # KubeRay's limits: the name is the prefix of the objects and labels it creates.
 NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
+# Linux's MAX_ARG_STRLEN (32 pages): the most one argument or one KEY=VALUE may hold at exec.
+# Past it the container fails to start with E2BIG ("argument list too long").
+MAX_ARG_BYTES = 128 * 1024
 SYSTEM_SHARE = 0.9  # what a pod may ask of a node; the rest is the node's own (kubelet, daemons)
 
 
@@ -257,6 +260,7 @@ def _check(r: Resolved) -> list[Problem]:
         if not ENV_NAME.fullmatch(key)
     ]
     out += _shadowed_env(r)
+    out += _exec_limits(r)
     if spec.kind in ("rayjob", "job") and not r.command:
         out.append(
             Problem("command", f"a {spec.kind} needs a command; pass it after -- or set command: in the job file")
@@ -264,6 +268,32 @@ def _check(r: Resolved) -> list[Problem]:
     if spec.kind == "raycluster" and r.command:
         out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
     return out + _ray(spec)
+
+
+def _exec_limits(r: Resolved) -> list[Problem]:
+    """Arguments and variables the kernel would refuse to pass to the container's process."""
+    out = []
+    longest = max((len(a.encode("utf-8", "surrogatepass")) for a in r.command), default=0)
+    if longest > MAX_ARG_BYTES:
+        out.append(
+            Problem(
+                "command",
+                f"one argument of the command is {longest:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} "
+                "per argument (MAX_ARG_STRLEN): put the script in a file in the image",
+            )
+        )
+    for key, value in r.spec.env.items():
+        size = len(f"{key}={value}".encode("utf-8", "surrogatepass"))
+        if size > MAX_ARG_BYTES:
+            out.append(
+                Problem(
+                    f"env.{key}",
+                    f"{key}=... is {size:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} per variable "
+                    "(MAX_ARG_STRLEN): put the value in a file in the image or a dataset bucket",
+                )
+            )
+            break  # one is enough to know what to fix
+    return out
 
 
 def _ceiling_problem(r: Resolved) -> str | None:

@@ -130,8 +130,27 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
+def _text_problems(value: Any, path: str) -> list[FieldProblem]:
+    """Strings that cannot reach a container: NUL (exec ends a C string there) or invalid Unicode
+    (lone surrogates, from undecodable bytes in a flag: no UTF-8 to send to the API server)."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _text_problems(k, path) + _text_problems(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _text_problems(v, f"{path}[{i}]")]
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [FieldProblem(path.lstrip("."), "contains a NUL character, which no process can receive; remove it")]
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return [FieldProblem(path.lstrip("."), "is not valid Unicode text (bytes that are not UTF-8); retype it")]
+    return []
+
+
 def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]:
-    problems: list[FieldProblem] = []
+    problems = _text_problems(data, "")
+    if problems:
+        return None, problems[:1]  # one is enough; the rest would repeat it
     r = _Reader(data, "", _names(JobSpec), problems)
     command = data.get("command")
     if command is not None and not (

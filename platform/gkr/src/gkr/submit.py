@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gkr.inputs import InputError, read_job
@@ -9,6 +10,11 @@ from gkr.registry import Registry
 from gkr.render import render
 from gkr.resolve import Resolved, resolve
 from gkr.validate import schema_problems
+
+# An object over 1.5 MiB never lands: etcd refuses larger requests (its --max-request-bytes
+# default; etcd docs, dev-guide/limit) and the API server takes bodies up to 3 MiB, twice that,
+# to leave room for JSON (kubernetes/kubernetes#105863). gkr applies JSON: it measures that.
+MAX_OBJECT_BYTES = 1536 * 1024
 
 FLAG_NAMES = {
     "name": "--name",
@@ -27,9 +33,13 @@ FLAG_NAMES = {
 }
 
 
+# Every character str.splitlines() and terminals break a line at, written as its escape.
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 def one_line(lines: list[str]) -> list[str]:
     """Keys and values from the input may hold line breaks: keep each problem on its line."""
-    return [line.replace("\r", "\\r").replace("\n", "\\n") for line in lines]
+    return [line.translate(_LINE_BREAKS) for line in lines]
 
 
 def flags_of(
@@ -65,7 +75,26 @@ def prepare(
     if problems or resolved is None:
         raise ValueError(one_line([f"{origins.where(p.field)}: {p.message}" for p in problems]))
     objects = render(resolved)
+    oversized = _oversized(resolved, objects)
+    if oversized:
+        field, line = oversized
+        raise ValueError(one_line([f"{origins.where(field)}: {line}"]))
     invalid = [line for obj in objects for line in schema_problems(obj)]
     if invalid:
         raise ValueError(one_line([f"rendered manifest: {line}" for line in invalid]))
     return resolved, objects
+
+
+def _oversized(r: Resolved, objects: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(the job key to blame, the problem) for the first object too large to store, or None."""
+    for obj in objects:
+        size = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > MAX_OBJECT_BYTES:
+            env = sum(len(k) + len(v) for k, v in r.spec.env.items())
+            field = "env" if env > sum(len(c) for c in r.command) else "command"
+            return field, (
+                f"the rendered {obj['kind']} is {size:,} bytes; the cluster stores at most {MAX_OBJECT_BYTES:,} "
+                "(etcd's 1.5 MiB request limit; the API server takes 3 MiB), so shorten the "
+                f"{field} or ship large data in the image or a dataset bucket"
+            )
+    return None

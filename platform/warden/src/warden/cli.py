@@ -10,23 +10,23 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 
-import yaml
-
+from fleet import safeyaml  # PyYAML and the standard library only: no fleet model
 from warden.policy import Policy, from_config
 
 
 def load_policy(path: str, cluster: str | None = None) -> Policy:
     """The policy from the ConfigMap's policy.yaml (a list with one entry per cluster, or one mapping)."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = safeyaml.load(safeyaml.read_text(path))  # bounded: size, depth, aliases (fleet.safeyaml)
     except OSError as error:
         raise SystemExit(
             _bad(f"{path}: cannot read the policy: {error.strerror}; mount the warden-policy ConfigMap")
         ) from None
-    except yaml.YAMLError as error:
-        raise SystemExit(_bad(f"{path}: not YAML: {str(error).splitlines()[0]}; run `make generate`")) from None
+    except safeyaml.YamlError as error:
+        raise SystemExit(
+            _bad(f"{path}:{error.line}: not YAML Warden accepts: {error.message}; or run `make generate`")
+        ) from None
     entries = data if isinstance(data, list) else [data]
     chosen = [e for e in entries if isinstance(e, dict) and (cluster is None or e.get("cluster") == cluster)]
     if len(chosen) != 1:
