@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Runs in a fresh interpreter: peak RSS after the load, less the peak after the imports alone.
 _CHILD = """
 import json, resource, sys, time
-from fleet import safeyaml
+import safeyaml
 from fleet.yamlsource import parse
 text = open(sys.argv[1], encoding="utf-8").read()
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -74,7 +74,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     sys.path[:0] = [str(REPO / "platform/fleet/src"), str(REPO / "platform/preflight/src"), str(REPO)]
-    from fleet import safeyaml
+    import safeyaml
     from preflight import kernel_log
     from tests.faults.hostile import HOSTILE
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,18 @@ def test_the_warden_image_installs_its_lock_and_the_lock_is_current() -> None:
     assert "kubernetes==" in lock
     assert "pyyaml==" in lock
     assert "torch==" not in lock  # the service image carries no training stack
+
+
+def test_the_warden_image_installs_every_component_it_imports() -> None:
+    # The lock's header names the meridian-* components in the closure; each must be copied and installed.
+    header = (REPO / "requirements/warden.lock").read_text().splitlines()[0]
+    components = {name.removeprefix("meridian-") for name in re.findall(r"meridian-([a-z]+)", header)}
+    assert {"warden", "preflight", "safeyaml"} <= components
+    dockerfile = (REPO / "platform/warden/Dockerfile").read_text()
+    install = next(line for line in dockerfile.splitlines() if "--no-build-isolation" in line)
+    for component in components:
+        assert f"COPY platform/{component} platform/{component}" in dockerfile, component
+        assert f"platform/{component}" in install, component
 
 
 def test_no_image_in_the_shipped_fleet_carries_an_invented_digest() -> None:

@@ -6,7 +6,7 @@ import resource
 import subprocess
 from collections.abc import Sequence
 
-# Each of these ran away or crashed before fleet.safeyaml: the laughs past 5 GB in `make plan`,
+# Each of these ran away or crashed before safeyaml: the laughs past 5 GB in `make plan`,
 # the deep list with a RecursionError, the long numbers in int()'s quadratic loops.
 LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 10) if prev else ', '.join(['lol'] * 10)}]\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import safeyaml
+import safeyaml
 from fleet.yamlsource import parse
 from tests.conftest import SHIPPED
 from tests.faults.hostile import HOSTILE, run_bounded
@@ -68,6 +68,26 @@ def test_gkr_refuses_hostile_job_files(tmp_path: Path, case: str) -> None:
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stdout == ""
     _one_line(result.stderr, f"error: {file}:", words)
+
+
+@pytest.mark.parametrize("case", IDS)
+def test_gkr_refuses_a_hostile_user_config(tmp_path: Path, case: str) -> None:
+    text, words = HOSTILE[case]
+    config = tmp_path / "home" / "gkr" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(text, encoding="utf-8")
+    result = run_bounded(
+        [
+            sys.executable,
+            "-c",
+            f"import os; os.environ['XDG_CONFIG_HOME'] = {str(config.parent.parent)!r}; from gkr.cli import app; app()",
+            "list",
+            "--team",
+            "research",
+        ]
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    _one_line(result.stderr, f"error: {config}:", words)
 
 
 @pytest.mark.parametrize("case", IDS)

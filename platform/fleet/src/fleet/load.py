@@ -14,7 +14,8 @@ from typing import Any
 
 import pydantic
 
-from fleet import rules, safeyaml
+import safeyaml
+from fleet import rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
 from fleet.problems import Path, Problem, SpecError, dotted, one_of

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from fleet import safeyaml
+import safeyaml
 from fleet.problems import Path, Problem
 
 
@@ -35,7 +35,7 @@ def parse(text: str, limits: safeyaml.Limits = safeyaml.DEFAULT) -> tuple[Source
     """Return the document and its line map, plus duplicate-key problems.
 
     Raises YamlSyntaxError for text that is not YAML, or YAML beyond `limits`
-    (size, depth, aliases: see fleet.safeyaml).
+    (size, depth, aliases: see platform/safeyaml).
     """
     try:
         node = safeyaml.compose(text, limits)

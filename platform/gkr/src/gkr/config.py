@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+import safeyaml
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,10 @@ def user_config() -> UserConfig:
     path = config_path()
     if not path.is_file():
         return UserConfig()
-    data = yaml.safe_load(path.read_text()) or {}
+    try:  # bounded like every other YAML the platform reads (platform/safeyaml)
+        data = safeyaml.load(safeyaml.read_text(path)) or {}
+    except safeyaml.YamlError as exc:
+        raise ValueError(f"{path}:{exc.line}: {exc.message}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping with fleet, team, region")
     unknown = sorted(set(data) - {"fleet", "team", "region"})

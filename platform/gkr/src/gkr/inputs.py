@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleet import safeyaml
+import safeyaml
 from fleet.problems import dotted
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 from gkr.spec import JobSpec, parse_job

@@ -11,14 +11,14 @@ import sys
 import threading
 import time
 
-from fleet import safeyaml  # PyYAML and the standard library only: no fleet model
+import safeyaml  # PyYAML and the standard library only: no fleet model
 from warden.policy import Policy, from_config
 
 
 def load_policy(path: str, cluster: str | None = None) -> Policy:
     """The policy from the ConfigMap's policy.yaml (a list with one entry per cluster, or one mapping)."""
     try:
-        data = safeyaml.load(safeyaml.read_text(path))  # bounded: size, depth, aliases (fleet.safeyaml)
+        data = safeyaml.load(safeyaml.read_text(path))  # bounded: size, depth, aliases (platform/safeyaml)
     except OSError as error:
         raise SystemExit(
             _bad(f"{path}: cannot read the policy: {error.strerror}; mount the warden-policy ConfigMap")
