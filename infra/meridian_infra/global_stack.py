@@ -55,7 +55,7 @@ WARDEN_PERMISSIONS = (
     "compute.zoneOperations.get",
 )
 
-ROLES = ("nodes", "warden", "argocd")  # team accounts come one per team (names.team_service_account_id)
+ROLES = names.SERVICE_ACCOUNT_ROLES  # team accounts come one per team (names.team_service_account_id)
 
 
 def team_output(team: str) -> str:
