@@ -4,9 +4,10 @@ Both keep state (nodes, pods, leases, jobs, events; instances) and record
 every request exactly as it arrived, so tests assert on methods, paths,
 query strings, content types, credentials and bodies.
 
-Faults to inject, per path substring: `slow` (answer only after sleeping,
-past the client's timeout), `drop` (close the connection without an
-answer); `hook` runs on every request as it arrives (a test advances its
+Faults to inject, per path substring: `slow` (answer only after sleeping),
+`hang` (sleep past the client's timeout, then close the connection without
+doing anything, so the outcome is the same whenever the client gave up),
+`drop` (close the connection at once without an answer); `hook` runs on every request as it arrives (a test advances its
 fake clock there: a "slow" server in simulated time); `clock` stamps each
 request (`Request.at`).
 """
@@ -57,6 +58,7 @@ class Dropped(Exception):
 @dataclass
 class Faults:
     slow: dict[str, float] = field(default_factory=dict)  # path substring -> seconds before answering
+    hang: dict[str, float] = field(default_factory=dict)  # path substring -> seconds before dropping unanswered
     drop: set[str] = field(default_factory=set)  # path substrings whose requests get no answer
     hook: Callable[[Request], None] | None = None
     clock: Callable[[], float] = time.monotonic
@@ -149,6 +151,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.hook(request)
         if any(s in request.path for s in self.state.drop):
             raise Dropped(request.path)
+        for part, seconds in self.state.hang.items():
+            if part in request.path:
+                time.sleep(seconds)
+                raise Dropped(request.path)
         for part, seconds in self.state.slow.items():
             if part in request.path:
                 time.sleep(seconds)

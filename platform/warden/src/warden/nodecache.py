@@ -50,8 +50,14 @@ class NodeCache:
 
     def relist(self) -> None:
         items, version = self.kube.list_nodes()
+        named: dict[str, dict[str, Any]] = {}
+        for node in items:
+            if name := _name(node):
+                named[name] = node
+            else:
+                self.malformed += 1  # a list item without a name cannot be a Node Warden acts on
         with self._lock:
-            self._nodes = {n["metadata"]["name"]: n for n in items}
+            self._nodes = named
             self.resource_version, self.listed_at = version, self.clock()
         self.relists += 1
 
@@ -138,3 +144,9 @@ def _key(node: dict[str, Any]) -> tuple[Any, ...] | None:
         return signal_key(node)
     except (AttributeError, TypeError):  # not shaped like a Node: treat as changed, the round will hold it
         return None
+
+
+def _name(node: Any) -> str:
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
