@@ -56,10 +56,12 @@ def run_round(nodes: list[NodeView], policy: Policy, now: float, only: Collectio
     blocked = 0
     # Nodes already on their way first, so finishing work frees budget before new work takes it.
     share = policy.unhealthy_share_limit
+    pool_cap = {pool: allowed_out(size, share) for pool, size in pool_size.items()}
+    cluster_cap = allowed_out(cluster, share)
     for node in sorted(nodes, key=lambda n: (n.record.phase == "healthy", n.record.since, n.name)):
         if only is not None and node.name not in only:
             continue  # counted above as it stands; not decided in this round
-        within = out[node.pool] < allowed_out(pool_size[node.pool], share) and total_out < allowed_out(cluster, share)
+        within = out[node.pool] < pool_cap[node.pool] and total_out < cluster_cap
         budget = Budget(
             may_quarantine=out[node.pool] == 0 or within,
             may_remediate=busy[node.pool] < max(1, policy.max_per_pool) and total_busy < max(1, policy.max_per_cluster),

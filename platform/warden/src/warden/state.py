@@ -18,6 +18,7 @@ repeats: a reboot is asked for once, with the boot id it must change.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
@@ -94,7 +95,16 @@ def read_record(annotations: dict[str, str]) -> tuple[Record, str | None]:
     """
     raw = annotations.get(RECORD)
     if not raw:
-        return Record(), None
+        return _NO_RECORD
+    return _parse(raw) if isinstance(raw, str) else _parse(None)
+
+
+_NO_RECORD: tuple[Record, str | None] = (Record(), None)  # frozen: one instance serves every healthy node
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(raw: str | None) -> tuple[Record, str | None]:
+    # Cached: a round reads every Node's record and most are the same text as last round (Records are frozen).
     try:
         if not isinstance(raw, str) or len(raw) > MAX_RECORD_BYTES:
             raise Unreadable("too long")
