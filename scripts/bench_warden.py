@@ -72,7 +72,7 @@ def loopback_cluster(api: ApiState) -> None:
 
 
 def xid(api: ApiState, name: str, code: int, at: float) -> dict[str, Any]:
-    changed = json.loads(json.dumps(api.nodes[name]))
+    changed: dict[str, Any] = json.loads(json.dumps(api.nodes[name]))
     changed["status"]["conditions"].append({"type": "GPUXid", "status": "True", "message": f"{code}@{int(at)}"})
     api.nodes[name] = api.bump(changed)
     return changed
