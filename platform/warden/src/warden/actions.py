@@ -106,6 +106,9 @@ class Actuator:
 
     def apply(self, node: dict[str, Any], before: Record, decision: Decision) -> None:
         name = str(node["metadata"]["name"])
+        if not self.policy.dry_run and not self.backoff.ready(name):
+            log.info("%s: backing off after failures; decided again next round", name)
+            return  # nothing happened, so nothing is counted
         after = decision.record
         carried = "false" if self.policy.dry_run else "true"
         if before.phase != after.phase:
@@ -123,9 +126,6 @@ class Actuator:
             verbs,
         )
         if self.policy.dry_run:
-            return
-        if not self.backoff.ready(name):
-            log.info("%s: backing off after failures; decided again next round", name)
             return
         try:
             labels, annotations = after.to_annotations()

@@ -135,5 +135,8 @@ class Elector:
     def keep(self, stop: threading.Event) -> None:
         """The renewal loop, run in its own thread for as long as the service runs."""
         while not stop.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception as error:  # the renewal thread must outlive anything one try can raise
+                log.exception("lease %s/%s: %s", self.namespace, self.name, error)
             stop.wait(self.retry_period)

@@ -65,7 +65,6 @@ class Trigger:
             if not self._pending or self.clock() < min(self._pending.values()) + self.debounce_s:
                 return set()
             names, self._pending = set(self._pending), {}
-            self.wake.clear()
             return names
 
 
@@ -259,6 +258,7 @@ def serve(
             elif names := trigger.take():
                 warden.metrics.triggered.inc()
                 _safe_round(warden, names)
+        trigger.wake.clear()  # before due_in(): a poke from now on wakes the wait below
         due = trigger.due_in()
         wait = max(0.05, min(next_round - warden.clock(), 1.0 if due is None else due, 1.0))
         trigger.wake.wait(wait)  # a watch event wakes the loop at once; it then waits out the debounce
@@ -270,8 +270,9 @@ def _safe_round(warden: Warden, only: Collection[str] | None) -> None:
     except LeaseLost as error:
         warden.metrics.lease_lost.inc()
         log.warning("round stopped: %s", error)
+    except ApiError as error:
+        warden.metrics.api_errors.inc()
+        log.warning("round failed: %s", error)
     except Exception as error:  # the service outlives any one round
-        warden.metrics.api_errors.inc() if isinstance(error, ApiError) else warden.metrics.node_errors.inc(
-            stage="round"
-        )
+        warden.metrics.node_errors.inc(stage="round")
         log.exception("round failed: %s", error)
