@@ -72,6 +72,7 @@ class ApiState(Faults):
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     watch_events: list[dict[str, Any]] = field(default_factory=list)  # served once to the next watch
+    event_watch_events: list[dict[str, Any]] = field(default_factory=list)  # the same, for the Event watch
     pdb_blocked: set[str] = field(default_factory=set)  # pods whose eviction a PDB refuses
     fail_next: list[int] = field(default_factory=list)  # statuses to answer the next mutating requests with
     requests: list[Request] = field(default_factory=list)
@@ -80,9 +81,12 @@ class ApiState(Faults):
     watch_wait_s: float = 0.0  # > 0: a watch with nothing queued waits this long for push_watch()
     watch_ready: threading.Condition = field(default_factory=threading.Condition)
 
-    def push_watch(self, *events: dict[str, Any]) -> None:
+    def push_watch(self, *events: dict[str, Any], kind: str = "nodes") -> None:
         with self.watch_ready:
-            self.watch_events += list(events)
+            if kind == "nodes":
+                self.watch_events += list(events)
+            else:
+                self.event_watch_events += list(events)
             self.watch_ready.notify_all()
 
     def bump(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -178,12 +182,13 @@ class FakeApiServer(_Handler):
     def do_GET(self) -> None:
         r, s = self._read(), self.state
         parts = r.path.strip("/").split("/")
-        if r.path == "/api/v1/nodes" and r.query.get("watch") == "true":
+        if r.path in ("/api/v1/nodes", "/api/v1/events") and r.query.get("watch") == "true":
+            queue = "watch_events" if r.path == "/api/v1/nodes" else "event_watch_events"
             with s.watch_ready:
-                if not s.watch_events and s.watch_wait_s > 0:
+                if not getattr(s, queue) and s.watch_wait_s > 0:
                     s.watch_ready.wait(s.watch_wait_s)
-                lines = b"".join(json.dumps(e).encode() + b"\n" for e in s.watch_events)
-                s.watch_events = []
+                lines = b"".join(json.dumps(e).encode() + b"\n" for e in getattr(s, queue))
+                setattr(s, queue, [])
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(lines)))

@@ -11,11 +11,13 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from tests.warden.fakes import Request, node
-from tests.warden.test_kube import POLICY, Cluster, cluster, record_of, xid_condition
+from tests.warden.fakes import Request, node, pod
+from tests.warden.test_kube import POLICY, Cluster, cluster, nccl_event, record_of, xid_condition
 
 __all__ = ["cluster"]  # the fixture, shared with test_kube
 from warden.actions import TAINT, Actuator
@@ -24,7 +26,7 @@ from warden.errors import ApiError, LeaseLost
 from warden.gce import Compute, Instance
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
-from warden.nodecache import NodeCache
+from warden.nodecache import EventWatch, NodeCache
 from warden.policy import Policy, Signal
 from warden.service import Trigger, Warden, _safe_round, serve
 from warden.simulate import SimCluster
@@ -488,3 +490,62 @@ def test_serve_reacts_to_a_watch_event_without_waiting_for_the_round(cluster: Cl
         thread.join(10)
     assert metrics.triggered.get() >= 1  # the next timed round was an hour away
     assert record_of(cluster, "n-07").phase == "quarantined"
+
+
+def test_an_nccl_event_names_its_node_for_an_early_round_and_junk_names_nothing(cluster: Cluster) -> None:
+    cluster.api.nodes = {"n-0": node("n-0")}
+    cache = NodeCache(cluster.kube(), clock=cluster.clock)
+    cache.relist()
+    pokes: list[str] = []
+    watch = EventWatch(cluster.kube(), "NCCLFailure", cache.has, pokes.append)
+    events: list[dict[str, Any]] = [
+        {"type": "ADDED", "object": nccl_event("w-1", "n-0")},
+        {"type": "ADDED", "object": nccl_event("w-1", "no-such-node")},  # a forged host names nothing
+        {"type": "ADDED", "object": {**nccl_event("w-1", "n-0"), "reason": "Started"}},
+        {"type": "ADDED", "object": {**nccl_event("w-1", "n-0"), "source": "n-0"}},
+        {"type": "ADDED", "object": nccl_event("w-1", "n-0" * 200)},
+        {"type": "DELETED", "object": nccl_event("w-1", "n-0")},
+        {"type": "ADDED", "object": ["junk"]},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "900"}}},
+    ]
+    for event in events:
+        watch.apply(event)
+    assert pokes == ["n-0"]
+    assert watch.resource_version == "900"
+    cluster.api.event_watch_events = [{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]
+    watch.sync_once()
+    assert watch.resource_version == ""  # listed again next time
+    watch_request = next(r for r in cluster.api.requests if r.path == "/api/v1/events" and "watch" in r.query)
+    assert watch_request.query["fieldSelector"] == "reason=NCCLFailure"
+
+
+def test_serve_reacts_to_nccl_events_without_waiting_for_the_round(cluster: Cluster) -> None:
+    api = cluster.api
+    api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(40)}
+    api.pods = [pod(f"w-{i}", "n-05") for i in range(3)]
+    api.watch_wait_s = 0.5
+    elector = Elector(cluster.kube(token="lease-a"), "warden", "warden-a", retry_period_s=0.5)
+    kube, metrics = cluster.kube(guard=elector.check), WardenMetrics()
+    cache = NodeCache(kube)
+    actuator = Actuator(kube, Compute(token=lambda: "t", base=cluster.gce_url), POLICY, cache, metrics)
+    warden, stop = Warden(kube, POLICY, cache, actuator, metrics), threading.Event()
+    thread = threading.Thread(target=serve, args=(warden, elector, stop, 3600, False, Trigger(0.2)))
+    thread.start()
+    try:
+        for _ in range(400):
+            if metrics.rounds.get() >= 1:
+                break
+            stop.wait(0.05)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        events = [nccl_event(f"w-{i}", "n-05", lastTimestamp=now) for i in range(3)]
+        api.events += events
+        api.push_watch(*({"type": "ADDED", "object": e} for e in events), kind="events")
+        for _ in range(400):
+            if node_writes(api.requests, "n-05"):
+                break
+            stop.wait(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert metrics.triggered.get() >= 1
+    assert (record_of(cluster, "n-05").phase, record_of(cluster, "n-05").action) == ("quarantined", "review")

@@ -99,9 +99,12 @@ class Kube:
             raise ApiError(response.status, method, path, "reply is not a JSON object")
         return result
 
-    def watch(self, path: str, resource_version: str, timeout_s: int) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, resource_version: str, timeout_s: int, selector: list[tuple[str, str]] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Watch events ({"type", "object"}) from resource_version until the server ends the stream."""
         query = [
+            *(selector or []),
             ("watch", "true"),
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),

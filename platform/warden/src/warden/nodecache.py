@@ -138,6 +138,10 @@ class NodeCache:
         with self._lock:
             return self._nodes.get(name)
 
+    def has(self, name: str) -> bool:
+        with self._lock:
+            return name in self._nodes
+
 
 def _key(node: dict[str, Any]) -> tuple[Any, ...] | None:
     try:
@@ -150,3 +154,63 @@ def _name(node: Any) -> str:
     meta = node.get("metadata") if isinstance(node, dict) else None
     name = meta.get("name") if isinstance(meta, dict) else None
     return name if isinstance(name, str) else ""
+
+
+class EventWatch:
+    """Events with one reason (NCCLFailure) as they are posted: each names a node for a round soon.
+
+    Only a trigger: whether an Event counts is still decided in the round (warden.trust), so a
+    forged Event can at most start an early round for a node that exists, nothing more. Events
+    naming no known node, or not shaped like an Event, are skipped.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        reason: str,
+        known: Callable[[str], bool],
+        on_signal: Callable[[str], None],
+        watch_timeout_s: int = 60,
+    ) -> None:
+        self.kube, self.reason, self.known, self.on_signal = kube, reason, known, on_signal
+        self.watch_timeout_s, self.resource_version = watch_timeout_s, ""
+        self.selector = [("fieldSelector", f"reason={reason}")]
+
+    def apply(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            return
+        if event.get("type") == "ERROR":
+            if obj.get("code") == 410:
+                raise Expired(str(obj.get("message", "resource version too old")))
+            raise ApiError(0, "WATCH", "/api/v1/events", str(obj.get("message", "")))
+        meta, source = obj.get("metadata"), obj.get("source")
+        if isinstance(meta, dict) and isinstance(meta.get("resourceVersion"), str):
+            self.resource_version = meta["resourceVersion"]
+        host = source.get("host") if isinstance(source, dict) else None
+        wanted = event.get("type") in ("ADDED", "MODIFIED") and obj.get("reason") == self.reason
+        if wanted and isinstance(host, str) and 0 < len(host) <= 253 and self.known(host):
+            self.on_signal(host)
+
+    def sync_once(self) -> None:
+        if not self.resource_version:  # start from now: what is already there, the rounds read anyway
+            listed = self.kube.request("GET", "/api/v1/events", self.selector)
+            self.resource_version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        try:
+            for event in self.kube.watch("/api/v1/events", self.resource_version, self.watch_timeout_s, self.selector):
+                self.apply(event)
+        except Expired:
+            self.resource_version = ""
+
+    def run(self, stop: threading.Event, backoff_s: float = 5) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                self.sync_once()
+                failures = 0
+            except Exception as error:  # a cut watch must never stop Warden; the rounds still read Events
+                wait = min(300.0, backoff_s * 2 ** min(failures, 10))
+                failures += 1
+                log.warning("event watch: %s; again in %.0fs", error, wait)
+                self.resource_version = ""
+                stop.wait(wait)

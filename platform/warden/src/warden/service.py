@@ -25,13 +25,16 @@ from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
-from warden.nodecache import NodeCache
+from warden.nodecache import EventWatch, NodeCache
 from warden.observe import POOL_LABEL, is_gpu_node, read_node_record, view
 from warden.policy import Policy
 from warden.state import PHASES, Facts, Record
 from warden.trust import NCCL_REASON, TEAM_LABEL, Verdicts, nccl_failures, preflight_failures
 
 log = logging.getLogger("warden")
+
+
+MAX_PENDING = 10_000  # nodes waiting for an early round; a flood of forged Events cannot grow it further
 
 
 class Trigger:
@@ -49,7 +52,8 @@ class Trigger:
 
     def poke(self, name: str) -> None:
         with self._lock:
-            self._pending.setdefault(name, self.clock())
+            if len(self._pending) < MAX_PENDING:  # beyond, the next full round covers them
+                self._pending.setdefault(name, self.clock())
         self.wake.set()
 
     def due_in(self) -> float | None:
@@ -251,6 +255,8 @@ def serve(
                 warden.cache.on_signal = trigger.poke
                 watcher = threading.Thread(target=warden.cache.run, args=(stop,), name="warden-watch", daemon=True)
                 watcher.start()
+                events = EventWatch(warden.kube, NCCL_REASON, warden.cache.has, trigger.poke)
+                threading.Thread(target=events.run, args=(stop,), name="warden-events", daemon=True).start()
             if warden.clock() >= next_round:
                 trigger.take()  # a full round covers whatever was pending
                 _safe_round(warden, None)
