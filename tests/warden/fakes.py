@@ -3,14 +3,23 @@
 Both keep state (nodes, pods, leases, jobs, events; instances) and record
 every request exactly as it arrived, so tests assert on methods, paths,
 query strings, content types, credentials and bodies.
+
+Faults to inject, per path substring: `slow` (answer only after sleeping),
+`hang` (sleep past the client's timeout, then close the connection without
+doing anything, so the outcome is the same whenever the client gave up),
+`drop` (close the connection at once without an answer); `hook` runs on every request as it arrives (a test advances its
+fake clock there: a "slow" server in simulated time); `clock` stamps each
+request (`Request.at`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,21 +48,46 @@ class Request:
     content_type: str
     auth: str
     body: Any
+    at: float = 0.0  # the state's clock when it arrived
+
+
+class Dropped(Exception):
+    """The fake closes the connection without answering."""
 
 
 @dataclass
-class ApiState:
+class Faults:
+    slow: dict[str, float] = field(default_factory=dict)  # path substring -> seconds before answering
+    hang: dict[str, float] = field(default_factory=dict)  # path substring -> seconds before dropping unanswered
+    drop: set[str] = field(default_factory=set)  # path substrings whose requests get no answer
+    hook: Callable[[Request], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass
+class ApiState(Faults):
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     watch_events: list[dict[str, Any]] = field(default_factory=list)  # served once to the next watch
+    event_watch_events: list[dict[str, Any]] = field(default_factory=list)  # the same, for the Event watch
     pdb_blocked: set[str] = field(default_factory=set)  # pods whose eviction a PDB refuses
     fail_next: list[int] = field(default_factory=list)  # statuses to answer the next mutating requests with
     requests: list[Request] = field(default_factory=list)
     version: int = 100
     page_size: int = 0  # > 0: list nodes in pages
+    watch_wait_s: float = 0.0  # > 0: a watch with nothing queued waits this long for push_watch()
+    watch_ready: threading.Condition = field(default_factory=threading.Condition)
+
+    def push_watch(self, *events: dict[str, Any], kind: str = "nodes") -> None:
+        with self.watch_ready:
+            if kind == "nodes":
+                self.watch_events += list(events)
+            else:
+                self.event_watch_events += list(events)
+            self.watch_ready.notify_all()
 
     def bump(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -114,8 +148,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.headers.get("Content-Type", ""),
             self.headers.get("Authorization", ""),
             json.loads(raw) if raw else None,
+            self.state.clock(),
         )
         self.state.requests.append(request)
+        if self.state.hook is not None:
+            self.state.hook(request)
+        if any(s in request.path for s in self.state.drop):
+            raise Dropped(request.path)
+        for part, seconds in self.state.hang.items():
+            if part in request.path:
+                time.sleep(seconds)
+                raise Dropped(request.path)
+        for part, seconds in self.state.slow.items():
+            if part in request.path:
+                time.sleep(seconds)
         return request
 
     def _reply(self, status: int, payload: Any) -> None:
@@ -136,9 +182,13 @@ class FakeApiServer(_Handler):
     def do_GET(self) -> None:
         r, s = self._read(), self.state
         parts = r.path.strip("/").split("/")
-        if r.path == "/api/v1/nodes" and r.query.get("watch") == "true":
-            lines = b"".join(json.dumps(e).encode() + b"\n" for e in s.watch_events)
-            s.watch_events = []
+        if r.path in ("/api/v1/nodes", "/api/v1/events") and r.query.get("watch") == "true":
+            queue = "watch_events" if r.path == "/api/v1/nodes" else "event_watch_events"
+            with s.watch_ready:
+                if not getattr(s, queue) and s.watch_wait_s > 0:
+                    s.watch_ready.wait(s.watch_wait_s)
+                lines = b"".join(json.dumps(e).encode() + b"\n" for e in getattr(s, queue))
+                setattr(s, queue, [])
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(lines)))
@@ -184,6 +234,9 @@ class FakeApiServer(_Handler):
         current = s.nodes.get(parts[3])
         if current is None:
             return self._reply(404, {"code": 404})
+        wanted = ((r.body or {}).get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != current["metadata"].get("resourceVersion"):
+            return self._reply(409, {"kind": "Status", "code": 409, "reason": "Conflict"})  # a precondition failed
         if parts[-1] == "status":  # strategic merge: conditions merge by type
             conditions = {c["type"]: c for c in current["status"].get("conditions", [])}
             for c in r.body["status"]["conditions"]:
@@ -231,9 +284,10 @@ class FakeApiServer(_Handler):
 
 
 @dataclass
-class ComputeState:
+class ComputeState(Faults):
     requests: list[Request] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)  # instance -> managed instance group
+    created_by: dict[str, str] = field(default_factory=dict)  # instance -> created-by value, overrides groups
 
 
 class FakeCompute(_Handler):
@@ -243,19 +297,27 @@ class FakeCompute(_Handler):
         r = self._read()
         name = r.path.rsplit("/", 1)[1]
         group = self.state.groups.get(name)
-        items = [{"key": "created-by", "value": f"projects/123/zones/us-central1-b/instanceGroupManagers/{group}"}]
-        self._reply(200, {"name": name, "metadata": {"items": items if group else []}})
+        value = self.state.created_by.get(name) or f"projects/123/zones/us-central1-b/instanceGroupManagers/{group}"
+        items = [{"key": "created-by", "value": value}] if group or name in self.state.created_by else []
+        self._reply(200, {"name": name, "metadata": {"items": items}})
 
     def do_POST(self) -> None:
         self._read()
         self._reply(200, {"kind": "compute#operation", "name": "operation-1", "status": "RUNNING"})
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A dropped connection, or a client that gave up on a slow answer, is the fault injected.
+        if not isinstance(sys.exc_info()[1], Dropped | BrokenPipeError | ConnectionResetError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serving(handler: type[_Handler], state: ApiState | ComputeState) -> Iterator[str]:
     """Serve `handler` over `state` on a free local port; yields the base URL."""
     bound = type(handler.__name__, (handler,), {"state": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), bound)
+    server = _Server(("127.0.0.1", 0), bound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"

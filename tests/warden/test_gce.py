@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.warden.fakes import ComputeState, FakeCompute, serving
+from warden.errors import ApiError
 from warden.gce import Compute, Instance, instance_of
 
 
@@ -49,19 +50,32 @@ def test_report_host_as_faulty(compute: Compute, state: ComputeState) -> None:
     }
 
 
-def test_delete_from_managed_instance_group(compute: Compute, state: ComputeState) -> None:
-    compute.delete_from_group(NODE)
+def test_replace_recreates_the_instance_in_its_group_and_keeps_the_pool_size(
+    compute: Compute, state: ComputeState
+) -> None:
+    # recreateInstances keeps the group's targetSize; deleteInstances would lower it by one per replacement.
+    compute.recreate_in_group(NODE)
     (request,) = state.requests
+    assert (request.method, request.auth, request.content_type) == ("POST", "Bearer ya29.test", "application/json")
     assert (
         request.path
-        == "/compute/v1/projects/meridian-train-prod/zones/us-central1-b/instanceGroupManagers/gke-meridian-us-central1-h200-a-1a2b3c4d-grp/deleteInstances"
+        == "/compute/v1/projects/meridian-train-prod/zones/us-central1-b/instanceGroupManagers/gke-meridian-us-central1-h200-a-1a2b3c4d-grp/recreateInstances"
     )
     assert request.body == {
-        "instances": ["zones/us-central1-b/instances/gke-meridian-us-central1-h200-a-1a2b3c4d-x7k9"],
-        "skipInstancesOnValidationError": True,
+        "instances": ["zones/us-central1-b/instances/gke-meridian-us-central1-h200-a-1a2b3c4d-x7k9"]
     }
-    with pytest.raises(ValueError, match="no managed instance group"):
-        compute.delete_from_group(Instance("p", "z", "n"))
+    assert not [r for r in state.requests if "deleteInstances" in r.path]
+    with pytest.raises(ApiError, match="no managed instance group"):
+        compute.recreate_in_group(Instance("p", "z", "n"))
+
+
+def test_a_regional_group_is_recreated_through_its_region(compute: Compute, state: ComputeState) -> None:
+    state.created_by[NODE.name] = "projects/123/regions/us-central1/instanceGroupManagers/regional-grp"
+    compute.recreate_in_group(compute.group_of(Instance(NODE.project, NODE.zone, NODE.name)))
+    assert state.requests[-1].path == (
+        "/compute/v1/projects/meridian-train-prod/regions/us-central1/instanceGroupManagers/regional-grp/recreateInstances"
+    )
+    assert state.requests[-1].body == {"instances": [f"zones/us-central1-b/instances/{NODE.name}"]}
 
 
 def test_instance_group_comes_from_created_by_metadata(compute: Compute, state: ComputeState) -> None:

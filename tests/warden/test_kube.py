@@ -53,13 +53,14 @@ class Cluster:
     gce_url: str
     clock: Clock = field(default_factory=Clock)
 
-    def kube(self, qps: float = 1000) -> Kube:
+    def kube(self, qps: float = 1000, token: str = "warden-test-token", timeout: float = 30, guard: Any = None) -> Kube:
         from kubernetes import client as k8s
 
         configuration = k8s.Configuration(host=self.url)
-        configuration.api_key = {"BearerToken": "warden-test-token"}
+        configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
-        return Kube(k8s.ApiClient(configuration), TokenBucket(qps, 100))
+        configuration.retries = False  # as warden.kube.client() sets it
+        return Kube(k8s.ApiClient(configuration), TokenBucket(qps, 100), timeout=timeout, guard=guard)
 
     def warden(self, policy: Policy = POLICY) -> Warden:
         """A freshly started Warden: nothing in memory, everything read from the cluster."""
@@ -128,7 +129,12 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     assert record_patch.body["metadata"]["labels"] == {PHASE_LABEL: "quarantined"}
     written = json.loads(record_patch.body["metadata"]["annotations"][RECORD])
     assert (written["phase"], written["action"], written["reason"]) == ("quarantined", "replace", "xid 79")
-    assert cordon.body == {"spec": {"unschedulable": True, "taints": [TAINT]}}
+    # The taint list is replaced whole, so the patch only applies to the Node it was computed from.
+    # (the version the record patch returned: the cordon was the next write, which bumped it once more)
+    assert cordon.body == {
+        "metadata": {"resourceVersion": str(int(api.nodes[bad]["metadata"]["resourceVersion"]) - 1)},
+        "spec": {"unschedulable": True, "taints": [TAINT]},
+    }
     assert [e.body["reason"] for e in events] == ["WardenQuarantined", "WardenAction"]
     assert events[0].path == "/api/v1/namespaces/default/events"
     assert events[0].body["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": bad, "uid": f"uid-{bad}"}
@@ -150,10 +156,11 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     warden.round()
     assert record_of(cluster, bad).phase == "remediating"
     posts = [(r.method, r.path.rsplit("/", 1)[1]) for r in cluster.gce.requests]
-    assert posts == [("POST", "reportHostAsFaulty"), ("GET", bad), ("POST", "deleteInstances")]
+    assert posts == [("POST", "reportHostAsFaulty"), ("GET", bad), ("POST", "recreateInstances")]
     assert cluster.gce.requests[2].path.endswith(
-        "/instanceGroupManagers/gke-meridian-us-central1-h200-a-grp/deleteInstances"
+        "/zones/us-central1-b/instanceGroupManagers/gke-meridian-us-central1-h200-a-grp/recreateInstances"
     )
+    assert cluster.gce.requests[2].body == {"instances": [f"zones/us-central1-b/instances/{bad}"]}
 
     # A restarted Warden mid-remediation asks nothing again.
     clock.now += 30
@@ -183,7 +190,10 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     assert record_of(cluster, bad).phase == "healthy"
     uncordon = [r for r in cluster.mutations(mark) if r.body and "spec" in r.body]
     assert uncordon[0].body == {
-        "metadata": {"annotations": {"meridian.dev/preflight-failure": None}},
+        "metadata": {
+            "annotations": {"meridian.dev/preflight-failure": None},
+            "resourceVersion": str(int(api.nodes[bad]["metadata"]["resourceVersion"]) - 1),
+        },
         "spec": {"unschedulable": False, "taints": []},
     }
     assert api.nodes[bad]["metadata"]["labels"][PHASE_LABEL] == "healthy"

@@ -7,6 +7,18 @@ changed). What a phase implies (cordoned and tainted, pods evicted, a
 probation Job) is re-asserted every round, so a failed call is repaired by
 the next round instead of being forgotten. In dry-run nothing is changed:
 decisions are logged and counted.
+
+One node's trouble stays that node's: any failure while acting on it (an API
+error, a timeout, a dropped connection, a Node shaped unlike a Node) is
+counted and logged, the node is left alone for a while (exponential backoff)
+and the round goes on. Only LeaseLost stops the round: this replica may no
+longer act at all.
+
+Cordon, taint and uncordon patches carry the Node's resourceVersion: if
+anyone changed the Node since Warden read it, the API server answers 409,
+Warden re-reads it and tries again next round instead of overwriting a taint
+list it has not seen. A node a person had cordoned stays cordoned when
+Warden returns it.
 """
 
 from __future__ import annotations
@@ -19,15 +31,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from warden.gce import Compute, instance_of
-from warden.kube import ApiError, Kube
+from warden.kube import ApiError, Kube, LeaseLost
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import GPU, MAINTENANCE_LABEL, POOL_LABEL, PREFLIGHT_ANNOTATION
+from warden.observe import GPU, MAINTENANCE_LABEL, POOL_LABEL, PREFLIGHT_ANNOTATION, TAINT_KEY
 from warden.policy import Policy
+from warden.ratelimit import Backoff
 from warden.state import Decision, Record
 
 log = logging.getLogger("warden")
-TAINT = {"key": "meridian.dev/warden", "value": "quarantined", "effect": "NoSchedule"}
+TAINT = {"key": TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
 CORDONED = ("quarantined", "draining", "remediating", "probation", "held")
 NVIDIA_HOST = "/home/kubernetes/bin/nvidia"  # where GKE installs the driver on the node
 
@@ -67,11 +80,35 @@ class Actuator:
     ) -> None:
         self.kube, self.compute, self.policy, self.cache, self.metrics = kube, compute, policy, cache, metrics
         self.namespace, self.clock = namespace, clock
+        self.backoff = Backoff(clock=clock)
+
+    def _failed(self, name: str, stage: str, error: Exception) -> None:
+        """Contain one node's failure: count it, back off from that node, let the round go on."""
+        if isinstance(error, ApiError):
+            self.metrics.api_errors.inc()
+            if error.status == 409:
+                # Someone changed the Node under us: read it again, decide again next round, no backoff.
+                self.metrics.conflicts.inc()
+                try:
+                    fresh = self.kube.get(f"/api/v1/nodes/{name}")
+                    if fresh is not None:
+                        self.cache.store(fresh)
+                except ApiError:
+                    pass
+                log.info("%s: changed by someone else; re-read, trying again next round", name)
+                return
+        else:
+            self.metrics.node_errors.inc(stage=stage)
+        wait = self.backoff.failed(name)
+        log.warning("%s: %s (%s); leaving it for %.0fs", name, error, type(error).__name__, wait)
 
     # Decisions
 
     def apply(self, node: dict[str, Any], before: Record, decision: Decision) -> None:
-        name = node["metadata"]["name"]
+        name = str(node["metadata"]["name"])
+        if not self.policy.dry_run and not self.backoff.ready(name):
+            log.info("%s: backing off after failures; decided again next round", name)
+            return  # nothing happened, so nothing is counted
         after = decision.record
         carried = "false" if self.policy.dry_run else "true"
         if before.phase != after.phase:
@@ -101,12 +138,14 @@ class Actuator:
                     node, f"Warden{after.phase.capitalize()}", f"{before.phase} -> {after.phase}: {after.reason}"
                 )
             for command in decision.commands:
-                self.run(node, after, command.verb, command.detail)
-        except (ApiError, OSError) as error:
-            self.metrics.api_errors.inc()
-            log.warning("%s: %s", name, error)
+                self.run(current, after, command.verb, command.detail, before)
+            self.backoff.succeeded(name)
+        except LeaseLost:
+            raise
+        except Exception as error:  # one node's trouble must never end the round (DESIGN: hostile input)
+            self._failed(name, "act", error)
 
-    def run(self, node: dict[str, Any], record: Record, verb: str, detail: str) -> None:
+    def run(self, node: dict[str, Any], record: Record, verb: str, detail: str, before: Record | None = None) -> None:
         name = node["metadata"]["name"]
         if verb == "cordon":
             self.cordon(node)
@@ -119,7 +158,7 @@ class Actuator:
         elif verb == "preflight":
             self.start_probation(node, record)
         elif verb == "uncordon":
-            self.uncordon(node)
+            self.uncordon(node, keep_unschedulable=before is not None and before.person_cordon)
         elif verb == "event":
             self.event(node, "WardenAction", detail)
 
@@ -130,7 +169,7 @@ class Actuator:
         if verb == "report_faulty":
             self.compute.report_host_as_faulty(instance, reason)
         elif verb == "replace":
-            self.compute.delete_from_group(self.compute.group_of(instance))
+            self.compute.recreate_in_group(self.compute.group_of(instance))
         elif MAINTENANCE_LABEL in (node["metadata"].get("labels") or {}):
             self.compute.perform_maintenance(instance)  # the reboot that also clears the pending host event
         else:
@@ -142,6 +181,9 @@ class Actuator:
         """`pods` (left on a draining node) and `probation` (its Job's result) as the round just read them."""
         if self.policy.dry_run or record.phase not in CORDONED:
             return
+        name = str(node["metadata"]["name"])
+        if not self.backoff.ready(name):
+            return
         try:
             if not is_cordoned(node):
                 self.cordon(node)
@@ -149,21 +191,34 @@ class Actuator:
                 self.evict(pods)
             if record.phase == "probation" and probation == "missing":
                 self.start_probation(node, record)
-        except (ApiError, OSError) as error:
-            self.metrics.api_errors.inc()
-            log.warning("%s: %s", node["metadata"]["name"], error)
+            self.backoff.succeeded(name)
+        except LeaseLost:
+            raise
+        except Exception as error:  # one node's trouble must never end the round
+            self._failed(name, "act", error)
+
+    @staticmethod
+    def _precondition(node: dict[str, Any]) -> dict[str, Any]:
+        """The resourceVersion the patch was computed from: the API server refuses it (409) if the Node changed since."""
+        version = str((node.get("metadata") or {}).get("resourceVersion") or "")
+        return {"resourceVersion": version} if version else {}
 
     def cordon(self, node: dict[str, Any]) -> None:
+        # A merge patch replaces the whole taint list, so it must be built from the Node as it is now.
         taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
-        patch = {"spec": {"unschedulable": True, "taints": [*taints, TAINT]}}
+        patch: dict[str, Any] = {"spec": {"unschedulable": True, "taints": [*taints, TAINT]}}
+        if meta := self._precondition(node):
+            patch["metadata"] = meta
         self.cache.store(self.kube.patch_node(node["metadata"]["name"], patch))
 
-    def uncordon(self, node: dict[str, Any]) -> None:
+    def uncordon(self, node: dict[str, Any], keep_unschedulable: bool = False) -> None:
+        """Remove Warden's taint and cordon; a person's cordon (unschedulable before Warden came) stays."""
         name = node["metadata"]["name"]
         taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
+        spec: dict[str, Any] = {"taints": taints} if keep_unschedulable else {"unschedulable": False, "taints": taints}
         patch = {
-            "metadata": {"annotations": {PREFLIGHT_ANNOTATION: None}},  # the failure was dealt with
-            "spec": {"unschedulable": False, "taints": taints},
+            "metadata": {"annotations": {PREFLIGHT_ANNOTATION: None}, **self._precondition(node)},
+            "spec": spec,
         }
         self.cache.store(self.kube.patch_node(name, patch))
 

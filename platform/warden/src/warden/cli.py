@@ -108,12 +108,15 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     policy = load_policy(args.policy, args.cluster)
     if args.dry_run:
         policy = replace(policy, dry_run=True)
-    kube = Kube(client(args.kubeconfig), TokenBucket(args.qps, args.burst))
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    # The Lease has its own client and rate limiter, so a busy round never delays a renewal;
+    # every write of the service itself is fenced by the Lease (Elector.check).
+    elector = Elector(Kube(client(args.kubeconfig), TokenBucket(5, 10)), args.leader_election_namespace, identity)
+    kube = Kube(client(args.kubeconfig), TokenBucket(args.qps, args.burst), guard=elector.check)
     metrics = WardenMetrics()
     cache = NodeCache(kube, resync_s=args.resync_seconds)
-    warden = Warden(kube, policy, cache, Actuator(kube, Compute(), policy, cache, metrics), metrics)
-    identity = os.environ.get("POD_NAME") or socket.gethostname()
-    elector = Elector(kube, args.leader_election_namespace, identity)
+    compute = Compute(guard=elector.check)
+    warden = Warden(kube, policy, cache, Actuator(kube, compute, policy, cache, metrics), metrics)
     if not args.once:
         serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.registry.render())})
         serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})

@@ -4,11 +4,21 @@ Pure: the adapters (Kubernetes, GCE) gather NodeViews and carry out the
 commands. Nodes are decided one after another, and each quarantine or
 remediation counts against the budget at once, so a correlated failure can
 never take out more than the limits allow in a single round.
+
+The share limit always leaves room for one node per pool: 5% of a pool under
+20 nodes rounds down to none, and a small or scaled-down pool would otherwise
+never be repaired. A pool with nothing out of service may always take one.
+
+A round may decide only some nodes (`only`: those a watch event just
+touched) and still count every node's phase, so the budget is the same one
+a full round would use.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from warden.policy import Policy, Signal
@@ -32,7 +42,12 @@ class Round:
     blocked: int  # suspects the circuit breaker kept in service
 
 
-def run_round(nodes: list[NodeView], policy: Policy, now: float) -> Round:
+def allowed_out(size: int, share: float) -> int:
+    """How many nodes of `size` may be out of service at once: the share, rounded down, and never less than 1."""
+    return max(1, math.floor(size * share + 1e-9))
+
+
+def run_round(nodes: list[NodeView], policy: Policy, now: float, only: Collection[str] | None = None) -> Round:
     pool_size = Counter(n.pool for n in nodes)
     out = Counter(n.pool for n in nodes if n.record.phase in OUT_OF_SERVICE)
     busy = Counter(n.pool for n in nodes if n.record.phase == "remediating")
@@ -40,11 +55,16 @@ def run_round(nodes: list[NodeView], policy: Policy, now: float) -> Round:
     decisions: dict[str, Decision] = {}
     blocked = 0
     # Nodes already on their way first, so finishing work frees budget before new work takes it.
+    share = policy.unhealthy_share_limit
+    pool_cap = {pool: allowed_out(size, share) for pool, size in pool_size.items()}
+    cluster_cap = allowed_out(cluster, share)
     for node in sorted(nodes, key=lambda n: (n.record.phase == "healthy", n.record.since, n.name)):
+        if only is not None and node.name not in only:
+            continue  # counted above as it stands; not decided in this round
+        within = out[node.pool] < pool_cap[node.pool] and total_out < cluster_cap
         budget = Budget(
-            may_quarantine=(out[node.pool] + 1) / pool_size[node.pool] <= policy.unhealthy_share_limit
-            and (total_out + 1) / cluster <= policy.unhealthy_share_limit,
-            may_remediate=busy[node.pool] < policy.max_per_pool and total_busy < policy.max_per_cluster,
+            may_quarantine=out[node.pool] == 0 or within,
+            may_remediate=busy[node.pool] < max(1, policy.max_per_pool) and total_busy < max(1, policy.max_per_cluster),
         )
         decision = decide(node.record, list(node.signals), node.facts, now, policy, budget)
         before, after = node.record.phase, decision.record.phase

@@ -2,18 +2,26 @@
 
 reset (a reboot from outside the guest), reportHostAsFaulty (ask Google to
 retire the physical host; GPU faults are UNRECOVERABLE_GPU_ERROR), and
-deleting the instance from its managed instance group so GKE creates a fresh
-one. The token comes from the metadata server (Workload Identity gives the
+recreating the instance in its managed instance group so the pool keeps its
+size. The token comes from the metadata server (Workload Identity gives the
 warden Google service account); tests pass their own and a local base URL.
+
+Every failure (an HTTP status, a timeout, a dropped connection, a reply that
+is not JSON) is an ApiError, status 0 when no status came back, exactly as
+for the Kubernetes client, so the service handles both alike.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
+
+from warden.errors import ApiError
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"
 METADATA_TOKEN = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
@@ -39,6 +47,8 @@ class Instance:
     zone: str
     name: str
     group: str | None = None  # the managed instance group GKE runs the node pool in
+    # Where the group lives: "zones/<zone>" (GKE node pools: one zonal group per zone) or "regions/<region>".
+    group_location: str = ""
 
     @property
     def path(self) -> str:
@@ -46,28 +56,55 @@ class Instance:
 
 
 class Compute:
-    def __init__(self, token: Callable[[], str] = metadata_token, base: str = COMPUTE, timeout: float = 30) -> None:
-        self.token, self.base, self.timeout = token, base.rstrip("/"), timeout
+    """`guard`, when set, is called before every POST and raises LeaseLost to stop it."""
+
+    def __init__(
+        self,
+        token: Callable[[], str] = metadata_token,
+        base: str = COMPUTE,
+        timeout: float = 30,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
+        self.token, self.base, self.timeout, self.guard = token, base.rstrip("/"), timeout, guard
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {self.token()}"}
         data = None
-        if method == "POST":
-            data, headers["Content-Type"] = json.dumps(body or {}).encode(), "application/json"
-        request = urllib.request.Request(f"{self.base}/{path}", data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            result: dict[str, Any] = json.load(response)
-            return result  # a zonal Operation, or the resource for a GET
+        try:
+            headers = {"Authorization": f"Bearer {self.token()}"}
+            if method == "POST":
+                data, headers["Content-Type"] = json.dumps(body or {}).encode(), "application/json"
+                if self.guard is not None:
+                    self.guard()
+            request = urllib.request.Request(f"{self.base}/{path}", data=data, method=method, headers=headers)
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                result = json.load(response)  # a zonal Operation, or the resource for a GET
+        except urllib.error.HTTPError as error:
+            raise ApiError(error.code, method, path, error.read().decode(errors="replace")) from None
+        except (OSError, http.client.HTTPException, ValueError, RecursionError) as error:
+            # URLError, timeouts and resets are OSErrors; an IncompleteRead is an HTTPException; bad JSON a ValueError.
+            raise ApiError(0, method, path, f"{type(error).__name__}: {error}") from None
+        if not isinstance(result, dict):
+            raise ApiError(0, method, path, "reply is not a JSON object")
+        return result
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return self._call("POST", path, body)
 
     def group_of(self, instance: Instance) -> Instance:
-        """The instance with its managed instance group, from the `created-by` metadata GCE sets."""
+        """The instance with its managed instance group, from the `created-by` metadata GCE sets
+        (projects/<number>/zones/<zone>/instanceGroupManagers/<name>, or regions/<region>/... for a regional group)."""
         found = self._call("GET", instance.path)
-        for item in found.get("metadata", {}).get("items", []):
-            if item.get("key") == "created-by" and "/instanceGroupManagers/" in item.get("value", ""):
-                return replace(instance, group=item["value"].rsplit("/", 1)[1])
+        items = (found.get("metadata") or {}).get("items") or []
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict) or item.get("key") != "created-by":
+                continue
+            value = str(item.get("value", ""))
+            if "/instanceGroupManagers/" not in value:
+                continue
+            parts = value.split("/")
+            at = parts.index("instanceGroupManagers")
+            if at >= 2 and parts[at - 2] in ("zones", "regions") and at + 1 < len(parts) and parts[at + 1]:
+                return replace(instance, group=parts[at + 1], group_location=f"{parts[at - 2]}/{parts[at - 1]}")
         return instance
 
     def perform_maintenance(self, instance: Instance) -> dict[str, Any]:
@@ -84,14 +121,21 @@ class Compute:
         }
         return self._post(f"{instance.path}/reportHostAsFaulty", body)
 
-    def delete_from_group(self, instance: Instance) -> dict[str, Any]:
+    def recreate_in_group(self, instance: Instance) -> dict[str, Any]:
+        """Replace the machine and keep the pool's size.
+
+        instanceGroupManagers.recreateInstances deletes the instance and creates it again from the
+        group's template, leaving targetSize alone; deleteInstances "reduces the targetSize of the
+        managed instance group by the number of instances that you delete", so every replacement
+        would shrink the pool by one (https://cloud.google.com/compute/docs/reference/rest/v1/
+        instanceGroupManagers/recreateInstances and .../deleteInstances). The instance is named by
+        its partial URL, zones/<zone>/instances/<name>. GKE node pools run zonal groups; a regional
+        group (regionInstanceGroupManagers.recreateInstances, same body) is handled for completeness.
+        """
         if instance.group is None:
-            raise ValueError(f"{instance.name}: no managed instance group known; GKE nodes always have one")
-        body = {
-            "instances": [f"zones/{instance.zone}/instances/{instance.name}"],
-            "skipInstancesOnValidationError": True,
-        }
+            raise ApiError(0, "POST", instance.path, "no managed instance group known; GKE nodes always have one")
+        location = instance.group_location or f"zones/{instance.zone}"
+        body = {"instances": [f"zones/{instance.zone}/instances/{instance.name}"]}
         return self._post(
-            f"projects/{instance.project}/zones/{instance.zone}/instanceGroupManagers/{instance.group}/deleteInstances",
-            body,
+            f"projects/{instance.project}/{location}/instanceGroupManagers/{instance.group}/recreateInstances", body
         )

@@ -9,20 +9,17 @@ token bucket, so a storm of faults cannot flood the API server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
+from warden.errors import ApiError, LeaseLost
 from warden.ratelimit import TokenBucket
+
+__all__ = ["MERGE", "STRATEGIC", "ApiError", "Kube", "LeaseLost", "client"]
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, method: str, path: str, body: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {body[:200]}")
-        self.status = status
 
 
 def client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -30,26 +27,49 @@ def client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     from kubernetes import client as k8s
     from kubernetes import config
 
+    configuration = k8s.Configuration()
+    # No retries inside urllib3: a timed-out call would otherwise block a round for 4 x the
+    # timeout; Warden retries next round, with backoff per node (warden.ratelimit.Backoff).
+    configuration.retries = False
     if kubeconfig is None:
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return k8s.ApiClient()
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return k8s.ApiClient(configuration)
         except config.ConfigException:
             pass
-    return config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return k8s.ApiClient(configuration)
 
 
 class Kube:
-    def __init__(self, api: Any, limiter: TokenBucket | None = None, timeout: float = 30) -> None:
-        self.api, self.limiter, self.timeout = api, limiter or TokenBucket(20, 40), timeout
+    """`guard`, when set, is called before every mutating request and raises LeaseLost to stop it."""
 
-    def _send(self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str) -> Any:
+    def __init__(
+        self,
+        api: Any,
+        limiter: TokenBucket | None = None,
+        timeout: float = 30,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
+        self.api, self.limiter, self.timeout, self.guard = api, limiter or TokenBucket(20, 40), timeout, guard
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
         self.limiter.take()
+        if method != "GET" and self.guard is not None:
+            self.guard()  # after the limiter's wait, right before the request leaves
         headers = {"Accept": "application/json", "Content-Type": content_type}
         method, url, headers, body, _ = self.api.param_serialize(
             method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
         )
-        return self.api.call_api(method, url, headers, body, _request_timeout=self.timeout)
+        return self.api.call_api(method, url, headers, body, _request_timeout=timeout or self.timeout)
 
     def request(
         self,
@@ -60,26 +80,39 @@ class Kube:
         content_type: str = "application/json",
     ) -> dict[str, Any]:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             response = self._send(method, path, query or [], body, content_type)
+            data = response.read()
         except ApiException as error:  # the client raises for some statuses itself
             raise ApiError(error.status or 0, method, path, str(error.body or error.reason)) from None
-        data = response.read()
+        except (HTTPError, OSError) as error:  # timeouts, refused or dropped connections: like any failed call
+            raise ApiError(0, method, path, f"{type(error).__name__}: {error}") from None
         if not 200 <= response.status < 300:
             raise ApiError(response.status, method, path, data.decode(errors="replace"))
-        result: dict[str, Any] = json.loads(data) if data else {}
+        try:
+            result = json.loads(data) if data else {}
+        except (ValueError, RecursionError):
+            raise ApiError(response.status, method, path, "reply is not JSON") from None
+        if not isinstance(result, dict):
+            raise ApiError(response.status, method, path, "reply is not a JSON object")
         return result
 
-    def watch(self, path: str, resource_version: str, timeout_s: int) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, resource_version: str, timeout_s: int, selector: list[tuple[str, str]] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Watch events ({"type", "object"}) from resource_version until the server ends the stream."""
         query = [
+            *(selector or []),
             ("watch", "true"),
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(timeout_s)),
         ]
-        response = self._send("GET", path, query, None, "application/json")
+        # The read timeout must outlast the server's own end of the stream, or a quiet watch
+        # would be cut (and the cache relisted) every `timeout` seconds.
+        response = self._send("GET", path, query, None, "application/json", (self.timeout, timeout_s + self.timeout))
         if not 200 <= response.status < 300:
             raise ApiError(response.status, "GET", path, response.read().decode(errors="replace"))
         buffer = b""

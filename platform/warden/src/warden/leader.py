@@ -1,19 +1,36 @@
-"""Leader election on a coordination.k8s.io Lease, the way client-go does it.
+"""Leader election on a coordination.k8s.io Lease, the way client-go does it, with a fence on acting.
 
 Only the leader acts; the standby takes over when the holder has not renewed
 for lease_duration_s. Expiry is judged by when this process last saw the
 record change, never by comparing clocks across machines. Updates carry the
 Lease's resourceVersion, so two candidates cannot both win.
+
+The Lease is renewed by its own thread (`keep`, every retry_period_s, with its
+own client and rate limiter), so a round longer than the Lease never lets it
+lapse. And no mutating request leaves unless this process still holds the
+Lease by its own monotonic clock (`check`, called by the clients before every
+write): a renewal counts from the moment it was *sent*, and is trusted only
+for renew_deadline_s (10 s) of the 15 s a standby waits from when it *saw*
+the renewal, so the old leader stops writing at least 5 s before anyone else
+may start, whatever the round is doing. These are client-go's defaults
+(LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s; k8s.io/client-go/
+tools/leaderelection). Like client-go, this is not a fencing token: a request
+that leaves in time but is delayed in the network for more than the margin
+could still land late.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from warden.kube import ApiError, Kube
+from warden.kube import ApiError, Kube, LeaseLost
+
+log = logging.getLogger("warden")
 
 
 def micro_time(epoch: float) -> str:
@@ -29,14 +46,25 @@ class Elector:
         name: str = "warden",
         lease_duration_s: int = 15,
         clock: Callable[[], float] = time.time,
+        renew_deadline_s: float = 10,
+        retry_period_s: float = 2,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
+        if not 0 < renew_deadline_s < lease_duration_s:
+            raise ValueError("renew_deadline_s must be > 0 and below lease_duration_s")
         self.kube, self.identity, self.duration, self.clock = kube, identity, lease_duration_s, clock
+        self.renew_deadline, self.retry_period = renew_deadline_s, retry_period_s
+        # Tests pass one fake clock for both; in production validity is judged on the monotonic clock.
+        self.monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self.collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.name, self.namespace = name, namespace
         self._seen: tuple[str, str] | None = None  # (holder, renewTime) last observed
         self._seen_at = 0.0
+        self._valid_until = float("-inf")  # monotonic: writes allowed before this
+        self._lock = threading.Lock()
         self.leading = False
+        self.renewals = 0
 
     def _spec(self, now: float, old: dict[str, Any]) -> dict[str, Any]:
         same = old.get("holderIdentity") == self.identity
@@ -48,8 +76,30 @@ class Elector:
             "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if same or not old else 1),
         }
 
+    def _won(self, sent_at: float) -> None:
+        with self._lock:
+            self.leading = True
+            self._valid_until = max(self._valid_until, sent_at + self.renew_deadline)
+            self.renewals += 1
+
+    def _lost(self) -> None:
+        with self._lock:
+            self.leading = False
+            self._valid_until = float("-inf")
+
+    def holds(self) -> bool:
+        """True while this process may act: it won or renewed the Lease less than renew_deadline_s ago."""
+        with self._lock:
+            return self.leading and self.monotonic() < self._valid_until
+
+    def check(self) -> None:
+        """Called before every mutating request (Kube and Compute `guard`)."""
+        if not self.holds():
+            raise LeaseLost(f"{self.identity} no longer holds the Lease {self.namespace}/{self.name}")
+
     def step(self) -> bool:
-        """Acquire or renew; True while this process leads."""
+        """Acquire or renew once; True while this process leads. Never raises: a failed try is tried again."""
+        sent_at = self.monotonic()  # before the request: the renewal can only have landed later
         now = self.clock()
         try:
             lease = self.kube.get(self.path)
@@ -61,24 +111,32 @@ class Elector:
                     "spec": self._spec(now, {}),
                 }
                 self.kube.create(self.collection, body)
-                self.leading = True
+                self._won(sent_at)
                 return True
             spec = lease.get("spec") or {}
             observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
             if observed != self._seen:
-                self._seen, self._seen_at = observed, now
+                self._seen, self._seen_at = observed, sent_at
             holder = observed[0]
-            expired = now - self._seen_at > int(spec.get("leaseDurationSeconds") or self.duration)
+            expired = sent_at - self._seen_at > int(spec.get("leaseDurationSeconds") or self.duration)
             if holder and holder != self.identity and not expired:
-                self.leading = False
+                self._lost()
                 return False
             lease["spec"] = self._spec(now, spec)
             self.kube.replace(self.path, lease)  # carries metadata.resourceVersion: a race loses with 409
-            self._seen, self._seen_at = (self.identity, lease["spec"]["renewTime"]), now
-            self.leading = True
+            self._seen, self._seen_at = (self.identity, lease["spec"]["renewTime"]), sent_at
+            self._won(sent_at)
             return True
-        except ApiError as error:
-            if error.status not in (409, 500, 503, 0):
-                raise
-            self.leading = False
-            return False
+        except (ApiError, ValueError, TypeError, AttributeError) as error:
+            # A failed renewal does not end leadership by itself: holds() does, once renew_deadline_s has passed.
+            log.warning("lease %s/%s: %s", self.namespace, self.name, error)
+            return self.holds()
+
+    def keep(self, stop: threading.Event) -> None:
+        """The renewal loop, run in its own thread for as long as the service runs."""
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception as error:  # the renewal thread must outlive anything one try can raise
+                log.exception("lease %s/%s: %s", self.namespace, self.name, error)
+            stop.wait(self.retry_period)

@@ -54,7 +54,20 @@ class WardenMetrics:
         self.registry = r = Registry()
         self.transitions = r.counter("warden_transitions_total", "Node state transitions, by from_phase and to_phase.")
         self.commands = r.counter("warden_commands_total", "Commands decided, by verb and whether carried out.")
-        self.api_errors = r.counter("warden_api_errors_total", "Failed Kubernetes or Compute Engine requests.")
+        self.api_errors = r.counter(
+            "warden_api_errors_total",
+            "Failed Kubernetes or Compute Engine requests (timeouts and dropped connections too).",
+        )
+        self.conflicts = r.counter(
+            "warden_conflicts_total",
+            "Node patches refused with 409 because someone changed the Node; retried next round.",
+        )
+        self.node_errors = r.counter(
+            "warden_node_errors_total",
+            "Nodes Warden could not read or act on (stage=record|observe|act); such a node is held or left alone.",
+        )
+        self.lease_lost = r.counter("warden_lease_lost_total", "Rounds stopped because the Lease was no longer held.")
+        self.triggered = r.counter("warden_triggered_rounds_total", "Rounds started by a watch event, not the timer.")
         self.nodes = r.gauge("warden_nodes", "GPU nodes by phase.")
         self.blocked = r.gauge("warden_breaker_blocked_nodes", "Suspect nodes the circuit breaker keeps in service.")
         self.leader = r.gauge("warden_leader", "1 while this replica leads.")

@@ -10,17 +10,19 @@ containers of team pods are checked by warden.trust and passed in.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
 from warden.controller import NodeView
 from warden.policy import Policy, Signal
-from warden.state import OPT_OUT_LABEL, Facts, Record
+from warden.state import MAX_TIME, OPT_OUT_LABEL, Facts, Record, read_record
 
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"  # epoch seconds, set by GKE
 PREFLIGHT_ANNOTATION = "meridian.dev/preflight-failure"  # written by `preflight run --annotate`
 GPU = "nvidia.com/gpu"
+TAINT_KEY = "meridian.dev/warden"  # Warden's NoSchedule taint while a node is out of service
 # Node conditions the agent writes; the message lists "<code>@<epoch seconds>" per code.
 AGENT_CONDITIONS = {"GPUXid": "xid", "NVSwitchSXid": "sxid"}
 
@@ -28,19 +30,23 @@ AGENT_CONDITIONS = {"GPUXid": "xid", "NVSwitchSXid": "sxid"}
 def parse_codes(message: str) -> list[tuple[int, float]]:
     """(code, when) pairs from an agent condition message such as "79@1764412800 13@1764412000"."""
     pairs = []
-    for item in message.split():
+    for item in message.split()[:64]:
         code, _, when = item.partition("@")
-        if code.isdigit():
-            pairs.append((int(code), float(when) if when.replace(".", "", 1).isdigit() else 0.0))
+        # ASCII digits only ("²".isdigit() is True), and no number too long to be a code or a time.
+        if code.isascii() and code.isdigit() and len(code) <= 6:
+            ok = when.isascii() and when.replace(".", "", 1).isdigit() and len(when) <= 20
+            at = float(when) if ok else 0.0
+            pairs.append((int(code), at if math.isfinite(at) and at <= MAX_TIME else 0.0))
     return pairs
 
 
 def parse_time(value: str) -> float:
     """Epoch seconds of a Kubernetes timestamp (RFC 3339); 0 when it is missing or unreadable."""
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        at = datetime.fromisoformat(value[:64].replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError, OSError):
         return 0.0
+    return at if 0 <= at <= MAX_TIME else 0.0
 
 
 def signals(
@@ -94,12 +100,15 @@ def view(
     meta, status = node.get("metadata", {}), node.get("status", {})
     labels = meta.get("labels") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    spec = node.get("spec") or {}
+    warden_taint = any(t.get("key") == TAINT_KEY for t in spec.get("taints") or [])
     facts = Facts(
         ready=ready,
         boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
         pods=pods,
         preflight=probation,
         opted_out=labels.get(OPT_OUT_LABEL) == "true",
+        cordoned_by_other=bool(spec.get("unschedulable")) and not warden_taint,
     )
     return NodeView(
         name=meta["name"],
@@ -114,5 +123,35 @@ def record_of(node: dict[str, Any]) -> Record:
     return Record.from_annotations(node.get("metadata", {}).get("annotations") or {})
 
 
+def read_node_record(node: dict[str, Any]) -> tuple[Record, str | None]:
+    return read_record(node.get("metadata", {}).get("annotations") or {})
+
+
 def is_gpu_node(node: dict[str, Any]) -> bool:
+    """Raises (ValueError, TypeError, AttributeError) on a Node that is not shaped like one: the caller holds it."""
     return int((node.get("status", {}).get("capacity") or {}).get(GPU, 0)) > 0
+
+
+def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a Node can carry a signal: a watch event that changes it starts a round for that node soon.
+
+    Warden's own record and cordon are left out, so its own writes do not wake it up again.
+    """
+    meta, status = node.get("metadata") or {}, node.get("status") or {}
+    conditions = tuple(
+        sorted(
+            (str(c.get("type")), str(c.get("status")), str(c.get("message", ""))[:512])
+            for c in status.get("conditions") or []
+            if isinstance(c, dict) and (c.get("type") in AGENT_CONDITIONS or c.get("type") == "Ready")
+        )
+    )
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return (
+        conditions,
+        str(annotations.get(PREFLIGHT_ANNOTATION, ""))[:512],
+        str(labels.get(MAINTENANCE_LABEL, "")),
+        str(labels.get(OPT_OUT_LABEL, "")),
+        str((status.get("capacity") or {}).get(GPU, "")),
+        str((status.get("allocatable") or {}).get(GPU, "")),
+        str((status.get("nodeInfo") or {}).get("bootID", "")),
+    )

@@ -1,9 +1,13 @@
-"""The Warden service: one round every `round_s` while this replica leads.
+"""The Warden service: one round every `round_s` while this replica leads, and sooner for new signals.
 
 A round reads every GPU Node from the watch cache, adds what only the API
 can tell (pods left on draining nodes, probation results, NCCL failure
 Events), lets `controller.run_round` decide within the safety limits, and
-hands the decisions to the Actuator.
+hands the decisions to the Actuator. Nothing about one node (an unreadable
+record, a Node not shaped like one, a failed or timed-out read) ends a
+round: that node is held for a person or read again next round, and the
+rest go on. A watch event with a new signal starts a round for that node
+after a short debounce; the safety budget still counts the whole pool.
 """
 
 from __future__ import annotations
@@ -12,22 +16,60 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from warden.actions import Actuator
-from warden.controller import OUT_OF_SERVICE, Round, run_round
-from warden.kube import ApiError, Kube
+from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
+from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
-from warden.nodecache import NodeCache
-from warden.observe import is_gpu_node, record_of, view
+from warden.nodecache import EventWatch, NodeCache
+from warden.observe import POOL_LABEL, is_gpu_node, read_node_record, view
 from warden.policy import Policy
-from warden.state import PHASES
+from warden.state import PHASES, Facts, Record
 from warden.trust import NCCL_REASON, TEAM_LABEL, Verdicts, nccl_failures, preflight_failures
 
 log = logging.getLogger("warden")
+
+
+MAX_PENDING = 10_000  # nodes waiting for an early round; a flood of forged Events cannot grow it further
+
+
+class Trigger:
+    """Nodes a watch event showed a new signal on, released together debounce_s after the first of them.
+
+    A burst of events (an agent patching several conditions, a rack failing) becomes one round
+    instead of many, and a lone signal waits debounce_s, not a whole round interval.
+    """
+
+    def __init__(self, debounce_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.debounce_s, self.clock = debounce_s, clock
+        self.wake = threading.Event()
+        self._pending: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def poke(self, name: str) -> None:
+        with self._lock:
+            if len(self._pending) < MAX_PENDING:  # beyond, the next full round covers them
+                self._pending.setdefault(name, self.clock())
+        self.wake.set()
+
+    def due_in(self) -> float | None:
+        """Seconds until the pending nodes are due (0: now), None when nothing is pending."""
+        with self._lock:
+            if not self._pending:
+                return None
+            return max(0.0, min(self._pending.values()) + self.debounce_s - self.clock())
+
+    def take(self) -> set[str]:
+        """The nodes due now (all pending, once the oldest waited debounce_s), or none."""
+        with self._lock:
+            if not self._pending or self.clock() < min(self._pending.values()) + self.debounce_s:
+                return set()
+            names, self._pending = set(self._pending), {}
+            return names
 
 
 class Warden:
@@ -43,53 +85,115 @@ class Warden:
         self.kube, self.policy, self.cache, self.actuator, self.metrics = kube, policy, cache, actuator, metrics
         self.clock = clock
 
-    def round(self) -> Round:
-        started = self.clock()
-        nodes = {n["metadata"]["name"]: n for n in self.cache.snapshot() if is_gpu_node(n)}
-        # Tenants' reports, each checked against the pod the cluster placed (warden.trust).
+    def _tenant_reports(self, now: float) -> Verdicts:
+        """Tenants' reports, each checked against the pod the cluster placed (warden.trust).
+
+        If they cannot be read this round, the round goes on without them: a missing report
+        makes no node suspect, and they are read again next round.
+        """
         verdicts = Verdicts()
-        events = self.kube.events(f"reason={NCCL_REASON}")
-        nccl_failures(events, self.kube.pod, started, self.policy.window_s, verdicts)
-        preflight_failures(self.kube.pods_labelled(TEAM_LABEL), started, self.policy.window_s, verdicts)
+        try:
+            events = self.kube.events(f"reason={NCCL_REASON}")
+            nccl_failures(events, self.kube.pod, now, self.policy.window_s, verdicts)
+            preflight_failures(self.kube.pods_labelled(TEAM_LABEL), now, self.policy.window_s, verdicts)
+        except ApiError as error:
+            self.metrics.api_errors.inc()
+            log.warning("tenant reports not read this round: %s", error)
+            return Verdicts()
         for reason, count in verdicts.ignored.items():
             self.metrics.ignored.inc(count, reason=reason)
-        views, seen = [], {}
-        for name, node in nodes.items():
-            record = record_of(node)
+        return verdicts
+
+    def _node_reads(self, name: str, record: Record) -> tuple[list[dict[str, Any]], str | None]:
+        """Pods left on a draining node and its probation result; on an API error, what changes nothing."""
+        pods: list[dict[str, Any]] = []
+        probation: str | None = None
+        try:
             # Asked once per round, used by the decision and by ensure() alike.
-            pods = self.actuator.pods(name) if record.phase == "draining" else []
-            probation = self.actuator.probation_result(name, record) if record.phase == "probation" else None
+            if record.phase == "draining":
+                pods = self.actuator.pods(name)
+            if record.phase == "probation":
+                probation = self.actuator.probation_result(name, record)
+        except ApiError as error:
+            # Unknown pods count as "still there" (the grace period still ends the drain); an unknown
+            # probation result as "still running". Read again next round.
+            self.metrics.api_errors.inc()
+            log.warning("%s: %s", name, error)
+            return ([{}] if record.phase == "draining" else []), None
+        return pods, probation
+
+    def _view(
+        self, name: str, node: dict[str, Any], now: float, verdicts: Verdicts, decide: bool
+    ) -> tuple[NodeView, list[dict[str, Any]], str | None]:
+        record, unreadable = read_node_record(node)
+        if unreadable:
+            self.metrics.node_errors.inc(stage="record")
+            log.warning("%s: held for a person: %s", name, unreadable)
+        pods, probation = self._node_reads(name, record) if decide else ([], None)
+        finished = probation if probation in ("pass", "fail") else None
+        nccl, preflight = verdicts.nccl[name], verdicts.preflight.get(name)
+        found = view(node, record, now, self.policy, len(pods), finished, nccl, preflight)
+        return found, [p for p in pods if p], probation
+
+    def round(self, only: Collection[str] | None = None) -> Round:
+        """One round over every GPU node; with `only`, decide and act on those nodes alone, budget over all."""
+        started = self.clock()
+        nodes: dict[str, dict[str, Any]] = {}
+        for node in self.cache.snapshot():
+            try:
+                if is_gpu_node(node):
+                    nodes[str(node["metadata"]["name"])] = node
+            except Exception as error:  # not shaped like a Node: nothing to act on, but say so
+                self.metrics.node_errors.inc(stage="observe")
+                log.warning("skipped a node object Warden cannot read: %s", type(error).__name__)
+        verdicts = self._tenant_reports(started)
+        views: list[NodeView] = []
+        seen: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
+        for name, node in nodes.items():
+            decide = only is None or name in only
+            try:
+                found, pods, probation = self._view(name, node, started, verdicts, decide)
+            except LeaseLost:
+                raise
+            except Exception as error:  # one node's data must never end the round: hold it for a person
+                self.metrics.node_errors.inc(stage="observe")
+                why = f"node unreadable: {type(error).__name__}: {str(error)[:200]}"
+                log.warning("%s: held for a person: %s", name, why)
+                found, pods, probation = NodeView(name, _pool(node), Record("held", reason=why), Facts(), ()), [], None
+            views.append(found)
             seen[name] = (pods, probation)
-            finished = probation if probation in ("pass", "fail") else None
-            views.append(
-                view(
-                    node,
-                    record,
-                    started,
-                    self.policy,
-                    len(pods),
-                    finished,
-                    verdicts.nccl[name],
-                    verdicts.preflight.get(name),
-                )
-            )
-        decided = run_round(views, self.policy, started)
+        decided = run_round(views, self.policy, started, only)
         phases: Counter[str] = Counter()
         for v in views:
             decision = decided.decisions.get(v.name)
+            phases[(decision.record if decision else v.record).phase] += 1
+            if only is not None and v.name not in only:
+                continue
             if decision is not None:
                 self.actuator.apply(nodes[v.name], v.record, decision)
             else:
                 self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
-            phases[(decision.record if decision else v.record).phase] += 1
         for phase in PHASES:
             self.metrics.nodes.set(phases[phase], phase=phase)
         self.metrics.blocked.set(decided.blocked)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.set(self.clock() - started)
         out = sum(phases[p] for p in OUT_OF_SERVICE)
-        log.info("round: %d GPU nodes, %d out of service, %d decisions", len(views), out, len(decided.decisions))
+        log.info(
+            "round%s: %d GPU nodes, %d out of service, %d decisions",
+            "" if only is None else f" for {len(only)} node(s)",
+            len(views),
+            out,
+            len(decided.decisions),
+        )
         return decided
+
+
+def _pool(node: Any) -> str:
+    try:
+        return str(node["metadata"]["labels"][POOL_LABEL])
+    except (KeyError, TypeError):
+        return ""
 
 
 def serve_http(port: int, routes: dict[str, Callable[[], tuple[int, str]]]) -> ThreadingHTTPServer:
@@ -116,27 +220,65 @@ def serve(
     elector: Elector,
     stop: threading.Event,
     round_s: float = 30,
-    renew_s: float = 5,
     once: bool = False,
+    trigger: Trigger | None = None,
 ) -> None:
-    """Lead, then run rounds; renew the Lease between them and stop acting the moment it is lost."""
+    """Lead, then run a round every round_s, and one for the nodes a watch event touched debounce_s after it.
+
+    The Lease is renewed by its own thread (Elector.keep) however long a round takes, and every
+    mutating request checks that this replica still holds it (the clients' guard): losing it
+    stops the round at the next write (LeaseLost) and this replica waits as a standby.
+    """
+    elector.step()  # the first try at once, then the renewal thread
+    if once:
+        warden.metrics.leader.set(1 if elector.holds() else 0)
+        if elector.holds():
+            warden.cache.relist()
+            _safe_round(warden, None)
+        return
+    threading.Thread(target=elector.keep, args=(stop,), name="warden-lease", daemon=True).start()
+    trigger = trigger or Trigger()
     watcher: threading.Thread | None = None
     next_round = 0.0
     while not stop.is_set():
-        leading = elector.step()
+        leading = elector.holds()
         warden.metrics.leader.set(1 if leading else 0)
         if leading:
             if watcher is None:
-                warden.cache.relist()
-                watcher = threading.Thread(target=warden.cache.run, args=(stop,), daemon=True)
-                watcher.start()
-            if warden.clock() >= next_round:
                 try:
-                    warden.round()
-                except (ApiError, OSError) as error:
+                    warden.cache.relist()
+                except ApiError as error:
                     warden.metrics.api_errors.inc()
-                    log.warning("round failed: %s", error)
+                    log.warning("node list failed: %s", error)
+                    stop.wait(min(round_s, 5))
+                    continue
+                warden.cache.on_signal = trigger.poke
+                watcher = threading.Thread(target=warden.cache.run, args=(stop,), name="warden-watch", daemon=True)
+                watcher.start()
+                events = EventWatch(warden.kube, NCCL_REASON, warden.cache.has, trigger.poke)
+                threading.Thread(target=events.run, args=(stop,), name="warden-events", daemon=True).start()
+            if warden.clock() >= next_round:
+                trigger.take()  # a full round covers whatever was pending
+                _safe_round(warden, None)
                 next_round = warden.clock() + round_s
-                if once:
-                    return
-        stop.wait(renew_s)
+            elif names := trigger.take():
+                warden.metrics.triggered.inc()
+                _safe_round(warden, names)
+        trigger.wake.clear()  # before due_in(): a poke from now on wakes the wait below
+        due = trigger.due_in()
+        wait = max(0.05, min(next_round - warden.clock(), 1.0 if due is None else due, 1.0))
+        trigger.wake.wait(wait)  # a watch event wakes the loop at once; it then waits out the debounce
+
+
+def _safe_round(warden: Warden, only: Collection[str] | None) -> None:
+    try:
+        warden.round(only)
+    except LeaseLost as error:
+        warden.metrics.lease_lost.inc()
+        log.warning("round stopped: %s", error)
+    except ApiError as error:
+        warden.metrics.api_errors.inc()
+        log.warning("round failed: %s", error)
+    except Exception as error:  # the service outlives any one round
+        warden.metrics.node_errors.inc(stage="round")
+        log.exception("round failed: %s", error)

@@ -18,8 +18,11 @@ repeats: a reboot is asked for once, with the boot id it must change.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from warden.policy import SEVERITY, Action, Policy, Signal
 
@@ -27,6 +30,37 @@ PHASES = ("healthy", "suspect", "quarantined", "draining", "remediating", "proba
 PHASE_LABEL = "meridian.dev/warden-state"
 RECORD = "meridian.dev/warden"
 OPT_OUT_LABEL = "meridian.dev/warden-opt-out"
+# What a record Warden wrote can hold; anything outside is not Warden's writing and holds the node.
+MAX_TIME = 4_102_444_800.0  # 2100-01-01T00:00:00Z
+MAX_RECORD_BYTES = 64 * 1024
+MAX_REASON = 2048
+MAX_BOOT_ID = 128
+MAX_REMEDIATIONS = 64  # more than any repeat-offender window needs; older ones are dropped on write
+
+
+class Unreadable(ValueError):
+    pass
+
+
+def _time(value: Any, name: str) -> float:
+    # bool is an int in Python; JSON's true is not a time.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Unreadable(f"{name}: not a number")
+    if not math.isfinite(value) or not 0 <= value <= MAX_TIME:
+        raise Unreadable(f"{name}: {value!r} is not a time between 1970 and 2100")
+    return float(value)
+
+
+def _text(value: Any, name: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise Unreadable(f"{name}: not a string of at most {limit} characters")
+    return value
+
+
+def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise Unreadable(f"{name}: {str(value)[:40]!r} is not one of {', '.join(allowed)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -38,24 +72,65 @@ class Record:
     boot_id: str = ""  # the boot id a requested reboot must change
     remediations: tuple[float, ...] = ()  # when past remediations started
     handled: float = 0.0  # one-off signals up to this time were dealt with
+    # The node was already unschedulable, without Warden's record, when Warden cordoned it:
+    # a person's cordon, which returning the node must leave in place.
+    person_cordon: bool = False
 
     def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(labels, annotations) to write on the Node."""
-        return {PHASE_LABEL: self.phase}, {RECORD: json.dumps(asdict(self), sort_keys=True)}
+        """(labels, annotations) to write on the Node, always within what from_annotations accepts."""
+        kept = replace(self, reason=self.reason[:MAX_REASON], remediations=self.remediations[-MAX_REMEDIATIONS:])
+        return {PHASE_LABEL: self.phase}, {RECORD: json.dumps(asdict(kept), sort_keys=True)}
 
     @staticmethod
     def from_annotations(annotations: dict[str, str]) -> Record:
-        raw = annotations.get(RECORD)
-        if not raw:
-            return Record()
-        try:
-            data = json.loads(raw)
-            known = {k: v for k, v in data.items() if k in Record.__dataclass_fields__}
-            known["remediations"] = tuple(float(t) for t in known.get("remediations", ()))
-            record = Record(**known)
-        except (ValueError, TypeError, AttributeError):
-            return Record(phase="held", reason=f"unreadable {RECORD} annotation")  # a person decides
-        return record if record.phase in PHASES else replace(record, phase="held")
+        return read_record(annotations)[0]
+
+
+def read_record(annotations: dict[str, str]) -> tuple[Record, str | None]:
+    """The record on a Node, and why it could not be read (then the node is held for a person).
+
+    Every field is checked (type, enum, range): the annotation is input like any other, and a
+    record Warden did not write, or that was damaged, must never be acted on by guessing.
+    Fields a later Warden may add are ignored; a record without a phase is not a record.
+    """
+    raw = annotations.get(RECORD)
+    if not raw:
+        return _NO_RECORD
+    return _parse(raw) if isinstance(raw, str) else _parse(None)
+
+
+_NO_RECORD: tuple[Record, str | None] = (Record(), None)  # frozen: one instance serves every healthy node
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse(raw: str | None) -> tuple[Record, str | None]:
+    # Cached: a round reads every Node's record and most are the same text as last round (Records are frozen).
+    try:
+        if not isinstance(raw, str) or len(raw) > MAX_RECORD_BYTES:
+            raise Unreadable("too long")
+        data = json.loads(raw)  # RecursionError for absurd nesting; ValueError for huge ints or bad JSON
+        if not isinstance(data, dict):
+            raise Unreadable("not a JSON object")
+        remediations = data.get("remediations", [])
+        if not isinstance(remediations, list) or len(remediations) > MAX_REMEDIATIONS:
+            raise Unreadable(f"remediations: not a list of at most {MAX_REMEDIATIONS} times")
+        person_cordon = data.get("person_cordon", False)
+        if not isinstance(person_cordon, bool):
+            raise Unreadable("person_cordon: not true or false")
+        record = Record(
+            phase=_choice(data.get("phase"), "phase", PHASES),
+            since=_time(data.get("since", 0.0), "since"),
+            action=_choice(data.get("action", "none"), "action", tuple(SEVERITY)),
+            reason=_text(data.get("reason", ""), "reason", MAX_REASON),
+            boot_id=_text(data.get("boot_id", ""), "boot_id", MAX_BOOT_ID),
+            remediations=tuple(_time(t, "remediations[]") for t in remediations),
+            handled=_time(data.get("handled", 0.0), "handled"),
+            person_cordon=person_cordon,
+        )
+    except (ValueError, RecursionError) as error:  # Unreadable is a ValueError
+        why = f"unreadable {RECORD} annotation: {str(error)[:200]}"
+        return Record(phase="held", reason=why), why  # a person decides
+    return record, None
 
 
 @dataclass(frozen=True)
@@ -67,6 +142,7 @@ class Facts:
     pods: int = 0  # pods still running there, other than DaemonSets
     preflight: str | None = None  # "pass" or "fail" once a probation preflight finished
     opted_out: bool = False
+    cordoned_by_other: bool = False  # unschedulable without Warden's taint: someone else cordoned it
 
 
 @dataclass(frozen=True)
@@ -117,11 +193,11 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         if _repeat_offender(record, now, policy):
             action = "review"
         suspect = replace(record, phase="suspect", since=now, action=action, reason=reason)
-        return decide_suspect(suspect, now, budget)
+        return decide_suspect(suspect, now, budget, facts.cordoned_by_other)
     if phase == "suspect":
         if SEVERITY[action] > SEVERITY[record.action]:
             record = replace(record, action=action, reason=f"{record.reason}; {reason}")
-        return decide_suspect(record, now, budget)
+        return decide_suspect(record, now, budget, facts.cordoned_by_other)
     if phase == "quarantined":
         if record.action == "review":
             return Decision(
@@ -169,10 +245,10 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
     return Decision(record)  # held: until a person clears the record
 
 
-def decide_suspect(record: Record, now: float, budget: Budget) -> Decision:
+def decide_suspect(record: Record, now: float, budget: Budget, cordoned_by_other: bool = False) -> Decision:
     if not budget.may_quarantine:
         return Decision(record)  # the circuit breaker holds: stay suspect, try again next round
-    quarantined = replace(record, phase="quarantined", since=now)
+    quarantined = replace(record, phase="quarantined", since=now, person_cordon=cordoned_by_other)
     return Decision(
         quarantined,
         (Command("cordon", record.reason), Command("event", f"quarantined ({record.action}): {record.reason}")),
