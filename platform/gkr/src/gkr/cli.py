@@ -116,7 +116,7 @@ def submit(
         fail(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
     from gkr.summary import summary
 
-    print(summary(resolved), file=sys.stderr)
+    print(summary(resolved, context), file=sys.stderr)
     if dry_run:
         _print(objects, output)
         return
@@ -149,7 +149,9 @@ def _target(fleet: str | None, team: str | None, region: str | None, context: st
     teams = {t.name: t for t in registry.teams}
     if team not in teams:
         fail([f"pass --team (one of {', '.join(teams)}) or set `team:` in the user config"])
-    region_name = region or config.region or next(r for r, g in teams[team].quota.items() if g > 0)
+    from gkr.defaults import default_region
+
+    region_name = region or config.region or default_region(registry, teams[team]) or ""
     regions = {r.name: r for r in registry.regions}
     if region_name not in regions:
         fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
