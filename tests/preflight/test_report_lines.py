@@ -7,7 +7,9 @@ from preflight.report import EVIDENCE_LINES, Result, lines
 
 def test_failing_evidence_is_printed_without_json() -> None:
     rows = [f"gpu {i}: xid 79" for i in range(3)]
-    text = lines([Result("gpu-state", "fail", "3 GPUs fell off the bus", rows), Result("shm", "pass", "ok", ["64 GiB"])])
+    text = lines(
+        [Result("gpu-state", "fail", "3 GPUs fell off the bus", rows), Result("shm", "pass", "ok", ["64 GiB"])]
+    )
     assert text.splitlines() == [
         "FAIL  gpu-state: 3 GPUs fell off the bus",
         "      gpu 0: xid 79",

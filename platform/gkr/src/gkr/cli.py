@@ -12,9 +12,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+
+class _Commands(TyperGroup):
+    """Help without `[default: None]`: an option left unset means "resolved from the fleet", as its help says."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        for param in command.params if command is not None else ():
+            if param.default is None and isinstance(param, click.Option | click.Argument):
+                param.show_default = False  # type: ignore[union-attr]
+        return command
+
+
+app = typer.Typer(
+    cls=_Commands, add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False
+)
 
 Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
 Fleet = Annotated[
@@ -28,6 +44,13 @@ Region = Annotated[
     str | None, typer.Option("--region", help="region of the cluster (default: the user config, or the team's first)")
 ]
 Team = Annotated[str | None, typer.Option("--team", help="team (default: the user config)")]
+
+
+def _console() -> Any:
+    """Rich's console; piped (not a terminal), rich would cut tables to 80 columns: give them their full width."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=100_000)
 
 
 def fail(lines: list[str]) -> None:
@@ -103,6 +126,12 @@ def submit(
     """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
     from gkr.submit import flags_of, prepare
 
+    if file is None and command and command[0].endswith((".yaml", ".yml")):
+        fail(
+            [
+                f"{command[0]} is taken as the command; did you mean `gkr submit -f {command[0]}`? (a command goes after --)"
+            ]
+        )
     config, loaded = _load_fleet(fleet)
     given = {
         "name": name, "kind": kind, "team": team or (None if file else config.team), "region": region, "pool": pool, "image": image,
@@ -122,8 +151,8 @@ def submit(
         return
     from gkr import kube
 
+    api = _connect(loaded, resolved.region, context)
     with api_errors(f"applying to {context or resolved.context}"):
-        api = kube.client(context or resolved.context)
         for obj in objects:
             kube.apply(api, obj)
     print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
@@ -155,11 +184,21 @@ def _target(fleet: str | None, team: str | None, region: str | None, context: st
     regions = {r.name: r for r in registry.regions}
     if region_name not in regions:
         fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
+    return _connect(registry, regions[region_name], context), names.team_namespace(team)
+
+
+def _connect(registry: Any, region: Any, context: str | None) -> Any:
+    """An API client for the region's cluster; without credentials for it, the one command that gets them."""
     from gkr import kube
 
+    target = context or registry.context(region)
+    try:
+        kube.check_context(target)
+    except kube.NoContext as exc:
+        other = " (or pass a --context that is in it)" if context else ""
+        fail([f"{exc}; run: {registry.credentials_command(region)}{other}"])
     with api_errors("reading the kubeconfig"):
-        api = kube.client(context or registry.context(regions[region_name]))
-    return api, names.team_namespace(team)
+        return kube.client(target)
 
 
 @app.command("list")
@@ -177,7 +216,6 @@ def list_jobs(
     if output in ("yaml", "json"):
         _print([item for _, item in rows], output)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("kind", "name", "status", "queue")
@@ -194,7 +232,7 @@ def list_jobs(
             str(state),
             item["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name", ""),
         )
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command()
@@ -334,12 +372,14 @@ def clusters(
             gpus[pool.machine.gpu_type] = gpus.get(pool.machine.gpu_type, 0) + pool.nodes * pool.machine.gpus
         quota: dict[str, Any] = {t.name: t.quota.get(region.name, 0) for t in registry.teams}
         if live:
-            quota = _live_quota(registry.context(region), quota)
+            quota, why = _live_quota(registry.context(region), quota)
+            if why:
+                fix = f"; run: {registry.credentials_command(region)}" if why == "no context" else ""
+                print(f"{region.name}: unreachable ({why}){fix}", file=sys.stderr)
         rows.append({"region": region.name, "cluster": region.cluster, "gpus": gpus, "quota": quota})
     if output in ("yaml", "json"):
         _print(rows, output)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("region", "cluster", "GPUs", *(f"{'free / ' if live else ''}quota {t.name}" for t in registry.teams))
@@ -349,19 +389,23 @@ def clusters(
             for q in row["quota"].values()
         ]
         table.add_row(row["region"], row["cluster"], ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()), *cells)
-    Console().print(table)
+    _console().print(table)
 
 
-def _live_quota(context: str, quota: dict[str, Any]) -> dict[str, Any]:
-    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable'."""
+LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
+
+
+def _live_quota(context: str, quota: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable: <why>' and why."""
     from gkr import kube
 
     try:
-        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context))}
-    except Exception:  # one region down must not hide the others
-        return dict.fromkeys(quota, "unreachable")
+        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context), LIVE_TIMEOUT_S)}
+    except Exception as exc:  # one region down must not hide the others
+        why = kube.unreachable(exc)
+        return dict.fromkeys(quota, f"unreachable: {why}"), why
     live: dict[str, Any] = {}
     for team in quota:
         nominal, used = kube.queue_gpus(queues[team]) if team in queues else (0, 0)
         live[team] = {"nominal": nominal, "used": used, "free": nominal - used}
-    return live
+    return live, ""
