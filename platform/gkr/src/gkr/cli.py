@@ -118,6 +118,13 @@ def submit(
     dataset: Annotated[
         list[str] | None, typer.Option("--dataset", help="a fleet dataset bucket, read-only at /data/NAME; repeatable")
     ] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option(
+            "--workdir",
+            help="a local folder packed (without .gitignore/.gkrignore matches) and uploaded as the RayJob's working_dir",
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
     output: Output = "yaml",
     fleet: Fleet = None,
@@ -146,16 +153,55 @@ def submit(
     from gkr.summary import summary
 
     print(summary(resolved, context), file=sys.stderr)
-    if dry_run:
-        _print(objects, output)
-        return
+    package = _workdir(workdir, resolved, objects) if workdir is not None else None
+    try:
+        if dry_run:
+            if package is not None:
+                print(f"would upload {package[1]}", file=sys.stderr)
+            _print(objects, output)
+            return
+        api = _connect(loaded, resolved.region, context)
+        if package is not None:
+            _upload(*package, loaded.project)
+        _apply(api, objects, context or resolved.context)
+    finally:
+        if package is not None:
+            package[0].zip_path.unlink(missing_ok=True)
+    print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+def _workdir(folder: str, resolved: Any, objects: list[dict[str, Any]]) -> tuple[Any, str]:
+    """Pack the folder and point the RayJob at where it goes; (package, one-line description)."""
+    from pathlib import Path
+
+    from gkr import workdir
+
+    if resolved.spec.kind != "rayjob":
+        fail([f"--workdir: a {resolved.spec.kind} has no Ray job runtime environment; use --kind rayjob"])
+    try:
+        package = workdir.pack(Path(folder).expanduser())
+    except workdir.WorkdirError as exc:
+        fail([str(exc)])
+    target = workdir.uri(resolved.region.checkpoint_bucket, resolved.team.name, package.sha256)
+    workdir.attach(objects, target)
+    return package, workdir.describe(package, target)
+
+
+def _upload(package: Any, described: str, project: str) -> None:
+    from gkr import workdir
+
+    target = described.rsplit(" -> ", 1)[1]
+    with api_errors(f"uploading the workdir to {target}"):
+        uploaded = workdir.upload(package, target, project)
+    print(f"{'uploaded' if uploaded else 'already uploaded'} {described}", file=sys.stderr)
+
+
+def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
     from gkr import kube
 
-    api = _connect(loaded, resolved.region, context)
-    with api_errors(f"applying to {context or resolved.context}"):
+    with api_errors(f"applying to {context}"):
         for obj in objects:
             kube.apply(api, obj)
-    print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
 
 
 @contextmanager
