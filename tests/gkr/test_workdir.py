@@ -86,19 +86,19 @@ def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
-    server.start()
+    emulator = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
+    emulator.start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.stop()
+        emulator.stop()
 
 
 def objects_in(host: str) -> list[str]:
     from urllib.request import urlopen
 
-    with urlopen(f"{host}/storage/v1/b/{BUCKET}/o") as reply:  # noqa: S310 - the local emulator
+    with urlopen(f"{host}/storage/v1/b/{BUCKET}/o") as reply:
         return sorted(o["name"] for o in json.load(reply).get("items", []))
 
 
@@ -134,7 +134,11 @@ def test_dry_run_says_what_would_be_uploaded_and_uploads_nothing(
 
 
 def test_submit_uploads_then_applies(
-    gkr: Callable[..., Result], gcs: str, server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gkr: Callable[..., Result],
+    gcs: str,
+    server: str,  # noqa: F811 - test_kube's fake API server
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     use_kubeconfig(tmp_path, monkeypatch, "gke_meridian-train-prod_us-east4_meridian-us-east4", server)
     root = project(tmp_path / "code")
