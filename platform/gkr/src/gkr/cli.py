@@ -41,7 +41,8 @@ Context = Annotated[
     str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
 ]
 Region = Annotated[
-    str | None, typer.Option("--region", help="region of the cluster (default: the user config, or the team's first)")
+    str | None,
+    typer.Option("--region", help="region of the cluster (default: the user config, else the team's largest quota)"),
 ]
 Team = Annotated[str | None, typer.Option("--team", help="team (default: the user config)")]
 
@@ -216,7 +217,10 @@ def api_errors(where: str) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _target(fleet: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str]:
+def _target(
+    fleet: str | None, team: str | None, region: str | None, context: str | None, with_context: bool = False
+) -> Any:
+    """(API client, namespace), and the context used when `with_context`."""
     from fleet import names
 
     config, registry = _load_fleet(fleet)
@@ -230,7 +234,8 @@ def _target(fleet: str | None, team: str | None, region: str | None, context: st
     regions = {r.name: r for r in registry.regions}
     if region_name not in regions:
         fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
-    return _connect(registry, regions[region_name], context), names.team_namespace(team)
+    api, namespace = _connect(registry, regions[region_name], context), names.team_namespace(team)
+    return (api, namespace, context or registry.context(regions[region_name])) if with_context else (api, namespace)
 
 
 def _connect(registry: Any, region: Any, context: str | None) -> Any:
@@ -372,6 +377,43 @@ def _follow(api: Any, namespace: str, pods: list[str]) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+@app.command()
+def dashboard(
+    name: str,
+    kind: Annotated[str, typer.Option("--kind", help="rayjob or raycluster")] = "rayjob",
+    port: Annotated[int, typer.Option("--port", help="local port")] = 8265,
+    team: Team = None,
+    region: Region = None,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Forward a running job's or cluster's Ray dashboard to localhost (kubectl port-forward; Ctrl-C stops)."""
+    from gkr import kube
+
+    choose(kind, ("rayjob", "raycluster"), "--kind")
+    found = kube.kubectl()
+    if found is None:
+        fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
+    api, namespace, target = _target(fleet, team, region, context, with_context=True)
+    with api_errors(f"finding the Ray head of {kind} {name}"):
+        try:
+            service = kube.head_service(api, namespace, kind, name)
+        except kube.NotReady as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
+    print(f"Ray dashboard of {kind} {name}: http://localhost:{port} (Ctrl-C stops)", file=sys.stderr)
+    raise typer.Exit(_run(kube.port_forward(str(found), target, namespace, service, port)))
+
+
+def _run(command: list[str]) -> int:
+    import subprocess
+
+    try:
+        return subprocess.call(command)
+    except KeyboardInterrupt:
+        return 0
 
 
 @app.command()

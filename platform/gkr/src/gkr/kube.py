@@ -182,3 +182,50 @@ def queue_gpus(queue: dict[str, Any], resource: str = "nvidia.com/gpu") -> tuple
         if r.get("name") == resource
     )
     return nominal, used
+
+
+DASHBOARD_PORT = 8265  # the Ray dashboard (and job submission API) on the head, KubeRay's `dashboard` port
+
+
+class NotReady(Exception):
+    """The object exists but has nothing to forward to yet."""
+
+
+def head_service(api: Any, namespace: str, kind: str, name: str) -> str:
+    """The head Service of a RayJob's or RayCluster's Ray cluster (KubeRay names it `<raycluster>-head-svc`)."""
+    from kubernetes import client as k8s
+
+    cluster = name
+    if kind == "rayjob":
+        cluster = str(get_job(api, namespace, kind, name).get("status", {}).get("rayClusterName") or "")
+        if not cluster:
+            raise NotReady(f"rayjob {name} has no Ray cluster yet (queued?); `gkr status {name}` says where it is")
+    service = f"{cluster}-head-svc"
+    found = k8s.CoreV1Api(api).read_namespaced_service(service, namespace)
+    ports = [p.port for p in (found.spec.ports or [])] if found.spec is not None else []
+    if DASHBOARD_PORT not in ports:
+        raise NotReady(f"service {service} has no port {DASHBOARD_PORT} (ports {ports}); is the Ray dashboard on?")
+    return service
+
+
+def kubectl() -> str | None:
+    """The project's kubectl (next to this Python, as the dev environment installs it), else the one on PATH."""
+    import shutil
+    import sys
+
+    local = os.path.join(os.path.dirname(sys.executable), "kubectl")
+    return local if os.access(local, os.X_OK) else shutil.which("kubectl")
+
+
+def port_forward(kubectl_path: str, context: str, namespace: str, service: str, local_port: int) -> list[str]:
+    """kubectl speaks the API server's port-forward protocol (SPDY/websocket) and reconnects; gkr builds its command."""
+    return [
+        kubectl_path,
+        "--context",
+        context,
+        "--namespace",
+        namespace,
+        "port-forward",
+        f"service/{service}",
+        f"{local_port}:{DASHBOARD_PORT}",
+    ]
