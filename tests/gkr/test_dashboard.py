@@ -38,7 +38,12 @@ def ray_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[li
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     use_kubeconfig(tmp_path, monkeypatch, EAST4, f"http://127.0.0.1:{httpd.server_port}")
     ran: list[list[str]] = []
-    monkeypatch.setattr(cli, "_run", lambda command: ran.append(command) or 0)  # never forward for real
+
+    def run(command: list[str]) -> int:  # never forward for real
+        ran.append(command)
+        return 0
+
+    monkeypatch.setattr(cli, "_run", run)
     monkeypatch.setattr(kube, "kubectl", lambda: "/venv/bin/kubectl")
     yield ran
     httpd.shutdown()

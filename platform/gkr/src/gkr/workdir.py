@@ -160,7 +160,7 @@ def upload(package: Package, target: str, project: str | None = None) -> bool:
     variable) points it at an emulator, anonymously.
     """
     from google.api_core.exceptions import PreconditionFailed
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[import-untyped]
 
     bucket_name, _, blob_name = target.removeprefix("gs://").partition("/")
     if os.environ.get("STORAGE_EMULATOR_HOST"):
