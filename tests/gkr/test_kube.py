@@ -233,7 +233,11 @@ def test_clusters_live_shows_free_quota_per_queue(
     rows = {row["region"]: row["quota"] for row in json.loads(result.stdout)}
     assert rows["us-east4"]["research"] == {"nominal": 768, "used": 512, "free": 256}
     assert rows["us-east4"]["pretraining"] == {"nominal": 0, "used": 0, "free": 0}
-    assert rows["us-central1"]["research"] == "unreachable"
+    assert rows["us-central1"]["research"] == "unreachable: no context"
+    assert (
+        "us-central1: unreachable (no context); run: gcloud container clusters get-credentials meridian-us-central1 "
+        "--region us-central1 --project meridian-train-prod --dns-endpoint\n"
+    ) in result.stderr
     assert FakeApiServer.requests[0]["path"] == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 
 

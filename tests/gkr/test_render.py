@@ -89,7 +89,9 @@ def test_indexed_job_runs_the_collective_check_first() -> None:
     assert script.startswith(
         f"{nccl_prelude()} && RANK=$JOB_COMPLETION_INDEX preflight run --check allreduce --min-busbw-gbps=256"
     )
-    assert script.endswith("&& exec python train.py configs/sft.yaml run.name=sft-eval-sweep")
+    assert script.endswith(
+        "&& exec python train.py configs/config.yaml model=small run.launcher=ray ft.device=cuda run.name=sft-eval-sweep"
+    )
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     node_name = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     assert node_name in spec["containers"][0]["env"]
@@ -142,7 +144,10 @@ def test_rayjob_entrypoint_runs_the_cross_pod_check_first() -> None:
     (job,) = objects("pretrain-128-nodes")
     assert job["spec"]["entrypoint"] == (
         "python -m preflight.ray_collective --pods 128 --gpus-per-pod 8 --min-busbw-gbps=256 && "
-        "python train.py configs/llama_70b.yaml run.name=llama-70b-pretrain"
+        "python train.py configs/config.yaml model=small optim=diloco run.launcher=ray ft.device=cuda run.name=llama-70b-pretrain"
     )
     (job,) = objects("pretrain-128-nodes", no_preflight=True)
-    assert job["spec"]["entrypoint"] == "python train.py configs/llama_70b.yaml run.name=llama-70b-pretrain"
+    assert (
+        job["spec"]["entrypoint"]
+        == "python train.py configs/config.yaml model=small optim=diloco run.launcher=ray ft.device=cuda run.name=llama-70b-pretrain"
+    )

@@ -46,9 +46,12 @@ def test_exit_codes_and_one_line_per_check(capsys: pytest.CaptureFixture[str]) -
         str(FIXTURES / "journal.txt"),
     ]
     assert main([*faulty, "--window", "1e12", "--expect-gpus", "8"]) == 1
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    lines = [line for line in out if not line.startswith(" ")]  # one line per check; evidence indented below
     assert lines[0].startswith("FAIL  gpu-state: 7 GPUs visible, the pool's machine has 8 (+5 more)")
     assert lines[1].startswith("FAIL  kernel-log: 1 hardware error(s)")
+    assert out[1].startswith("      ")  # the evidence, without --json
+    assert len(out) > len(lines)
     (FIXTURES.parent / "unused").exists()
     assert main(["run", "--check", "gpu-state", "--nvidia-smi", str(FIXTURES / "dmesg.txt")]) == 2
     assert main(["run", "--check", "bogus"]) == 2

@@ -12,9 +12,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+
+class _Commands(TyperGroup):
+    """Help without `[default: None]`: an option left unset means "resolved from the fleet", as its help says."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        for param in command.params if command is not None else ():
+            if param.default is None and isinstance(param, click.Option | click.Argument):
+                param.show_default = False  # type: ignore[union-attr]
+        return command
+
+
+app = typer.Typer(
+    cls=_Commands, add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False
+)
 
 Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
 Fleet = Annotated[
@@ -25,9 +41,17 @@ Context = Annotated[
     str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
 ]
 Region = Annotated[
-    str | None, typer.Option("--region", help="region of the cluster (default: the user config, or the team's first)")
+    str | None,
+    typer.Option("--region", help="region of the cluster (default: the user config, else the team's largest quota)"),
 ]
 Team = Annotated[str | None, typer.Option("--team", help="team (default: the user config)")]
+
+
+def _console() -> Any:
+    """Rich's console; piped (not a terminal), rich would cut tables to 80 columns: give them their full width."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=100_000)
 
 
 def fail(lines: list[str]) -> None:
@@ -95,6 +119,13 @@ def submit(
     dataset: Annotated[
         list[str] | None, typer.Option("--dataset", help="a fleet dataset bucket, read-only at /data/NAME; repeatable")
     ] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option(
+            "--workdir",
+            help="a local folder packed (without .gitignore/.gkrignore matches) and uploaded as the RayJob's working_dir",
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
     output: Output = "yaml",
     fleet: Fleet = None,
@@ -103,6 +134,12 @@ def submit(
     """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
     from gkr.submit import flags_of, prepare
 
+    if file is None and command and command[0].endswith((".yaml", ".yml")):
+        fail(
+            [
+                f"{command[0]} is taken as the command; did you mean `gkr submit -f {command[0]}`? (a command goes after --)"
+            ]
+        )
     config, loaded = _load_fleet(fleet)
     given = {
         "name": name, "kind": kind, "team": team or (None if file else config.team), "region": region, "pool": pool, "image": image,
@@ -116,17 +153,56 @@ def submit(
         fail(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
     from gkr.summary import summary
 
-    print(summary(resolved), file=sys.stderr)
-    if dry_run:
-        _print(objects, output)
-        return
+    print(summary(resolved, context), file=sys.stderr)
+    package = _workdir(workdir, resolved, objects) if workdir is not None else None
+    try:
+        if dry_run:
+            if package is not None:
+                print(f"would upload {package[1]}", file=sys.stderr)
+            _print(objects, output)
+            return
+        api = _connect(loaded, resolved.region, context)
+        if package is not None:
+            _upload(*package, loaded.project)
+        _apply(api, objects, context or resolved.context)
+    finally:
+        if package is not None:
+            package[0].zip_path.unlink(missing_ok=True)
+    print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+def _workdir(folder: str, resolved: Any, objects: list[dict[str, Any]]) -> tuple[Any, str]:
+    """Pack the folder and point the RayJob at where it goes; (package, one-line description)."""
+    from pathlib import Path
+
+    from gkr import workdir
+
+    if resolved.spec.kind != "rayjob":
+        fail([f"--workdir: a {resolved.spec.kind} has no Ray job runtime environment; use --kind rayjob"])
+    try:
+        package = workdir.pack(Path(folder).expanduser())
+    except workdir.WorkdirError as exc:
+        fail([str(exc)])
+    target = workdir.uri(resolved.region.checkpoint_bucket, resolved.team.name, package.sha256)
+    workdir.attach(objects, target)
+    return package, workdir.describe(package, target)
+
+
+def _upload(package: Any, described: str, project: str) -> None:
+    from gkr import workdir
+
+    target = described.rsplit(" -> ", 1)[1]
+    with api_errors(f"uploading the workdir to {target}"):
+        uploaded = workdir.upload(package, target, project)
+    print(f"{'uploaded' if uploaded else 'already uploaded'} {described}", file=sys.stderr)
+
+
+def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
     from gkr import kube
 
-    with api_errors(f"applying to {context or resolved.context}"):
-        api = kube.client(context or resolved.context)
+    with api_errors(f"applying to {context}"):
         for obj in objects:
             kube.apply(api, obj)
-    print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
 
 
 @contextmanager
@@ -141,7 +217,10 @@ def api_errors(where: str) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _target(fleet: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str]:
+def _target(
+    fleet: str | None, team: str | None, region: str | None, context: str | None, with_context: bool = False
+) -> Any:
+    """(API client, namespace), and the context used when `with_context`."""
     from fleet import names
 
     config, registry = _load_fleet(fleet)
@@ -149,15 +228,28 @@ def _target(fleet: str | None, team: str | None, region: str | None, context: st
     teams = {t.name: t for t in registry.teams}
     if team not in teams:
         fail([f"pass --team (one of {', '.join(teams)}) or set `team:` in the user config"])
-    region_name = region or config.region or next(r for r, g in teams[team].quota.items() if g > 0)
+    from gkr.defaults import default_region
+
+    region_name = region or config.region or default_region(registry, teams[team]) or ""
     regions = {r.name: r for r in registry.regions}
     if region_name not in regions:
         fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
+    api, namespace = _connect(registry, regions[region_name], context), names.team_namespace(team)
+    return (api, namespace, context or registry.context(regions[region_name])) if with_context else (api, namespace)
+
+
+def _connect(registry: Any, region: Any, context: str | None) -> Any:
+    """An API client for the region's cluster; without credentials for it, the one command that gets them."""
     from gkr import kube
 
+    target = context or registry.context(region)
+    try:
+        kube.check_context(target)
+    except kube.NoContext as exc:
+        other = " (or pass a --context that is in it)" if context else ""
+        fail([f"{exc}; run: {registry.credentials_command(region)}{other}"])
     with api_errors("reading the kubeconfig"):
-        api = kube.client(context or registry.context(regions[region_name]))
-    return api, names.team_namespace(team)
+        return kube.client(target)
 
 
 @app.command("list")
@@ -175,7 +267,6 @@ def list_jobs(
     if output in ("yaml", "json"):
         _print([item for _, item in rows], output)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("kind", "name", "status", "queue")
@@ -192,7 +283,7 @@ def list_jobs(
             str(state),
             item["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name", ""),
         )
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command()
@@ -289,6 +380,43 @@ def _follow(api: Any, namespace: str, pods: list[str]) -> None:
 
 
 @app.command()
+def dashboard(
+    name: str,
+    kind: Annotated[str, typer.Option("--kind", help="rayjob or raycluster")] = "rayjob",
+    port: Annotated[int, typer.Option("--port", help="local port")] = 8265,
+    team: Team = None,
+    region: Region = None,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Forward a running job's or cluster's Ray dashboard to localhost (kubectl port-forward; Ctrl-C stops)."""
+    from gkr import kube
+
+    choose(kind, ("rayjob", "raycluster"), "--kind")
+    found = kube.kubectl()
+    if found is None:
+        fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
+    api, namespace, target = _target(fleet, team, region, context, with_context=True)
+    with api_errors(f"finding the Ray head of {kind} {name}"):
+        try:
+            service = kube.head_service(api, namespace, kind, name)
+        except kube.NotReady as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
+    print(f"Ray dashboard of {kind} {name}: http://localhost:{port} (Ctrl-C stops)", file=sys.stderr)
+    raise typer.Exit(_run(kube.port_forward(str(found), target, namespace, service, port)))
+
+
+def _run(command: list[str]) -> int:
+    import subprocess
+
+    try:
+        return subprocess.call(command)
+    except KeyboardInterrupt:
+        return 0
+
+
+@app.command()
 def preflight(
     pods: Annotated[int, typer.Option("--pods")] = 2,
     gpus_per_pod: Annotated[int, typer.Option("--gpus-per-pod")] = 8,
@@ -332,12 +460,14 @@ def clusters(
             gpus[pool.machine.gpu_type] = gpus.get(pool.machine.gpu_type, 0) + pool.nodes * pool.machine.gpus
         quota: dict[str, Any] = {t.name: t.quota.get(region.name, 0) for t in registry.teams}
         if live:
-            quota = _live_quota(registry.context(region), quota)
+            quota, why = _live_quota(registry.context(region), quota)
+            if why:
+                fix = f"; run: {registry.credentials_command(region)}" if why == "no context" else ""
+                print(f"{region.name}: unreachable ({why}){fix}", file=sys.stderr)
         rows.append({"region": region.name, "cluster": region.cluster, "gpus": gpus, "quota": quota})
     if output in ("yaml", "json"):
         _print(rows, output)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("region", "cluster", "GPUs", *(f"{'free / ' if live else ''}quota {t.name}" for t in registry.teams))
@@ -347,19 +477,23 @@ def clusters(
             for q in row["quota"].values()
         ]
         table.add_row(row["region"], row["cluster"], ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()), *cells)
-    Console().print(table)
+    _console().print(table)
 
 
-def _live_quota(context: str, quota: dict[str, Any]) -> dict[str, Any]:
-    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable'."""
+LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
+
+
+def _live_quota(context: str, quota: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable: <why>' and why."""
     from gkr import kube
 
     try:
-        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context))}
-    except Exception:  # one region down must not hide the others
-        return dict.fromkeys(quota, "unreachable")
+        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context), LIVE_TIMEOUT_S)}
+    except Exception as exc:  # one region down must not hide the others
+        why = kube.unreachable(exc)
+        return dict.fromkeys(quota, f"unreachable: {why}"), why
     live: dict[str, Any] = {}
     for team in quota:
         nominal, used = kube.queue_gpus(queues[team]) if team in queues else (0, 0)
         live[team] = {"nominal": nominal, "used": used, "free": nominal - used}
-    return live
+    return live, ""

@@ -24,6 +24,59 @@ KINDS = {
 }
 
 
+class NoContext(Exception):
+    """The kubeconfig lacks what gkr needs to reach a cluster; the message says which part."""
+
+
+def kubeconfig_path() -> str:
+    # Read $KUBECONFIG now: the client reads it once, when it is imported. Like kubectl, the first
+    # of several paths is where `gcloud container clusters get-credentials` writes.
+    return (os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")).split(os.pathsep)[0]
+
+
+def check_context(context: str) -> None:
+    """Raise NoContext when there is no kubeconfig, or it has no context of that name (no network, no client)."""
+    import yaml
+
+    path = kubeconfig_path()
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise NoContext(f"no kubeconfig at {path}") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise NoContext(f"cannot read the kubeconfig {path} ({str(exc).splitlines()[0]})") from None
+    contexts = data.get("contexts") if isinstance(data, dict) else None
+    if not any(isinstance(c, dict) and c.get("name") == context for c in contexts or []):
+        raise NoContext(f"no context {context} in {path}")
+
+
+def unreachable(exc: BaseException) -> str:
+    """Why a cluster did not answer, in a few words: no context, connection refused, unauthorized, timeout..."""
+    if isinstance(exc, NoContext):
+        return "no context" if "no context" in str(exc) else "no kubeconfig"
+    status = getattr(exc, "status", None)
+    if status in (401, 403):
+        return "unauthorized" if status == 401 else "forbidden"
+    if isinstance(status, int) and status >= 400:
+        return f"HTTP {status}"
+    text, seen = "", exc
+    for _ in range(6):  # urllib3 wraps the socket error in MaxRetryError(NewConnectionError(...))
+        text += f" {type(seen).__name__} {seen}"
+        nxt = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        if not isinstance(nxt, BaseException):
+            break
+        seen = nxt
+    lowered = text.lower()
+    if "timeout" in lowered or "timed out" in lowered:
+        return "timeout"
+    if "refused" in lowered:
+        return "connection refused"
+    if "name or service not known" in lowered or "nodename nor servname" in lowered or "resolution" in lowered:
+        return "DNS lookup failed"
+    return f"error ({type(exc).__name__})"
+
+
 def client(context: str | None = None, host: str | None = None, token: str | None = None) -> Any:
     """An ApiClient for a kubeconfig context, or for an explicit host (tests, proxies)."""
     from kubernetes import client as k8s
@@ -35,9 +88,9 @@ def client(context: str | None = None, host: str | None = None, token: str | Non
             configuration.api_key = {"BearerToken": token}
             configuration.api_key_prefix = {"BearerToken": "Bearer"}
         return k8s.ApiClient(configuration)
-    # Read $KUBECONFIG now: the client reads it once, when it is imported.
-    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    return config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+    if context is not None:
+        check_context(context)
+    return config.new_client_from_config(config_file=kubeconfig_path(), context=context)  # type: ignore[no-untyped-call]
 
 
 def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
@@ -104,10 +157,12 @@ def log(api: Any, namespace: str, pod: str, follow: bool) -> Any:
     return k8s.CoreV1Api(api).read_namespaced_pod_log(pod, namespace, follow=follow, _preload_content=not follow)
 
 
-def cluster_queues(api: Any) -> list[dict[str, Any]]:
+def cluster_queues(api: Any, timeout: float | None = None) -> list[dict[str, Any]]:
     from kubernetes import client as k8s
 
-    found = k8s.CustomObjectsApi(api).list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+    found = k8s.CustomObjectsApi(api).list_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", _request_timeout=timeout
+    )
     return list(cast(dict[str, Any], found).get("items", []))
 
 
@@ -127,3 +182,50 @@ def queue_gpus(queue: dict[str, Any], resource: str = "nvidia.com/gpu") -> tuple
         if r.get("name") == resource
     )
     return nominal, used
+
+
+DASHBOARD_PORT = 8265  # the Ray dashboard (and job submission API) on the head, KubeRay's `dashboard` port
+
+
+class NotReady(Exception):
+    """The object exists but has nothing to forward to yet."""
+
+
+def head_service(api: Any, namespace: str, kind: str, name: str) -> str:
+    """The head Service of a RayJob's or RayCluster's Ray cluster (KubeRay names it `<raycluster>-head-svc`)."""
+    from kubernetes import client as k8s
+
+    cluster = name
+    if kind == "rayjob":
+        cluster = str(get_job(api, namespace, kind, name).get("status", {}).get("rayClusterName") or "")
+        if not cluster:
+            raise NotReady(f"rayjob {name} has no Ray cluster yet (queued?); `gkr status {name}` says where it is")
+    service = f"{cluster}-head-svc"
+    found = k8s.CoreV1Api(api).read_namespaced_service(service, namespace)
+    ports = [p.port for p in (found.spec.ports or [])] if found.spec is not None else []
+    if DASHBOARD_PORT not in ports:
+        raise NotReady(f"service {service} has no port {DASHBOARD_PORT} (ports {ports}); is the Ray dashboard on?")
+    return service
+
+
+def kubectl() -> str | None:
+    """The project's kubectl (next to this Python, as the dev environment installs it), else the one on PATH."""
+    import shutil
+    import sys
+
+    local = os.path.join(os.path.dirname(sys.executable), "kubectl")
+    return local if os.access(local, os.X_OK) else shutil.which("kubectl")
+
+
+def port_forward(kubectl_path: str, context: str, namespace: str, service: str, local_port: int) -> list[str]:
+    """kubectl speaks the API server's port-forward protocol (SPDY/websocket) and reconnects; gkr builds its command."""
+    return [
+        kubectl_path,
+        "--context",
+        context,
+        "--namespace",
+        namespace,
+        "port-forward",
+        f"service/{service}",
+        f"{local_port}:{DASHBOARD_PORT}",
+    ]

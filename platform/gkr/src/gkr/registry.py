@@ -80,6 +80,13 @@ class Registry:
         """kubectl context name, as `gcloud container clusters get-credentials` writes it."""
         return f"gke_{self.project}_{region.name}_{region.cluster}"
 
+    def credentials_command(self, region: Region) -> str:
+        """What writes that context: GKE's DNS-based endpoint (no authorized-networks list to be on)."""
+        return (
+            f"gcloud container clusters get-credentials {region.cluster} --region {region.name} "
+            f"--project {self.project} --dns-endpoint"
+        )
+
 
 def from_fleet(fleet: Any) -> Registry:
     from fleet.catalog import preflight_args

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from fleet import names
 from fleet.problems import one_of
+from gkr import defaults
 from gkr.registry import Machine, Pool, Region, Registry, Team
 from gkr.spec import JobSpec, Ray
 
@@ -110,7 +111,7 @@ def resolve(
     if team is None:
         return None, [*problems, Problem("team", f"unknown team {spec.team!r}; {one_of(teams, spec.team)}")]
     regions = {r.name: r for r in registry.regions}
-    region_name = spec.region or default_region or next((r for r, gpus in team.quota.items() if gpus > 0), None)
+    region_name = spec.region or default_region or defaults.default_region(registry, team)
     region = regions.get(region_name or "")
     if region is None:
         return None, [

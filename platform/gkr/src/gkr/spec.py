@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from fleet.problems import one_of
+
 KINDS = ("rayjob", "raycluster", "job")
 TOPOLOGY_MODES = ("required", "preferred")
 TOPOLOGY_LEVELS = ("block", "subblock", "host")
@@ -69,7 +71,7 @@ class _Reader:
         self.data, self.prefix, self.problems = data, prefix, problems
         for key in data:
             if key not in allowed:
-                problems.append(FieldProblem(self.path(str(key)), f"unknown key; use one of {', '.join(allowed)}"))
+                problems.append(FieldProblem(self.path(str(key)), f"unknown key; {one_of(allowed, str(key))}"))
 
     def path(self, key: str) -> str:
         return f"{self.prefix}{key}"

@@ -89,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     result = run(args.pods, args.gpus_per_pod, CollectiveSettings(args.min_busbw_gbps, sizes=args.sizes))
-    sys.stdout.write(lines([result]))
-    sys.stdout.writelines(f"      {row}\n" for row in result.evidence)
+    sys.stdout.write(lines([result], limit=len(result.evidence)))  # lines() shows a failure's evidence
+    if result.status not in ("fail", "error"):
+        sys.stdout.writelines(f"      {row}\n" for row in result.evidence)
     return exit_code([result])
 
 

@@ -40,8 +40,19 @@ def as_json(results: list[Result], node: str, time: str) -> dict[str, Any]:
     }
 
 
-def lines(results: list[Result]) -> str:
-    return "".join(f"{r.status.upper():5} {r.name}: {r.summary}\n" for r in results)
+EVIDENCE_LINES = 20  # per failing check on the terminal; --json always has all of it
+
+
+def lines(results: list[Result], limit: int = EVIDENCE_LINES) -> str:
+    """One line per check; a failing or erroring check's evidence below it (the first `limit` lines, then a count)."""
+    out = []
+    for r in results:
+        out.append(f"{r.status.upper():5} {r.name}: {r.summary}\n")
+        if r.status in ("fail", "error"):
+            out += [f"      {row}\n" for row in r.evidence[:limit]]
+            if len(r.evidence) > limit:
+                out.append(f"      ... {len(r.evidence) - limit} more evidence lines; --json prints all of them\n")
+    return "".join(out)
 
 
 TERMINATION_LIMIT = 4096  # bytes of a termination message the kubelet keeps

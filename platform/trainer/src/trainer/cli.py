@@ -11,7 +11,9 @@ USAGE = "usage: train.py CONFIG.yaml [key=value ...] [+new.key=value ...]"
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
+    # The image's default command is `train.py configs/config.yaml --help`: --help anywhere wins
+    # (Hydra would read it as a malformed override).
+    if not args or any(a in ("-h", "--help") for a in args):
         print(USAGE)
         return 0 if args else 2
     try:
