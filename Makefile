@@ -6,7 +6,10 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: setup plan generate review scan bench test lint typecheck unit lock clean
+.PHONY: help setup plan generate review scan bench test lint typecheck unit lock clean
+
+# A bare `make` lists the targets; it builds nothing.
+.DEFAULT_GOAL := help
 
 # The project's own tools (node, npm, cdktn, kubectl, checkov) come first, and
 # the CDK Terrain CLI asks no update server.
@@ -15,6 +18,9 @@ export CHECKPOINT_DISABLE := 1
 
 $(ENV): requirements/dev.lock requirements/torch.txt requirements/checkov.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
 	@bash scripts/bootstrap.sh $(PYTHON)
+
+help: ## list every target with what it does
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: $(ENV) ## build .venv from the lock
 
@@ -27,7 +33,8 @@ generate: $(ENV) ## render kustomize/overlays/ and argocd/clusters/ from FLEET
 	@$(BIN)/meridian generate --fleet $(FLEET)
 
 BASE ?= origin/main
-review: $(ENV) ## plan review of HEAD against BASE: review.md, exit 3 when destructive
+# make turns the tool's exit 3 (destructive) into its own 2: CI runs scripts/review.py itself.
+review: $(ENV) ## plan review of HEAD against BASE: review.md; make reports "Error 3" when destructive
 	@$(BIN)/python scripts/review.py --base $(BASE) --out review.md
 
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
@@ -42,18 +49,18 @@ bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warde
 
 test: lint typecheck unit ## everything CI runs
 
-lint: $(ENV)
+lint: $(ENV) ## ruff check and ruff format --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(ENV)
+typecheck: $(ENV) ## mypy --strict
 	$(BIN)/mypy
 
-unit: $(ENV)
+unit: $(ENV) ## pytest
 	$(BIN)/pytest
 
 lock: ## re-resolve requirements/dev.in into the lock
 	bash scripts/lock.sh $(PYTHON)
 
-clean:
+clean: ## remove .venv, caches, infra/node_modules and infra/cdktf.out
 	rm -rf .venv .mypy_cache .ruff_cache .hypothesis infra/node_modules infra/cdktf.out

@@ -36,8 +36,9 @@ fi
 .venv/tools/checkov/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/checkov.lock
 ln -sf ../tools/checkov/bin/checkov .venv/bin/checkov
 
-# The CDK Terrain CLI, from infra/package-lock.json, run by the project's own Node.js.
+# The CDK Terrain CLI, from infra/package-lock.json, run by the project's own Node.js:
+# .venv/bin/cdktn calls scripts/cdktn, which puts .venv/bin first whatever PATH holds.
 PATH="$PWD/.venv/bin:$PATH" npm ci --prefix infra --ignore-scripts --no-audit --no-fund --loglevel=error
-ln -sf ../../infra/node_modules/.bin/cdktn .venv/bin/cdktn
+scripts/cdktn --install-wrapper .venv/bin
 touch .venv/.installed
 echo "environment ready: .venv ($(.venv/bin/python --version))"

@@ -2,21 +2,36 @@
 
     .venv/bin/python scripts/bootstrap_argocd.py meridian-us-central1 [--dry-run]
 
-Needs gcloud with credentials for the project, and kubectl (the project's, in
-.venv/bin). Run once per cluster; Argo CD then manages itself from git. Each
-cluster has its own Argo CD, so one region's outage never blocks another.
+Needs gcloud with credentials for the project, and kubectl: always the
+project's, .venv/bin/kubectl by absolute path, never another one on PATH (its
+version and its kustomize decide what gets applied). Run once per cluster; Argo
+CD then manages itself from git. Each cluster has its own Argo CD, so one
+region's outage never blocks another.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from fleet.gitops.bootstrap import NAMESPACE_MANIFEST, bootstrap_commands
 from fleet.load import load
 from fleet.problems import SpecError, report
+
+KUBECTL = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kubectl"
+GCLOUD_MISSING = (
+    "error: no gcloud on PATH: install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install), "
+    "then `gcloud auth login`"
+)
+
+
+def resolve(command: list[str], kubectl: Path) -> list[str]:
+    """The command with the project's kubectl in place of whatever `kubectl` PATH would find."""
+    return [str(kubectl), *command[1:]] if command[0] == "kubectl" else command
 
 
 def main() -> int:
@@ -34,10 +49,17 @@ def main() -> int:
     if region is None:
         print(f"error: no cluster {args.cluster!r} in {args.fleet}; use one of {', '.join(clusters)}", file=sys.stderr)
         return 2
-    for command in bootstrap_commands(fleet, region):
+    if not args.dry_run and not KUBECTL.is_file():
+        print(f"error: no {KUBECTL}: run `make setup`", file=sys.stderr)
+        return 2
+    for planned in bootstrap_commands(fleet, region):
+        command = resolve(planned, KUBECTL)
         print("+ " + shlex.join(command))
         if args.dry_run:
             continue
+        if shutil.which(command[0]) is None:
+            print(GCLOUD_MISSING if command[0] == "gcloud" else f"error: no {command[0]} on PATH", file=sys.stderr)
+            return 2
         stdin = NAMESPACE_MANIFEST if command[-1] == "-" else None
         if subprocess.run(command, input=stdin, text=True, check=False).returncode != 0:
             print(

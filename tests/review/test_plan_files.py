@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from typing import Any
 
 import yaml
 
+from fleet.review.snapshot import stale_generated
 from fleet.review.terraform import Change, diff_plan, diff_stacks, forcing, replacement_attributes
 from tests.conftest import REPO
 
@@ -140,7 +142,11 @@ def test_workflow_runs_the_review_and_posts_it() -> None:
     assert "pull_request" in triggers
     steps = workflow["jobs"]["review"]["steps"]
     run = "\n".join(step.get("run", "") for step in steps)
-    assert re.search(r"make review BASE=\"origin/\$\{\{ github.base_ref \}\}\"", run)
+    # The script itself, after `make setup`: make would turn its exit 3 into 2 (test_scenarios runs this line).
+    assert re.search(r"\.venv/bin/python scripts/review.py --base \"origin/\$\{\{ github.base_ref \}\}\"", run)
+    assert "make review" not in run
+    names = [step.get("run", "").strip() for step in steps]
+    assert names.index("make setup") < next(i for i, s in enumerate(steps) if s.get("id") == "review")
     assert "--body-file review.md" in run
     assert any(step.get("if") == "steps.review.outputs.exit == '3'" for step in steps)
     assert next(s for s in steps if "checkout" in s.get("uses", ""))["with"]["fetch-depth"] == 0
@@ -149,3 +155,19 @@ def test_workflow_runs_the_review_and_posts_it() -> None:
         r"^review: .*\n\t@\$\(BIN\)/python scripts/review.py --base \$\(BASE\) --out review.md", makefile, re.M
     )
     assert (REPO / "scripts/review.py").is_file()
+
+
+def test_stale_generated_is_one_line() -> None:
+    def check(rc: int, err: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], rc, "", err)
+
+    assert stale_generated("HEAD", check(0, "")) is None
+    stale = "".join(f"stale: outdated: kustomize/overlays/c/{n}.yaml\n" for n in range(5))
+    assert stale_generated("HEAD", check(1, stale + "generated files are stale: run `make generate`\n")) == (
+        "HEAD: the committed kustomize/ and argocd/ files are stale against its fleet.yaml "
+        "(outdated: kustomize/overlays/c/0.yaml, outdated: kustomize/overlays/c/1.yaml, "
+        "outdated: kustomize/overlays/c/2.yaml and 2 more): run `make generate` and commit the result"
+    )
+    assert stale_generated("BASE main", check(2, "usage: ...\nerror: unrecognized arguments: --check\n")) == (
+        "BASE main: `meridian generate --check` failed: error: unrecognized arguments: --check"
+    )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from fleet.cli import main as meridian
 from fleet.review.cli import main as review_main
@@ -62,6 +66,47 @@ def replace_once(old: str, new: str) -> Callable[[str], str]:
     return edit
 
 
+WORKFLOW = REPO / ".github" / "workflows" / "plan-review.yml"
+
+
+def workflow_steps() -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = yaml.safe_load(WORKFLOW.read_text())["jobs"]["review"]["steps"]
+    return steps
+
+
+def run_workflow_review(repo: Path, base: str) -> dict[str, str]:
+    """The workflow's review step, verbatim, in `repo` whose BASE is `origin/main`; returns its step outputs."""
+    (step,) = [s for s in workflow_steps() if s.get("id") == "review"]
+    script = step["run"].replace("${{ github.base_ref }}", "main")
+    assert "${{" not in script, script
+    git(repo, "update-ref", "refs/remotes/origin/main", base)
+    (repo / ".venv").unlink(missing_ok=True)
+    (repo / ".venv").symlink_to(REPO / ".venv")  # `make setup` in CI; cleaned with the other untracked files
+    output = repo.parent / "github_output"
+    output.write_text("")
+    (repo.parent / "step.sh").write_text(script)
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(repo.parent / "step.sh")],  # GitHub's `bash` shell
+        cwd=repo,
+        env={**os.environ, "GITHUB_OUTPUT": str(output)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr  # `set +e`: the step itself never fails
+    return dict(line.split("=", 1) for line in output.read_text().splitlines())
+
+
+def holds(condition: str, outputs: dict[str, str]) -> bool:
+    """A workflow `if:` of `steps.review.outputs.exit == '3'` comparisons joined by `&&`."""
+    results = []
+    for term in condition.split("&&"):
+        m = re.fullmatch(r"\s*steps\.review\.outputs\.(\w+) (==|!=) '([^']*)'\s*", term)
+        assert m, f"not a comparison this test understands: {term!r}"
+        results.append((outputs.get(m[1], "") == m[3]) == (m[2] == "=="))
+    return all(results)
+
+
 def test_growing_a_pool_is_not_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
     r = scenario(
         sandbox,
@@ -89,12 +134,14 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, 
         (c.path, c.before, c.after) for c in pool.changes
     ]
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
+    # What CI does with it: the workflow's own review step, run as GitHub runs it, must see exit 3.
     repo, base, _ = sandbox
-    out = repo.parent / "review.md"
-    assert (
-        review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 3
-    )  # CI asks for a second approval
-    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in out.read_text()
+    outputs = run_workflow_review(repo, base)
+    assert outputs == {"exit": "3"}  # CI asks for a second approval
+    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in (repo / "review.md").read_text()
+    conditions = {step.get("name"): step.get("if", "") for step in workflow_steps()}
+    assert holds(conditions["Destructive changes need a second approval"], outputs)
+    assert not holds(conditions["Review failed"], outputs)
 
 
 def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
@@ -139,6 +186,29 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
         ("research", 2560, 2304),
         ("research in us-east4", 768, 512),
     ]
+
+
+def test_a_spec_change_without_make_generate_is_refused(
+    sandbox: tuple[Path, str, dict[str, Snapshot]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The Kubernetes side is built from the committed tree, which here still has the old quota:
+    # without the refusal the report said "No change in any cluster".
+    repo, base, _ = sandbox
+    reset(repo, base)
+    spec = repo / "fleet.yaml"
+    spec.write_text(
+        replace_once("quota: {us-central1: 1024, us-east4: 768,", "quota: {us-central1: 1024, us-east4: 512,")(
+            spec.read_text()
+        )
+    )
+    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "quota, not regenerated")
+    out = tmp_path / "review.md"
+    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: HEAD: the committed kustomize/ and argocd/ files are stale against its fleet.yaml (")
+    assert "outdated: kustomize/overlays/meridian-us-east4/" in line
+    assert line.endswith("run `make generate` and commit the result")
+    assert not out.exists()
 
 
 def test_adding_a_region_only_adds(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:

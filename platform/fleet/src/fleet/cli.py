@@ -94,14 +94,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.command == "generate":
         return _generate(loaded, args.root, args.check)
+    kubectl = None
+    if args.objects:
+        from fleet.gitops.plan import NO_KUBECTL, project_kubectl
+
+        kubectl = project_kubectl()
+        if kubectl is None:  # before the summary: one line, not a traceback after it
+            print(f"error: --objects builds every cluster with kubectl; {NO_KUBECTL}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(as_json(loaded.fleet, loaded.addresses), indent=2))
     else:
         sys.stdout.write(render(loaded.fleet, loaded.addresses))
-    if args.objects:
-        from fleet.gitops.plan import render_plan  # needs kubectl and the validation extras
+    if kubectl is not None:
+        from fleet.gitops.plan import render_plan  # needs the validation extras
 
-        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded.fleet))
+        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded.fleet, kubectl))
     return 0
 
 

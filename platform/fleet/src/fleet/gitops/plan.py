@@ -6,12 +6,29 @@ a scratch folder that shares the repository's hand-written kustomize/base.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from fleet.gitops.check import kinds, load_tree
 from fleet.gitops.tree import render_tree
 from fleet.model import Fleet
+
+
+def project_kubectl() -> str | None:
+    """The kubectl pinned beside this interpreter (.venv/bin), else the one on PATH, else None.
+
+    Beside the interpreter first: a machine's own kubectl may be any version.
+    """
+    beside = Path(sys.executable).parent / "kubectl"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("kubectl")
+
+
+NO_KUBECTL = "no kubectl: run `make setup` (it puts the pinned kubectl in .venv/bin) or put kubectl on PATH"
 
 
 def render_plan(repo: Path, fleet: Fleet, kubectl: str = "kubectl") -> str:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fleet.gitops.plan import NO_KUBECTL, project_kubectl
 from fleet.review.report import markdown, terminal
 from fleet.review.review import review
 from fleet.review.snapshot import ReviewError
@@ -32,10 +33,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="folder of <stack>.json from `terraform show -json`: use real plans, not the estimate",
     )
-    parser.add_argument("--kubectl", default="kubectl", help="kubectl with kustomize (default: the one on PATH)")
+    parser.add_argument(
+        "--kubectl", help="kubectl with kustomize (default: the one in .venv/bin beside this Python, else on PATH)"
+    )
     args = parser.parse_args(argv)
+    kubectl = args.kubectl or project_kubectl()
+    if kubectl is None:
+        print(f"error: {NO_KUBECTL}", file=sys.stderr)
+        return 2
     try:
-        result = review(args.repo.resolve(), args.base, args.plans, args.kubectl)
+        result = review(args.repo.resolve(), args.base, args.plans, kubectl)
     except ReviewError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

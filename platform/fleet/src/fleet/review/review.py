@@ -49,7 +49,7 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
     tree = workdir / "base"
     _git(repo, "worktree", "add", "--detach", str(tree), sha)
     try:
-        return sha, take(tree, f"BASE {base}", workdir / "base-out", kubectl)
+        return sha, take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
     finally:
         _git(repo, "worktree", "remove", "--force", str(tree))
 
@@ -61,13 +61,13 @@ def review(
     with tempfile.TemporaryDirectory(prefix="meridian-review-") as tmp:
         work = Path(tmp)
         sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
+        after = take(repo, "HEAD", work / "head-out", kubectl)  # first: a stale HEAD is refused before BASE costs
         if cache is not None and sha in cache:
             before = cache[sha]
         else:
             sha, before = base_snapshot(repo, sha, work, kubectl)
             if cache is not None:
                 cache[sha] = before
-        after = take(repo, "HEAD", work / "head-out", kubectl)
     stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes
     if plans is not None:

@@ -3,7 +3,11 @@
 BASE is reviewed with BASE's generator and stacks, not HEAD's: the checkout's
 `platform/fleet/src` and `infra` come first on PYTHONPATH in the child
 processes that plan and synthesize it. Kubernetes objects are built from the
-checkout's committed tree (which `make test` keeps current).
+checkout's committed tree, because that is what Argo CD syncs; so a HEAD whose
+committed tree is stale against its own fleet.yaml (`make generate` not run) is
+refused: its report would otherwise say "no change" for a pool, team or region
+that the merge then half-applies. A stale BASE is what is deployed, so it is
+compared as committed, with a note.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from fleet.gitops.argocd import CLUSTERS_DIR
 from fleet.gitops.check import load_cluster
+from fleet.gitops.validate import crd_roots
 from fleet.review.kubernetes import Clusters
 from fleet.review.terraform import Stacks
 
@@ -36,11 +41,32 @@ class Snapshot:
 
 def _run(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
     paths = [str(root / "platform" / "fleet" / "src"), str(root / "infra")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        # A BASE worktree lies in a temporary folder, beside no CRDs: look where this checkout looks too.
+        "MERIDIAN_CRDS": os.pathsep.join(str(p) for p in crd_roots(root)),
+    }
     return subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
 
 
-def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl") -> Snapshot:
+def stale_generated(side: str, check: subprocess.CompletedProcess[str]) -> str | None:
+    """One line from `meridian generate --check`'s result, or None when the committed tree is current."""
+    if check.returncode == 0:
+        return None
+    lines = check.stderr.strip().splitlines()
+    if check.returncode != 1:
+        return f"{side}: `meridian generate --check` failed: {lines[-1] if lines else check.returncode}"
+    files = [line.removeprefix("stale: ") for line in lines if line.startswith("stale: ")]
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (
+        f"{side}: the committed kustomize/ and argocd/ files are stale against its fleet.yaml ({shown}): "
+        "run `make generate` and commit the result"
+    )
+
+
+def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl", require_current: bool = True) -> Snapshot:
+    """`require_current`: refuse (ReviewError) when the committed generated tree is stale; else note it."""
     fleet = root / "fleet.yaml"
     if not fleet.is_file():
         return Snapshot(None, notes=[f"{side} has no fleet.yaml: everything counts as added"])
@@ -50,6 +76,12 @@ def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl") -> Snap
             f"{side}: `meridian plan` failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
         )
     snapshot = Snapshot(json.loads(result.stdout))
+    check = _run([sys.executable, "-m", "fleet.cli", "generate", "--check", "--fleet", str(fleet), "--root", "."], root)
+    problem = stale_generated(side, check)
+    if problem is not None and require_current:
+        raise ReviewError(problem)
+    if problem is not None:
+        snapshot.notes.append(f"{problem}; compared as committed, which is what Argo CD applies")
     if (root / "infra" / "meridian_infra" / "synth.py").is_file():
         out = workdir / "cdktf.out"
         result = _run([sys.executable, "-m", "meridian_infra.synth", "--fleet", str(fleet), "--outdir", str(out)], root)
