@@ -42,7 +42,7 @@ class Skip:
 
 
 ADC = "run `gcloud auth application-default login`"
-NO_KUBECONFIG = "kube-config file"  # gkr, with no kubeconfig anywhere
+NO_KUBECONFIG = "gcloud container clusters get-credentials"  # gkr, with no kubeconfig: the command that fixes it
 GKR = (("GKR_FLEET", "{root}/fleet.yaml"),)  # the README's `export GKR_FLEET=...`, for this checkout
 TRAINING = (
     "a CPU training run of minutes: tests/trainer runs the driver end to end; the quickstart runs train.py --help"
@@ -67,7 +67,7 @@ COMMANDS: dict[str, Run | Skip] = {
     "gkr submit -f platform/gkr/examples/flex-start-finetune.yaml --dry-run": Run(
         "rayjob sft-eval-sweep", activated=True
     ),
-    "gkr submit -f platform/gkr/examples/flex-start-finetune.yaml": Run(NO_KUBECONFIG, codes=(1,), activated=True),
+    "gkr submit -f platform/gkr/examples/flex-start-finetune.yaml": Run(NO_KUBECONFIG, codes=(2,), activated=True),
     "python platform/trainer/train.py --help": Run("usage: train.py", activated=True),
     "preflight run --check compute --cpu": Run("PASS  compute", activated=True),
     # platform/fleet/README.md
@@ -86,12 +86,12 @@ COMMANDS: dict[str, Run | Skip] = {
         "rayjob sft-eval-sweep", activated=True, cwd="platform/gkr", env=GKR
     ),
     "gkr submit -f examples/flex-start-finetune.yaml": Run(
-        NO_KUBECONFIG, codes=(1,), activated=True, cwd="platform/gkr", env=GKR
+        NO_KUBECONFIG, codes=(2,), activated=True, cwd="platform/gkr", env=GKR
     ),
-    "gkr list --team research": Run(NO_KUBECONFIG, codes=(1,), activated=True, env=GKR),
-    "gkr status sft-eval-sweep --team research": Run(NO_KUBECONFIG, codes=(1,), activated=True, env=GKR),
-    "gkr logs sft-eval-sweep --role worker -f --team research": Run(NO_KUBECONFIG, codes=(1,), activated=True, env=GKR),
-    "gkr delete sft-eval-sweep --team research": Run(NO_KUBECONFIG, codes=(1,), activated=True, env=GKR),
+    "gkr list --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
+    "gkr status sft-eval-sweep --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
+    "gkr logs sft-eval-sweep --role worker -f --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
+    "gkr delete sft-eval-sweep --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
     # platform/preflight/README.md: no GPU here, so GPU checks fail (1) or cannot run (2), one line each
     "preflight run": Run("kernel-log", codes=(0, 1, 2), activated=True),
     "preflight run --check kernel-log --check gpu-state --json": Run('"kernel-log"', codes=(0, 1, 2), activated=True),

@@ -294,7 +294,7 @@ PRIORITY_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     "Job above the ceiling": lambda: iter([Attempt(request(j), j) for j in [_relabel(gpu_job(), priority="critical")]]),
     # evals: no max_priority, so the ceiling is its default, standard
     "Job above the default-only ceiling": lambda: iter(
-        [Attempt(request(j), j) for j in [_relabel(_golden("Job", "tokenize-shards"), priority="high")]]
+        [Attempt(request(j), j) for j in [_relabel(_golden("Job", "cpu-seed-sweep"), priority="high")]]
     ),
     "unknown priority class": lambda: iter([Attempt(request(j), j) for j in [_relabel(gpu_job(), priority="urgent")]]),
     "update raising the priority": lambda: iter([_update(gpu_job(), _relabel(gpu_job(), priority="critical"))]),
