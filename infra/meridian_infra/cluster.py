@@ -185,54 +185,49 @@ def node_security(nodes_account: str) -> dict[str, Any]:
     }
 
 
+def _cpu_node_pool(
+    scope: Construct, name: str, region: Region, cluster_id: str, nodes_account: str, machine_type: str,
+    max_pods_per_node: int, **size: Any,
+) -> ContainerNodePool:  # fmt: skip
+    """A CPU node pool across the region's zones; `size` is its node count or autoscaling."""
+    return ContainerNodePool(
+        scope,
+        f"pool_{name}",
+        name=name,
+        cluster=cluster_id,
+        location=region.name,
+        node_locations=list(region.zones),
+        max_pods_per_node=max_pods_per_node,
+        management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
+        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=1, max_unavailable=0),
+        node_config=ContainerNodePoolNodeConfig(
+            machine_type=machine_type,
+            image_type="COS_CONTAINERD",
+            disk_type="pd-balanced",
+            disk_size_gb=100,
+            labels={names.POOL_LABEL: name},
+            **node_security(nodes_account),
+        ),
+        **size,
+    )
+
+
 def system_pool(
     scope: Construct, fleet: Fleet, region: Region, cluster_id: str, nodes_account: str
 ) -> ContainerNodePool:
     """CPU nodes for the platform's own services (operators, Warden, Argo CD)."""
     pool = region.system_pool
-    return ContainerNodePool(
-        scope,
-        "pool_system",
-        name=SYSTEM_POOL,
-        cluster=cluster_id,
-        location=region.name,
-        node_locations=list(region.zones),
+    return _cpu_node_pool(
+        scope, SYSTEM_POOL, region, cluster_id, nodes_account, pool.machine_type, pool.max_pods_per_node,
         node_count=pool.nodes_per_zone,
-        max_pods_per_node=pool.max_pods_per_node,
-        management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
-        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=1, max_unavailable=0),
-        node_config=ContainerNodePoolNodeConfig(
-            machine_type=pool.machine_type,
-            image_type="COS_CONTAINERD",
-            disk_type="pd-balanced",
-            disk_size_gb=100,
-            labels={names.POOL_LABEL: SYSTEM_POOL},
-            **node_security(nodes_account),
-        ),
-    )
+    )  # fmt: skip
 
 
 def cpu_pool(scope: Construct, region: Region, pool: CpuPool, cluster_id: str, nodes_account: str) -> ContainerNodePool:
     """Autoscaled CPU workers (Ray heads, CPU-only jobs) across the region's zones; never on H200 nodes."""
-    return ContainerNodePool(
-        scope,
-        f"pool_{pool.name}",
-        name=pool.name,
-        cluster=cluster_id,
-        location=region.name,
-        node_locations=list(region.zones),
+    return _cpu_node_pool(
+        scope, pool.name, region, cluster_id, nodes_account, pool.machine_type, pool.max_pods_per_node,
         autoscaling=ContainerNodePoolAutoscaling(
             total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes, location_policy="BALANCED"
         ),
-        max_pods_per_node=pool.max_pods_per_node,
-        management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
-        upgrade_settings=ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=1, max_unavailable=0),
-        node_config=ContainerNodePoolNodeConfig(
-            machine_type=pool.machine_type,
-            image_type="COS_CONTAINERD",
-            disk_type="pd-balanced",
-            disk_size_gb=100,
-            labels={names.POOL_LABEL: pool.name},
-            **node_security(nodes_account),
-        ),
-    )
+    )  # fmt: skip
