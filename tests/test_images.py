@@ -103,7 +103,7 @@ def test_pin_image_changes_exactly_one_line_and_stays_valid() -> None:
     updated = pin_image(text, "trainer_image", image)
     changed = [(a, b) for a, b in zip(text.splitlines(), updated.splitlines(), strict=True) if a != b]
     assert changed == [(f"  trainer_image: {SHIPPED_SPEC['versions']['trainer_image']}", f"  trainer_image: {image}")]
-    fleet, _ = load_text(updated)
+    fleet = load_text(updated).fleet
     assert fleet.versions.trainer_image == image
 
 

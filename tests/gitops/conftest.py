@@ -11,6 +11,7 @@ from fleet.gitops.check import ClusterTree, load_tree
 from fleet.gitops.validate import CrdSchemas, Finding, crd_folders, crd_roots
 from fleet.load import load
 from fleet.model import Fleet
+from fleet.quotaplan import QuotaPlan, plan_quotas
 from tests.conftest import REPO, SHIPPED
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -19,6 +20,11 @@ KUBECTL = str(Path(sys.executable).parent / "kubectl")
 @pytest.fixture(scope="session")
 def fleet() -> Fleet:
     return load(SHIPPED).fleet
+
+
+def quota_plan(fleet: Fleet) -> QuotaPlan:
+    """The plan load() would make, for a spec edited in a test (problems are the loader's to report)."""
+    return plan_quotas(fleet)[0]
 
 
 @pytest.fixture(scope="session")

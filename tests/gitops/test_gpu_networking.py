@@ -52,7 +52,7 @@ def _installer(trees: Trees, region: str) -> dict[str, Any]:
     )
 
 
-FLEET = from_fleet(load(SHIPPED).fleet)
+FLEET = from_fleet(load(SHIPPED))
 
 
 def _gpu_job_mounts() -> dict[str, str]:

@@ -8,15 +8,17 @@ from typing import Any
 import yaml
 
 from fleet.capacity import cpu_pool_capacity
-from fleet.gitops.kueue import apportion, kueue_objects, split_quota
+from fleet.gitops.kueue import kueue_objects
 from fleet.gitops.tree import render_tree
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
+from fleet.quotaplan import apportion
 from tests.conftest import SHIPPED_SPEC
+from tests.gitops.conftest import quota_plan
 
 
 def _kueue_docs(fleet: Fleet, cluster: str) -> list[dict[str, Any]]:
-    text = render_tree(fleet)[f"kustomize/overlays/{cluster}/kueue-config/kueue-config.yaml"]
+    text = render_tree(fleet, quota_plan(fleet))[f"kustomize/overlays/{cluster}/kueue-config/kueue-config.yaml"]
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -24,8 +26,8 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
     spec = copy.deepcopy(SHIPPED_SPEC)
     spec["teams"][1]["quota"]["us-east4"] = 512  # research: 768 -> 512
     changed = Fleet.model_validate(spec)
-    before = render_tree(fleet)
-    after = render_tree(changed)
+    before = render_tree(fleet, quota_plan(fleet))
+    after = render_tree(changed, quota_plan(changed))
     # The namespaces' ResourceQuotas follow what Kueue may admit (tests/gitops/test_quota.py).
     assert [p for p in before if before[p] != after[p]] == [
         "kustomize/overlays/meridian-us-east4/kueue-config/kueue-config.yaml",
@@ -58,26 +60,17 @@ def _nominal(flavor: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_quota_split_over_pools(fleet: Fleet) -> None:
-    central, _, europe = fleet.regions
-    pretraining, research, _ = fleet.teams
+    plan = quota_plan(fleet)
     # Shared pools 3,072 + 1,024 GPUs: 2,560 splits 3:1, in whole nodes.
-    assert split_quota(central, pretraining) == {"h200-a": 1920, "h200-flex": 640}
-    assert split_quota(central, research) == {"h200-a": 768, "h200-flex": 256}
+    assert plan.team("us-central1", "pretraining").pools == {"h200-a": 1920, "h200-flex": 640}
+    assert plan.team("us-central1", "research").pools == {"h200-a": 768, "h200-flex": 256}
     # Europe: h200-a is dedicated to pretraining, which takes it first; others see only the shared spot pool.
-    assert split_quota(europe, pretraining) == {"h200-a": 2048, "h200-spot": 0}
-    assert split_quota(europe, research) == {"h200-spot": 768}
-
-
-def test_split_always_adds_up_to_the_quota(fleet: Fleet) -> None:
-    for region in fleet.regions:
-        for team in fleet.teams:
-            for quota in (0, 1, 7, 8, 9, 100, 1001, team.quota.get(region.name, 0)):
-                probe = team.model_copy(update={"quota": {region.name: quota}})
-                assert sum(split_quota(region, probe).values()) == quota
+    assert plan.team("europe-west1", "pretraining").pools == {"h200-a": 2048, "h200-spot": 0}
+    assert plan.team("europe-west1", "research").pools == {"h200-spot": 768}
 
 
 def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -> None:
-    docs = kueue_objects(fleet, fleet.regions[0])
+    docs = kueue_objects(fleet, fleet.regions[0], quota_plan(fleet))
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
@@ -115,7 +108,7 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
 
 
 def test_regions_without_flex_pools_have_no_admission_check(fleet: Fleet) -> None:
-    docs = kueue_objects(fleet, fleet.regions[1])
+    docs = kueue_objects(fleet, fleet.regions[1], quota_plan(fleet))
     assert not [d for d in docs if d["kind"] in ("AdmissionCheck", "ProvisioningRequestConfig")]
     assert all("admissionChecksStrategy" not in d["spec"] for d in docs if d["kind"] == "ClusterQueue")
 
@@ -140,14 +133,14 @@ def _flavor_quota(queue: dict[str, Any], flavor: str) -> dict[str, Any]:
 def test_a_cpu_flavor_per_cpu_pool_without_the_gpu_toleration(fleet: Fleet) -> None:
     for region in fleet.regions:
         assert region.cpu_pools
-        flavors = _by_kind(kueue_objects(fleet, region), "ResourceFlavor")
+        flavors = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ResourceFlavor")
         for pool in region.cpu_pools:
             assert flavors[pool.name]["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}}
 
 
 def test_cpu_quota_adds_up_to_each_cpu_pool(fleet: Fleet) -> None:
     for region in fleet.regions:
-        queues = _by_kind(kueue_objects(fleet, region), "ClusterQueue")
+        queues = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ClusterQueue")
         for pool in region.cpu_pools:
             capacity = cpu_pool_capacity(pool)
             quotas = [_flavor_quota(q, pool.name) for q in queues.values()]
@@ -158,7 +151,7 @@ def test_cpu_quota_adds_up_to_each_cpu_pool(fleet: Fleet) -> None:
 
 def test_cpu_quota_follows_gpu_quota(fleet: Fleet) -> None:
     central = fleet.regions[0]
-    queues = _by_kind(kueue_objects(fleet, central), "ClusterQueue")
+    queues = _by_kind(kueue_objects(fleet, central, quota_plan(fleet)), "ClusterQueue")
     # 64 n2-standard-32: 2,048 vCPUs and 8,192 GB split 2560:1024:512.
     assert [_flavor_quota(queues[t], "cpu") for t in ("pretraining", "research", "evals")] == [
         {"nvidia.com/gpu": 0, "cpu": 1280, "memory": "5120Gi"},
@@ -181,8 +174,8 @@ def test_cpu_split_adds_up_for_any_quotas() -> None:
 def test_gpu_flavors_are_unchanged_by_cpu_pools(fleet: Fleet) -> None:
     before = _cpu_free(fleet)
     for region, plain in zip(fleet.regions, before.regions, strict=True):
-        old = _by_kind(kueue_objects(before, plain), "ClusterQueue")
-        new = _by_kind(kueue_objects(fleet, region), "ClusterQueue")
+        old = _by_kind(kueue_objects(before, plain, quota_plan(before)), "ClusterQueue")
+        new = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ClusterQueue")
         cpu = {p.name for p in region.cpu_pools}
         for name, queue in new.items():
             (group,) = queue["spec"]["resourceGroups"]
@@ -201,7 +194,7 @@ def _selects(node_selector: dict[str, str], flavor: dict[str, Any]) -> bool:
 
 def test_cpu_pods_can_only_get_the_cpu_flavor(fleet: Fleet) -> None:
     for region in fleet.regions:
-        flavors = _by_kind(kueue_objects(fleet, region), "ResourceFlavor")
+        flavors = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ResourceFlavor")
         for pool in region.cpu_pools:
             head = {"cloud.google.com/gke-nodepool": pool.name}  # what gkr sets on CPU pods
             assert [n for n, f in flavors.items() if _selects(head, f)] == [pool.name]
@@ -209,5 +202,5 @@ def test_cpu_pods_can_only_get_the_cpu_flavor(fleet: Fleet) -> None:
 
 def test_every_cluster_queue_validates_against_the_pinned_crd(fleet: Fleet, crds: CrdSchemas) -> None:
     for region in fleet.regions:
-        for queue in _by_kind(kueue_objects(fleet, region), "ClusterQueue").values():
+        for queue in _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ClusterQueue").values():
             assert validate_object(queue, fleet.versions.kubernetes, crds) == []

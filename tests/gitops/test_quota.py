@@ -14,6 +14,7 @@ from fleet.gitops.teams import DEFAULT_REQUESTS, RESEARCHER_ROLE, quota_hard
 from fleet.gitops.validate import Finding
 from fleet.model import Fleet
 from tests.conftest import SHIPPED_SPEC
+from tests.gitops.conftest import quota_plan
 
 GPU = names.GPU_RESOURCE
 
@@ -71,7 +72,7 @@ def test_jobs_without_a_queue_name_are_managed_in_team_namespaces_only(
 
 
 def _queues(fleet: Fleet, region_index: int) -> dict[str, dict[str, Any]]:
-    docs = kueue.kueue_objects(fleet, fleet.regions[region_index])
+    docs = kueue.kueue_objects(fleet, fleet.regions[region_index], quota_plan(fleet))
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterQueue"}
 
 
@@ -141,7 +142,11 @@ def test_the_namespace_quota_is_exactly_what_kueue_may_admit(
             assert (hard["services.loadbalancers"], hard["services.nodeports"]) == ("0", "0")
     # Europe: h200-a is pretraining's alone; the others reach only the shared spot pool.
     europe = fleet.regions[2]
-    assert [int(quota_hard(fleet, europe, t)[f"requests.{GPU}"]) for t in fleet.teams] == [2048 + 1024, 1024, 1024]
+    assert [int(quota_hard(quota_plan(fleet).team(europe.name, t.name))[f"requests.{GPU}"]) for t in fleet.teams] == [
+        2048 + 1024,
+        1024,
+        1024,
+    ]
 
 
 def test_containers_without_requests_get_defaults_so_the_quota_admits_them(
@@ -161,8 +166,8 @@ def test_a_quota_change_moves_every_ceiling_in_the_region_and_nothing_else(fleet
     spec["teams"][1]["quota"]["us-east4"] = 512  # research: 768 -> 512; 256 GPUs are nobody's now
     changed = Fleet.model_validate(spec)
     east4 = fleet.regions[1]
-    before = {t.name: quota_hard(fleet, east4, t)[f"requests.{GPU}"] for t in fleet.teams}
-    after = {t.name: quota_hard(changed, changed.regions[1], t)[f"requests.{GPU}"] for t in changed.teams}
+    before = {t.name: quota_hard(quota_plan(fleet).team(east4.name, t.name))[f"requests.{GPU}"] for t in fleet.teams}
+    after = {t.name: quota_hard(quota_plan(changed).team("us-east4", t.name))[f"requests.{GPU}"] for t in changed.teams}
     assert before == {"pretraining": "3072", "research": "3072", "evals": "3072"}
     assert after == {"pretraining": "2816", "research": "2816", "evals": "2816"}  # Kueue cannot lend quota nobody holds
 

@@ -258,7 +258,7 @@ def test_missing_job_file(gkr: Callable[..., Result], tmp_path: Path) -> None:
     assert "cannot read it (No such file or directory)" in result.stderr
 
 
-FLEET = from_fleet(load(SHIPPED).fleet)
+FLEET = from_fleet(load(SHIPPED))
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=20) | st.floats(allow_nan=False),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),

@@ -23,7 +23,7 @@ from gkr.spec import parse_job
 from gkr.submit import MAX_OBJECT_BYTES, flags_of, prepare
 from tests.conftest import SHIPPED
 
-FLEET = from_fleet(load(SHIPPED).fleet)
+FLEET = from_fleet(load(SHIPPED))
 BASE = {"name": "exp-1", "team": "research", "region": "us-east4", "pods": 2, "gpus_per_pod": 8}
 IMAGE = "us-docker.pkg.dev/meridian-train-prod/meridian/trainer:1.2.3"
 

@@ -14,7 +14,7 @@ from tests.conftest import SHIPPED
 
 def test_round_trip_and_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    built = registry.from_fleet(load_fleet(SHIPPED).fleet)
+    built = registry.from_fleet(load_fleet(SHIPPED))
     assert registry.from_json(registry.to_json(built)) == built
     first = registry.load(SHIPPED)
     (cached,) = (tmp_path / "gkr").glob("registry-*.json")
@@ -39,7 +39,7 @@ def test_a_changed_fleet_gets_a_new_entry_and_bad_specs_are_refused(
 
 
 def test_registry_holds_what_gkr_needs() -> None:
-    reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
+    reg = registry.from_fleet(load_fleet(SHIPPED))
     central = reg.regions[0]
     assert reg.context(central) == "gke_meridian-train-prod_us-central1_meridian-us-central1"
     flex = central.pools[1]
@@ -48,8 +48,8 @@ def test_registry_holds_what_gkr_needs() -> None:
 
 
 def test_registry_holds_priority_values_and_team_ceilings() -> None:
-    reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
-    assert registry.FORMAT == "gkr.registry/v3"
+    reg = registry.from_fleet(load_fleet(SHIPPED))
+    assert registry.FORMAT == "gkr.registry/v4"
     assert reg.priorities == {"critical": 100000, "high": 10000, "standard": 1000, "preemptible": 100}
     assert {t.name: (t.priority, t.ceiling) for t in reg.teams} == {
         "pretraining": ("high", "critical"),
@@ -60,7 +60,7 @@ def test_registry_holds_priority_values_and_team_ceilings() -> None:
 
 
 def test_registry_v2_holds_cpu_pools_image_registry_and_datasets() -> None:
-    reg = registry.from_fleet(load_fleet(SHIPPED).fleet)
+    reg = registry.from_fleet(load_fleet(SHIPPED))
     assert reg.image_registry == "us-docker.pkg.dev/meridian-train-prod/meridian"
     assert [(d.name, d.location) for d in reg.datasets] == [
         ("meridian-datasets-us", "US"),

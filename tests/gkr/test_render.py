@@ -14,7 +14,7 @@ from gkr.submit import flags_of, prepare
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES
 
-FLEET = from_fleet(load(SHIPPED).fleet)
+FLEET = from_fleet(load(SHIPPED))
 
 
 def objects(example: str, **flags: Any) -> list[dict[str, Any]]:

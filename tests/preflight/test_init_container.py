@@ -35,7 +35,7 @@ export LD_LIBRARY_PATH=/usr/local/gib/lib64:$LD_LIBRARY_PATH
 
 
 def init_container(example: str) -> dict[str, Any]:
-    _, objects = prepare(str(EXAMPLES / f"{example}.yaml"), {}, from_fleet(load(SHIPPED).fleet), None)
+    _, objects = prepare(str(EXAMPLES / f"{example}.yaml"), {}, from_fleet(load(SHIPPED)), None)
     (job,) = objects
     (container,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["initContainers"]
     return dict(container)

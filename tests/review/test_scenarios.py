@@ -168,7 +168,7 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
     ((cluster, objects),) = [(c.cluster, c.objects) for c in r.clusters]
     assert cluster == "meridian-us-east4"
     # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
-    # so every team's CPU share follows (fleet.gitops.kueue.split_cpu).
+    # so every team's CPU share follows (fleet.quotaplan).
     # Every team's ceiling in the region follows the cohort's quota (nominal + borrowing limits, issue 14):
     # the namespaces' ResourceQuotas move without a flag of their own.
     limits = sorted(o.key[2] for o in objects if o.key[1] == "ResourceQuota")

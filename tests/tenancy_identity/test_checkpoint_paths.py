@@ -19,7 +19,7 @@ from gkr.submit import flags_of, prepare
 from tests.conftest import REPO, SHIPPED
 from tests.gkr.conftest import EXAMPLES
 
-FLEET = from_fleet(load(SHIPPED).fleet)
+FLEET = from_fleet(load(SHIPPED))
 CONFIG = REPO / "platform" / "trainer" / "configs" / "config.yaml"
 
 

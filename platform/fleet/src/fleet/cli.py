@@ -61,7 +61,7 @@ def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
     from fleet.gitops.schemas import schema_files  # reads the pinned CRDs
 
     try:
-        tree = render_tree(loaded.fleet) | schema_files(loaded.fleet, root.resolve())
+        tree = render_tree(loaded.fleet, loaded.quotas) | schema_files(loaded.fleet, root.resolve())
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if kubectl is not None:
         from fleet.gitops.plan import render_plan  # needs the validation extras
 
-        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded.fleet, kubectl))
+        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded, kubectl))
     return 0
 
 

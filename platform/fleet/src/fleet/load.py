@@ -1,4 +1,4 @@
-"""Read a fleet spec from a file: parse, validate, plan addresses.
+"""Read a fleet spec from a file: parse, validate, plan addresses and quotas.
 
 Everything wrong is collected and raised at once as a SpecError whose lines
 read `FILE:LINE: PATH: what is wrong; how to fix it`.
@@ -19,6 +19,7 @@ from fleet import rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
 from fleet.problems import Path, Problem, SpecError, dotted, one_of
+from fleet.quotaplan import QuotaPlan, plan_quotas
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 
 
@@ -27,6 +28,7 @@ class LoadedFleet:
     path: FilePath
     fleet: Fleet
     addresses: AddressPlan
+    quotas: QuotaPlan  # every consumer of quotas reads this, never the spec's numbers (DESIGN.md)
 
 
 def load(path: str | FilePath) -> LoadedFleet:
@@ -39,11 +41,10 @@ def load(path: str | FilePath) -> LoadedFleet:
         raise SpecError([f"{file}: cannot read it ({exc}); check the path and that it is UTF-8 text"]) from None
     except safeyaml.YamlError as exc:
         raise SpecError([f"{file}:{exc.line}: {exc.message}"]) from None
-    fleet, addresses = load_text(text, str(file))
-    return LoadedFleet(file, fleet, addresses)
+    return load_text(text, str(file))
 
 
-def load_text(text: str, name: str = "fleet.yaml") -> tuple[Fleet, AddressPlan]:
+def load_text(text: str, name: str = "fleet.yaml") -> LoadedFleet:
     try:
         source, problems = parse(text)
     except YamlSyntaxError as exc:
@@ -59,9 +60,11 @@ def load_text(text: str, name: str = "fleet.yaml") -> tuple[Fleet, AddressPlan]:
     problems.extend(rules.check(fleet))
     addresses, address_problems = plan_addresses(fleet)
     problems.extend(address_problems)
+    quotas, quota_problems = plan_quotas(fleet)
+    problems.extend(quota_problems)
     if problems:
         raise SpecError(_format(name, source, problems))
-    return fleet, addresses
+    return LoadedFleet(FilePath(name), fleet, addresses, quotas)
 
 
 def _format(name: str, source: Source, problems: list[Problem]) -> list[str]:

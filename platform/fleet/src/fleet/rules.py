@@ -12,7 +12,6 @@ from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
 from fleet import images, names
-from fleet.capacity import region_capacity
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
 from fleet.problems import Path, Problem, one_of
@@ -210,38 +209,15 @@ def _teams(fleet: Fleet) -> Iterator[Problem]:
 
 
 def _quotas(fleet: Fleet) -> Iterator[Problem]:
-    regions = {r.name: r for r in fleet.regions}
-    # A region whose pools have wrong machine types has no known capacity: the pools are reported instead.
-    held = {
-        r.name: region_capacity(r).gpus
-        for r in fleet.regions
-        if all((m := MACHINE_TYPES.get(p.machine_type)) and m.is_gpu for p in r.gpu_pools)
-    }
-    totals: Counter[str] = Counter()
-    over: set[str] = set()
+    # Whether the pools can hold the quotas is the quota plan's to say (fleet.quotaplan).
+    regions = {r.name for r in fleet.regions}
     for i, team in enumerate(fleet.teams):
-        for name, gpus in team.quota.items():
-            path = ("teams", i, "quota", name)
+        for name in team.quota:
             if name not in regions:
                 yield Problem(
-                    path, f"quota for region {name!r}, which the fleet does not have; {one_of(regions, name)}"
+                    ("teams", i, "quota", name),
+                    f"quota for region {name!r}, which the fleet does not have; {one_of(regions, name)}",
                 )
-                continue
-            totals[name] += gpus
-            if name in held and gpus > held[name]:
-                over.add(name)
-                yield Problem(
-                    path,
-                    f"quota of {gpus:,} GPUs is above the {held[name]:,} GPUs that {name} holds; lower it or add pools",
-                )
-    for index, region in enumerate(fleet.regions):
-        total = totals[region.name]
-        if region.name in held and region.name not in over and total > held[region.name]:
-            yield Problem(
-                ("regions", index, "name"),
-                f"teams' quotas in {region.name} add up to {total:,} GPUs but the region holds {held[region.name]:,}; "
-                "nominal quotas are guarantees, so lower them or add pools",
-            )
 
 
 def _priorities(fleet: Fleet) -> Iterator[Problem]:

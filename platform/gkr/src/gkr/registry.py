@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = "gkr.registry/v3"  # v2: CPU pools, image registry, dataset buckets; v3: priority values, team ceilings
+FORMAT = "gkr.registry/v4"  # v2: CPU pools, image registry, dataset buckets; v3: priority values, team ceilings;
+# v4: team quotas from fleet's quota plan
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Team:
     name: str
     priority: str  # the default for the team's jobs
     ceiling: str  # the highest priority its jobs may ask for (the cluster's admission policy refuses more)
-    quota: dict[str, int]
+    quota: dict[str, int]  # region -> usable nominal GPUs, from fleet's quota plan: what its ClusterQueue holds
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class Registry:
         )
 
 
-def from_fleet(fleet: Any) -> Registry:
+def from_fleet(loaded: Any) -> Registry:
+    """From fleet.load's LoadedFleet: the spec, and its quota plan for the teams' quotas."""
     from fleet.catalog import preflight_args
     from fleet.model import CapacityMode
 
@@ -105,6 +107,8 @@ def from_fleet(fleet: Any) -> Registry:
             tuple(preflight_args(m, 2)),
         )
 
+    fleet, quotas = loaded.fleet, loaded.quotas
+
     regions = tuple(
         Region(
             r.name,
@@ -118,7 +122,10 @@ def from_fleet(fleet: Any) -> Registry:
         )
         for r in fleet.regions
     )
-    teams = tuple(Team(t.name, t.priority, t.ceiling, dict(t.quota)) for t in fleet.teams)
+    teams = tuple(
+        Team(t.name, t.priority, t.ceiling, {r.name: quotas.team(r.name, t.name).gpus for r in fleet.regions})
+        for t in fleet.teams
+    )
     return Registry(
         fleet.project.id,
         fleet.versions.trainer_image,
@@ -189,7 +196,7 @@ def load(fleet_path: Path) -> Registry:
         pass
     from fleet.load import load_text  # the slow path: the full model, once per version of the file
 
-    registry = from_fleet(load_text(text.decode("utf-8"), str(fleet_path))[0])
+    registry = from_fleet(load_text(text.decode("utf-8"), str(fleet_path)))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(f".{os.getpid()}.part")

@@ -1,21 +1,13 @@
 """Kueue configuration for one cluster: topology, flavors, queues, priorities.
 
 Every team gets a ClusterQueue in one cohort, so quota a team leaves idle can
-be borrowed by others and reclaimed when its owner needs it. A team's nominal
-GPUs in the region are split over the pools it may use: its dedicated pools
-first, then the shared pools in proportion to their size, in whole nodes.
+be borrowed by others and reclaimed when its owner needs it. What each queue
+holds, per flavor (nominal quota and borrowing limit), is read from the quota
+plan (fleet.quotaplan), which also sets the team namespaces' ResourceQuotas
+(fleet.gitops.teams) and gkr's quota check: nothing here recomputes it.
 
 Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
-toleration and no GPU quota. Its vCPUs and memory are split over the teams in
-proportion to their GPU quota in the region, so a team's gangs can always
-reclaim the CPU their heads need; idle CPU quota is borrowed like GPU quota.
-
-Borrowing is bounded explicitly: in each flavor and resource a team may borrow
-at most what the other teams hold nominally there (`borrowingLimit`). The
-cohort has no quota of its own, so that is exactly the most Kueue could lend
-anyway; written out, nominal + borrowingLimit summed over a team's flavors is
-the most Kueue can ever admit for the team in the region, and the team
-namespace's ResourceQuota (fleet.gitops.teams) is set to exactly that.
+toleration and no GPU quota; idle CPU quota is borrowed like GPU quota.
 """
 
 from __future__ import annotations
@@ -23,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet import names
-from fleet.capacity import cpu_pool_capacity, pool_capacity
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import CapacityMode, CpuPool, Fleet, GpuPool, Region, Team
+from fleet.quotaplan import QuotaPlan, TeamQuota, team_pools
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
@@ -117,61 +109,6 @@ def chart_values() -> dict[str, Any]:
     return {"managerConfig": {"controllerManagerConfigYaml": config}}
 
 
-def team_pools(region: Region, team: Team) -> list[GpuPool]:
-    """Pools the team may use: shared ones and its own."""
-    return [p for p in region.gpu_pools if p.team in (None, team.name)]
-
-
-def split_quota(region: Region, team: Team) -> dict[str, int]:
-    """Nominal GPUs per pool for the team, adding up to its quota in the region."""
-    pools = team_pools(region, team)
-    left = team.quota.get(region.name, 0)
-    quota = {p.name: 0 for p in pools}
-    for pool in pools:
-        if pool.team == team.name:
-            quota[pool.name] = min(left, pool_capacity(pool).gpus)
-            left -= quota[pool.name]
-    shared = [p for p in pools if p.team is None]
-    total = sum(pool_capacity(p).gpus for p in shared)
-    if left and total:
-        budget = left
-        for pool in shared:
-            per_node = pool.machine.gpus
-            quota[pool.name] = budget * pool_capacity(pool).gpus // total // per_node * per_node
-            left -= quota[pool.name]
-        for pool in sorted(shared, key=lambda p: -pool_capacity(p).gpus):  # rounding remainder to the largest pools
-            extra = min(left, pool_capacity(pool).gpus - quota[pool.name])
-            quota[pool.name] += extra
-            left -= extra
-    return quota
-
-
-def apportion(total: int, weights: list[int]) -> list[int]:
-    """`total` in whole units over `weights`, adding up exactly (largest remainder; ties to the first).
-
-    No weight at all splits evenly.
-    """
-    if not weights:
-        return []
-    if not any(weights):
-        weights = [1] * len(weights)
-    whole = sum(weights)
-    shares = [total * w // whole for w in weights]
-    by_remainder = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
-    for i in by_remainder[: total - sum(shares)]:
-        shares[i] += 1
-    return shares
-
-
-def split_cpu(fleet: Fleet, region: Region, pool: CpuPool) -> dict[str, tuple[int, int]]:
-    """Team -> (vCPUs, memory GB) of a CPU pool's capacity, in proportion to the teams' GPU quota here."""
-    capacity = cpu_pool_capacity(pool)
-    weights = [t.quota.get(region.name, 0) for t in fleet.teams]
-    vcpus = apportion(capacity.vcpus, weights)
-    memory = apportion(capacity.memory_gb, weights)
-    return {t.name: (vcpus[i], memory[i]) for i, t in enumerate(fleet.teams)}
-
-
 def _cpu_flavor(pool: CpuPool) -> Obj:
     # No GPU toleration: only pods without GPUs belong here, and Kueue adds a flavor's tolerations to pods.
     return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}})
@@ -193,58 +130,13 @@ def _flavor(pool: GpuPool) -> Obj:
     )
 
 
-Quota = dict[str, int]  # resource -> amount (memory in GiB)
-
-
-def _gpu_flavor_quota(pool: GpuPool, gpus: int) -> Quota:
-    """GPU quota, and the CPU and memory that come with that many GPUs of the machine."""
-    machine = pool.machine
-    return {GPU: gpus, "cpu": gpus * machine.vcpus // machine.gpus, "memory": gpus * machine.memory_gb // machine.gpus}
-
-
-def nominal_quotas(fleet: Fleet, region: Region, team: Team) -> dict[str, Quota]:
-    """flavor -> nominal quota of the team's ClusterQueue, CPU flavors first (see _cluster_queue)."""
-    flavors: dict[str, Quota] = {}
-    for cpu_pool in region.cpu_pools:
-        vcpus, memory_gb = split_cpu(fleet, region, cpu_pool)[team.name]
-        flavors[cpu_pool.name] = {GPU: 0, "cpu": vcpus, "memory": memory_gb}
-    quota = split_quota(region, team)
-    for pool in team_pools(region, team):
-        flavors[pool.name] = _gpu_flavor_quota(pool, quota[pool.name])
-    return flavors
-
-
-def borrowing_limits(fleet: Fleet, region: Region, team: Team) -> dict[str, Quota]:
-    """flavor -> the most the team may borrow: what the other teams hold nominally in that flavor."""
-    own = nominal_quotas(fleet, region, team)
-    limits = {flavor: dict.fromkeys(quota, 0) for flavor, quota in own.items()}
-    for other in fleet.teams:
-        if other.name == team.name:
-            continue
-        for flavor, quota in nominal_quotas(fleet, region, other).items():
-            for resource, amount in quota.items():
-                if flavor in limits:
-                    limits[flavor][resource] += amount
-    return limits
-
-
-def admissible(fleet: Fleet, region: Region, team: Team) -> Quota:
-    """The most Kueue can admit for the team in the region: nominal + borrowingLimit over every flavor."""
-    total = {GPU: 0, "cpu": 0, "memory": 0}
-    nominal, borrowing = nominal_quotas(fleet, region, team), borrowing_limits(fleet, region, team)
-    for flavor, quota in nominal.items():
-        for resource, amount in quota.items():
-            total[resource] += amount + borrowing[flavor][resource]
-    return total
-
-
 def _quantity(resource: str, amount: int) -> int | str:
     return f"{amount}Gi" if resource == "memory" else amount
 
 
-def _cluster_queue(fleet: Fleet, region: Region, team: Team) -> Obj:
-    pools = team_pools(region, team)
-    nominal, borrowing = nominal_quotas(fleet, region, team), borrowing_limits(fleet, region, team)
+def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
+    pools = team_pools(region, team.name)
+    nominal, borrowing = quotas.nominal, quotas.borrowing
     # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
     # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
     # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor.
@@ -280,7 +172,7 @@ def _cluster_queue(fleet: Fleet, region: Region, team: Team) -> Obj:
     return obj(API, "ClusterQueue", team.name, labels={names.TEAM_LABEL: team.name}, spec=spec)
 
 
-def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
+def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
         obj(API, "Cohort", COHORT, spec={}),
@@ -314,7 +206,7 @@ def kueue_objects(fleet: Fleet, region: Region) -> list[Obj]:
         for p in fleet.priorities
     ]
     for team in fleet.teams:
-        objects.append(_cluster_queue(fleet, region, team))
+        objects.append(_cluster_queue(region, team, quotas.team(region.name, team.name)))
         objects.append(
             obj(
                 API,

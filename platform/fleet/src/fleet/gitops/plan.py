@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fleet.gitops.check import kinds, load_tree
 from fleet.gitops.tree import render_tree
-from fleet.model import Fleet
+from fleet.load import LoadedFleet
 
 
 def project_kubectl() -> str | None:
@@ -31,11 +31,12 @@ def project_kubectl() -> str | None:
 NO_KUBECTL = "no kubectl: run `make setup` (it puts the pinned kubectl in .venv/bin) or put kubectl on PATH"
 
 
-def render_plan(repo: Path, fleet: Fleet, kubectl: str = "kubectl") -> str:
+def render_plan(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> str:
+    fleet = loaded.fleet
     lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
     with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
         root = Path(tmp)
-        for rel, text in render_tree(fleet).items():
+        for rel, text in render_tree(fleet, loaded.quotas).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
         (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)

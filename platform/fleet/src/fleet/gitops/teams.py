@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fleet import names
 from fleet.gitops.admission import team_namespace_labels
-from fleet.gitops.kueue import admissible
 from fleet.gitops.objects import Obj, obj
-from fleet.model import Fleet, Region, Team
+from fleet.model import Fleet, Region
+from fleet.quotaplan import QuotaPlan, TeamQuota
 
 RESEARCHER_ROLE = "meridian-researcher"
 DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"
@@ -47,13 +47,13 @@ def queue_viewer_role() -> Obj:
     return obj("rbac.authorization.k8s.io/v1", "ClusterRole", QUEUE_VIEWER_ROLE, rules=rules)
 
 
-def quota_hard(fleet: Fleet, region: Region, team: Team) -> dict[str, str]:
+def quota_hard(quotas: TeamQuota) -> dict[str, str]:
     """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits).
 
     Every pod in a team namespace goes through Kueue (manageJobsWithoutQueueName), so this only bites
     when Kueue is bypassed or broken; no public load balancers or node ports either.
     """
-    ceiling = admissible(fleet, region, team)
+    ceiling = quotas.admissible
     return {
         f"requests.{names.GPU_RESOURCE}": str(ceiling[names.GPU_RESOURCE]),
         "requests.cpu": str(ceiling["cpu"]),
@@ -63,7 +63,7 @@ def quota_hard(fleet: Fleet, region: Region, team: Team) -> dict[str, str]:
     }
 
 
-def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
+def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         researcher_role(),
         queue_viewer_role(),
@@ -93,7 +93,13 @@ def team_objects(fleet: Fleet, region: Region) -> list[Obj]:
                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
                 subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
             ),
-            obj("v1", "ResourceQuota", "team-limits", namespace, spec={"hard": quota_hard(fleet, region, team)}),
+            obj(
+                "v1",
+                "ResourceQuota",
+                "team-limits",
+                namespace,
+                spec={"hard": quota_hard(quotas.team(region.name, team.name))},
+            ),
             obj(
                 "v1",
                 "LimitRange",

@@ -16,6 +16,7 @@ from fleet.gitops.objects import dump, kustomization
 from fleet.gitops.teams import team_objects
 from fleet.gitops.warden import warden_objects
 from fleet.model import Fleet, Region
+from fleet.quotaplan import QuotaPlan
 
 OWNED = ("kustomize/overlays", "argocd/clusters", "platform/gkr/src/gkr/schemas")
 BASE = "../../../base"
@@ -38,7 +39,7 @@ def image_override(name: str, reference: str) -> dict[str, str]:
     return entry
 
 
-def _overlay(fleet: Fleet, region: Region) -> dict[str, str]:
+def _overlay(fleet: Fleet, region: Region, quotas: QuotaPlan) -> dict[str, str]:
     v = fleet.versions
     files: dict[str, str] = {}
 
@@ -49,14 +50,14 @@ def _overlay(fleet: Fleet, region: Region) -> dict[str, str]:
             resources = [*resources, f"{name}.yaml"]
         files[f"{path}/kustomization.yaml"] = kustomization(resources, **fields)
 
-    app("teams", [], team_objects(fleet, region) + admission.team_policies(fleet, region))
+    app("teams", [], team_objects(fleet, region, quotas) + admission.team_policies(fleet, region))
     app(
         "gpu-networking",
         [f"{BASE}/gpu-networking"],
         network_objects(fleet, region),
         images=[image_override("nccl-installer", v.nccl_installer_image)],
     )
-    app("kueue-config", [], kueue_objects(fleet, region))
+    app("kueue-config", [], kueue_objects(fleet, region, quotas))
     wi = {"iam.gke.io/gcp-service-account": names.service_account_email(fleet, "warden")}
     app(
         "warden",
@@ -94,9 +95,9 @@ def _argocd(fleet: Fleet, region: Region) -> dict[str, str]:
     }
 
 
-def render_tree(fleet: Fleet) -> dict[str, str]:
+def render_tree(fleet: Fleet, quotas: QuotaPlan) -> dict[str, str]:
     files: dict[str, str] = {}
     for region in fleet.regions:
-        files |= _overlay(fleet, region)
+        files |= _overlay(fleet, region, quotas)
         files |= _argocd(fleet, region)
     return dict(sorted(files.items()))
