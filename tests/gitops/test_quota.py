@@ -15,6 +15,7 @@ from fleet.gitops.validate import Finding
 from fleet.model import Fleet
 from tests.conftest import SHIPPED_SPEC
 from tests.gitops.conftest import quota_plan
+from tests.tenancy.vap import selects
 
 GPU = names.GPU_RESOURCE
 
@@ -24,23 +25,6 @@ def _manager_config(fleet: Fleet) -> dict[str, Any]:
     return dict(
         yaml.safe_load(kueue_app.source["helm"]["valuesObject"]["managerConfig"]["controllerManagerConfigYaml"])
     )
-
-
-def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist)."""
-    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
-        return False
-    for e in selector.get("matchExpressions", []):
-        key, op, values = e["key"], e["operator"], e.get("values", [])
-        ok = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
 
 
 def _namespace_labels(tree: ClusterTree) -> dict[str, dict[str, str]]:
@@ -67,7 +51,7 @@ def test_jobs_without_a_queue_name_are_managed_in_team_namespaces_only(
     for tree, _ in trees.values():
         namespaces = _namespace_labels(tree)
         assert team_namespaces <= set(namespaces)
-        managed = {ns for ns, labels in namespaces.items() if _matches(selector, labels)}
+        managed = {ns for ns, labels in namespaces.items() if selects(selector, labels)}
         assert managed == team_namespaces  # not Warden, kube-system (the NCCL installer) or Kueue itself
 
 
@@ -191,7 +175,7 @@ def test_a_cluster_queue_serves_only_its_team_namespace(
         tree, _ = trees[region.name]
         namespaces = _namespace_labels(tree)
         for queue in (o for o in tree.apps["kueue-config"] if o["kind"] == "ClusterQueue"):
-            selected = {ns for ns, labels in namespaces.items() if _matches(queue["spec"]["namespaceSelector"], labels)}
+            selected = {ns for ns, labels in namespaces.items() if selects(queue["spec"]["namespaceSelector"], labels)}
             assert selected == {names.team_namespace(queue["metadata"]["name"])}
         # Each team's LocalQueue sits in its own namespace and points at its own ClusterQueue.
         for local in (o for o in tree.apps["kueue-config"] if o["kind"] == "LocalQueue"):

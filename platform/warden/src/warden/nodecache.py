@@ -26,6 +26,27 @@ from warden.observe import signal_key
 log = logging.getLogger("warden")
 
 
+def watch_with_backoff(
+    what: str, sync_once: Callable[[], None], reset: Callable[[], None], stop: threading.Event, backoff_s: float
+) -> None:
+    """Run `sync_once` until stopped; a failure never ends the watch (it would stop Warden reacting).
+
+    Each failure in a row doubles the wait (up to 5 minutes), so a down API server is not hammered;
+    `reset` forgets what the failed watch knew, so the next try starts over.
+    """
+    failures = 0
+    while not stop.is_set():
+        try:
+            sync_once()
+            failures = 0
+        except Exception as error:
+            wait = min(300.0, backoff_s * 2 ** min(failures, 10))
+            failures += 1
+            log.warning("%s: %s; again in %.0fs", what, error, wait)
+            reset()
+            stop.wait(wait)
+
+
 class Expired(Exception):
     pass
 
@@ -113,18 +134,10 @@ class NodeCache:
             self.relist()
 
     def run(self, stop: threading.Event, backoff_s: float = 5) -> None:
-        # Each failure in a row doubles the wait (up to 5 minutes), so a down API server is not hammered.
-        failures = 0
-        while not stop.is_set():
-            try:
-                self.sync_once()
-                failures = 0
-            except Exception as error:  # a cut watch must never stop Warden
-                wait = min(300.0, backoff_s * 2 ** min(failures, 10))
-                failures += 1
-                log.warning("node watch: %s; relisting in %.0fs", error, wait)
-                self.listed_at = None
-                stop.wait(wait)
+        watch_with_backoff("node watch", self.sync_once, self._forget_listing, stop, backoff_s)
+
+    def _forget_listing(self) -> None:
+        self.listed_at = None
 
     @property
     def synced(self) -> bool:
@@ -203,14 +216,8 @@ class EventWatch:
             self.resource_version = ""
 
     def run(self, stop: threading.Event, backoff_s: float = 5) -> None:
-        failures = 0
-        while not stop.is_set():
-            try:
-                self.sync_once()
-                failures = 0
-            except Exception as error:  # a cut watch must never stop Warden; the rounds still read Events
-                wait = min(300.0, backoff_s * 2 ** min(failures, 10))
-                failures += 1
-                log.warning("event watch: %s; again in %.0fs", error, wait)
-                self.resource_version = ""
-                stop.wait(wait)
+        # A cut Event watch only delays early rounds: the rounds still read Events.
+        watch_with_backoff("event watch", self.sync_once, self._forget_version, stop, backoff_s)
+
+    def _forget_version(self) -> None:
+        self.resource_version = ""
