@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fleet.gitops.bootstrap import NAMESPACE_MANIFEST, bootstrap_commands
 from fleet.load import load
-from fleet.problems import SpecError, report
+from contract.problem import Invalid, report
 
 KUBECTL = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kubectl"
 GCLOUD_MISSING = (
@@ -42,7 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         fleet = load(args.fleet).fleet
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     clusters = {fleet.cluster_name(r): r for r in fleet.regions}
     region = clusters.get(args.cluster)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fleet.gitops.crd_sources import crd_sources
 from fleet.load import load
-from fleet.problems import SpecError, report
+from contract.problem import Invalid, report
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "crds"
 
@@ -25,7 +25,7 @@ def main() -> int:
     args = parser.parse_args()
     try:
         fleet = load(args.fleet).fleet
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     for relative, url in crd_sources(fleet):
         target = CACHE / relative

@@ -10,7 +10,7 @@ import sys
 
 from fleet.load import load
 from fleet.pins import PINNABLE
-from fleet.problems import SpecError, report
+from contract.problem import Invalid, report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         fleet = load(args.fleet).fleet
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     image: str = getattr(fleet.versions, args.field)
     print(image.split("@", 1)[0])

@@ -13,7 +13,7 @@ import yaml
 
 from fleet.load import load_text
 from fleet.pins import PINNABLE, pin_image
-from fleet.problems import SpecError
+from contract.problem import Invalid
 from tests.conftest import REPO, SHIPPED, SHIPPED_SPEC
 
 BIN = Path(sys.executable).parent
@@ -117,7 +117,7 @@ def test_pin_image_changes_exactly_one_line_and_stays_valid() -> None:
     ],
 )
 def test_pin_image_refuses_what_the_spec_would_not_accept(field: str, image: str, expected: str) -> None:
-    with pytest.raises(SpecError) as caught:
+    with pytest.raises(Invalid) as caught:
         pin_image(SHIPPED.read_text(), field, image)
     assert len(caught.value.lines) == 1
     assert expected in caught.value.lines[0]

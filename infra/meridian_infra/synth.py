@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.load import load
-from fleet.problems import SpecError, report
+from contract.problem import Invalid, report
 from meridian_infra.app import build_app
 from meridian_infra.backend import BACKENDS, Backend
 from meridian_infra.report import Stacks, render
@@ -29,7 +29,7 @@ def read_stacks(outdir: Path, order: Sequence[str]) -> Stacks:
 
 def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend = "gcs") -> Stacks:
     """Synthesize every stack into `outdir`, replacing it only once all succeeded."""
-    loaded = load(fleet_path)  # SpecError before anything is written
+    loaded = load(fleet_path)  # Invalid before anything is written
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".synth-", dir=outdir.parent))
     try:
@@ -45,7 +45,7 @@ def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend =
 
 def _backend(value: str) -> Backend:
     if value not in BACKENDS:
-        raise SpecError([f"MERIDIAN_BACKEND={value!r}: unknown backend; use one of {', '.join(BACKENDS)}"])
+        raise Invalid([f"MERIDIAN_BACKEND={value!r}: unknown backend; use one of {', '.join(BACKENDS)}"])
     return value
 
 
@@ -54,7 +54,7 @@ def synth_from_env() -> int:
     try:
         loaded = load(os.environ.get("MERIDIAN_FLEET", str(INFRA.parent / "fleet.yaml")))
         backend = _backend(os.environ.get("MERIDIAN_BACKEND", "gcs"))
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     outdir = os.environ.get("CDKTF_OUTDIR", str(DEFAULT_OUT))
     build_app(loaded.fleet, loaded.addresses, outdir, backend).synth()
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         stacks = synth(args.fleet, args.outdir, _backend(args.backend))
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     sys.stdout.write(render(stacks, os.path.relpath(args.outdir)))
     return 0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fleet.catalog import REGIONS
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, layout, plan_addresses
-from fleet.problems import Problem
+from contract.problem import Problem
 from tests.conftest import SHIPPED_SPEC
 
 GPU_MACHINES = ("a3-ultragpu-8g", "a3-megagpu-8g")

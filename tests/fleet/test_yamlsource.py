@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.problems import dotted
+from contract.problem import dotted
 from fleet.yamlsource import YamlSyntaxError, parse
 
 

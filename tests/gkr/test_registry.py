@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleet.load import load as load_fleet
-from fleet.problems import SpecError
+from contract.problem import Invalid
 from gkr import registry
 from tests.conftest import SHIPPED
 
@@ -34,7 +34,7 @@ def test_a_changed_fleet_gets_a_new_entry_and_bad_specs_are_refused(
     assert registry.load(spec).regions[0].pools[0].nodes == 448
     assert len(list((tmp_path / "cache" / "gkr").glob("registry-*.json"))) == 2
     spec.write_text(SHIPPED.read_text().replace("priority: high", "priority: urgent"))
-    with pytest.raises(SpecError, match="unknown priority 'urgent'"):
+    with pytest.raises(Invalid, match="unknown priority 'urgent'"):
         registry.load(spec)
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from fleet import names
 from fleet.load import load, load_text
-from fleet.problems import SpecError
+from contract.problem import Invalid
 from tests.conftest import REPO, SHIPPED
 
 FLEET = load(SHIPPED).fleet
@@ -36,7 +36,7 @@ def test_a_team_account_name_too_long_for_iam_is_one_line(
     spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path]
 ) -> None:
     spec["teams"][0]["name"] = "pretraining-and-more"  # meridian-team-pretraining-and-more: 34 > 30
-    with pytest.raises(SpecError) as error:
+    with pytest.raises(Invalid) as error:
         load_text(write_spec(spec).read_text())
     (line,) = [line for line in error.value.lines if "service account" in line]
     assert "longer than IAM's 30 characters" in line

@@ -19,7 +19,7 @@ from pathlib import Path
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
-from fleet.problems import SpecError, report
+from contract.problem import Invalid, report
 from fleet.summary import as_json, render
 
 
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "pin-image":
             return _pin(Path(args.fleet), args.field, args.image)
         loaded = load(args.fleet)
-    except SpecError as exc:
+    except Invalid as exc:
         return report(exc)
     except Exception as exc:
         if args.debug:

@@ -1,6 +1,6 @@
 """Read a fleet spec from a file: parse, validate, plan addresses and quotas.
 
-Everything wrong is collected and raised at once as a SpecError whose lines
+Everything wrong is collected and raised at once as a Invalid whose lines
 read `FILE:LINE: PATH: what is wrong; how to fix it`.
 """
 
@@ -18,7 +18,7 @@ import safeyaml
 from fleet import rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
-from fleet.problems import Path, Problem, SpecError, dotted, one_of
+from contract.problem import Path, Problem, Invalid, dotted, one_of
 from fleet.quotaplan import QuotaPlan, plan_quotas
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 
@@ -36,11 +36,11 @@ def load(path: str | FilePath) -> LoadedFleet:
     try:
         text = safeyaml.read_text(file)
     except FileNotFoundError:
-        raise SpecError([f"{file}: no such file; pass the fleet spec's path (FLEET=path/to/fleet.yaml)"]) from None
+        raise Invalid([f"{file}: no such file; pass the fleet spec's path (FLEET=path/to/fleet.yaml)"]) from None
     except OSError as exc:
-        raise SpecError([f"{file}: cannot read it ({exc}); check the path and that it is UTF-8 text"]) from None
+        raise Invalid([f"{file}: cannot read it ({exc}); check the path and that it is UTF-8 text"]) from None
     except safeyaml.YamlError as exc:
-        raise SpecError([f"{file}:{exc.line}: {exc.message}"]) from None
+        raise Invalid([f"{file}:{exc.line}: {exc.message}"]) from None
     return load_text(text, str(file))
 
 
@@ -48,22 +48,22 @@ def load_text(text: str, name: str = "fleet.yaml") -> LoadedFleet:
     try:
         source, problems = parse(text)
     except YamlSyntaxError as exc:
-        raise SpecError([f"{name}:{exc.line}: {exc.message}"]) from None
+        raise Invalid([f"{name}:{exc.line}: {exc.message}"]) from None
     if not isinstance(source.data, dict):
-        raise SpecError(
+        raise Invalid(
             [f"{name}:1: the spec must be a YAML mapping with project, regions, teams...; see the shipped fleet.yaml"]
         )
     try:
         fleet = Fleet.model_validate(source.data)
     except pydantic.ValidationError as exc:
-        raise SpecError(_format(name, source, [*problems, *_from_pydantic(exc)])) from None
+        raise Invalid(_format(name, source, [*problems, *_from_pydantic(exc)])) from None
     problems.extend(rules.check(fleet))
     addresses, address_problems = plan_addresses(fleet)
     problems.extend(address_problems)
     quotas, quota_problems = plan_quotas(fleet)
     problems.extend(quota_problems)
     if problems:
-        raise SpecError(_format(name, source, problems))
+        raise Invalid(_format(name, source, problems))
     return LoadedFleet(FilePath(name), fleet, addresses, quotas)
 
 

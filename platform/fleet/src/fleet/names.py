@@ -11,14 +11,47 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # names stay importable without the pydantic model (gkr must start fast)
     from fleet.model import Fleet
 
-# Kubernetes identities that get Google service accounts through Workload Identity.
-WARDEN_NAMESPACE = "warden"
-WARDEN_KSA = "warden"
-ARGOCD_NAMESPACE = "argocd"
-ARGOCD_KSAS = ("argocd-application-controller", "argocd-repo-server")
-# The Kubernetes service account team pods run as, one per team namespace. Each is bound to
-# its own team's Google service account (team_service_account_id), never to another's.
-TRAINER_KSA = "trainer"
+# The names every component shares are defined in contract.names; fleet's modules and infra reach
+# them through here too, beside the names only the cloud side derives.
+from contract.names import (
+    ARGOCD_KSAS,
+    ARGOCD_NAMESPACE,
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    GVNIC_NETWORK_OBJECT,
+    IMPENDING_TERMINATION_TOLERATION,
+    NODE_POOL_LABEL,
+    POOL_LABEL,
+    QUEUED_TOLERATION,
+    TEAM_LABEL,
+    TOPOLOGY_LEVELS,
+    TRAINER_KSA,
+    WARDEN_KSA,
+    WARDEN_NAMESPACE,
+    local_queue,
+    rdma_network_object,
+    team_namespace,
+)
+
+__all__ = [  # the shared names, re-exported (see above)
+    "ARGOCD_KSAS",
+    "ARGOCD_NAMESPACE",
+    "GPU_RESOURCE",
+    "GPU_TAINT_KEY",
+    "GVNIC_NETWORK_OBJECT",
+    "IMPENDING_TERMINATION_TOLERATION",
+    "NODE_POOL_LABEL",
+    "POOL_LABEL",
+    "QUEUED_TOLERATION",
+    "TEAM_LABEL",
+    "TOPOLOGY_LEVELS",
+    "TRAINER_KSA",
+    "WARDEN_KSA",
+    "WARDEN_NAMESPACE",
+    "local_queue",
+    "rdma_network_object",
+    "team_namespace",
+]
 
 # Prefixes inside a team's part of a checkpoint bucket (team_prefix): staged data may
 # expire, committed checkpoints never.
@@ -28,30 +61,7 @@ TEAMS_PREFIX = "teams/"
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
 # The roles with a Google service account of their own (service_account_id); teams get one each.
 SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
-
-# Kueue's topology levels on GKE, widest first.
-TOPOLOGY_LEVELS = (
-    "cloud.google.com/gce-topology-block",
-    "cloud.google.com/gce-topology-subblock",
-    "cloud.google.com/gce-topology-host",
-    "kubernetes.io/hostname",
-)
-QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
-
-# GKE taints a node it is about to reclaim (spot preemption, host maintenance); GPU pods
-# tolerate it so they keep running, and checkpointing, until the node goes (gpu-recipes a3ultra).
-IMPENDING_TERMINATION_TOLERATION = {
-    "key": "cloud.google.com/impending-node-termination",
-    "operator": "Exists",
-    "effect": "NoSchedule",
-}
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's label: the node pool a node belongs to
-
-GPU_TAINT_KEY = "nvidia.com/gpu"
-GPU_RESOURCE = "nvidia.com/gpu"
-POOL_LABEL = "meridian.dev/pool"
 SYSTEM_POOL = "system"  # the node pool of the platform's own services (operators, Warden, Argo CD)
-TEAM_LABEL = "meridian.dev/team"
 
 
 def main_network(fleet: Fleet) -> str:
@@ -113,21 +123,3 @@ def workload_pool(fleet: Fleet) -> str:
 
 def workload_member(fleet: Fleet, namespace: str, ksa: str) -> str:
     return f"serviceAccount:{workload_pool(fleet)}[{namespace}/{ksa}]"
-
-
-def team_namespace(team: str) -> str:
-    return f"team-{team}"
-
-
-def local_queue(team: str) -> str:
-    """The team's Kueue LocalQueue, in its namespace."""
-    return team
-
-
-# Multi-network names pods use (annotation networking.gke.io/interfaces): eth1 on
-# the gVNIC network, eth2..eth9 on rdma-0..rdma-7.
-GVNIC_NETWORK_OBJECT = "gvnic-1"
-
-
-def rdma_network_object(index: int) -> str:
-    return f"rdma-{index}"

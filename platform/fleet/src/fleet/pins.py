@@ -11,22 +11,22 @@ from __future__ import annotations
 import re
 
 from fleet.load import load_text
-from fleet.problems import SpecError
+from contract.problem import Invalid
 
 PINNABLE = ("warden_image", "trainer_image", "nccl_installer_image")
 _DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
 
 
 def pin_image(text: str, field: str, image: str, name: str = "fleet.yaml") -> str:
-    """The spec text with versions.FIELD set to IMAGE (which must carry a digest); raises SpecError."""
+    """The spec text with versions.FIELD set to IMAGE (which must carry a digest); raises Invalid."""
     if field not in PINNABLE:
-        raise SpecError([f"{name}: versions.{field}: not an image field; use one of {', '.join(PINNABLE)}"])
+        raise Invalid([f"{name}: versions.{field}: not an image field; use one of {', '.join(PINNABLE)}"])
     if not _DIGEST.fullmatch(image):
-        raise SpecError([f"{name}: versions.{field}: {image!r} has no digest; pass REPOSITORY:VERSION@sha256:<64 hex>"])
+        raise Invalid([f"{name}: versions.{field}: {image!r} has no digest; pass REPOSITORY:VERSION@sha256:<64 hex>"])
     line = re.compile(rf"^(\s+{field}:[ \t]*)(\S+)(.*)$", re.MULTILINE)
     found = list(line.finditer(text))
     if len(found) != 1:
-        raise SpecError([f"{name}: versions.{field}: found {len(found)} lines for it; expected exactly one"])
+        raise Invalid([f"{name}: versions.{field}: found {len(found)} lines for it; expected exactly one"])
     match = found[0]
     updated = text[: match.start(2)] + image + text[match.end(2) :]
     load_text(updated, name)  # the result must still be a valid spec

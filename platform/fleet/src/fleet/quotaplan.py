@@ -24,7 +24,7 @@ from fleet import names
 from fleet.capacity import cpu_pool_capacity, pool_capacity
 from fleet.catalog import MACHINE_TYPES
 from fleet.model import Fleet, GpuPool, Region
-from fleet.problems import Problem
+from contract.problem import Problem
 
 GPU = names.GPU_RESOURCE
 Quota = dict[str, int]  # resource (GPU, "cpu", "memory" in GiB) -> amount

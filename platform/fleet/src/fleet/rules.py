@@ -14,7 +14,7 @@ from datetime import timedelta
 from fleet import images, names
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
-from fleet.problems import Path, Problem, one_of
+from contract.problem import Path, Problem, one_of
 
 
 def check(fleet: Fleet) -> list[Problem]:

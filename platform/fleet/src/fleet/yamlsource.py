@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import yaml
 
 import safeyaml
-from fleet.problems import Path, Problem
+from contract.problem import Path, Problem
 
 
 @dataclass(frozen=True)

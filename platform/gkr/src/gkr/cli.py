@@ -68,7 +68,7 @@ def choose(value: str, options: Any, flag: str) -> str:
 
 def _load_fleet(fleet: str | None) -> Any:
     """(user config, fleet registry); bad input ends here with exit 2."""
-    from fleet.problems import SpecError
+    from contract.problem import Invalid
     from gkr.config import find_fleet, user_config
     from gkr.registry import load
 
@@ -76,7 +76,7 @@ def _load_fleet(fleet: str | None) -> Any:
         config = user_config()
         path = find_fleet(fleet, config)
         registry = load(path)
-    except SpecError as exc:
+    except Invalid as exc:
         fail(list(exc.lines))
     except (OSError, ValueError) as exc:
         fail([str(exc)])

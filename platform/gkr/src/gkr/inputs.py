@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import safeyaml
-from fleet.problems import dotted
+from contract.problem import dotted
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 from gkr.spec import JobSpec, parse_job
 

@@ -186,7 +186,7 @@ def cache_dir() -> Path:
 
 
 def load(fleet_path: Path) -> Registry:
-    """The registry for this fleet.yaml; raises fleet.problems.SpecError when the spec is invalid."""
+    """The registry for this fleet.yaml; raises contract.problem.Invalid when the spec is invalid."""
     text = fleet_path.read_bytes()
     key = hashlib.sha256(FORMAT.encode() + b"\0" + text).hexdigest()[:24]
     cached = cache_dir() / f"registry-{key}.json"

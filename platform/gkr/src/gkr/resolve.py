@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from fleet import names
-from fleet.problems import one_of
+from contract.problem import one_of
 from gkr import defaults
 from gkr.registry import Machine, Pool, Region, Registry, Team
 from gkr.spec import JobSpec, Ray

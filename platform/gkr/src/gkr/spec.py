@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from fleet.problems import one_of
+from contract.problem import one_of
 
 KINDS = ("rayjob", "raycluster", "job")
 TOPOLOGY_MODES = ("required", "preferred")

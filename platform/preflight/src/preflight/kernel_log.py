@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from preflight.xid import action_of, bucket_of
+from contract.signals import action_of, bucket_of
 
 _PCI = r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
 _XID = re.compile(rf"NVRM: Xid \({_PCI}\): (?P<code>\d+)(?:, (?P<detail>.*))?")

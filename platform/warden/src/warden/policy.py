@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from preflight.xid import UNKNOWN_ACTION, default_actions
+from contract.signals import UNKNOWN_ACTION, default_actions
 
 Action = Literal["none", "restart_pods", "reboot", "replace", "review"]
 # How far an action goes: escalation never steps back down.

@@ -1,0 +1,118 @@
+"""Every name two components must spell alike: labels, annotations, taints, conditions, Events, metrics.
+
+Each string is written here once (tests/contract/test_names.py greps the
+non-test code for a second spelling). A name only one component uses stays
+in that component.
+"""
+
+from __future__ import annotations
+
+# --- Namespaces and Kubernetes service accounts -------------------------------------------------
+WARDEN_NAMESPACE = "warden"
+WARDEN_KSA = "warden"
+ARGOCD_NAMESPACE = "argocd"
+ARGOCD_KSAS = ("argocd-application-controller", "argocd-repo-server")
+# The Kubernetes service account team pods run as, one per team namespace, bound to its team's
+# Google service account only.
+TRAINER_KSA = "trainer"
+
+
+def team_namespace(team: str) -> str:
+    return f"team-{team}"
+
+
+def local_queue(team: str) -> str:
+    """The team's Kueue LocalQueue, in its namespace."""
+    return team
+
+
+# Multi-network names pods use (annotation networking.gke.io/interfaces): eth1 on
+# the gVNIC network, eth2..eth9 on rdma-0..rdma-7.
+GVNIC_NETWORK_OBJECT = "gvnic-1"
+
+
+def rdma_network_object(index: int) -> str:
+    return f"rdma-{index}"
+
+
+# --- Labels ---------------------------------------------------------------------------------------
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's: the node pool a node belongs to
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"  # GKE's: the node's GPU type
+MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"  # GKE's: epoch seconds of host maintenance
+POOL_LABEL = "meridian.dev/pool"  # Meridian's: the fleet pool (GPU or CPU) a node serves
+TEAM_LABEL = "meridian.dev/team"  # every team pod and job, set by gkr and enforced by admission
+JOB_LABEL = "meridian.dev/job"  # every object of one gkr job
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the LocalQueue a workload is submitted to
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # Kueue's: the WorkloadPriorityClass
+WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, for selectors and dashboards
+WARDEN_OPT_OUT_LABEL = "meridian.dev/warden-opt-out"  # an operator keeps Warden's hands off a node
+
+# Kueue's topology levels on GKE, widest first.
+TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+    "kubernetes.io/hostname",
+)
+
+# --- Annotations ----------------------------------------------------------------------------------
+_WARDEN = "meridian.dev/warden"
+PREFLIGHT_FAILURE_ANNOTATION = "meridian.dev/preflight-failure"  # `preflight run --annotate` on the Node
+WARDEN_RECORD_ANNOTATION = _WARDEN  # Warden's record of a node (JSON), on the Node
+PROBATION_NODE_ANNOTATION = "meridian.dev/node"  # the node a probation pod checks
+DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"  # on a team namespace
+INTERFACES_ANNOTATION = "networking.gke.io/interfaces"  # GKE multi-network: a pod's extra NICs
+DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
+GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"  # Workload Identity binding of a KSA
+
+# --- Taints and resources -------------------------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TAINT_KEY = GPU_RESOURCE  # GKE taints GPU nodes with their resource name
+QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"  # flex-start (queued provisioning) nodes
+# GKE taints a node it is about to reclaim (spot preemption, host maintenance).
+IMPENDING_TERMINATION_TAINT_KEY = "cloud.google.com/impending-node-termination"
+WARDEN_TAINT_KEY = _WARDEN  # Warden's NoSchedule taint while a node is out of service
+
+QUEUED_TOLERATION = {"key": QUEUED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# GPU pods tolerate it so they keep running, and checkpointing, until the node goes (gpu-recipes a3ultra).
+IMPENDING_TERMINATION_TOLERATION = {
+    "key": IMPENDING_TERMINATION_TAINT_KEY,
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+# --- Node conditions (Warden's node agent writes them, Warden's service reads them) ---------------
+XID_CONDITION = "GPUXid"
+SXID_CONDITION = "NVSwitchSXid"
+
+# --- Event reasons --------------------------------------------------------------------------------
+NCCL_FAILURE_REASON = "NCCLFailure"  # trainer pods report NCCL errors on their node; Warden counts them
+WARDEN_COMPONENT = _WARDEN  # reportingComponent of Warden's Events
+WARDEN_ACTION_REASON = "WardenAction"
+
+
+def warden_phase_reason(phase: str) -> str:
+    """The Event reason of a node entering `phase` (WardenQuarantined, WardenHealthy...)."""
+    return f"Warden{phase.capitalize()}"
+
+
+WARDEN_HEALTHY_REASON = warden_phase_reason("healthy")
+
+
+# --- ConfigMaps the generator writes and the components read --------------------------------------
+WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARDEN_NAMESPACE
+
+# --- Metric names ---------------------------------------------------------------------------------
+WARDEN_TRANSITIONS = "warden_transitions_total"
+WARDEN_COMMANDS = "warden_commands_total"
+WARDEN_API_ERRORS = "warden_api_errors_total"
+WARDEN_CONFLICTS = "warden_conflicts_total"
+WARDEN_NODE_ERRORS = "warden_node_errors_total"
+WARDEN_LEASE_LOST = "warden_lease_lost_total"
+WARDEN_TRIGGERED_ROUNDS = "warden_triggered_rounds_total"
+WARDEN_NODES = "warden_nodes"
+WARDEN_BREAKER_BLOCKED = "warden_breaker_blocked_nodes"
+WARDEN_LEADER = "warden_leader"
+WARDEN_ROUND_SECONDS = "warden_round_seconds"
+WARDEN_ROUNDS = "warden_rounds_total"
+WARDEN_SIGNALS_IGNORED = "warden_signals_ignored_total"
