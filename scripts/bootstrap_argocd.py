@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contract.problem import Invalid, report
 from fleet.gitops.bootstrap import NAMESPACE_MANIFEST, bootstrap_commands
 from fleet.load import load
-from contract.problem import Invalid, report
 
 KUBECTL = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "kubectl"
 GCLOUD_MISSING = (

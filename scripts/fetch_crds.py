@@ -12,9 +12,9 @@ import argparse
 import urllib.request
 from pathlib import Path
 
+from contract.problem import Invalid, report
 from fleet.gitops.crd_sources import crd_sources
 from fleet.load import load
-from contract.problem import Invalid, report
 
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "crds"
 

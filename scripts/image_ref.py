@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from contract.problem import Invalid, report
 from fleet.load import load
 from fleet.pins import PINNABLE
-from contract.problem import Invalid, report
 
 
 def main(argv: list[str] | None = None) -> int:

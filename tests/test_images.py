@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from contract.problem import Invalid
 from fleet.load import load_text
 from fleet.pins import PINNABLE, pin_image
-from contract.problem import Invalid
 from tests.conftest import REPO, SHIPPED, SHIPPED_SPEC
 
 BIN = Path(sys.executable).parent

@@ -11,8 +11,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from fleet.load import load
 from contract.problem import Invalid, report
+from fleet.load import load
 from meridian_infra.app import build_app
 from meridian_infra.backend import BACKENDS, Backend
 from meridian_infra.report import Stacks, render

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contract.problem import Problem
 from fleet.catalog import REGIONS
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, layout, plan_addresses
-from contract.problem import Problem
 from tests.conftest import SHIPPED_SPEC
 
 GPU_MACHINES = ("a3-ultragpu-8g", "a3-megagpu-8g")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.load import load as load_fleet
 from contract.problem import Invalid
+from fleet.load import load as load_fleet
 from gkr import registry
 from tests.conftest import SHIPPED
 

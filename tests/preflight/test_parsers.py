@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contract.signals import action_of, bucket_of
 from preflight import kernel_log, nvidia_smi
 from preflight.checks import check_gpu_state, check_kernel_log
-from contract.signals import action_of, bucket_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from contract.problem import Invalid
 from fleet import names
 from fleet.load import load, load_text
-from contract.problem import Invalid
 from tests.conftest import REPO, SHIPPED
 
 FLEET = load(SHIPPED).fleet

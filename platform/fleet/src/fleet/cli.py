@@ -16,10 +16,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from contract.problem import Invalid, report
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
-from contract.problem import Invalid, report
 from fleet.summary import as_json, render
 
 

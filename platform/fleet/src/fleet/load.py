@@ -15,10 +15,10 @@ from typing import Any
 import pydantic
 
 import safeyaml
+from contract.problem import Invalid, Path, Problem, dotted, one_of
 from fleet import rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
-from contract.problem import Path, Problem, Invalid, dotted, one_of
 from fleet.quotaplan import QuotaPlan, plan_quotas
 from fleet.yamlsource import Source, YamlSyntaxError, parse
 

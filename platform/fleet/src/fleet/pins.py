@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from fleet.load import load_text
 from contract.problem import Invalid
+from fleet.load import load_text
 
 PINNABLE = ("warden_image", "trainer_image", "nccl_installer_image")
 _DIGEST = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")

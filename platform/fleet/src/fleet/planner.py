@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
+from contract.problem import Path, Problem
 from fleet.catalog import MACHINE_TYPES, pod_block_size
 from fleet.model import Fleet, GpuPool, NetworkPlan, Region
-from contract.problem import Path, Problem
 
 RDMA_SUBNETS = 8  # one per ConnectX NIC, i.e. per GPU
 GCP_RESERVED = 4  # addresses Google reserves in every subnet's primary range

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contract.problem import Problem
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, pool_capacity
 from fleet.catalog import MACHINE_TYPES
 from fleet.model import Fleet, GpuPool, Region
-from contract.problem import Problem
 
 GPU = names.GPU_RESOURCE
 Quota = dict[str, int]  # resource (GPU, "cpu", "memory" in GiB) -> amount

@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
+from contract.problem import Path, Problem, one_of
 from fleet import images, names
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
-from contract.problem import Path, Problem, one_of
 
 
 def check(fleet: Fleet) -> list[Problem]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fleet import names
 from contract.problem import one_of
+from fleet import names
 from gkr import defaults
 from gkr.registry import Machine, Pool, Region, Registry, Team
 from gkr.spec import JobSpec, Ray
