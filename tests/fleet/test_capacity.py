@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.capacity import fleet_capacity, gpu_capacity, region_capacity, system_capacity
-from fleet.catalog import MACHINE_TYPES, pod_block_size
+from fleet.catalog import MACHINE_TYPES, MachineType, pod_block_size
 from fleet.model import Fleet
 
 
@@ -44,7 +44,10 @@ def test_pod_block_is_the_power_of_two_above_twice_max_pods() -> None:
 
 
 def test_preflight_thresholds_come_from_the_catalog() -> None:
-    from fleet.catalog import preflight_args
+    from fleet.catalog import thresholds
+
+    def preflight_args(m: MachineType, nodes: int) -> list[str]:
+        return list(thresholds(m).args(nodes))
 
     ultra = MACHINE_TYPES["a3-ultragpu-8g"]
     assert preflight_args(ultra, 1) == ["--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=368"]

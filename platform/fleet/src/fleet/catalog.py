@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.registry import Thresholds
+
 
 @dataclass(frozen=True)
 class MachineType:
@@ -30,6 +32,9 @@ class MachineType:
     allreduce_intra_gbps: float = 0.0
     allreduce_inter_gbps: float = 0.0
     matmul_tflops: float = 0.0
+    # Dense bf16 tensor-core peak per GPU from the vendor's datasheet (half the "with sparsity"
+    # figure): the denominator of MFU. H100 and H200 SXM: 1,979 TFLOPS sparse -> 989 dense.
+    peak_bf16_tflops: float = 0.0
     # Zones where the type is offered; None means every zone of every region.
     zones: frozenset[str] | None = None
 
@@ -68,6 +73,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             # one NIC), times 0.8, the low end of what NCCL over RDMA reaches at large messages.
             allreduce_inter_gbps=320,
             matmul_tflops=750,
+            peak_bf16_tflops=989,
             zones=frozenset(
                 {
                     "us-central1-b",
@@ -92,6 +98,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             allreduce_intra_gbps=460,
             allreduce_inter_gbps=90,  # 8 x 200 Gb/s TCPXO
             matmul_tflops=700,
+            peak_bf16_tflops=989,
             zones=frozenset(
                 {
                     "us-central1-a",
@@ -139,18 +146,16 @@ REGIONS: dict[str, tuple[str, ...]] = {
 PREFLIGHT_TOLERANCE = 0.2
 
 
-def preflight_args(machine: MachineType, nodes: int) -> list[str]:
-    """Thresholds `preflight run` gets for a job on `nodes` machines of this type."""
-    if not machine.is_gpu:
-        return ["--no-rdma"]
+def thresholds(machine: MachineType) -> Thresholds:
+    """What `preflight run` must measure on this machine: the catalog's figures less the tolerance."""
     keep = 1 - PREFLIGHT_TOLERANCE
-    busbw = machine.allreduce_intra_gbps if nodes == 1 else machine.allreduce_inter_gbps
-    args = [
-        f"--expect-gpus={machine.gpus}",
-        f"--min-tflops={machine.matmul_tflops * keep:g}",
-        f"--min-busbw-gbps={busbw * keep:g}",
-    ]
-    return args if machine.rdma_nics else [*args, "--no-rdma"]
+    return Thresholds(
+        gpus=machine.gpus,
+        min_tflops=round(machine.matmul_tflops * keep, 3),
+        min_busbw_one_node_gbps=round(machine.allreduce_intra_gbps * keep, 3),
+        min_busbw_many_nodes_gbps=round(machine.allreduce_inter_gbps * keep, 3),
+        rdma=machine.rdma_nics > 0,
+    )
 
 
 def pod_block_size(max_pods_per_node: int) -> int:

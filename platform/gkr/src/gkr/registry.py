@@ -91,7 +91,11 @@ class Registry:
 
 def from_fleet(loaded: Any) -> Registry:
     """From fleet.load's LoadedFleet: the spec, and its quota plan for the teams' quotas."""
-    from fleet.catalog import preflight_args
+    from fleet.catalog import thresholds
+
+    def preflight_args(m: Any, nodes: int) -> tuple[str, ...]:
+        return thresholds(m).args(nodes)
+
     from fleet.model import CapacityMode
 
     def machine(m: Any) -> Machine:

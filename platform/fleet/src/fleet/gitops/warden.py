@@ -6,7 +6,7 @@ from typing import Any
 
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, region_capacity
-from fleet.catalog import preflight_args
+from fleet.catalog import thresholds
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.gpu_faults import BUCKETS, UNKNOWN_ACTION, default_actions
 from fleet.model import Fleet, Region
@@ -43,7 +43,7 @@ def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
                 "nodes": p.nodes,
                 "gpus_per_node": p.machine.gpus,
                 "capacity": p.capacity.mode.value,
-                "preflight_args": preflight_args(p.machine, 1),
+                "preflight_args": list(thresholds(p.machine).args(1)),
             }
             for p in region.gpu_pools
         ],

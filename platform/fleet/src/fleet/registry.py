@@ -1,0 +1,63 @@
+"""The registry a job tool reads (contract.registry), computed from a loaded fleet.
+
+Everything here is read off the validated model and its plans (quotas from
+the quota plan, thresholds from the catalog); `make generate` writes it to
+generated/registry.json and into each cluster's registry ConfigMap.
+"""
+
+from __future__ import annotations
+
+from contract import registry as r
+from fleet.catalog import MachineType, thresholds
+from fleet.load import LoadedFleet
+from fleet.model import CapacityMode
+
+
+def machine(m: MachineType) -> r.Machine:
+    return r.Machine(
+        name=m.name,
+        gpus=m.gpus,
+        gpu_type=m.gpu_type or "",
+        gpu_model=m.gpu_model,
+        vcpus=m.vcpus,
+        memory_gb=m.memory_gb,
+        rdma_nics=m.rdma_nics,
+        peak_bf16_tflops=m.peak_bf16_tflops,
+        preflight=thresholds(m),
+    )
+
+
+def registry_of(loaded: LoadedFleet) -> r.Registry:
+    fleet, quotas = loaded.fleet, loaded.quotas
+    regions = tuple(
+        r.Region(
+            name=region.name,
+            cluster=fleet.cluster_name(region),
+            checkpoint_bucket=fleet.buckets.checkpoint_bucket(region.name),
+            pools=tuple(
+                r.Pool(p.name, p.zone, p.team, p.capacity.mode is CapacityMode.FLEX_START, p.nodes, machine(p.machine))
+                for p in region.gpu_pools
+            ),
+            cpu_pools=tuple(r.Pool(p.name, "", None, False, p.max_nodes, machine(p.machine)) for p in region.cpu_pools),
+        )
+        for region in fleet.regions
+    )
+    teams = tuple(
+        r.Team(
+            name=t.name,
+            priority=t.priority,
+            ceiling=t.ceiling,
+            quota={region.name: quotas.team(region.name, t.name).gpus for region in fleet.regions},
+            pool_quota={region.name: dict(quotas.team(region.name, t.name).pools) for region in fleet.regions},
+        )
+        for t in fleet.teams
+    )
+    return r.Registry(
+        project=fleet.project.id,
+        trainer_image=fleet.versions.trainer_image,
+        image_registry=fleet.registry.url(fleet.project.id),
+        priorities={p.name: p.value for p in fleet.priorities},
+        regions=regions,
+        teams=teams,
+        datasets=tuple(r.Dataset(d.name, d.location) for d in fleet.buckets.datasets),
+    )
