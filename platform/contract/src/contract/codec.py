@@ -18,6 +18,7 @@ from contract.problem import Invalid
 
 T = TypeVar("T")
 SCHEMA_KEY = "schema"
+MAX_CHARS = 8 << 20  # a registry is ~10 KB; anything near this is not one
 
 
 def to_data(value: Any) -> Any:
@@ -38,8 +39,12 @@ def dumps(value: Any, schema: str) -> str:
 
 def loads(cls: type[T], text: str, schema: str, where: str) -> T:
     """`cls` from a document; Invalid (one line: where, what, how to fix) when it is not one."""
+    if len(text) > MAX_CHARS:
+        raise Invalid([f"{where}: {len(text)} characters, more than {MAX_CHARS}; regenerate it with `make generate`"])
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise Invalid([f"{where}: nested too deeply; regenerate it with `make generate`"]) from None
     except ValueError as exc:
         raise Invalid([f"{where}: not JSON ({exc}); regenerate it with `make generate`"]) from None
     if not isinstance(data, dict):

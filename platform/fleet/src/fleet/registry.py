@@ -22,7 +22,7 @@ def machine(m: MachineType) -> r.Machine:
         vcpus=m.vcpus,
         memory_gb=m.memory_gb,
         rdma_nics=m.rdma_nics,
-        peak_bf16_tflops=m.peak_bf16_tflops,
+        peak_bf16_tflops=float(m.peak_bf16_tflops),
         preflight=thresholds(m),
     )
 
