@@ -103,9 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --objects builds every cluster with kubectl; {NO_KUBECTL}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(as_json(loaded.fleet, loaded.addresses), indent=2))
+        print(json.dumps(as_json(loaded.fleet, loaded.addresses, loaded.quotas), indent=2))
     else:
-        sys.stdout.write(render(loaded.fleet, loaded.addresses))
+        sys.stdout.write(render(loaded.fleet, loaded.addresses, loaded.quotas))
     if kubectl is not None:
         from fleet.gitops.plan import render_plan  # needs the validation extras
 

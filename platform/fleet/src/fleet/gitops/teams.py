@@ -9,7 +9,7 @@ from fleet.model import Fleet, Region
 from fleet.quotaplan import QuotaPlan, TeamQuota
 
 RESEARCHER_ROLE = "meridian-researcher"
-DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"
+DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 
 
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
@@ -115,7 +115,7 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 names.TRAINER_KSA,
                 namespace,
                 labels={names.TEAM_LABEL: team.name},
-                annotations={"iam.gke.io/gcp-service-account": names.team_service_account_email(fleet, team.name)},
+                annotations={names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.team_service_account_email(fleet, team.name)},
             ),
             # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
             obj(

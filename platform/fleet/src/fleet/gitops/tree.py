@@ -58,7 +58,7 @@ def _overlay(fleet: Fleet, region: Region, quotas: QuotaPlan) -> dict[str, str]:
         images=[image_override("nccl-installer", v.nccl_installer_image)],
     )
     app("kueue-config", [], kueue_objects(fleet, region, quotas))
-    wi = {"iam.gke.io/gcp-service-account": names.service_account_email(fleet, "warden")}
+    wi = {names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.service_account_email(fleet, names.WARDEN_ROLE)}
     app(
         "warden",
         [f"{BASE}/warden"],
