@@ -29,7 +29,7 @@ plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, pri
 	@echo
 	@$(BIN)/meridian-synth --fleet $(FLEET) --outdir $(SYNTH_OUT)
 
-generate: $(ENV) ## render kustomize/overlays/ and argocd/clusters/ from FLEET
+generate: $(ENV) ## render kustomize/overlays/, argocd/clusters/ and generated/ (registry, schemas) from FLEET
 	@$(BIN)/meridian generate --fleet $(FLEET)
 
 BASE ?= origin/main

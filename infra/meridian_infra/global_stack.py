@@ -132,7 +132,7 @@ class GlobalStack(TerraformStack):
             "nodes_default",
             project=project,
             role="roles/container.defaultNodeServiceAccount",
-            member=member("nodes"),
+            member=member(names.NODES_ROLE),
         )
         registry = ArtifactRegistryRepository(
             self,
@@ -142,7 +142,7 @@ class GlobalStack(TerraformStack):
             format="DOCKER",
             description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)",
         )
-        for role in ("nodes", "argocd"):
+        for role in (names.NODES_ROLE, names.ARGOCD_ROLE):
             ArtifactRegistryRepositoryIamMember(
                 self,
                 f"registry_reader_{role}",
@@ -155,8 +155,10 @@ class GlobalStack(TerraformStack):
         # Workload Identity: which Kubernetes service accounts act as which Google
         # service account. The identity pool is per project, so these bindings
         # hold in every cluster; what each may touch is granted per region.
-        bindings = [("warden", accounts["warden"], names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
-        bindings += [("argocd", accounts["argocd"], names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS]
+        bindings = [(names.WARDEN_ROLE, accounts[names.WARDEN_ROLE], names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
+        bindings += [
+            (names.ARGOCD_ROLE, accounts[names.ARGOCD_ROLE], names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS
+        ]
         # Each team account admits exactly its own namespace's KSA.
         bindings += [("team", teams[t], names.team_namespace(t), names.TRAINER_KSA) for t in teams]
         for role, account, namespace, ksa in bindings:

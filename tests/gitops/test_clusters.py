@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.gitops import argocd
 from fleet.gitops.check import ClusterTree, check_tree, pinned
 from fleet.gitops.tree import image_override
 from fleet.gitops.validate import CrdSchemas, Finding, images, validate_object
@@ -14,7 +15,7 @@ from fleet.model import Fleet
 
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
 REGIONS = ["us-central1", "us-east4", "europe-west1"]
-OUR_APPS = {"teams", "gpu-networking", "kueue-config", "warden", "training-images", "workloads"}
+OUR_APPS = set(argocd.OVERLAY_APPS)
 
 
 @pytest.mark.parametrize("region", REGIONS)

@@ -9,16 +9,15 @@ import yaml
 
 from fleet.capacity import cpu_pool_capacity
 from fleet.gitops.kueue import kueue_objects
-from fleet.gitops.tree import render_tree
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
 from fleet.quotaplan import apportion
 from tests.conftest import SHIPPED_SPEC
-from tests.gitops.conftest import quota_plan
+from tests.gitops.conftest import quota_plan, render
 
 
 def _kueue_docs(fleet: Fleet, cluster: str) -> list[dict[str, Any]]:
-    text = render_tree(fleet, quota_plan(fleet))[f"kustomize/overlays/{cluster}/kueue-config/kueue-config.yaml"]
+    text = render(fleet)[f"kustomize/overlays/{cluster}/kueue-config/kueue-config.yaml"]
     return [d for d in yaml.safe_load_all(text) if d]
 
 
@@ -26,11 +25,16 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
     spec = copy.deepcopy(SHIPPED_SPEC)
     spec["teams"][1]["quota"]["us-east4"] = 512  # research: 768 -> 512
     changed = Fleet.model_validate(spec)
-    before = render_tree(fleet, quota_plan(fleet))
-    after = render_tree(changed, quota_plan(changed))
-    # The namespaces' ResourceQuotas follow what Kueue may admit (tests/gitops/test_quota.py).
+    before = render(fleet)
+    after = render(changed)
+    # The namespaces' ResourceQuotas follow what Kueue may admit (tests/gitops/test_quota.py); the registry,
+    # in generated/ and in every cluster, carries the team's quota for gkr.
     assert [p for p in before if before[p] != after[p]] == [
+        "generated/registry.json",
+        "kustomize/overlays/meridian-europe-west1/registry/registry.yaml",
+        "kustomize/overlays/meridian-us-central1/registry/registry.yaml",
         "kustomize/overlays/meridian-us-east4/kueue-config/kueue-config.yaml",
+        "kustomize/overlays/meridian-us-east4/registry/registry.yaml",
         "kustomize/overlays/meridian-us-east4/teams/teams.yaml",
     ]
     old, new = _kueue_docs(fleet, "meridian-us-east4"), _kueue_docs(changed, "meridian-us-east4")

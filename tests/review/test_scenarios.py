@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.cli import main as meridian
 from fleet.review.cli import main as review_main
 from fleet.review.report import markdown
@@ -22,6 +23,9 @@ from fleet.review.snapshot import Snapshot
 from tests.conftest import REPO
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
+# The registry ConfigMap in every cluster holds the whole fleet's registry (fleet.gitops.registry), so a
+# change to any region's pools or any team's quota changes it in every cluster.
+REGISTRY = ("", "ConfigMap", REGISTRY_NAMESPACE, REGISTRY_CONFIGMAP)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -165,7 +169,12 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
     )
     assert r.destructive == []
     assert r.stacks == []  # nothing in Terraform
-    ((cluster, objects),) = [(c.cluster, c.objects) for c in r.clusters]
+    assert {c.cluster: [o.key for o in c.objects if o.key == REGISTRY] for c in r.clusters} == {
+        f"meridian-{region}": [REGISTRY] for region in ("us-central1", "us-east4", "europe-west1")
+    }
+    ((cluster, objects),) = [
+        (c.cluster, [o for o in c.objects if o.key != REGISTRY]) for c in r.clusters if len(c.objects) > 1
+    ]
     assert cluster == "meridian-us-east4"
     # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
     # so every team's CPU share follows (fleet.quotaplan).
@@ -206,7 +215,7 @@ def test_a_spec_change_without_make_generate_is_refused(
     assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: HEAD: the committed kustomize/ and argocd/ files are stale against its fleet.yaml (")
-    assert "outdated: kustomize/overlays/meridian-us-east4/" in line
+    assert "outdated: generated/registry.json" in line
     assert line.endswith("run `make generate` and commit the result")
     assert not out.exists()
 
@@ -230,8 +239,12 @@ teams:
     assert r.destructive == []
     assert [d.stack for d in r.stacks] == ["asia-south1"]
     assert {x.action for d in r.stacks for x in d.resources} == {"create"}
-    assert [c.cluster for c in r.clusters] == ["meridian-asia-south1"]
-    assert {o.action for c in r.clusters for o in c.objects} == {"added"}
+    new = [c for c in r.clusters if c.cluster == "meridian-asia-south1"]
+    assert {o.action for c in new for o in c.objects} == {"added"}
+    # The other clusters' registries now list the new region: the only change there.
+    assert {c.cluster: [(o.key, o.action) for o in c.objects] for c in r.clusters if c not in new} == {
+        f"meridian-{region}": [(REGISTRY, "changed")] for region in ("us-central1", "us-east4", "europe-west1")
+    }
     assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
 
 

@@ -35,6 +35,19 @@ def rdma_network_object(index: int) -> str:
     return f"rdma-{index}"
 
 
+# --- Checkpoint buckets ---------------------------------------------------------------------------
+# A team's part of every checkpoint bucket is the managed folder team_prefix(team): only the team's
+# Google service account may use it (infra), and gkr mounts only it into the team's pods. Inside it,
+# staged data may expire, committed checkpoints never.
+TEAMS_PREFIX = "teams/"
+STAGED_PREFIX = "staged/"
+COMMITTED_PREFIX = "checkpoints/"
+
+
+def team_prefix(team: str) -> str:
+    return f"{TEAMS_PREFIX}{team}/"
+
+
 # --- Labels ---------------------------------------------------------------------------------------
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's: the node pool a node belongs to
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"  # GKE's: the node's GPU type
@@ -64,6 +77,11 @@ DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"  # on a team names
 INTERFACES_ANNOTATION = "networking.gke.io/interfaces"  # GKE multi-network: a pod's extra NICs
 DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
 GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"  # Workload Identity binding of a KSA
+
+# --- What team pods may take from the host (gkr renders it, the cluster's admission policy allows only it)
+NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"  # the NVIDIA driver GKE installs; the gIB installer adds NCCL
+GIB_HOST_PATH = "/home/kubernetes/bin/gib"  # the gIB NCCL plugin and set_nccl_env.sh (kustomize/base/gpu-networking)
+TEAM_CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg
 
 # --- Taints and resources -------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"

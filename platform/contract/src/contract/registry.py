@@ -16,8 +16,14 @@ SCHEMA = "meridian.registry/v1"
 FILE = "registry.json"  # in the generated folder, and the key of the ConfigMap
 SCHEMAS_DIR = "schemas"  # beside it: the CRD schemas a job tool validates its manifests against
 GENERATED_DIR = "generated"  # at the repository root: everything `make generate` writes for the tools
-REGISTRY_CONFIGMAP = "meridian-registry"
+REGISTRY_CONFIGMAP = "meridian-registry"  # data: {FILE: the registry}; binaryData: {schema_file(...) + GZIP: ...}
 REGISTRY_NAMESPACE = "meridian-registry"
+GZIP = ".gz"  # a schema in the ConfigMap's binaryData is its file, gzip-compressed, under its file name + GZIP
+
+
+def schema_file(group: str, version: str, kind: str) -> str:
+    """The file in SCHEMAS_DIR with the CRD schema of one kind, e.g. ray.io_v1_RayJob.json."""
+    return f"{group}_{version}_{kind}.json"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--objects", action="store_true", help="also build each cluster's Argo CD tree and count its objects"
     )
-    generate = commands.add_parser("generate", help="render kustomize/overlays/ and argocd/clusters/ from the spec")
+    generate = commands.add_parser(
+        "generate", help="render kustomize/overlays/, argocd/clusters/ and generated/ from the spec"
+    )
     generate.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
     generate.add_argument("--root", type=Path, default=Path("."), help="repository root to write into (default: .)")
     generate.add_argument(
@@ -58,10 +60,10 @@ def _pin(path: Path, field: str, image: str) -> int:
 
 
 def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
-    from fleet.gitops.schemas import schema_files  # reads the pinned CRDs
+    from fleet.gitops.schemas import crd_schemas  # reads the pinned CRDs
 
     try:
-        tree = render_tree(loaded.fleet, loaded.quotas) | schema_files(loaded.fleet, root.resolve())
+        tree = render_tree(loaded.fleet, loaded.quotas, crd_schemas(loaded.fleet, root.resolve()))
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -103,13 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --objects builds every cluster with kubectl; {NO_KUBECTL}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(as_json(loaded.fleet, loaded.addresses), indent=2))
+        print(json.dumps(as_json(loaded.fleet, loaded.addresses, loaded.quotas), indent=2))
     else:
-        sys.stdout.write(render(loaded.fleet, loaded.addresses))
+        sys.stdout.write(render(loaded.fleet, loaded.addresses, loaded.quotas))
     if kubectl is not None:
         from fleet.gitops.plan import render_plan  # needs the validation extras
 
-        sys.stdout.write("\n" + render_plan(Path.cwd(), loaded, kubectl))
+        try:
+            sys.stdout.write("\n" + render_plan(Path.cwd(), loaded, kubectl))
+        except FileNotFoundError as exc:  # the pinned CRDs the registry's schemas come from
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

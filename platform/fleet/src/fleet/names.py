@@ -16,14 +16,24 @@ if TYPE_CHECKING:  # names stay importable without the pydantic model (gkr must 
 from contract.names import (
     ARGOCD_KSAS,
     ARGOCD_NAMESPACE,
+    COMMITTED_PREFIX,
+    DEFAULT_PRIORITY_ANNOTATION,
+    GCP_SERVICE_ACCOUNT_ANNOTATION,
+    GIB_HOST_PATH,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GVNIC_NETWORK_OBJECT,
     IMPENDING_TERMINATION_TOLERATION,
     NODE_POOL_LABEL,
+    NVIDIA_HOST_PATH,
     POOL_LABEL,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
     QUEUED_TOLERATION,
+    STAGED_PREFIX,
+    TEAM_CAPABILITIES,
     TEAM_LABEL,
+    TEAMS_PREFIX,
     TOPOLOGY_LEVELS,
     TRAINER_KSA,
     WARDEN_KSA,
@@ -31,18 +41,29 @@ from contract.names import (
     local_queue,
     rdma_network_object,
     team_namespace,
+    team_prefix,
 )
 
 __all__ = [  # the shared names, re-exported (see above)
     "ARGOCD_KSAS",
     "ARGOCD_NAMESPACE",
+    "COMMITTED_PREFIX",
+    "DEFAULT_PRIORITY_ANNOTATION",
+    "GCP_SERVICE_ACCOUNT_ANNOTATION",
+    "GIB_HOST_PATH",
     "GPU_RESOURCE",
     "GPU_TAINT_KEY",
     "GVNIC_NETWORK_OBJECT",
     "IMPENDING_TERMINATION_TOLERATION",
     "NODE_POOL_LABEL",
+    "NVIDIA_HOST_PATH",
     "POOL_LABEL",
+    "PRIORITY_LABEL",
     "QUEUED_TOLERATION",
+    "QUEUE_LABEL",
+    "STAGED_PREFIX",
+    "TEAMS_PREFIX",
+    "TEAM_CAPABILITIES",
     "TEAM_LABEL",
     "TOPOLOGY_LEVELS",
     "TRAINER_KSA",
@@ -51,16 +72,12 @@ __all__ = [  # the shared names, re-exported (see above)
     "local_queue",
     "rdma_network_object",
     "team_namespace",
+    "team_prefix",
 ]
 
-# Prefixes inside a team's part of a checkpoint bucket (team_prefix): staged data may
-# expire, committed checkpoints never.
-STAGED_PREFIX = "staged/"
-COMMITTED_PREFIX = "checkpoints/"
-TEAMS_PREFIX = "teams/"
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
 # The roles with a Google service account of their own (service_account_id); teams get one each.
-SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
+NODES_ROLE, WARDEN_ROLE, ARGOCD_ROLE = SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
 SYSTEM_POOL = "system"  # the node pool of the platform's own services (operators, Warden, Argo CD)
 
 
@@ -110,11 +127,6 @@ def team_service_account_id(fleet: Fleet, team: str) -> str:
 
 def team_service_account_email(fleet: Fleet, team: str) -> str:
     return f"{team_service_account_id(fleet, team)}@{fleet.project.id}.iam.gserviceaccount.com"
-
-
-def team_prefix(team: str) -> str:
-    """The team's part of every checkpoint bucket: a managed folder only its account may use."""
-    return f"{TEAMS_PREFIX}{team}/"
 
 
 def workload_pool(fleet: Fleet) -> str:

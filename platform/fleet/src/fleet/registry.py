@@ -10,7 +10,8 @@ from __future__ import annotations
 from contract import registry as r
 from fleet.catalog import MachineType, thresholds
 from fleet.load import LoadedFleet
-from fleet.model import CapacityMode
+from fleet.model import CapacityMode, Fleet
+from fleet.quotaplan import QuotaPlan
 
 
 def machine(m: MachineType) -> r.Machine:
@@ -28,7 +29,11 @@ def machine(m: MachineType) -> r.Machine:
 
 
 def registry_of(loaded: LoadedFleet) -> r.Registry:
-    fleet, quotas = loaded.fleet, loaded.quotas
+    return registry(loaded.fleet, loaded.quotas)
+
+
+def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
+    """The registry of a validated fleet and the quota plan load() made for it."""
     regions = tuple(
         r.Region(
             name=region.name,

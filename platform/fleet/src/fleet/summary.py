@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.capacity import Capacity, fleet_capacity, gpu_capacity, pool_capacity, region_capacity
+from fleet.capacity import Size, fleet_capacity, gpu_capacity, pool_capacity, region_capacity
 from fleet.model import CapacityMode, Fleet, GpuPool
 from fleet.planner import AddressPlan, RegionRanges
+from fleet.quotaplan import QuotaPlan
 
 
 def capacity_text(pool: GpuPool) -> str:
@@ -22,7 +23,7 @@ def capacity_text(pool: GpuPool) -> str:
     }[c.mode]
 
 
-def _gpu_mix(capacity: Capacity) -> str:
+def _gpu_mix(capacity: Size) -> str:
     return ", ".join(f"{n:,} x {t}" for t, n in sorted(capacity.gpus_by_type.items()))
 
 
@@ -44,9 +45,14 @@ def _rdma_text(ranges: RegionRanges, zone: str) -> str:
     return f"{zone}: {subnets[0].cidr} .. {subnets[-1].cidr} ({len(subnets)} x /{subnets[0].cidr.prefixlen})"
 
 
-def render(fleet: Fleet, addresses: AddressPlan) -> str:
+def _quotas(fleet: Fleet, quotas: QuotaPlan) -> dict[str, dict[str, int]]:
+    """team -> region -> nominal GPUs, from the quota plan (what the queues hold), in the spec's order."""
+    return {t.name: {r.name: quotas.team(r.name, t.name).gpus for r in fleet.regions} for t in fleet.teams}
+
+
+def render(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> str:
     total = fleet_capacity(fleet)
-    gpu = sum((gpu_capacity(r) for r in fleet.regions), Capacity())
+    gpu = sum((gpu_capacity(r) for r in fleet.regions), Size())
     out = [
         f"Fleet {fleet.name} (project {fleet.project.id}): {len(fleet.regions)} regions, "
         f"{sum(len(r.gpu_pools) for r in fleet.regions)} GPU pools, {gpu.nodes:,} GPU nodes, {gpu.gpus:,} GPUs ({_gpu_mix(gpu)})",
@@ -91,7 +97,8 @@ def render(fleet: Fleet, addresses: AddressPlan) -> str:
     out += table(["region", "pool", "zone", "machine", "nodes", "gpus", "capacity", "team"], rows)
     out += ["", "Team quotas (nominal GPUs)"]
     names = [r.name for r in fleet.regions]
-    rows = [[t.name, t.priority, *(t.quota.get(n, 0) for n in names), sum(t.quota.values())] for t in fleet.teams]
+    planned = _quotas(fleet, quotas)
+    rows = [[t.name, t.priority, *planned[t.name].values(), sum(planned[t.name].values())] for t in fleet.teams]
     out += table(["team", "priority", *names, "total"], rows)
     out += ["", "Address ranges (* written in fleet.yaml, others planned)"]
     rows = []
@@ -112,8 +119,8 @@ def render(fleet: Fleet, addresses: AddressPlan) -> str:
     return "\n".join(out) + "\n"
 
 
-def as_json(fleet: Fleet, addresses: AddressPlan) -> dict[str, Any]:
-    def cap(c: Capacity) -> dict[str, Any]:
+def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str, Any]:
+    def cap(c: Size) -> dict[str, Any]:
         return {
             "nodes": c.nodes,
             "gpus": c.gpus,
@@ -155,5 +162,8 @@ def as_json(fleet: Fleet, addresses: AddressPlan) -> dict[str, Any]:
         "project": fleet.project.id,
         "capacity": cap(fleet_capacity(fleet)),
         "regions": regions,
-        "teams": [{"name": t.name, "priority": t.priority, "quota": dict(t.quota)} for t in fleet.teams],
+        "teams": [
+            {"name": t.name, "priority": t.priority, "quota": q}
+            for t, q in zip(fleet.teams, _quotas(fleet, quotas).values(), strict=True)
+        ],
     }

@@ -29,14 +29,14 @@ from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 
 API = "admissionregistration.k8s.io/v1"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+QUEUE_LABEL = names.QUEUE_LABEL
+PRIORITY_LABEL = names.PRIORITY_LABEL
 
 # Host paths GPU pods mount (gkr's render.py; the gIB installer in kustomize/base/gpu-networking fills them).
-NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"
-GIB_HOST_PATH = "/home/kubernetes/bin/gib"
+NVIDIA_HOST_PATH = names.NVIDIA_HOST_PATH
+GIB_HOST_PATH = names.GIB_HOST_PATH
 HOST_PATHS = (NVIDIA_HOST_PATH, GIB_HOST_PATH)
-CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg (gkr's _preflight)
+CAPABILITIES = names.TEAM_CAPABILITIES  # preflight's kernel-log check reads dmesg (gkr's _preflight)
 # Baseline's original safe sysctls; later additions are left out until a job needs one.
 SYSCTLS = (
     "kernel.shm_rmid_forced",

@@ -5,7 +5,7 @@ argocd/README.md for why). The root application (app-of-apps) syncs
 `argocd/clusters/<cluster>/apps`, whose Applications run in waves:
 
     -3 argocd (self-managed, with health checks) -> -2 CRDs -> -1 operators
-    -> 0 namespaces and networks -> 1 queues -> 2 platform services -> 3 workloads
+    -> 0 namespaces, networks and the registry -> 1 queues -> 2 platform services -> 3 workloads
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from contract.registry import REGISTRY_NAMESPACE
 from fleet import names
 from fleet.gitops import kueue
 from fleet.gitops.objects import Obj, dump, obj
@@ -28,7 +29,7 @@ KUBERAY_REPO = "https://github.com/ray-project/kuberay.git"
 KUBERAY_CHARTS = "https://ray-project.github.io/kuberay-helm/"
 KUEUE_CHARTS = "registry.k8s.io/kueue/charts"  # OCI
 
-OVERLAY_APPS = ("teams", "gpu-networking", "kueue-config", "warden", "training-images", "workloads")
+OVERLAY_APPS = ("teams", "registry", "gpu-networking", "kueue-config", "warden", "training-images", "workloads")
 
 # Argo CD has no health assessment for these kinds: without one, waves would not
 # wait for child applications, and Ray resources would always look healthy.
@@ -218,6 +219,16 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
         ),
         # Namespaces, RBAC and quotas: the tenancy boundary, so the project that may grant rights.
         App("teams", 0, "platform", overlay("teams"), "default"),
+        # The registry gkr reads, and who may read it (RBAC): the platform project. Server-side apply: no
+        # last-applied annotation copies the ConfigMap (fleet.gitops.registry).
+        App(
+            "registry",
+            0,
+            "platform",
+            overlay("registry"),
+            REGISTRY_NAMESPACE,
+            sync_options=("ServerSideApply=true",),
+        ),
         App("gpu-networking", 0, "fleet-config", overlay("gpu-networking"), "kube-system"),
         App(
             "kueue-config",
@@ -300,7 +311,7 @@ IMAGES_NAMESPACE = "meridian-images"
 def projects(fleet: Fleet) -> list[Obj]:
     """Least privilege: each project names its sources, namespaces and every kind it may create.
 
-    platform: upstream components and this repository's tenancy (teams) and Warden, the only project that may
+    platform: upstream components and this repository's tenancy (teams), registry and Warden, the only project that may
     grant rights cluster-wide or extend the API; never Argo CD's own kinds. fleet-config: configuration that
     grants nothing (Kueue objects, GPU networks, DaemonSets), no RBAC at all. See argocd/README.md.
     """
@@ -310,10 +321,17 @@ def projects(fleet: Fleet) -> list[Obj]:
         return [{"server": IN_CLUSTER, "namespace": ns} for ns in namespaces]
 
     platform = {
-        "description": "Upstream components (Argo CD, KubeRay, Kueue), team tenancy and Warden: may grant rights",
+        "description": "Upstream components (Argo CD, KubeRay, Kueue), team tenancy, the registry and Warden: "
+        "may grant rights",
         "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS, fleet.gitops.repo],
         "destinations": destinations(
-            NAMESPACE, "ray-system", "kueue-system", names.WARDEN_NAMESPACE, "default", *team_namespaces
+            NAMESPACE,
+            "ray-system",
+            "kueue-system",
+            names.WARDEN_NAMESPACE,
+            REGISTRY_NAMESPACE,
+            "default",
+            *team_namespaces,
         ),
         "clusterResourceWhitelist": _kinds(*PRIVILEGED_KINDS, ("", "Namespace")),
         # The upstream manifests hold every namespaced kind; Argo CD's own objects come from bootstrap alone.

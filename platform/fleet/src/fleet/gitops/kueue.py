@@ -111,7 +111,7 @@ def chart_values() -> dict[str, Any]:
 
 def _cpu_flavor(pool: CpuPool) -> Obj:
     # No GPU toleration: only pods without GPUs belong here, and Kueue adds a flavor's tolerations to pods.
-    return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}})
+    return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {names.NODE_POOL_LABEL: pool.name}})
 
 
 def _flavor(pool: GpuPool) -> Obj:
@@ -123,7 +123,7 @@ def _flavor(pool: GpuPool) -> Obj:
         "ResourceFlavor",
         pool.name,
         spec={
-            "nodeLabels": {"cloud.google.com/gke-nodepool": pool.name},
+            "nodeLabels": {names.NODE_POOL_LABEL: pool.name},
             "tolerations": tolerations,
             "topologyName": TOPOLOGY,
         },

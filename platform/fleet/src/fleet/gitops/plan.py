@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from fleet.gitops.check import kinds, load_tree
+from fleet.gitops.schemas import crd_schemas
 from fleet.gitops.tree import render_tree
 from fleet.load import LoadedFleet
 
@@ -36,7 +37,7 @@ def render_plan(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> st
     lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
     with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
         root = Path(tmp)
-        for rel, text in render_tree(fleet, loaded.quotas).items():
+        for rel, text in render_tree(fleet, loaded.quotas, crd_schemas(fleet, repo)).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
         (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)

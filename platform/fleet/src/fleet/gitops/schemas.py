@@ -1,7 +1,9 @@
-"""The CRD schemas gkr validates against, packaged with it (laptops have no ../shared/crds).
+"""The CRD schemas gkr validates its manifests against, from the pinned CRDs (laptops have no ../shared/crds).
 
-Descriptions are dropped (they are most of a CRD's size); the strictness the
-validator adds (unknown fields rejected) is kept.
+`make generate` writes them to generated/schemas/ and, compressed, into each
+cluster's registry ConfigMap (fleet.gitops.registry). Descriptions are dropped
+(they are most of a CRD's size); the strictness the validator adds (unknown
+fields rejected) is kept.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contract.registry import schema_file
 from fleet.gitops.validate import CrdSchemas, crd_folders, crd_roots
 from fleet.model import Fleet
 
-GKR_SCHEMAS = "platform/gkr/src/gkr/schemas"
 KINDS = (("ray.io", "v1", "RayJob"), ("ray.io", "v1", "RayCluster"))
 
 
@@ -25,7 +27,11 @@ def _strip(schema: Any) -> Any:
     return schema
 
 
-def schema_files(fleet: Fleet, repo: Path) -> dict[str, str]:
+def crd_schemas(fleet: Fleet, repo: Path) -> dict[str, str]:
+    """{file name (contract.registry.schema_file): the kind's schema as compact JSON}, for each of KINDS.
+
+    FileNotFoundError (one line) when the pinned CRDs are not on this machine.
+    """
     crds = CrdSchemas(crd_folders(fleet), crd_roots(repo))
     files = {}
     for group, version, kind in KINDS:
@@ -34,7 +40,7 @@ def schema_files(fleet: Fleet, repo: Path) -> dict[str, str]:
             raise FileNotFoundError(
                 f"no CRD for {group}/{version} {kind}: provide ../shared/crds or run scripts/fetch_crds.py"
             )
-        files[f"{GKR_SCHEMAS}/{group}_{version}_{kind}.json"] = (
+        files[schema_file(group, version, kind)] = (
             json.dumps(_strip(schema), sort_keys=True, separators=(",", ":")) + "\n"
         )
     return files

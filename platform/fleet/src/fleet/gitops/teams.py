@@ -9,7 +9,7 @@ from fleet.model import Fleet, Region
 from fleet.quotaplan import QuotaPlan, TeamQuota
 
 RESEARCHER_ROLE = "meridian-researcher"
-DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"
+DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 
 
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
@@ -47,6 +47,12 @@ def queue_viewer_role() -> Obj:
     return obj("rbac.authorization.k8s.io/v1", "ClusterRole", QUEUE_VIEWER_ROLE, rules=rules)
 
 
+def team_subjects(fleet: Fleet) -> list[dict[str, str]]:
+    """Every team's Google group, as RBAC subjects (GKE's Google Groups for RBAC), each once."""
+    groups = dict.fromkeys(t.group for t in fleet.teams)
+    return [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in groups]
+
+
 def quota_hard(quotas: TeamQuota) -> dict[str, str]:
     """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits).
 
@@ -72,7 +78,7 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
             "ClusterRoleBinding",
             QUEUE_VIEWER_ROLE,
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": QUEUE_VIEWER_ROLE},
-            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": t.group} for t in fleet.teams],
+            subjects=team_subjects(fleet),
         ),
     ]
     for team in fleet.teams:
@@ -115,7 +121,7 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 names.TRAINER_KSA,
                 namespace,
                 labels={names.TEAM_LABEL: team.name},
-                annotations={"iam.gke.io/gcp-service-account": names.team_service_account_email(fleet, team.name)},
+                annotations={names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.team_service_account_email(fleet, team.name)},
             ),
             # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
             obj(
