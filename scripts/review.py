@@ -1,6 +1,6 @@
-"""Plan review entry point (make review BASE=<ref>): see fleet/review/cli.py."""
+"""Plan review entry point (make review BASE=<ref>): see platform/review/src/review/cli.py."""
 
-from fleet.review.cli import main
+from review.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

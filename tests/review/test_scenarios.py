@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from fleet.cli import main as meridian
-from fleet.review.cli import main as review_main
-from fleet.review.report import markdown
-from fleet.review.review import Review, review
-from fleet.review.snapshot import Snapshot
+from review.cli import main as review_main
+from review.report import markdown
+from review.review import Review, review
+from review.snapshot import Snapshot
 from tests.conftest import REPO
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
