@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from review import review as review_module
-from review import snapshot
 from review.snapshot import LAUNCHER, Snapshot, take
 from tests.conftest import REPO
 
@@ -143,7 +142,7 @@ def test_each_side_runs_through_its_checkouts_launcher_without_pythonpath(
         calls.append((args, cwd, env))
         return subprocess.CompletedProcess(args, 0, "{}" if "plan" in args else "", "")
 
-    monkeypatch.setattr(snapshot.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # what snapshot._run calls
     root = tmp_path / "checkout"
     (root / "infra/meridian_infra").mkdir(parents=True)
     (root / "infra/meridian_infra/synth.py").write_text("")
