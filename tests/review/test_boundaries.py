@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -78,37 +77,38 @@ def test_the_launcher_knows_this_checkouts_commands() -> None:
     assert str(REPO / "platform/review/src") in paths
 
 
+FAKE = {  # distribution folder -> its console script, where its packages lie, the entry point's file
+    "platform/fleet": (
+        'meridian = "fleet.cli:main"',
+        '[tool.setuptools.packages.find]\nwhere = ["src"]',
+        "src/fleet/cli.py",
+    ),
+    "infra": (
+        'meridian-synth = "meridian_infra.synth:main"',
+        '[tool.setuptools]\npackages = ["meridian_infra"]',
+        "meridian_infra/synth.py",
+    ),
+}
+
+
 def fake_checkout(root: Path, tag: str) -> Path:
-    """A checkout whose `meridian` and `meridian-synth` say where their code lies."""
+    """A checkout whose `meridian` and `meridian-synth` say where their code lies, and exit 7."""
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(REPO / LAUNCHER, root / LAUNCHER)
-    fleet = root / "platform/fleet"
-    (fleet / "src/fleet").mkdir(parents=True)
-    (fleet / "pyproject.toml").write_text(
-        '[project]\nname = "meridian-fleet"\n[project.scripts]\nmeridian = "fleet.cli:main"\n'
-        '[tool.setuptools.packages.find]\nwhere = ["src"]\n'
-    )
-    (fleet / "src/fleet/__init__.py").write_text("")
-    (fleet / "src/fleet/cli.py").write_text(
-        f"import sys\n\ndef main():\n    print({tag!r}, __file__, sys.argv[1:])\n    return 7\n"
-    )
-    infra = root / "infra"
-    (infra / "meridian_infra").mkdir(parents=True)
-    (infra / "pyproject.toml").write_text(
-        '[project]\nname = "meridian-infra"\n[project.scripts]\nmeridian-synth = "meridian_infra.synth:main"\n'
-        '[tool.setuptools]\npackages = ["meridian_infra"]\n'
-    )
-    (infra / "meridian_infra/__init__.py").write_text("")
-    (infra / "meridian_infra/synth.py").write_text(
-        f"import sys\n\ndef main():\n    print({tag!r}, __file__, sys.argv[1:])\n"
-    )
+    for folder, (script, packages, module) in FAKE.items():
+        entry = root / folder / module
+        entry.parent.mkdir(parents=True)
+        (root / folder / "pyproject.toml").write_text(f"[project.scripts]\n{script}\n{packages}\n")
+        (entry.parent / "__init__.py").write_text("")
+        entry.write_text(f"import sys\n\ndef main():\n    print({tag!r}, __file__, sys.argv[1:])\n    return 7\n")
     return root
 
 
 def test_the_launcher_runs_its_checkouts_code_before_the_installed_one(tmp_path: Path) -> None:
-    # This environment has fleet and meridian_infra installed (editable, another checkout) and on PYTHONPATH:
-    # the launcher's checkout still wins, with nothing set in the environment.
-    assert os.environ.get("PYTHONPATH") or importlib.util.find_spec("fleet") is not None
+    # This environment has its own fleet and meridian_infra (installed editable from some checkout, or on
+    # PYTHONPATH, which the child inherits): the launcher's checkout still wins over both.
+    assert importlib.util.find_spec("fleet") is not None
+    assert importlib.util.find_spec("meridian_infra") is not None
     root = fake_checkout(tmp_path / "base", "base")
     run = subprocess.run(
         [sys.executable, str(root / LAUNCHER), "meridian", "plan", "--json"],
@@ -124,7 +124,7 @@ def test_the_launcher_runs_its_checkouts_code_before_the_installed_one(tmp_path:
         text=True,
         check=False,
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 7, run.stderr
     assert run.stdout.startswith(f"base {root / 'infra/meridian_infra/synth.py'} ['--fleet', 'f.yaml'")
     run = subprocess.run([sys.executable, str(root / LAUNCHER), "nope"], capture_output=True, text=True, check=False)
     assert (run.returncode, run.stderr) == (
