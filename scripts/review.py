@@ -1,6 +1,14 @@
-"""Plan review entry point (make review BASE=<ref>): see fleet/review/cli.py."""
+"""Plan review entry point (`make review BASE=<ref>`, the plan-review workflow): this checkout's
+`meridian-review` (platform/review), run with this checkout's code by scripts/run_checkout.py.
 
-from fleet.review.cli import main
+Not `from review.cli import main`: this file's folder comes first on sys.path, and this file is
+named `review` too.
+"""
+
+import runpy
+import sys
+from pathlib import Path
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.argv = [str(Path(__file__).with_name("run_checkout.py")), "meridian-review", *sys.argv[1:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")

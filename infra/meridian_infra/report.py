@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.review.terraform import pool_takes_down
+from fleet.catalog import MACHINE_TYPES
 
 Stacks = dict[str, dict[str, Any]]  # stack name -> its cdk.tf.json
 
@@ -24,6 +24,32 @@ def resources(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [(kind, name, body) for kind, items in stack.get("resource", {}).items() for name, body in items.items()]
 
 
+def pool_capacity(body: dict[str, Any]) -> tuple[int, int, str]:
+    """Nodes, GPUs and GPU type a node pool holds at full size.
+
+    `body` is the pool as synthesized JSON has it (nested blocks as objects) or as a
+    `terraform show -json` plan has it (nested blocks as one-item lists); the plan
+    review reads both sides of a change with it.
+    """
+    autoscaling = body.get("autoscaling")
+    if isinstance(autoscaling, list):
+        autoscaling = autoscaling[0] if autoscaling else None
+    if autoscaling and autoscaling.get("total_max_node_count"):
+        nodes = int(autoscaling["total_max_node_count"])
+    else:
+        nodes = int(body.get("node_count") or 0) * max(1, len(body.get("node_locations") or []))
+    config = body.get("node_config") or {}
+    if isinstance(config, list):
+        config = config[0] if config else {}
+    accelerators = config.get("guest_accelerator") or []
+    gpus = sum(int(a.get("count", 0)) for a in accelerators) * nodes
+    gpu_type = accelerators[0].get("type", "") if accelerators else ""
+    if not accelerators and config.get("machine_type") in MACHINE_TYPES:
+        machine = MACHINE_TYPES[config["machine_type"]]
+        gpus, gpu_type = machine.gpus * nodes, machine.gpu_type or ""
+    return nodes, gpus, gpu_type
+
+
 def summarize(name: str, stack: dict[str, Any]) -> StackSummary:
     kinds: Counter[str] = Counter()
     nodes = 0
@@ -34,7 +60,7 @@ def summarize(name: str, stack: dict[str, Any]) -> StackSummary:
             continue
         accelerators = body.get("node_config", {}).get("guest_accelerator", [])
         if accelerators:
-            count = pool_takes_down(body)[0]
+            count = pool_capacity(body)[0]
             nodes += count
             for accelerator in accelerators:
                 gpus[accelerator["type"]] += int(accelerator["count"]) * count

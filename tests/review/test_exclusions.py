@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fleet.review.terraform import diff_plan, diff_stacks, exclusion_risks
+from review.terraform import diff_plan, diff_stacks, exclusion_risks
 
 HOLD = {
     "exclusion_name": "hold-node-upgrades",

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from fleet.review.snapshot import stale_generated
-from fleet.review.terraform import Change, diff_plan, diff_stacks, forcing, replacement_attributes
+from review.snapshot import stale_generated
+from review.terraform import Change, diff_plan, diff_stacks, forcing, replacement_attributes
 from tests.conftest import REPO
 
 

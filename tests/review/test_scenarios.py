@@ -16,10 +16,11 @@ import yaml
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.cli import main as meridian
-from fleet.review.cli import main as review_main
-from fleet.review.report import markdown
-from fleet.review.review import Review, review
-from fleet.review.snapshot import Snapshot
+from fleet.gitops.validate import crd_roots
+from review.cli import main as review_main
+from review.report import markdown
+from review.review import Review, review
+from review.snapshot import Snapshot
 from tests.conftest import REPO
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -92,7 +93,8 @@ def run_workflow_review(repo: Path, base: str) -> dict[str, str]:
     result = subprocess.run(
         ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(repo.parent / "step.sh")],  # GitHub's `bash` shell
         cwd=repo,
-        env={**os.environ, "GITHUB_OUTPUT": str(output)},
+        # The workflow's step before fetches the pinned CRDs into the checkout; here, this checkout's serve.
+        env={**os.environ, "GITHUB_OUTPUT": str(output), "MERIDIAN_CRDS": os.pathsep.join(map(str, crd_roots(REPO)))},
         capture_output=True,
         text=True,
         check=False,
@@ -218,6 +220,35 @@ def test_a_spec_change_without_make_generate_is_refused(
     assert "outdated: generated/registry.json" in line
     assert line.endswith("run `make generate` and commit the result")
     assert not out.exists()
+
+
+def test_each_side_is_synthesized_with_its_own_infra_code(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+    # BASE and HEAD each change the same line of infra code, differently: neither this checkout's code nor the
+    # environment's has either text, so the diff shows only if each side ran its own (scripts/run_checkout.py).
+    repo, base, cache = sandbox
+    reset(repo, base)
+    code = repo / "infra/meridian_infra/global_stack.py"
+    original = code.read_text()
+    line = 'description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)"'
+    shas = []
+    for text in ("as BASE has it", "as HEAD has it"):
+        code.write_text(replace_once(line, f'description="{text}"')(original))
+        git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", text)
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    r = review(repo, shas[0], kubectl=KUBECTL, cache=cache)
+    assert [
+        (d.stack, x.action, x.address, [(c.path, c.before, c.after) for c in x.changes])
+        for d in r.stacks
+        for x in d.resources
+    ] == [
+        (
+            "global",
+            "update",
+            "google_artifact_registry_repository.registry",
+            [("description", "as BASE has it", "as HEAD has it")],
+        )
+    ]
+    assert r.clusters == []
 
 
 def test_adding_a_region_only_adds(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.review.capacity import Delta, capacity_deltas
-from fleet.review.kubernetes import ClusterDiff, diff_clusters
-from fleet.review.snapshot import ReviewError, Snapshot, take
-from fleet.review.terraform import StackDiff, diff_plan, diff_stacks
+from review.capacity import Delta, capacity_deltas
+from review.kubernetes import ClusterDiff, diff_clusters
+from review.snapshot import LAUNCHER, ReviewError, Snapshot, take
+from review.terraform import StackDiff, diff_plan, diff_stacks
 
 
 @dataclass
@@ -49,7 +50,16 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
     tree = workdir / "base"
     _git(repo, "worktree", "add", "--detach", str(tree), sha)
     try:
-        return sha, take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
+        notes = []
+        if not (tree / LAUNCHER).is_file() and (repo / LAUNCHER).is_file():
+            # A BASE from before the launcher: HEAD's copy runs BASE's code just as well (it reads where from
+            # its own location), so the temporary worktree gets one.
+            (tree / LAUNCHER).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / LAUNCHER, tree / LAUNCHER)
+            notes.append(f"BASE {base} has no {LAUNCHER.as_posix()}: HEAD's ran BASE's own code")
+        snapshot = take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
+        snapshot.notes[:0] = notes
+        return sha, snapshot
     finally:
         _git(repo, "worktree", "remove", "--force", str(tree))
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fleet.catalog import MACHINE_TYPES
+from meridian_infra.report import pool_capacity
 
 Stacks = dict[str, dict[str, Any]]
 GUARDED = (
@@ -27,7 +28,7 @@ GUARDED = (
 
 
 def replacement_attributes() -> dict[str, list[str]]:
-    text = package_files.files("fleet.review").joinpath("replacement.yaml").read_text(encoding="utf-8")
+    text = package_files.files("review").joinpath("replacement.yaml").read_text(encoding="utf-8")
     data: dict[str, list[str]] = yaml.safe_load(text)
     return data
 
@@ -111,27 +112,6 @@ def _resources(stack: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     }
 
 
-def pool_takes_down(body: dict[str, Any]) -> tuple[int, int, str]:
-    """Nodes, GPUs and GPU type of a node pool body (synthesized JSON or plan `before`)."""
-    autoscaling = body.get("autoscaling")
-    if isinstance(autoscaling, list):
-        autoscaling = autoscaling[0] if autoscaling else None
-    if autoscaling and autoscaling.get("total_max_node_count"):
-        nodes = int(autoscaling["total_max_node_count"])
-    else:
-        nodes = int(body.get("node_count") or 0) * max(1, len(body.get("node_locations") or []))
-    config = body.get("node_config") or {}
-    if isinstance(config, list):
-        config = config[0] if config else {}
-    accelerators = config.get("guest_accelerator") or []
-    gpus = sum(int(a.get("count", 0)) for a in accelerators) * nodes
-    gpu_type = accelerators[0].get("type", "") if accelerators else ""
-    if not accelerators and config.get("machine_type") in MACHINE_TYPES:
-        machine = MACHINE_TYPES[config["machine_type"]]
-        gpus, gpu_type = machine.gpus * nodes, machine.gpu_type or ""
-    return nodes, gpus, gpu_type
-
-
 def _short_gpu(gpu_type: str) -> str:
     models = {m.gpu_type: m.gpu_model for m in MACHINE_TYPES.values() if m.gpu_type}
     return models.get(gpu_type, gpu_type or "GPU")
@@ -143,13 +123,13 @@ def describe_loss(
     """ "replaces node pool h200-a in us-central1-b: 128 nodes, 1,024 H200"."""
     name = body.get("name", "?")
     if kind == "google_container_node_pool":
-        nodes, gpus, gpu_type = pool_takes_down(body)
+        nodes, gpus, gpu_type = pool_capacity(body)
         where = ", ".join(body.get("node_locations") or [stack])
         gpu_text = f", {gpus:,} {_short_gpu(gpu_type)}" if gpus else ""
         return f"{verb} node pool {name} in {where}: {nodes:,} nodes{gpu_text}"
     pools = [b for k, b in all_resources.values() if k == "google_container_node_pool"]
-    nodes = sum(pool_takes_down(b)[0] for b in pools)
-    gpus = sum(pool_takes_down(b)[1] for b in pools)
+    nodes = sum(pool_capacity(b)[0] for b in pools)
+    gpus = sum(pool_capacity(b)[1] for b in pools)
     label = {
         "google_container_cluster": "cluster",
         "google_compute_subnetwork": "subnetwork",

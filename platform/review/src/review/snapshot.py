@@ -1,8 +1,11 @@
 """Everything the review compares, taken from one checkout with that checkout's own code.
 
-BASE is reviewed with BASE's generator and stacks, not HEAD's: the checkout's
-`platform/fleet/src` and `infra` come first on PYTHONPATH in the child
-processes that plan and synthesize it. Kubernetes objects are built from the
+BASE is reviewed with BASE's generator and stacks, not HEAD's: each checkout's
+plan, generator check and synthesis run as that checkout's own commands
+(`meridian`, and infra's entry point `meridian-synth`) through its
+`scripts/run_checkout.py`, which puts the checkout's own code first; the review
+passes its environment on unchanged (PYTHONPATH included) but for where to find
+the CRDs. Kubernetes objects are built from the
 checkout's committed tree, because that is what Argo CD syncs; so a HEAD whose
 committed tree is stale against its own fleet.yaml (`make generate` not run) is
 refused: its report would otherwise say "no change" for a pool, team or region
@@ -23,8 +26,8 @@ from typing import Any
 from fleet.gitops.argocd import CLUSTERS_DIR
 from fleet.gitops.check import load_cluster
 from fleet.gitops.validate import crd_roots
-from fleet.review.kubernetes import Clusters
-from fleet.review.terraform import Stacks
+from review.kubernetes import Clusters
+from review.terraform import Stacks
 
 
 class ReviewError(Exception):
@@ -39,15 +42,24 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
 
 
-def _run(args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
-    paths = [str(root / "platform" / "fleet" / "src"), str(root / "infra")]
+LAUNCHER = Path("scripts/run_checkout.py")  # in every checkout: runs its console scripts with its own code
+
+
+def _run(command: str, args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
+    """`command` (a console script of the checkout at `root`) with that checkout's code, in `root`."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         # A BASE worktree lies in a temporary folder, beside no CRDs: look where this checkout looks too.
         "MERIDIAN_CRDS": os.pathsep.join(str(p) for p in crd_roots(root)),
     }
-    return subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, str(root / LAUNCHER), command, *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def stale_generated(side: str, check: subprocess.CompletedProcess[str]) -> str | None:
@@ -70,13 +82,18 @@ def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl", require
     fleet = root / "fleet.yaml"
     if not fleet.is_file():
         return Snapshot(None, notes=[f"{side} has no fleet.yaml: everything counts as added"])
-    result = _run([sys.executable, "-m", "fleet.cli", "plan", "--json", "--fleet", str(fleet)], root)
+    if not (root / LAUNCHER).is_file():
+        raise ReviewError(
+            f"{side}: no {LAUNCHER.as_posix()}, through which the review runs its commands with its own code: "
+            "rebase it onto a main that has it"
+        )
+    result = _run("meridian", ["plan", "--json", "--fleet", str(fleet)], root)
     if result.returncode != 0:
         raise ReviewError(
             f"{side}: `meridian plan` failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
         )
     snapshot = Snapshot(json.loads(result.stdout))
-    check = _run([sys.executable, "-m", "fleet.cli", "generate", "--check", "--fleet", str(fleet), "--root", "."], root)
+    check = _run("meridian", ["generate", "--check", "--fleet", str(fleet), "--root", "."], root)
     problem = stale_generated(side, check)
     if problem is not None and require_current:
         raise ReviewError(problem)
@@ -84,7 +101,7 @@ def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl", require
         snapshot.notes.append(f"{problem}; compared as committed, which is what Argo CD applies")
     if (root / "infra" / "meridian_infra" / "synth.py").is_file():
         out = workdir / "cdktf.out"
-        result = _run([sys.executable, "-m", "meridian_infra.synth", "--fleet", str(fleet), "--outdir", str(out)], root)
+        result = _run("meridian-synth", ["--fleet", str(fleet), "--outdir", str(out)], root)
         if result.returncode != 0:
             raise ReviewError(f"{side}: synthesis failed: {result.stderr.strip()[-500:]}")
         snapshot.stacks = {

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fleet.review.capacity import Delta
-from fleet.review.kubernetes import label
-from fleet.review.review import Review
-from fleet.review.terraform import StackDiff
+from review.capacity import Delta
+from review.kubernetes import label
+from review.review import Review
+from review.terraform import StackDiff
 
 ESTIMATE = (
     "Terraform changes are **estimated** from the synthesized configurations and the "
-    "replacement-forcing attributes in `platform/fleet/src/fleet/review/replacement.yaml`; "
+    "replacement-forcing attributes in `platform/review/src/review/replacement.yaml`; "
     "without a real `terraform plan` they can miss provider-side replacements."
 )
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.gitops.plan import NO_KUBECTL, project_kubectl
-from fleet.review.report import markdown, terminal
-from fleet.review.review import review
-from fleet.review.snapshot import ReviewError
+from review.report import markdown, terminal
+from review.review import review
+from review.snapshot import ReviewError
 
 DESTRUCTIVE = 3
 

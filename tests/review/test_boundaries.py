@@ -1,0 +1,204 @@
+"""The review sits above fleet and infra, and runs each checkout's commands with that checkout's code."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from review import review as review_module
+from review.snapshot import LAUNCHER, Snapshot, take
+from tests.conftest import REPO
+
+
+def imported_modules(folder: Path) -> dict[str, list[str]]:
+    """Module -> the files under `folder` that import it (absolute imports only)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            for name in names:
+                found.setdefault(name, []).append(path.relative_to(folder).as_posix())
+    return found
+
+
+def review_imports(folder: Path) -> dict[str, list[str]]:
+    return {
+        m: files
+        for m, files in imported_modules(folder).items()
+        if m == "review" or m.startswith(("review.", "fleet.review"))
+    }
+
+
+@pytest.mark.parametrize("folder", ["infra", "platform/fleet/src"])
+def test_nothing_below_the_review_imports_it(folder: str) -> None:
+    assert review_imports(REPO / folder) == {}
+
+
+def test_the_scan_sees_an_import_of_the_review(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("from fleet.review.terraform import x\nimport review.cli\n")
+    assert set(review_imports(tmp_path)) == {"fleet.review.terraform", "fleet.review.terraform.x", "review.cli"}
+
+
+def test_the_review_reads_node_pools_through_infra() -> None:
+    assert "meridian_infra.report" in imported_modules(REPO / "platform/review/src/review")
+    assert not (REPO / "platform/fleet/src/fleet/review").exists()
+
+
+def launcher_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run_checkout", REPO / LAUNCHER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_launcher_knows_this_checkouts_commands() -> None:
+    launcher = launcher_module()
+    scripts = launcher.entry_points()
+    assert scripts["meridian-synth"] == "meridian_infra.synth:main"  # infra's public entry point
+    assert scripts["meridian"] == "fleet.cli:main"
+    assert scripts["meridian-review"] == "review.cli:main"
+    paths = launcher.code_paths()
+    assert str(REPO / "infra") in paths
+    assert str(REPO / "platform/fleet/src") in paths
+    assert str(REPO / "platform/review/src") in paths
+
+
+FAKE = {  # distribution folder -> its console script, where its packages lie, the entry point's file
+    "platform/fleet": (
+        'meridian = "fleet.cli:main"',
+        '[tool.setuptools.packages.find]\nwhere = ["src"]',
+        "src/fleet/cli.py",
+    ),
+    "infra": (
+        'meridian-synth = "meridian_infra.synth:main"',
+        '[tool.setuptools]\npackages = ["meridian_infra"]',
+        "meridian_infra/synth.py",
+    ),
+}
+
+
+def fake_checkout(root: Path, tag: str) -> Path:
+    """A checkout whose `meridian` and `meridian-synth` say where their code lies, and exit 7."""
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(REPO / LAUNCHER, root / LAUNCHER)
+    for folder, (script, packages, module) in FAKE.items():
+        entry = root / folder / module
+        entry.parent.mkdir(parents=True)
+        (root / folder / "pyproject.toml").write_text(f"[project.scripts]\n{script}\n{packages}\n")
+        (entry.parent / "__init__.py").write_text("")
+        entry.write_text(f"import sys\n\ndef main():\n    print({tag!r}, __file__, sys.argv[1:])\n    return 7\n")
+    return root
+
+
+def test_the_launcher_runs_its_checkouts_code_before_the_installed_one(tmp_path: Path) -> None:
+    # This environment has its own fleet and meridian_infra (installed editable from some checkout, or on
+    # PYTHONPATH, which the child inherits): the launcher's checkout still wins over both.
+    assert importlib.util.find_spec("fleet") is not None
+    assert importlib.util.find_spec("meridian_infra") is not None
+    root = fake_checkout(tmp_path / "base", "base")
+    run = subprocess.run(
+        [sys.executable, str(root / LAUNCHER), "meridian", "plan", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (7, f"base {root / 'platform/fleet/src/fleet/cli.py'} ['plan', '--json']\n")
+    run = subprocess.run(
+        [sys.executable, str(root / LAUNCHER), "meridian-synth", "--fleet", "f.yaml", "--outdir", "out"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 7, run.stderr
+    assert run.stdout.startswith(f"base {root / 'infra/meridian_infra/synth.py'} ['--fleet', 'f.yaml'")
+    run = subprocess.run([sys.executable, str(root / LAUNCHER), "nope"], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stderr) == (
+        2,
+        "usage: run_checkout.py NAME [ARGS...]; NAME is one of this checkout's: meridian, meridian-synth\n",
+    )
+
+
+def test_each_side_runs_through_its_checkouts_launcher_without_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[list[str], Path, dict[str, str]]] = []
+
+    def run(args: list[str], cwd: Path, env: dict[str, str], **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append((args, cwd, env))
+        return subprocess.CompletedProcess(args, 0, "{}" if "plan" in args else "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)  # what snapshot._run calls
+    root = tmp_path / "checkout"
+    (root / "infra/meridian_infra").mkdir(parents=True)
+    (root / "infra/meridian_infra/synth.py").write_text("")
+    (root / "scripts").mkdir()
+    (root / LAUNCHER).write_text("")
+    (root / "fleet.yaml").write_text("")
+    fleet = str(root / "fleet.yaml")
+    for inherited in ("/somewhere/else", None):
+        if inherited is None:
+            monkeypatch.delenv("PYTHONPATH", raising=False)
+        else:
+            monkeypatch.setenv("PYTHONPATH", inherited)
+        calls.clear()
+        take(root, "BASE main", tmp_path / "out")
+        launcher = [sys.executable, str(root / LAUNCHER)]
+        assert [args for args, _, _ in calls] == [
+            [*launcher, "meridian", "plan", "--json", "--fleet", fleet],
+            [*launcher, "meridian", "generate", "--check", "--fleet", fleet, "--root", "."],
+            [*launcher, "meridian-synth", "--fleet", fleet, "--outdir", str(tmp_path / "out/cdktf.out")],
+        ]
+        assert {cwd for _, cwd, _ in calls} == {root}
+        # Passed on as the review got it: neither set nor rewritten.
+        assert [env.get("PYTHONPATH") for _, _, env in calls] == [inherited] * 3
+
+
+def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (repo / "fleet.yaml").write_text("name: old\n")
+    git("add", "-A")
+    git("commit", "-qm", "before the launcher")
+    base = git("rev-parse", "HEAD")
+    (repo / "scripts").mkdir()
+    shutil.copy2(REPO / LAUNCHER, repo / LAUNCHER)
+    seen: list[str] = []
+
+    def fake_take(root: Path, side: str, *_: Any, **__: Any) -> Snapshot:
+        seen.append((root / LAUNCHER).read_text())
+        return Snapshot(None, notes=[f"{side} taken"])
+
+    monkeypatch.setattr(review_module, "take", fake_take)
+    sha, taken = review_module.base_snapshot(repo, base, tmp_path / "work", "kubectl")
+    assert sha == base
+    assert seen == [(REPO / LAUNCHER).read_text()]
+    assert taken.notes == [
+        f"BASE {base} has no scripts/run_checkout.py: HEAD's ran BASE's own code",
+        f"BASE {base} taken",
+    ]
+    assert not (tmp_path / "work/base").exists()  # the worktree, and the copy in it, are gone
