@@ -35,7 +35,6 @@ from warden.gce import Compute, instance_of
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import GPU
 from warden.policy import Policy
 from warden.ratelimit import Backoff
 from warden.state import Decision, Record
@@ -60,7 +59,7 @@ def evictable(pod: dict[str, Any]) -> bool:
 
 def uses_gpus(pod: dict[str, Any]) -> bool:
     containers = pod.get("spec", {}).get("containers") or []
-    return any(GPU in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
+    return any(names.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
 
 
 def is_cordoned(node: dict[str, Any]) -> bool:
@@ -236,7 +235,7 @@ class Actuator:
 
     def probation_job(self, node: dict[str, Any], record: Record) -> dict[str, Any]:
         name, pool = node["metadata"]["name"], (node["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL, "")
-        gpus = str((node.get("status", {}).get("capacity") or {}).get(GPU, "0"))
+        gpus = str((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, "0"))
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -263,7 +262,7 @@ class Actuator:
                                 "image": self.policy.probation_image,
                                 "command": ["preflight", "run", *self.policy.probation_args(pool)],
                                 "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
-                                "resources": {"limits": {GPU: gpus}},
+                                "resources": {"limits": {names.GPU_RESOURCE: gpus}},
                                 "volumeMounts": [{"name": "nvidia", "mountPath": "/usr/local/nvidia"}],
                             }
                         ],

@@ -1,9 +1,9 @@
 """What Warden sees on a Node object: its pool, record, facts and signals (pure).
 
 Signals come from the Node itself: the agent's conditions
-(names.XID_CONDITION, names.SXID_CONDITION), Ready, preflight's failure annotation (only principals that may
-patch Nodes write it), GPUs missing from allocatable and GKE's
-scheduled-maintenance label; NCCL failure Events and failed preflight init
+(names.XID_CONDITION, names.SXID_CONDITION), Ready, preflight's failure
+annotation (only principals that may patch Nodes write it), GPUs missing
+from allocatable and GKE's scheduled-maintenance label; NCCL failure Events and failed preflight init
 containers of team pods are checked by warden.trust and passed in.
 """
 
@@ -20,7 +20,6 @@ from warden.controller import NodeView
 from warden.policy import Policy, Signal
 from warden.state import MAX_TIME, Facts, Record, read_record
 
-GPU = names.GPU_RESOURCE
 # Node conditions the agent writes, and the signal kind each carries; the message lists
 # "<code>@<epoch seconds>" per code.
 AGENT_CONDITIONS: dict[str, Kind] = {names.XID_CONDITION: "xid", names.SXID_CONDITION: "sxid"}
@@ -74,8 +73,8 @@ def signals(
             found.append(Signal("preflight", detail="unreadable annotation"))
     if preflight is not None:  # a job's preflight init container failed on this node (its pod's status)
         found.append(Signal("preflight", detail=preflight[0], at=preflight[1]))
-    capacity = int((status.get("capacity") or {}).get(GPU, 0))
-    allocatable = int((status.get("allocatable") or {}).get(GPU, capacity))
+    capacity = int((status.get("capacity") or {}).get(names.GPU_RESOURCE, 0))
+    allocatable = int((status.get("allocatable") or {}).get(names.GPU_RESOURCE, capacity))
     if allocatable < capacity:
         found.append(Signal("gpu_missing", detail=f"{allocatable}/{capacity} GPUs allocatable"))
     maintenance = (meta.get("labels") or {}).get(names.MAINTENANCE_LABEL, "")
@@ -128,7 +127,7 @@ def read_node_record(node: dict[str, Any]) -> tuple[Record, str | None]:
 
 def is_gpu_node(node: dict[str, Any]) -> bool:
     """Raises (ValueError, TypeError, AttributeError) on a Node that is not shaped like one: the caller holds it."""
-    return int((node.get("status", {}).get("capacity") or {}).get(GPU, 0)) > 0
+    return int((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, 0)) > 0
 
 
 def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -150,7 +149,7 @@ def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
         str(annotations.get(names.PREFLIGHT_FAILURE_ANNOTATION, ""))[:512],
         str(labels.get(names.MAINTENANCE_LABEL, "")),
         str(labels.get(names.WARDEN_OPT_OUT_LABEL, "")),
-        str((status.get("capacity") or {}).get(GPU, "")),
-        str((status.get("allocatable") or {}).get(GPU, "")),
+        str((status.get("capacity") or {}).get(names.GPU_RESOURCE, "")),
+        str((status.get("allocatable") or {}).get(names.GPU_RESOURCE, "")),
         str((status.get("nodeInfo") or {}).get("bootID", "")),
     )
