@@ -3,8 +3,8 @@
 Prints, from one run: the largest document the YAML loader accepts (just under
 its byte limit) with its load time and peak memory (resource.getrusage in a
 fresh subprocess, less that subprocess's baseline), the time to refuse a
-billion-laughs file and a 1,000-deep list, and preflight's kernel-log parser
-on hostile 1 MB lines. Medians over --runs runs; ratios against the shipped
+billion-laughs file and a 1,000-deep list, Warden's JSON config read and
+hostile ones refused, and preflight's kernel-log parser on hostile 1 MB lines. Medians over --runs runs; ratios against the shipped
 fleet.yaml.
 
     .venv/bin/python scripts/bench_faults.py [--runs 5]
@@ -73,7 +73,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    sys.path[:0] = [str(REPO / "platform/fleet/src"), str(REPO / "platform/preflight/src"), str(REPO)]
+    sys.path[:0] = [
+        str(REPO / "platform/contract/src"),
+        str(REPO / "platform/fleet/src"),
+        str(REPO / "platform/preflight/src"),
+        str(REPO),
+    ]
     import safeyaml
     from preflight import kernel_log
     from tests.faults.hostile import HOSTILE
@@ -104,6 +109,17 @@ def main() -> int:
     for case in ("billion laughs", "deep list", "oversized", "long int"):
         text = HOSTILE[case][0]
         print(f"refuse {case:16} median {median_ms(functools.partial(safeyaml.load, text), args.runs):8.2f} ms")
+    # Warden's config (contract.warden): the generated one read, hostile ones refused.
+    from contract import warden as warden_config
+    from tests.faults.hostile import HOSTILE_CONFIGS
+
+    generated = warden_config.dumps(warden_config.DEFAULTS)
+    ms = median_ms(functools.partial(warden_config.loads, generated, "config.json"), args.runs)
+    print(f"warden config {len(generated.encode()):>7,} bytes  load median {ms:8.2f} ms")
+    for case in ("deep list", "long int", "NaN"):
+        hostile = HOSTILE_CONFIGS[case][0].decode()
+        ms = median_ms(functools.partial(warden_config.loads, hostile, "config.json"), args.runs)
+        print(f"warden refuse {case:14} median {ms:8.2f} ms")
     xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
     megabyte = 1024 * 1024
     lines = {

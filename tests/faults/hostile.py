@@ -33,6 +33,24 @@ HOSTILE: dict[str, tuple[str, str]] = {
     "two documents": ("a: 1\n---\nb: 2\n", "not valid YAML: a second document"),
     "control character": ("a: \x07\n", "not valid YAML: unacceptable character"),
 }
+# Warden's config is JSON (contract.warden): documents that must end in one line, exit 2.
+_WARDEN = '{"schema": "meridian.warden/v1", '
+HOSTILE_CONFIGS: dict[str, tuple[bytes, str]] = {
+    "deep list": (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    "deep object": (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, "not JSON"),
+    "oversized": (b" " * (2 * 1024 * 1024) + b"{}", "larger than 1 MiB"),
+    "long int": ((_WARDEN + '"max_per_pool": ' + "7" * 50_000 + "}").encode(), "not JSON"),
+    "NaN": ((_WARDEN + '"drain_grace_s": NaN}').encode(), "drain_grace_s: nan is not a finite number"),
+    "huge float": ((_WARDEN + '"window_s": 1e999}').encode(), "window_s: inf is not a finite number"),
+    "forged xid code": ((_WARDEN + '"xid_actions": {"7_9": "none"}}').encode(), "key '7_9' is not an integer"),
+    "unknown action": ((_WARDEN + '"xid_actions": {"79": "rm -rf"}}').encode(), "is not one of 'none'"),
+    "unknown field": ((_WARDEN + '"dry_run": false, "yolo": true}').encode(), "yolo: unknown field"),
+    "wrong type": ((_WARDEN + '"dry_run": "false"}').encode(), "dry_run: 'false' is not true or false"),
+    "stale schema": (b'{"schema": "meridian.warden/v0"}', "schema 'meridian.warden/v0', this tool reads"),
+    "the old YAML policy": (b"- cluster: meridian-us-central1\n  dry_run: false\n", "not JSON"),
+    "billion laughs": (LAUGHS.encode(), "not JSON"),
+    "not UTF-8": (b'{"cluster": "\xff"}', "not UTF-8"),
+}
 MEMORY_LIMIT = 1536 * 1024 * 1024  # far above a normal run (~150 MB), far below a runaway one
 TIMEOUT_S = 60
 

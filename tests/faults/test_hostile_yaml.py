@@ -1,4 +1,5 @@
-"""Every program that reads YAML refuses hostile documents in one line, exit 2, in bounded memory and time."""
+"""Every program that reads YAML (and Warden, its JSON config) refuses hostile documents in one line, exit 2,
+in bounded memory and time."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import safeyaml
 from fleet.yamlsource import parse
 from tests.conftest import SHIPPED
-from tests.faults.hostile import HOSTILE, run_bounded
+from tests.faults.hostile import HOSTILE, HOSTILE_CONFIGS, run_bounded
 
 BIN = Path(sys.executable).parent
 IDS = list(HOSTILE)
@@ -90,12 +91,12 @@ def test_gkr_refuses_a_hostile_user_config(tmp_path: Path, case: str) -> None:
     _one_line(result.stderr, f"error: {config}:", words)
 
 
-@pytest.mark.parametrize("case", IDS)
-def test_warden_refuses_hostile_policies(tmp_path: Path, case: str) -> None:
-    text, words = HOSTILE[case]
-    file = tmp_path / "policy.yaml"
-    file.write_text(text, encoding="utf-8")
-    result = run_bounded([sys.executable, "-m", "warden", "serve", "--policy", str(file), "--once"])
+@pytest.mark.parametrize("case", list(HOSTILE_CONFIGS))
+def test_warden_refuses_hostile_configs(tmp_path: Path, case: str) -> None:
+    content, words = HOSTILE_CONFIGS[case]
+    file = tmp_path / "config.json"
+    file.write_bytes(content)
+    result = run_bounded([sys.executable, "-m", "warden", "serve", "--config", str(file), "--once"])
     assert result.returncode == 2, result.stderr[-2000:]
     _one_line(result.stderr, f"warden: {file}:", words)
 

@@ -106,7 +106,7 @@ COMMANDS: dict[str, Run | Skip] = {
     "optim.sync_every=50": Skip(TRAINING),
     "python platform/trainer/train.py platform/trainer/configs/config.yaml run.name=demo run.steps=600": Skip(TRAINING),
     # platform/warden/README.md
-    "warden serve --policy policy.yaml [--cluster NAME] [--dry-run] [--kubeconfig F] [--once] [--round-seconds 30] "
+    "warden serve [--config /etc/warden/config.json] [--dry-run] [--kubeconfig F] [--once] [--round-seconds 30] "
     "[--resync-seconds 300] [--qps 20 --burst 40]": Skip(SYNOPSIS),
     'warden agent --node "$NODE_NAME" [--kmsg /dev/kmsg] [--interval-seconds 30] [--once]': Skip(SYNOPSIS),
     # infra/README.md

@@ -14,9 +14,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+from contract import incluster
+from contract.names import PREFLIGHT_FAILURE_ANNOTATION as ANNOTATION
 from preflight.cli import main
-from preflight.node import patch_annotations
-from preflight.report import ANNOTATION, SCHEMA, TERMINATION_LIMIT, Result, node_annotation, termination_message
+from preflight.node import annotate
+from preflight.report import SCHEMA, TERMINATION_LIMIT, Result, node_annotation, termination_message
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREFLIGHT = Path(sys.executable).parent / "preflight"
@@ -154,7 +156,7 @@ class _Recorder(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_failure_becomes_the_node_annotation_warden_reads() -> None:
+def test_a_failure_becomes_the_node_annotation_warden_reads(tmp_path: Path) -> None:
     results = [
         Result("kernel-log", "pass", "ok"),
         Result("gpu-state", "fail", "GPU 1: 2 uncorrectable ECC errors", [f"line {i}" for i in range(9)]),
@@ -175,13 +177,12 @@ def test_a_failure_becomes_the_node_annotation_warden_reads() -> None:
     server = HTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
     try:
-        status = patch_annotations(
-            f"http://127.0.0.1:{server.server_port}", "gke-h200-a-7f3c", annotation, token="t0ken"
-        )
+        annotate(incluster.Cluster(f"http://127.0.0.1:{server.server_port}", str(token)), "gke-h200-a-7f3c", annotation)
     finally:
         server.shutdown()
-    assert status == 200
     (request,) = _Recorder.requests
     assert request["path"] == "/api/v1/nodes/gke-h200-a-7f3c"
     assert request["headers"]["Content-Type"] == "application/merge-patch+json"
@@ -192,7 +193,6 @@ def test_a_failure_becomes_the_node_annotation_warden_reads() -> None:
 def test_annotation_refused_is_a_warning_not_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from preflight import cli
 
     class Refusing(BaseHTTPRequestHandler):
         def do_PATCH(self) -> None:
@@ -204,7 +204,10 @@ def test_annotation_refused_is_a_warning_not_a_crash(
 
     server = HTTPServer(("127.0.0.1", 0), Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setattr(cli, "in_cluster", lambda: (f"http://127.0.0.1:{server.server_port}", "t", None))
+    token = tmp_path / "token"
+    token.write_text("t")
+    cluster = incluster.Cluster(f"http://127.0.0.1:{server.server_port}", str(token))
+    monkeypatch.setattr(incluster, "discover", lambda: cluster)
     monkeypatch.setenv("NODE_NAME", "gke-node-1")
     try:
         code = main(
@@ -214,7 +217,8 @@ def test_annotation_refused_is_a_warning_not_a_crash(
         server.shutdown()
     assert code == 1  # the check's verdict, not the annotation's
     err = capsys.readouterr().err
-    assert err.startswith("warning: could not annotate Node gke-node-1 (HTTP Error 403")
+    assert err.startswith("warning: could not annotate Node gke-node-1 (PATCH /api/v1/nodes/gke-node-1: HTTP 403: ")
+    assert len(err.splitlines()) == 1
 
 
 def test_a_failure_becomes_a_termination_message_within_the_kubelet_limit(

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
 from tests.warden.fakes import Request, node, pod
 from tests.warden.test_kube import POLICY, Cluster, cluster, nccl_event, record_of, xid_condition
 
@@ -30,7 +31,7 @@ from warden.nodecache import EventWatch, NodeCache
 from warden.policy import Policy, Signal
 from warden.service import Trigger, Warden, _safe_round, serve
 from warden.simulate import SimCluster
-from warden.state import RECORD, Facts, Record, read_record
+from warden.state import Facts, Record, read_record
 
 LEASES = "/apis/coordination.k8s.io/"
 

@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
+from contract import warden as config
+from contract.names import WARDEN_PHASE_LABEL as PHASE_LABEL
+from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
+from contract.registry import Thresholds
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, Request, node, pod, serving
 from warden.actions import TAINT, Actuator, probation_job_name
 from warden.cli import main
@@ -27,13 +31,13 @@ from warden.nodecache import NodeCache
 from warden.policy import Policy
 from warden.ratelimit import TokenBucket
 from warden.service import Warden
-from warden.state import PHASE_LABEL, RECORD, Record
+from warden.state import Record
 
 TOKEN = "Bearer warden-test-token"
 POLICY = Policy(
     dry_run=False,
     probation_image="registry.example/trainer@sha256:" + "a" * 64,
-    probation_args={"h200-a": ("--expect-gpus=8",)},
+    pools={"h200-a": Thresholds(8, 600.0, 368.0, 256.0, rdma=True)},
 )
 
 
@@ -179,7 +183,13 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     spec = job["spec"]["template"]["spec"]
     assert spec["nodeName"] == bad
     assert spec["tolerations"] == [{"operator": "Exists"}]
-    assert spec["containers"][0]["command"] == ["preflight", "run", "--expect-gpus=8"]
+    assert spec["containers"][0]["command"] == [
+        "preflight",
+        "run",
+        "--expect-gpus=8",
+        "--min-tflops=600",
+        "--min-busbw-gbps=368",
+    ]
     assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
 
     # Preflight passes: uncordon, taint removed, old preflight failure annotation cleared.
@@ -400,37 +410,65 @@ def write_kubeconfig(tmp_path: Path, url: str) -> Path:
 def test_serve_once_through_the_cli_and_a_kubeconfig(cluster: Cluster, tmp_path: Path) -> None:
     cluster.api.nodes = {f"n-{i}": node(f"n-{i}") for i in range(40)}
     cluster.api.nodes["n-2"]["status"]["conditions"].append(xid_condition(48, 1e9))
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump([{"cluster": "meridian-us-central1", "dry_run": False}]))
+    path = tmp_path / config.FILE
+    path.write_text(config.dumps(config.Config(cluster="meridian-us-central1", dry_run=False)))
     kubeconfig = write_kubeconfig(tmp_path, cluster.url)
-    assert main(["serve", "--policy", str(policy), "--kubeconfig", str(kubeconfig), "--once"]) == 0
+    assert main(["serve", "--config", str(path), "--kubeconfig", str(kubeconfig), "--once"]) == 0
     assert record_of(cluster, "n-2").phase == "quarantined"  # Xid 48: needs analysis
     assert all(r.auth == TOKEN for r in cluster.api.requests)
     assert cluster.api.leases["warden"]["spec"]["holderIdentity"]  # it led before it acted
 
 
+GOOD = json.loads(config.dumps(config.Config(cluster="c")))
+
+
+def _with(**fields: Any) -> str:
+    return json.dumps(GOOD | fields)
+
+
 @pytest.mark.parametrize(
-    ("content", "args", "message"),
+    ("content", "message"),
     [
-        (None, [], "cannot read the policy"),
-        ("a: [", [], "not YAML"),
-        ("- cluster: a\n- cluster: b\n", [], "2 entries; pass --cluster"),
-        ("- cluster: a\n", ["--cluster", "z"], "no entry for cluster z"),
-        ("circuit_breaker: {unhealthy_share_limit: lots}\n", [], "invalid policy"),
+        (None, "cannot read the config: No such file or directory; mount the warden-policy ConfigMap"),
+        ("a: [", "not JSON"),
+        ("[]", "expected a JSON object"),
+        (_with(schema="meridian.warden/v0"), "schema 'meridian.warden/v0', this tool reads 'meridian.warden/v1'"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "schema"}), "schema None"),
+        (_with(surprise=1), "surprise: unknown field"),
+        (_with(dry_run="no"), "dry_run: 'no' is not true or false"),
+        (_with(max_per_pool=2.5), "max_per_pool: 2.5 is not an integer"),
+        (_with(unhealthy_share_limit="lots"), "unhealthy_share_limit: 'lots' is not a number"),
+        (_with(unhealthy_share_limit=0.9), "unhealthy_share_limit: 0.9 is not in (0, 0.5]"),
+        (_with(window_s=-1), "window_s: -1.0 is not a positive number of seconds"),
+        (_with(xid_actions={"79": "explode"}), "xid_actions.79: 'explode' is not one of 'none'"),
+        (_with(xid_actions={"0x4f": "reboot"}), "key '0x4f' is not an integer"),
+        (_with(signal_actions={"gremlins": "reboot"}), "key 'gremlins' is not one of 'sxid'"),
+        (_with(pools={"a": {"gpus": 8}}), "pools.a.min_tflops: missing"),
+        (
+            json.dumps(GOOD).replace('"drain_grace_s": 600.0', '"drain_grace_s": NaN'),
+            "drain_grace_s: nan is not a finite",
+        ),
+        ('{"a": ' * 100_000 + "1" + "}" * 100_000, "not JSON"),
+        (" " * (1024 * 1024) + "{}", "larger than 1 MiB"),
+        (b"\xff\xfe{}", "not UTF-8"),
     ],
 )
-def test_bad_policy_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, args: list[str], message: str
+def test_a_bad_config_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | bytes | None, message: str
 ) -> None:
-    path = tmp_path / "policy.yaml"
-    if content is not None:
+    path = tmp_path / "config.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     with pytest.raises(SystemExit) as exit_:
-        main(["serve", "--policy", str(path), "--kubeconfig", "/nonexistent", *args])
+        main(["serve", "--config", str(path), "--kubeconfig", "/nonexistent"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2
+    assert err.startswith(f"warden: {path}: ")
     assert message in err
     assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
 
 
 def test_client_reads_a_kubeconfig(tmp_path: Path, cluster: Cluster) -> None:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import yaml
-
-from fleet.gitops.warden import policy as generated_policy
-from fleet.load import load
-from tests.conftest import SHIPPED
-from warden.policy import Policy, Signal, from_config
+from warden.policy import Policy, Signal
 from warden.simulate import SimCluster
 from warden.state import Budget, Facts, Record, decide
 
@@ -92,33 +87,6 @@ def test_a_lost_reboot_request_is_asked_again_once() -> None:
     assert [c.verb for c in retry.commands] == ["reboot"]
     done = decide(record, [], Facts(boot_id="4"), POLICY.remediate_timeout_s + 1, POLICY, Budget(True, True))
     assert [c.verb for c in done.commands] == ["preflight"]
-
-
-def test_policy_from_the_generated_configmap() -> None:
-    fleet = load(SHIPPED).fleet
-    data = generated_policy(fleet, fleet.regions[0])
-    policy = from_config(yaml.safe_load(yaml.safe_dump(data)))
-    assert policy.dry_run is True  # the shipped fleet starts in dry-run
-    assert policy.action_for(xid(79)) == "replace"
-    assert policy.action_for(xid(13)) == "restart_pods"
-    assert policy.action_for(xid(31337)) == "review"
-    assert policy.action_for(Signal("something-new")) == "review"
-    assert (policy.max_per_pool, policy.window_s) == (2, 3600.0)
-    assert policy.action_for(Signal("maintenance")) == "reboot"
-    assert policy.action_for(Signal("not_ready")) == "none"
-    assert policy.probation_image == str(fleet.versions.trainer_image)
-    pool = fleet.regions[0].gpu_pools[0].name
-    assert policy.probation_args[pool] == ("--expect-gpus=8", "--min-tflops=600", "--min-busbw-gbps=368")
-
-
-def test_signal_actions_are_configurable_in_the_spec() -> None:
-    fleet = load(SHIPPED).fleet
-    changed = fleet.model_copy(
-        update={"warden": fleet.warden.model_copy(update={"signal_actions": {"nccl_errors": "reboot"}})}
-    )
-    policy = from_config(yaml.safe_load(yaml.safe_dump(generated_policy(changed, changed.regions[0]))))
-    assert policy.action_for(Signal("nccl_errors")) == "reboot"
-    assert policy.action_for(Signal("sxid")) == "review"  # the rest keep their defaults
 
 
 def test_an_unreadable_record_holds_the_node_for_a_person() -> None:

@@ -44,9 +44,9 @@ def loads(cls: type[T], text: str, schema: str, where: str) -> T:
     try:
         data = json.loads(text)
     except RecursionError:
-        raise Invalid([f"{where}: nested too deeply; regenerate it with `make generate`"]) from None
+        raise Invalid([f"{where}: not JSON (nested too deeply); regenerate it with `make generate`"]) from None
     except ValueError as exc:
-        raise Invalid([f"{where}: not JSON ({exc}); regenerate it with `make generate`"]) from None
+        raise Invalid([f"{where}: not JSON ({str(exc)[:200]}); regenerate it with `make generate`"]) from None
     if not isinstance(data, dict):
         raise Invalid([f"{where}: expected a JSON object; regenerate it with `make generate`"])
     found = data.pop(SCHEMA_KEY, None)
@@ -123,10 +123,13 @@ def _dataclass(cls: Any, data: Any, path: str) -> Any:
 
 def _key(kind: Any, key: str, path: str) -> Any:
     if kind is int:
-        try:
-            return int(key)
-        except ValueError:
-            raise _Bad(path, f"key {key!r} is not an integer") from None
+        digits = key.removeprefix("-")
+        # ASCII digits only: int() also takes "1_3", " 13" and other scripts' digits, so two keys could be one.
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18 and str(int(key)) == key):
+            raise _Bad(path, f"key {key[:40]!r} is not an integer")
+        return int(key)
+    if get_origin(kind) is typing.Literal and key not in get_args(kind):
+        raise _Bad(path, f"key {key[:40]!r} is not one of {', '.join(map(repr, get_args(kind)))}")
     return key
 
 

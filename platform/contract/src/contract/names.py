@@ -117,6 +117,10 @@ def warden_phase_reason(phase: str) -> str:
 WARDEN_HEALTHY_REASON = warden_phase_reason("healthy")
 
 
+# --- Documents one component writes and another reads ---------------------------------------------
+# preflight's report, and the failure it writes to a Node annotation or a termination message (Warden reads it).
+PREFLIGHT_REPORT_SCHEMA = "meridian.preflight/v1"
+
 # --- ConfigMaps the generator writes and the components read --------------------------------------
 WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARDEN_NAMESPACE
 

@@ -16,11 +16,12 @@ ACTIONS: tuple[Action, ...] = get_args(Action)  # mildest first: escalation neve
 SEVERITY: dict[str, int] = {action: rank for rank, action in enumerate(ACTIONS)}
 
 # Kinds of signal Warden acts on. `xid` is looked up in the Xid table; the others in SIGNAL_ACTIONS.
-Kind = Literal["xid", "sxid", "preflight", "gpu_missing", "nccl_errors", "maintenance", "not_ready"]
+SignalKind = Literal["sxid", "preflight", "gpu_missing", "nccl_errors", "maintenance", "not_ready"]
+Kind = Literal["xid", SignalKind]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 # Signals other than Xids, and what they call for unless the fleet says otherwise.
-SIGNAL_ACTIONS: dict[str, Action] = {
+SIGNAL_ACTIONS: dict[SignalKind, Action] = {
     "sxid": "review",  # NVSwitch faults: a person decides
     "preflight": "reboot",  # the machine failed its own checks
     "gpu_missing": "reboot",  # allocatable below capacity: a GPU fell off

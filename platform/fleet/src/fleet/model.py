@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
+from contract.signals import Action, SignalKind
+from contract.warden import DEFAULTS as _WARDEN
 from fleet.catalog import MACHINE_TYPES, MachineType
 
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -179,24 +181,29 @@ class GitOps(Base):
 
 
 class WardenPolicy(Base):
-    """Safety limits for Warden (issue 8), shipped to every cluster as a ConfigMap."""
+    """Safety limits for Warden (issue 8), shipped to every cluster as its config (contract.warden).
 
-    dry_run: Bool = True
-    unhealthy_share_limit: Float = Field(default=0.05, gt=0, le=0.5)  # circuit breaker, per pool and per cluster
-    window_minutes: Int = Field(default=60, ge=1, le=1440)
-    max_remediations_per_pool: Int = Field(default=2, ge=1)
-    max_remediations_per_cluster: Int = Field(default=8, ge=1)
-    repeat_offender_count: Int = Field(default=3, ge=2)  # remediations within repeat_offender_days -> hold for review
-    repeat_offender_days: Int = Field(default=7, ge=1)
-    drain_grace_seconds: Int = Field(default=600, ge=30, le=3600)  # time for training to checkpoint
-    xid_actions: dict[Int, Literal["none", "restart_pods", "reboot", "replace", "review"]] = {}  # overrides
-    # Overrides for the other signals: sxid, preflight, gpu_missing, nccl_errors, maintenance, not_ready.
-    signal_actions: dict[
-        Literal["sxid", "preflight", "gpu_missing", "nccl_errors", "maintenance", "not_ready"],
-        Literal["none", "restart_pods", "reboot", "replace", "review"],
-    ] = {}
-    nccl_failures: Int = Field(default=3, ge=1)  # NCCL failure Events from one node within the window
-    maintenance_lead_minutes: Int = Field(default=60, ge=5, le=1440)  # drain before GKE's host maintenance
+    The defaults are contract.warden's (in minutes and days here, seconds there).
+    """
+
+    dry_run: Bool = _WARDEN.dry_run
+    # Circuit breaker, per pool and per cluster.
+    unhealthy_share_limit: Float = Field(default=_WARDEN.unhealthy_share_limit, gt=0, le=0.5)
+    window_minutes: Int = Field(default=round(_WARDEN.window_s / 60), ge=1, le=1440)
+    max_remediations_per_pool: Int = Field(default=_WARDEN.max_per_pool, ge=1)
+    max_remediations_per_cluster: Int = Field(default=_WARDEN.max_per_cluster, ge=1)
+    # Remediations within repeat_offender_days -> hold for review.
+    repeat_offender_count: Int = Field(default=_WARDEN.repeat_count, ge=2)
+    repeat_offender_days: Int = Field(default=round(_WARDEN.repeat_window_s / 86400), ge=1)
+    # Time for training to checkpoint.
+    drain_grace_seconds: Int = Field(default=round(_WARDEN.drain_grace_s), ge=30, le=3600)
+    xid_actions: dict[Int, Action] = {}  # overrides of contract.signals' Xid table
+    signal_actions: dict[SignalKind, Action] = {}  # overrides of contract.signals.SIGNAL_ACTIONS
+    nccl_failures: Int = Field(
+        default=_WARDEN.nccl_failures, ge=1
+    )  # NCCL failure Events from one node within the window
+    # Drain before GKE's host maintenance.
+    maintenance_lead_minutes: Int = Field(default=round(_WARDEN.maintenance_lead_s / 60), ge=5, le=1440)
 
 
 class Registry(Base):

@@ -25,12 +25,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from contract import incluster
 from preflight import nvidia_smi
 from preflight.checks import check_gpu_state, check_kernel_log
 from preflight.collective import CollectiveSettings, check_allreduce
 from preflight.compute import ComputeSettings, check_compute
 from preflight.environment import Settings, check_checkpoint_mount, check_nccl, check_rdma_interfaces, check_shm
-from preflight.node import in_cluster, patch_annotations
+from preflight.node import annotate
 from preflight.report import Result, as_json, exit_code, lines, node_annotation, termination_message
 
 
@@ -173,14 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     annotation = node_annotation(results, now)
     if args.annotate and annotation:
-        credentials = in_cluster()
-        if credentials is None:
+        cluster = incluster.discover()
+        if cluster is None:
             print("warning: not in a cluster with a service account; the Node was not annotated", file=sys.stderr)
         else:
-            api, token, ca = credentials
             try:
-                patch_annotations(api, node, annotation, token, ca)
-            except OSError as exc:  # e.g. 403: this pod's service account may not patch Nodes
+                annotate(cluster, node, annotation)
+            except incluster.ApiError as exc:  # e.g. 403: this pod's service account may not patch Nodes
                 print(
                     f"warning: could not annotate Node {node} ({exc}); the report above still stands", file=sys.stderr
                 )

@@ -6,11 +6,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-SCHEMA = "meridian.preflight/v1"
-Status = Literal["pass", "fail", "error", "skip"]
+from contract import names
 
-# The Node annotation Warden reads when a check fails (issue 8).
-ANNOTATION = "meridian.dev/preflight-failure"
+SCHEMA = names.PREFLIGHT_REPORT_SCHEMA  # the report, and the failure Warden reads (annotation, termination message)
+Status = Literal["pass", "fail", "error", "skip"]
 
 
 @dataclass(frozen=True)
@@ -90,4 +89,4 @@ def termination_message(results: list[Result], time: str) -> str | None:
 def node_annotation(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, str] | None:
     """The annotation for the first failing check, or None when nothing failed."""
     value = failure(results, time, max_evidence)
-    return None if value is None else {ANNOTATION: json.dumps(value, sort_keys=True)}
+    return None if value is None else {names.PREFLIGHT_FAILURE_ANNOTATION: json.dumps(value, sort_keys=True)}

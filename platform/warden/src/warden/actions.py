@@ -30,17 +30,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import names
 from warden.gce import Compute, instance_of
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
-from warden.observe import GPU, MAINTENANCE_LABEL, POOL_LABEL, PREFLIGHT_ANNOTATION, TAINT_KEY
 from warden.policy import Policy
 from warden.ratelimit import Backoff
 from warden.state import Decision, Record
 
-log = logging.getLogger("warden")
-TAINT = {"key": TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
+log = logging.getLogger(__package__)
+TAINT = {"key": names.WARDEN_TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
 CORDONED = ("quarantined", "draining", "remediating", "probation", "held")
 NVIDIA_HOST = "/home/kubernetes/bin/nvidia"  # where GKE installs the driver on the node
 
@@ -59,7 +59,7 @@ def evictable(pod: dict[str, Any]) -> bool:
 
 def uses_gpus(pod: dict[str, Any]) -> bool:
     containers = pod.get("spec", {}).get("containers") or []
-    return any(GPU in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
+    return any(names.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
 
 
 def is_cordoned(node: dict[str, Any]) -> bool:
@@ -75,7 +75,7 @@ class Actuator:
         policy: Policy,
         cache: NodeCache,
         metrics: WardenMetrics,
-        namespace: str = "warden",
+        namespace: str = names.WARDEN_NAMESPACE,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube, self.compute, self.policy, self.cache, self.metrics = kube, compute, policy, cache, metrics
@@ -135,7 +135,7 @@ class Actuator:
                 self.cordon(current)  # an earlier cordon failed: every out-of-service phase implies it
             if before.phase != after.phase:
                 self.event(
-                    node, f"Warden{after.phase.capitalize()}", f"{before.phase} -> {after.phase}: {after.reason}"
+                    node, names.warden_phase_reason(after.phase), f"{before.phase} -> {after.phase}: {after.reason}"
                 )
             for command in decision.commands:
                 self.run(current, after, command.verb, command.detail, before)
@@ -160,7 +160,7 @@ class Actuator:
         elif verb == "uncordon":
             self.uncordon(node, keep_unschedulable=before is not None and before.person_cordon)
         elif verb == "event":
-            self.event(node, "WardenAction", detail)
+            self.event(node, names.WARDEN_ACTION_REASON, detail)
 
     def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
         instance = instance_of(node.get("spec", {}).get("providerID", ""))
@@ -170,7 +170,7 @@ class Actuator:
             self.compute.report_host_as_faulty(instance, reason)
         elif verb == "replace":
             self.compute.recreate_in_group(self.compute.group_of(instance))
-        elif MAINTENANCE_LABEL in (node["metadata"].get("labels") or {}):
+        elif names.MAINTENANCE_LABEL in (node["metadata"].get("labels") or {}):
             self.compute.perform_maintenance(instance)  # the reboot that also clears the pending host event
         else:
             self.compute.reset(instance)
@@ -217,7 +217,7 @@ class Actuator:
         taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != TAINT["key"]]
         spec: dict[str, Any] = {"taints": taints} if keep_unschedulable else {"unschedulable": False, "taints": taints}
         patch = {
-            "metadata": {"annotations": {PREFLIGHT_ANNOTATION: None}, **self._precondition(node)},
+            "metadata": {"annotations": {names.PREFLIGHT_FAILURE_ANNOTATION: None}, **self._precondition(node)},
             "spec": spec,
         }
         self.cache.store(self.kube.patch_node(name, patch))
@@ -234,8 +234,8 @@ class Actuator:
     # Probation: preflight on the node itself, in a Job pinned to it
 
     def probation_job(self, node: dict[str, Any], record: Record) -> dict[str, Any]:
-        name, pool = node["metadata"]["name"], (node["metadata"].get("labels") or {}).get(POOL_LABEL, "")
-        gpus = str((node.get("status", {}).get("capacity") or {}).get(GPU, "0"))
+        name, pool = node["metadata"]["name"], (node["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL, "")
+        gpus = str((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, "0"))
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -243,7 +243,7 @@ class Actuator:
                 "name": probation_job_name(name, record.since),
                 "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/name": "warden-probation", "app.kubernetes.io/part-of": "meridian"},
-                "annotations": {"meridian.dev/node": name},
+                "annotations": {names.PROBATION_NODE_ANNOTATION: name},
             },
             "spec": {
                 "backoffLimit": 0,
@@ -260,9 +260,9 @@ class Actuator:
                             {
                                 "name": "preflight",
                                 "image": self.policy.probation_image,
-                                "command": ["preflight", "run", *self.policy.probation_args.get(pool, ())],
+                                "command": ["preflight", "run", *self.policy.probation_args(pool)],
                                 "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
-                                "resources": {"limits": {GPU: gpus}},
+                                "resources": {"limits": {names.GPU_RESOURCE: gpus}},
                                 "volumeMounts": [{"name": "nvidia", "mountPath": "/usr/local/nvidia"}],
                             }
                         ],
@@ -305,11 +305,11 @@ class Actuator:
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")},
             "reason": reason,
             "message": message[:1024],
-            "type": "Warning" if reason != "WardenHealthy" else "Normal",
-            "source": {"component": "warden"},
+            "type": "Warning" if reason != names.WARDEN_HEALTHY_REASON else "Normal",
+            "source": {"component": names.WARDEN_KSA},
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,
-            "reportingComponent": "meridian.dev/warden",
+            "reportingComponent": names.WARDEN_COMPONENT,
         }
         self.kube.create("/api/v1/namespaces/default/events", body)

@@ -2,7 +2,7 @@
 
 Runs on every GPU node (DaemonSet). It reads the kernel ring buffer
 (/dev/kmsg), parses it with preflight's parser and sets two conditions on its
-Node: GPUXid and NVSwitchSXid, True while the current boot has logged such
+Node (names.XID_CONDITION, names.SXID_CONDITION), True while the current boot has logged such
 events, with "<code>@<epoch seconds>" for the latest event of each code.
 The ring buffer starts empty at boot, so a reboot clears the conditions and a
 restarted agent reports exactly what it reported before.
@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import names
 from preflight import kernel_log
 from preflight.kernel_log import Event, parse
 from warden.kube import Kube
@@ -77,7 +78,10 @@ def latest_codes(events: list[Event], kinds: tuple[str, ...], booted_at: float) 
 def conditions(events: list[Event], booted_at: float) -> dict[str, tuple[str, str, str]]:
     """Condition type -> (status, reason, message) for what the current boot logged."""
     found = {}
-    for kind, (kinds, what) in {"GPUXid": (("xid", "off_bus"), "Xid"), "NVSwitchSXid": (("sxid",), "SXid")}.items():
+    for kind, (kinds, what) in {
+        names.XID_CONDITION: (("xid", "off_bus"), "Xid"),
+        names.SXID_CONDITION: (("sxid",), "SXid"),
+    }.items():
         codes = latest_codes(events, kinds, booted_at)
         message = " ".join(f"{code}@{int(when)}" for code, when in sorted(codes.items()))
         found[kind] = ("True", f"{what}Logged", message) if codes else ("False", f"No{what}", f"no {what} since boot")
@@ -95,7 +99,7 @@ class Agent:
         """What the Node says now, so a restarted agent keeps transition times."""
         node = self.kube.get(f"/api/v1/nodes/{self.node}") or {}
         for c in (node.get("status") or {}).get("conditions") or []:
-            if c.get("type") in ("GPUXid", "NVSwitchSXid"):
+            if c.get("type") in (names.XID_CONDITION, names.SXID_CONDITION):
                 self.sent[c["type"]] = (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
                 self.transitions[c["type"]] = c.get("lastTransitionTime", "")
 

@@ -11,47 +11,47 @@ import sys
 import threading
 import time
 
-import safeyaml  # PyYAML and the standard library only: no fleet model
-from warden.policy import Policy, from_config
+from contract import names
+from contract import warden as config
+from contract.problem import Exit, Invalid
+from warden.policy import Policy
 
 
-def load_policy(path: str, cluster: str | None = None) -> Policy:
-    """The policy from the ConfigMap's policy.yaml (a list with one entry per cluster, or one mapping)."""
+def load_policy(path: str) -> Policy:
+    """Warden's config as `make generate` writes it (contract.warden); one line and exit 2 when it is not one."""
     try:
-        data = safeyaml.load(safeyaml.read_text(path))  # bounded: size, depth, aliases (platform/safeyaml)
+        with open(path, "rb") as file:
+            raw = file.read(config.MAX_BYTES + 1)  # bounded: a hostile file cannot fill the memory
+        if len(raw) > config.MAX_BYTES:
+            raise Invalid([f"{path}: larger than 1 MiB, not a config fleet wrote; regenerate it with `make generate`"])
+        return config.loads(raw.decode("utf-8"), path)
     except OSError as error:
         raise SystemExit(
-            _bad(f"{path}: cannot read the policy: {error.strerror}; mount the warden-policy ConfigMap")
+            _bad(f"{path}: cannot read the config: {error.strerror}; mount the {names.WARDEN_CONFIGMAP} ConfigMap")
         ) from None
-    except safeyaml.YamlError as error:
-        raise SystemExit(
-            _bad(f"{path}:{error.line}: not YAML Warden accepts: {error.message}; or run `make generate`")
-        ) from None
-    entries = data if isinstance(data, list) else [data]
-    chosen = [e for e in entries if isinstance(e, dict) and (cluster is None or e.get("cluster") == cluster)]
-    if len(chosen) != 1:
-        what = f"no entry for cluster {cluster}" if cluster else f"{len(chosen)} entries"
-        raise SystemExit(_bad(f"{path}: {what}; pass --cluster or use the generated ConfigMap"))
-    try:
-        return from_config(chosen[0])
-    except (TypeError, ValueError, AttributeError) as error:
-        raise SystemExit(_bad(f"{path}: invalid policy: {error}; run `make generate`")) from None
+    except UnicodeDecodeError:
+        raise SystemExit(_bad(f"{path}: not UTF-8 text; regenerate it with `make generate`")) from None
+    except Invalid as error:
+        raise SystemExit(_bad(error.lines[0])) from None
 
 
 def _bad(message: str) -> int:
     print(f"warden: {message}", file=sys.stderr)
-    return 2
+    return Exit.USAGE
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="warden", description=__doc__)
+    parser = argparse.ArgumentParser(prog=__package__, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the service (one active replica through leader election)")
-    serve.add_argument("--policy", required=True, help="policy.yaml from the warden-policy ConfigMap")
-    serve.add_argument("--cluster", help="the policy entry to use when the file has several")
-    serve.add_argument("--dry-run", action="store_true", help="decide and log, change nothing (overrides the policy)")
+    serve.add_argument(
+        "--config",
+        default=config.PATH,
+        help=f"the config `make generate` writes (ConfigMap {names.WARDEN_CONFIGMAP}; default {config.PATH})",
+    )
+    serve.add_argument("--dry-run", action="store_true", help="decide and log, change nothing (overrides the config)")
     serve.add_argument("--kubeconfig", help="default: in-cluster credentials")
-    serve.add_argument("--leader-election-namespace", default="warden")
+    serve.add_argument("--leader-election-namespace", default=names.WARDEN_NAMESPACE)
     serve.add_argument("--round-seconds", type=float, default=30)
     serve.add_argument("--resync-seconds", type=float, default=300)
     serve.add_argument("--qps", type=float, default=20, help="Kubernetes API requests per second")
@@ -105,7 +105,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
 
     if args.qps <= 0 or args.burst < 1:
         return _bad("--qps must be > 0 and --burst >= 1")
-    policy = load_policy(args.policy, args.cluster)
+    policy = load_policy(args.config)
     if args.dry_run:
         policy = replace(policy, dry_run=True)
     identity = os.environ.get("POD_NAME") or socket.gethostname()
@@ -120,7 +120,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     if not args.once:
         serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.registry.render())})
         serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})
-    logging.getLogger("warden").info("warden %s: dry_run=%s", identity, policy.dry_run)
+    logging.getLogger(__package__).info("warden %s: dry_run=%s", identity, policy.dry_run)
     serve(warden, elector, stop, round_s=args.round_seconds, once=args.once)
     return 0
 

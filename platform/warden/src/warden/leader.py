@@ -28,9 +28,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import names
 from warden.kube import ApiError, Kube, LeaseLost
 
-log = logging.getLogger("warden")
+log = logging.getLogger(__package__)
 
 
 def micro_time(epoch: float) -> str:
@@ -43,7 +44,7 @@ class Elector:
         kube: Kube,
         namespace: str,
         identity: str,
-        name: str = "warden",
+        name: str = names.WARDEN_KSA,  # the Lease is named after the service
         lease_duration_s: int = 15,
         clock: Callable[[], float] = time.time,
         renew_deadline_s: float = 10,

@@ -1,9 +1,11 @@
-"""Prometheus metrics in the text exposition format (counters and gauges with labels)."""
+"""Prometheus metrics in the text exposition format (counters and gauges with labels); names from contract.names."""
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+
+from contract import names
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -52,27 +54,27 @@ def _escape(value: str) -> str:
 class WardenMetrics:
     def __init__(self) -> None:
         self.registry = r = Registry()
-        self.transitions = r.counter("warden_transitions_total", "Node state transitions, by from_phase and to_phase.")
-        self.commands = r.counter("warden_commands_total", "Commands decided, by verb and whether carried out.")
+        self.transitions = r.counter(names.WARDEN_TRANSITIONS, "Node state transitions, by from_phase and to_phase.")
+        self.commands = r.counter(names.WARDEN_COMMANDS, "Commands decided, by verb and whether carried out.")
         self.api_errors = r.counter(
-            "warden_api_errors_total",
+            names.WARDEN_API_ERRORS,
             "Failed Kubernetes or Compute Engine requests (timeouts and dropped connections too).",
         )
         self.conflicts = r.counter(
-            "warden_conflicts_total",
+            names.WARDEN_CONFLICTS,
             "Node patches refused with 409 because someone changed the Node; retried next round.",
         )
         self.node_errors = r.counter(
-            "warden_node_errors_total",
+            names.WARDEN_NODE_ERRORS,
             "Nodes Warden could not read or act on (stage=record|observe|act); such a node is held or left alone.",
         )
-        self.lease_lost = r.counter("warden_lease_lost_total", "Rounds stopped because the Lease was no longer held.")
-        self.triggered = r.counter("warden_triggered_rounds_total", "Rounds started by a watch event, not the timer.")
-        self.nodes = r.gauge("warden_nodes", "GPU nodes by phase.")
-        self.blocked = r.gauge("warden_breaker_blocked_nodes", "Suspect nodes the circuit breaker keeps in service.")
-        self.leader = r.gauge("warden_leader", "1 while this replica leads.")
-        self.round_seconds = r.gauge("warden_round_seconds", "How long the last round took.")
-        self.rounds = r.counter("warden_rounds_total", "Rounds run.")
+        self.lease_lost = r.counter(names.WARDEN_LEASE_LOST, "Rounds stopped because the Lease was no longer held.")
+        self.triggered = r.counter(names.WARDEN_TRIGGERED_ROUNDS, "Rounds started by a watch event, not the timer.")
+        self.nodes = r.gauge(names.WARDEN_NODES, "GPU nodes by phase.")
+        self.blocked = r.gauge(names.WARDEN_BREAKER_BLOCKED, "Suspect nodes the circuit breaker keeps in service.")
+        self.leader = r.gauge(names.WARDEN_LEADER, "1 while this replica leads.")
+        self.round_seconds = r.gauge(names.WARDEN_ROUND_SECONDS, "How long the last round took.")
+        self.rounds = r.counter(names.WARDEN_ROUNDS, "Rounds run.")
         self.ignored = r.counter(
-            "warden_signals_ignored_total", "Tenant reports (NCCL Events, preflight messages) ignored, by reason."
+            names.WARDEN_SIGNALS_IGNORED, "Tenant reports (NCCL Events, preflight messages) ignored, by reason."
         )

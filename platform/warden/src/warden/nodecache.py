@@ -23,7 +23,7 @@ from typing import Any
 from warden.kube import ApiError, Kube
 from warden.observe import signal_key
 
-log = logging.getLogger("warden")
+log = logging.getLogger(__package__)
 
 
 def watch_with_backoff(

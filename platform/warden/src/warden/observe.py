@@ -1,9 +1,9 @@
 """What Warden sees on a Node object: its pool, record, facts and signals (pure).
 
-Signals come from the Node itself: the agent's conditions (GPUXid,
-NVSwitchSXid), Ready, preflight's failure annotation (only principals that may
-patch Nodes write it), GPUs missing from allocatable and GKE's
-scheduled-maintenance label; NCCL failure Events and failed preflight init
+Signals come from the Node itself: the agent's conditions
+(names.XID_CONDITION, names.SXID_CONDITION), Ready, preflight's failure
+annotation (only principals that may patch Nodes write it), GPUs missing
+from allocatable and GKE's scheduled-maintenance label; NCCL failure Events and failed preflight init
 containers of team pods are checked by warden.trust and passed in.
 """
 
@@ -14,17 +14,15 @@ import math
 from datetime import datetime
 from typing import Any
 
+from contract import names
+from contract.signals import Kind
 from warden.controller import NodeView
 from warden.policy import Policy, Signal
-from warden.state import MAX_TIME, OPT_OUT_LABEL, Facts, Record, read_record
+from warden.state import MAX_TIME, Facts, Record, read_record
 
-POOL_LABEL = "cloud.google.com/gke-nodepool"
-MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"  # epoch seconds, set by GKE
-PREFLIGHT_ANNOTATION = "meridian.dev/preflight-failure"  # written by `preflight run --annotate`
-GPU = "nvidia.com/gpu"
-TAINT_KEY = "meridian.dev/warden"  # Warden's NoSchedule taint while a node is out of service
-# Node conditions the agent writes; the message lists "<code>@<epoch seconds>" per code.
-AGENT_CONDITIONS = {"GPUXid": "xid", "NVSwitchSXid": "sxid"}
+# Node conditions the agent writes, and the signal kind each carries; the message lists
+# "<code>@<epoch seconds>" per code.
+AGENT_CONDITIONS: dict[str, Kind] = {names.XID_CONDITION: "xid", names.SXID_CONDITION: "sxid"}
 
 
 def parse_codes(message: str) -> list[tuple[int, float]]:
@@ -64,7 +62,7 @@ def signals(
             found += [Signal(kind, code, at=when) for code, when in parse_codes(condition.get("message", ""))]
         if condition.get("type") == "Ready" and condition.get("status") != "True":
             found.append(Signal("not_ready", detail=condition.get("reason", "")))
-    raw = (meta.get("annotations") or {}).get(PREFLIGHT_ANNOTATION)
+    raw = (meta.get("annotations") or {}).get(names.PREFLIGHT_FAILURE_ANNOTATION)
     if raw:
         try:
             failure = json.loads(raw)
@@ -75,11 +73,11 @@ def signals(
             found.append(Signal("preflight", detail="unreadable annotation"))
     if preflight is not None:  # a job's preflight init container failed on this node (its pod's status)
         found.append(Signal("preflight", detail=preflight[0], at=preflight[1]))
-    capacity = int((status.get("capacity") or {}).get(GPU, 0))
-    allocatable = int((status.get("allocatable") or {}).get(GPU, capacity))
+    capacity = int((status.get("capacity") or {}).get(names.GPU_RESOURCE, 0))
+    allocatable = int((status.get("allocatable") or {}).get(names.GPU_RESOURCE, capacity))
     if allocatable < capacity:
         found.append(Signal("gpu_missing", detail=f"{allocatable}/{capacity} GPUs allocatable"))
-    maintenance = (meta.get("labels") or {}).get(MAINTENANCE_LABEL, "")
+    maintenance = (meta.get("labels") or {}).get(names.MAINTENANCE_LABEL, "")
     if maintenance.isdigit() and float(maintenance) - now <= policy.maintenance_lead_s:
         found.append(Signal("maintenance", detail=f"host maintenance at {maintenance}"))
     if nccl_failures >= policy.nccl_failures:
@@ -101,18 +99,18 @@ def view(
     labels = meta.get("labels") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     spec = node.get("spec") or {}
-    warden_taint = any(t.get("key") == TAINT_KEY for t in spec.get("taints") or [])
+    warden_taint = any(t.get("key") == names.WARDEN_TAINT_KEY for t in spec.get("taints") or [])
     facts = Facts(
         ready=ready,
         boot_id=(status.get("nodeInfo") or {}).get("bootID", ""),
         pods=pods,
         preflight=probation,
-        opted_out=labels.get(OPT_OUT_LABEL) == "true",
+        opted_out=labels.get(names.WARDEN_OPT_OUT_LABEL) == "true",
         cordoned_by_other=bool(spec.get("unschedulable")) and not warden_taint,
     )
     return NodeView(
         name=meta["name"],
-        pool=labels.get(POOL_LABEL, ""),
+        pool=labels.get(names.NODE_POOL_LABEL, ""),
         record=record,
         facts=facts,
         signals=signals(node, now, policy, nccl_failures, preflight),
@@ -129,7 +127,7 @@ def read_node_record(node: dict[str, Any]) -> tuple[Record, str | None]:
 
 def is_gpu_node(node: dict[str, Any]) -> bool:
     """Raises (ValueError, TypeError, AttributeError) on a Node that is not shaped like one: the caller holds it."""
-    return int((node.get("status", {}).get("capacity") or {}).get(GPU, 0)) > 0
+    return int((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, 0)) > 0
 
 
 def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -148,10 +146,10 @@ def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     return (
         conditions,
-        str(annotations.get(PREFLIGHT_ANNOTATION, ""))[:512],
-        str(labels.get(MAINTENANCE_LABEL, "")),
-        str(labels.get(OPT_OUT_LABEL, "")),
-        str((status.get("capacity") or {}).get(GPU, "")),
-        str((status.get("allocatable") or {}).get(GPU, "")),
+        str(annotations.get(names.PREFLIGHT_FAILURE_ANNOTATION, ""))[:512],
+        str(labels.get(names.MAINTENANCE_LABEL, "")),
+        str(labels.get(names.WARDEN_OPT_OUT_LABEL, "")),
+        str((status.get("capacity") or {}).get(names.GPU_RESOURCE, "")),
+        str((status.get("allocatable") or {}).get(names.GPU_RESOURCE, "")),
         str((status.get("nodeInfo") or {}).get("bootID", "")),
     )

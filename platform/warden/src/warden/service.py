@@ -20,18 +20,19 @@ from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from contract import names
 from warden.actions import Actuator
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
 from warden.nodecache import EventWatch, NodeCache
-from warden.observe import POOL_LABEL, is_gpu_node, read_node_record, view
+from warden.observe import is_gpu_node, read_node_record, view
 from warden.policy import Policy
 from warden.state import PHASES, Facts, Record
-from warden.trust import NCCL_REASON, TEAM_LABEL, Verdicts, nccl_failures, preflight_failures
+from warden.trust import Verdicts, nccl_failures, preflight_failures
 
-log = logging.getLogger("warden")
+log = logging.getLogger(__package__)
 
 
 MAX_PENDING = 10_000  # nodes waiting for an early round; a flood of forged Events cannot grow it further
@@ -68,8 +69,8 @@ class Trigger:
         with self._lock:
             if not self._pending or self.clock() < min(self._pending.values()) + self.debounce_s:
                 return set()
-            names, self._pending = set(self._pending), {}
-            return names
+            due, self._pending = set(self._pending), {}
+            return due
 
 
 class Warden:
@@ -93,9 +94,9 @@ class Warden:
         """
         verdicts = Verdicts()
         try:
-            events = self.kube.events(f"reason={NCCL_REASON}")
+            events = self.kube.events(f"reason={names.NCCL_FAILURE_REASON}")
             nccl_failures(events, self.kube.pod, now, self.policy.window_s, verdicts)
-            preflight_failures(self.kube.pods_labelled(TEAM_LABEL), now, self.policy.window_s, verdicts)
+            preflight_failures(self.kube.pods_labelled(names.TEAM_LABEL), now, self.policy.window_s, verdicts)
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("tenant reports not read this round: %s", error)
@@ -191,7 +192,7 @@ class Warden:
 
 def _pool(node: Any) -> str:
     try:
-        return str(node["metadata"]["labels"][POOL_LABEL])
+        return str(node["metadata"]["labels"][names.NODE_POOL_LABEL])
     except (KeyError, TypeError):
         return ""
 
@@ -255,15 +256,15 @@ def serve(
                 warden.cache.on_signal = trigger.poke
                 watcher = threading.Thread(target=warden.cache.run, args=(stop,), name="warden-watch", daemon=True)
                 watcher.start()
-                events = EventWatch(warden.kube, NCCL_REASON, warden.cache.has, trigger.poke)
+                events = EventWatch(warden.kube, names.NCCL_FAILURE_REASON, warden.cache.has, trigger.poke)
                 threading.Thread(target=events.run, args=(stop,), name="warden-events", daemon=True).start()
             if warden.clock() >= next_round:
                 trigger.take()  # a full round covers whatever was pending
                 _safe_round(warden, None)
                 next_round = warden.clock() + round_s
-            elif names := trigger.take():
+            elif touched := trigger.take():
                 warden.metrics.triggered.inc()
-                _safe_round(warden, names)
+                _safe_round(warden, touched)
         trigger.wake.clear()  # before due_in(): a poke from now on wakes the wait below
         due = trigger.due_in()
         wait = max(0.05, min(next_round - warden.clock(), 1.0 if due is None else due, 1.0))

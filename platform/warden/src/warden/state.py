@@ -12,8 +12,9 @@ policy.repeat_window_s) are held for review, and a reboot that did not help
 escalates to a replacement.
 
 Everything Warden knows about a node lives in the Node's own annotation
-(RECORD) and label (PHASE_LABEL), so a restarted Warden neither forgets nor
-repeats: a reboot is asked for once, with the boot id it must change.
+(names.WARDEN_RECORD_ANNOTATION) and label (names.WARDEN_PHASE_LABEL), so a
+restarted Warden neither forgets nor repeats: a reboot is asked for once,
+with the boot id it must change.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from warden.policy import SEVERITY, Action, Policy, Signal
+from contract import names
+from contract.signals import ACTIONS, SEVERITY, Action
+from warden.policy import Policy, Signal
 
 PHASES = ("healthy", "suspect", "quarantined", "draining", "remediating", "probation", "held")
-PHASE_LABEL = "meridian.dev/warden-state"
-RECORD = "meridian.dev/warden"
-OPT_OUT_LABEL = "meridian.dev/warden-opt-out"
 # What a record Warden wrote can hold; anything outside is not Warden's writing and holds the node.
 MAX_TIME = 4_102_444_800.0  # 2100-01-01T00:00:00Z
 MAX_RECORD_BYTES = 64 * 1024
@@ -79,7 +79,9 @@ class Record:
     def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
         """(labels, annotations) to write on the Node, always within what from_annotations accepts."""
         kept = replace(self, reason=self.reason[:MAX_REASON], remediations=self.remediations[-MAX_REMEDIATIONS:])
-        return {PHASE_LABEL: self.phase}, {RECORD: json.dumps(asdict(kept), sort_keys=True)}
+        return {names.WARDEN_PHASE_LABEL: self.phase}, {
+            names.WARDEN_RECORD_ANNOTATION: json.dumps(asdict(kept), sort_keys=True)
+        }
 
     @staticmethod
     def from_annotations(annotations: dict[str, str]) -> Record:
@@ -93,7 +95,7 @@ def read_record(annotations: dict[str, str]) -> tuple[Record, str | None]:
     record Warden did not write, or that was damaged, must never be acted on by guessing.
     Fields a later Warden may add are ignored; a record without a phase is not a record.
     """
-    raw = annotations.get(RECORD)
+    raw = annotations.get(names.WARDEN_RECORD_ANNOTATION)
     if not raw:
         return _NO_RECORD
     return _parse(raw) if isinstance(raw, str) else _parse(None)
@@ -120,7 +122,7 @@ def _parse(raw: str | None) -> tuple[Record, str | None]:
         record = Record(
             phase=_choice(data.get("phase"), "phase", PHASES),
             since=_time(data.get("since", 0.0), "since"),
-            action=_choice(data.get("action", "none"), "action", tuple(SEVERITY)),
+            action=_choice(data.get("action", "none"), "action", ACTIONS),
             reason=_text(data.get("reason", ""), "reason", MAX_REASON),
             boot_id=_text(data.get("boot_id", ""), "boot_id", MAX_BOOT_ID),
             remediations=tuple(_time(t, "remediations[]") for t in remediations),
@@ -128,7 +130,7 @@ def _parse(raw: str | None) -> tuple[Record, str | None]:
             person_cordon=person_cordon,
         )
     except (ValueError, RecursionError) as error:  # Unreadable is a ValueError
-        why = f"unreadable {RECORD} annotation: {str(error)[:200]}"
+        why = f"unreadable {names.WARDEN_RECORD_ANNOTATION} annotation: {str(error)[:200]}"
         return Record(phase="held", reason=why), why  # a person decides
     return record, None
 
@@ -180,7 +182,7 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         return Decision(record)
     if record.phase == "healthy":
         signals = [s for s in signals if not s.at or s.at > record.handled]
-    action = _worst([policy.action_for(s) for s in signals])
+    action = _worst([policy.action_for(s.kind, s.code) for s in signals])
     reason = "; ".join(f"{s.kind}{'' if s.code is None else ' ' + str(s.code)}" for s in signals)
     phase = record.phase
 

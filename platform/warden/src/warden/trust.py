@@ -17,12 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract import names
 from warden.observe import parse_time
 
-NCCL_REASON = "NCCLFailure"  # the Event reason trainer pods report NCCL errors with
 PREFLIGHT_CONTAINER = "preflight"  # gkr's init container
-PREFLIGHT_SCHEMA = "meridian.preflight/v1"
-TEAM_LABEL = "meridian.dev/team"  # gkr labels every team pod (fleet.names.TEAM_LABEL)
 MAX_POD_LOOKUPS = 500  # per round: a flood of Events naming made-up pods cannot turn into a flood of GETs
 
 PodLookup = Callable[[str, str], "dict[str, Any] | None"]
@@ -48,7 +46,7 @@ def nccl_failures(
     pods: dict[tuple[str, str], dict[str, Any] | None] = {}
     seen: set[tuple[str, str, str]] = set()
     for event in events:
-        if not isinstance(event, dict) or event.get("reason") != NCCL_REASON:
+        if not isinstance(event, dict) or event.get("reason") != names.NCCL_FAILURE_REASON:
             continue
         if now - _event_time(event) > window_s:
             continue  # old news, not a forgery
@@ -122,7 +120,7 @@ def _failed_check(message: Any) -> str | None:
         value = json.loads(message) if isinstance(message, str) else None
     except ValueError:
         return None
-    if not isinstance(value, dict) or value.get("schema") != PREFLIGHT_SCHEMA:
+    if not isinstance(value, dict) or value.get("schema") != names.PREFLIGHT_REPORT_SCHEMA:
         return None
     check = value.get("check")
     return check[:64] if isinstance(check, str) and check else None

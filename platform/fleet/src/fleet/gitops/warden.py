@@ -1,53 +1,43 @@
-"""Warden's per-cluster configuration: its policy, generated from the spec."""
+"""Warden's per-cluster configuration (contract.warden), generated from the spec, and its pod quota."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from contract import warden as contract
+from contract.names import WARDEN_CONFIGMAP
+from contract.signals import SIGNAL_ACTIONS, default_actions
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import thresholds
-from fleet.gitops.objects import Obj, dump, obj
-from fleet.gpu_faults import BUCKETS, UNKNOWN_ACTION, default_actions
+from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 
-POLICY_CONFIGMAP = "warden-policy"
 CRITICAL_QUOTA = "critical-pods"
 # The node agent (system-node-critical) and the service (system-cluster-critical, 2 replicas).
 CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
 CRITICAL_HEADROOM = 8  # the service's replicas and a rollout's surge, on top of one agent per node
 
 
-def policy(fleet: Fleet, region: Region) -> dict[str, Any]:
+def config(fleet: Fleet, region: Region) -> contract.Config:
+    """Warden's config for the region's cluster: the spec's `warden:` settings in seconds, over the contract's tables."""
     w = fleet.warden
-    actions = default_actions() | dict(w.xid_actions)
-    return {
-        "cluster": fleet.cluster_name(region),
-        "region": region.name,
-        "dry_run": w.dry_run,
-        "circuit_breaker": {"unhealthy_share_limit": w.unhealthy_share_limit, "window_minutes": w.window_minutes},
-        "concurrency": {"per_pool": w.max_remediations_per_pool, "per_cluster": w.max_remediations_per_cluster},
-        "repeat_offender": {"count": w.repeat_offender_count, "days": w.repeat_offender_days},
-        "drain_grace_seconds": w.drain_grace_seconds,
-        "xid_buckets": {name: list(codes) for name, (codes, _) in BUCKETS.items()},
-        "xid_actions": {str(code): actions[code] for code in sorted(actions)},
-        "unknown_xid_action": UNKNOWN_ACTION,
-        "signal_actions": dict(w.signal_actions),
-        "nccl_failures": w.nccl_failures,
-        "maintenance_lead_minutes": w.maintenance_lead_minutes,
-        "probation": {"image": fleet.versions.trainer_image},
-        "pools": [
-            {
-                "name": p.name,
-                "zone": p.zone,
-                "nodes": p.nodes,
-                "gpus_per_node": p.machine.gpus,
-                "capacity": p.capacity.mode.value,
-                "preflight_args": list(thresholds(p.machine).args(1)),
-            }
-            for p in region.gpu_pools
-        ],
-    }
+    return contract.Config(
+        cluster=fleet.cluster_name(region),
+        region=region.name,
+        dry_run=w.dry_run,
+        unhealthy_share_limit=w.unhealthy_share_limit,
+        window_s=w.window_minutes * 60.0,
+        max_per_pool=w.max_remediations_per_pool,
+        max_per_cluster=w.max_remediations_per_cluster,
+        repeat_count=w.repeat_offender_count,
+        repeat_window_s=w.repeat_offender_days * 86400.0,
+        drain_grace_s=float(w.drain_grace_seconds),
+        xid_actions=default_actions() | dict(w.xid_actions),
+        signal_actions=SIGNAL_ACTIONS | dict(w.signal_actions),
+        nccl_failures=w.nccl_failures,
+        maintenance_lead_s=w.maintenance_lead_minutes * 60.0,
+        probation_image=fleet.versions.trainer_image,
+        pools={p.name: thresholds(p.machine) for p in region.gpu_pools},
+    )
 
 
 def critical_pod_quota(region: Region) -> Obj:
@@ -77,9 +67,9 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
         obj(
             "v1",
             "ConfigMap",
-            POLICY_CONFIGMAP,
+            WARDEN_CONFIGMAP,
             names.WARDEN_NAMESPACE,
-            data={"policy.yaml": dump([policy(fleet, region)])},
+            data={contract.FILE: contract.dumps(config(fleet, region))},
         ),
         critical_pod_quota(region),
     ]

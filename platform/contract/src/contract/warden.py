@@ -1,0 +1,100 @@
+"""Warden's configuration: what fleet generates per cluster and `warden serve` reads.
+
+The defaults are written here and nowhere else: fleet's spec model takes
+its defaults from `DEFAULTS`, fleet's generator fills the rest from the spec
+and the machine catalog, and Warden uses this type as its policy. Times are
+seconds (the spec may say minutes or days; fleet converts).
+
+`make generate` writes one document per cluster, JSON with a schema version
+(contract.codec), into the ConfigMap names.WARDEN_CONFIGMAP under the key
+FILE; Warden's Deployment mounts it at PATH.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import cast
+
+from contract import codec
+from contract.problem import Invalid
+from contract.registry import Thresholds
+from contract.signals import SIGNAL_ACTIONS, UNKNOWN_ACTION, Action, SignalKind, default_actions
+
+SCHEMA = "meridian.warden/v1"
+FILE = "config.json"  # the ConfigMap's key
+MOUNT = "/etc/warden"  # where the Deployment mounts the ConfigMap
+PATH = f"{MOUNT}/{FILE}"
+MAX_BYTES = 1024 * 1024  # a config larger than this is not one fleet wrote: refused before it is parsed
+
+
+@dataclass(frozen=True)
+class Config:
+    """Warden's policy for one cluster: which action each signal calls for, and the safety limits."""
+
+    cluster: str = ""
+    region: str = ""
+    dry_run: bool = True  # decide and log, change nothing
+    # Circuit breaker: no new quarantine past this share of a pool, or of the cluster, out of service.
+    unhealthy_share_limit: float = 0.05
+    window_s: float = 3600.0  # tenants' reports (NCCL Events, failed preflight containers) count this long
+    max_per_pool: int = 2  # nodes remediating at once (reboot or replacement), per pool
+    max_per_cluster: int = 8  # and per cluster
+    repeat_count: int = 3  # remediations within repeat_window_s that make a node a repeat offender: held
+    repeat_window_s: float = 7 * 86400.0
+    drain_grace_s: float = 600.0  # eviction grace period: time for training to checkpoint
+    remediate_timeout_s: float = 1800.0  # a reboot or replacement that shows no sign of happening is asked again
+    xid_actions: dict[int, Action] = field(default_factory=default_actions)
+    signal_actions: dict[SignalKind, Action] = field(default_factory=lambda: dict(SIGNAL_ACTIONS))
+    unknown_action: Action = UNKNOWN_ACTION  # an Xid or a signal kind not in the tables
+    nccl_failures: int = 3  # pods on one node reporting NCCL failures within window_s that make it suspect
+    maintenance_lead_s: float = 3600.0  # drain this long before GKE's scheduled host maintenance
+    probation_image: str = ""  # runs `preflight run` on a repaired node before it returns
+    pools: dict[str, Thresholds] = field(default_factory=dict)  # GPU pool -> what its machines must measure
+
+    def action_for(self, kind: str, code: int | None = None) -> Action:
+        """What a signal calls for: Xids by code, the others by kind, anything unknown `unknown_action`."""
+        if kind == "xid" and code is not None:
+            return self.xid_actions.get(code, self.unknown_action)
+        return self.signal_actions.get(cast(SignalKind, kind), self.unknown_action)
+
+    def probation_args(self, pool: str) -> tuple[str, ...]:
+        """`preflight run` flags for a node of `pool` on probation (one node); none for a pool not listed."""
+        thresholds = self.pools.get(pool)
+        return thresholds.args(1) if thresholds else ()
+
+
+DEFAULTS = Config()
+
+
+def problems(config: Config) -> list[str]:
+    """What the types alone do not refuse: numbers out of range (NaN included)."""
+    out = []
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append(f"{f.name}: {value} is not a finite number")
+    if not 0 < config.unhealthy_share_limit <= 0.5:
+        out.append(f"unhealthy_share_limit: {config.unhealthy_share_limit} is not in (0, 0.5]")
+    for name in ("max_per_pool", "max_per_cluster", "repeat_count", "nccl_failures"):
+        if getattr(config, name) < 1:
+            out.append(f"{name}: {getattr(config, name)} is below 1")
+    for name in ("window_s", "repeat_window_s", "drain_grace_s", "remediate_timeout_s", "maintenance_lead_s"):
+        if not getattr(config, name) > 0:
+            out.append(f"{name}: {getattr(config, name)} is not a positive number of seconds")
+    return out
+
+
+def dumps(config: Config) -> str:
+    return codec.dumps(config, SCHEMA)
+
+
+def loads(text: str, where: str) -> Config:
+    """The config in `text`; contract.problem.Invalid (one line: where, what, the fix) when it is not one."""
+    if len(text) > MAX_BYTES:
+        raise Invalid([f"{where}: larger than 1 MiB, not a config fleet wrote; regenerate it with `make generate`"])
+    config = codec.loads(Config, text, SCHEMA, where)
+    found = problems(config)
+    if found:
+        raise Invalid([f"{where}: {found[0]}; regenerate it with `make generate`"])
+    return config
