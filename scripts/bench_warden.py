@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.warden.fakes: the loopback servers
 
+from contract import names
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, node, serving
 from warden.actions import Actuator
 from warden.gce import Compute
@@ -73,7 +74,9 @@ def loopback_cluster(api: ApiState) -> None:
 
 def xid(api: ApiState, name: str, code: int, at: float) -> dict[str, Any]:
     changed: dict[str, Any] = json.loads(json.dumps(api.nodes[name]))
-    changed["status"]["conditions"].append({"type": "GPUXid", "status": "True", "message": f"{code}@{int(at)}"})
+    changed["status"]["conditions"].append(
+        {"type": names.XID_CONDITION, "status": "True", "message": f"{code}@{int(at)}"}
+    )
     api.nodes[name] = api.bump(changed)
     return changed
 

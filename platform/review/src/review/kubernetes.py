@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from contract import names
+
 Obj = dict[str, Any]
 Clusters = dict[str, list[Obj]]  # cluster -> every object it gets (Argo CD tree included)
 CRD_APPS = ("kuberay-crds", "kueue")
@@ -78,7 +80,7 @@ def _flags(k: tuple[str, str, str, str], action: str, before: Obj | None, after:
         flags.append(f"CRD {action}: every custom resource of this kind depends on it")
     if kind == "Namespace" and action == "removed":
         flags.append(f"namespace {name} is deleted, and everything in it")
-    if kind == "ConfigMap" and name == "warden-policy":
+    if kind == "ConfigMap" and name == names.WARDEN_CONFIGMAP:
         flags.append("Warden's policy changes")
     if kind == "Application" and name in CRD_APPS and action != "added":
         old = (before or {}).get("spec", {}).get("source", {})

@@ -42,7 +42,7 @@ from warden.state import Decision, Record
 log = logging.getLogger(__package__)
 TAINT = {"key": names.WARDEN_TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
 CORDONED = ("quarantined", "draining", "remediating", "probation", "held")
-NVIDIA_HOST = "/home/kubernetes/bin/nvidia"  # where GKE installs the driver on the node
+NVIDIA_HOST = names.NVIDIA_HOST_PATH  # where GKE installs the driver on the node
 
 
 def probation_job_name(node: str, since: float) -> str:
