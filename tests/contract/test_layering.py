@@ -21,10 +21,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
     "meridian-contract": (("platform/contract/src/contract",), set()),
     "meridian-safeyaml": (("platform/safeyaml/src/safeyaml",), set()),
     "meridian-preflight": (("platform/preflight/src/preflight",), {"meridian-contract"}),
-    "meridian-warden": (
-        ("platform/warden/src/warden",),
-        {"meridian-contract", "meridian-safeyaml", "meridian-preflight"},
-    ),
+    "meridian-warden": (("platform/warden/src/warden",), {"meridian-contract", "meridian-preflight"}),
     "meridian-trainer": (("platform/trainer/src/trainer",), {"meridian-contract", "meridian-preflight"}),
     "meridian-gkr": (("platform/gkr/src/gkr",), {"meridian-contract", "meridian-safeyaml"}),
     "meridian-fleet": (("platform/fleet/src/fleet",), {"meridian-contract", "meridian-safeyaml"}),
