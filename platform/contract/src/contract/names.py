@@ -26,6 +26,15 @@ def local_queue(team: str) -> str:
     return team
 
 
+# A team's part of every checkpoint bucket: a managed folder only the team's account may use
+# (infra creates it, gkr mounts only it and puts --workdir packages below it).
+TEAMS_PREFIX = "teams/"
+
+
+def team_prefix(team: str) -> str:
+    return f"{TEAMS_PREFIX}{team}/"
+
+
 # Multi-network names pods use (annotation networking.gke.io/interfaces): eth1 on
 # the gVNIC network, eth2..eth9 on rdma-0..rdma-7.
 GVNIC_NETWORK_OBJECT = "gvnic-1"

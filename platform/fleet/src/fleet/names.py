@@ -24,6 +24,7 @@ from contract.names import (
     POOL_LABEL,
     QUEUED_TOLERATION,
     TEAM_LABEL,
+    TEAMS_PREFIX,
     TOPOLOGY_LEVELS,
     TRAINER_KSA,
     WARDEN_KSA,
@@ -31,6 +32,7 @@ from contract.names import (
     local_queue,
     rdma_network_object,
     team_namespace,
+    team_prefix,
 )
 
 __all__ = [  # the shared names, re-exported (see above)
@@ -44,6 +46,7 @@ __all__ = [  # the shared names, re-exported (see above)
     "POOL_LABEL",
     "QUEUED_TOLERATION",
     "TEAM_LABEL",
+    "TEAMS_PREFIX",
     "TOPOLOGY_LEVELS",
     "TRAINER_KSA",
     "WARDEN_KSA",
@@ -51,13 +54,13 @@ __all__ = [  # the shared names, re-exported (see above)
     "local_queue",
     "rdma_network_object",
     "team_namespace",
+    "team_prefix",
 ]
 
 # Prefixes inside a team's part of a checkpoint bucket (team_prefix): staged data may
 # expire, committed checkpoints never.
 STAGED_PREFIX = "staged/"
 COMMITTED_PREFIX = "checkpoints/"
-TEAMS_PREFIX = "teams/"
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
 # The roles with a Google service account of their own (service_account_id); teams get one each.
 SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
@@ -110,11 +113,6 @@ def team_service_account_id(fleet: Fleet, team: str) -> str:
 
 def team_service_account_email(fleet: Fleet, team: str) -> str:
     return f"{team_service_account_id(fleet, team)}@{fleet.project.id}.iam.gserviceaccount.com"
-
-
-def team_prefix(team: str) -> str:
-    """The team's part of every checkpoint bucket: a managed folder only its account may use."""
-    return f"{TEAMS_PREFIX}{team}/"
 
 
 def workload_pool(fleet: Fleet) -> str:
