@@ -484,8 +484,7 @@ def registry_fetch(
         try:
             names, current = kube.contexts()
         except kube.NoContext as exc:
-            raise Invalid([f"{exc}; run: gcloud container clusters get-credentials CLUSTER --region REGION "
-                           "--project PROJECT --dns-endpoint"]) from None  # fmt: skip
+            raise Invalid([f"{exc}; run: {registries.credentials(region, known)}"]) from None
         source = registries.source_context(region, context, known, names, current)
     where = f"ConfigMap {contract.REGISTRY_NAMESPACE}/{contract.REGISTRY_CONFIGMAP} in {source}"
     try:

@@ -208,11 +208,19 @@ def follow_logs(api: Any, namespace: str, pods: list[str], write: Callable[[str,
 
 
 def read_configmap(api: Any, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
-    """A ConfigMap's data and binaryData (base64, as the API sends it)."""
+    """A ConfigMap's data and binaryData (base64 text, as the API sends it), read as sent, not as the client models it."""
+    import json
+
     from kubernetes import client as k8s
 
-    found = k8s.CoreV1Api(api).read_namespaced_config_map(name, namespace)
-    return dict(found.data or {}), dict(found.binary_data or {})
+    found: Any = k8s.CoreV1Api(api).read_namespaced_config_map(name, namespace, _preload_content=False)
+    body = json.loads(found.data)
+    body = body if isinstance(body, dict) else {}
+    return _strings(body.get("data")), _strings(body.get("binaryData"))
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
 
 DASHBOARD_PORT = 8265  # the Ray dashboard (and job submission API) on the head, KubeRay's `dashboard` port

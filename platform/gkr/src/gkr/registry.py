@@ -183,9 +183,8 @@ def source_context(
     if region and context:
         raise Invalid(["pass --region or --context, not both"])
     regions = {r.name: r for r in known.regions} if known is not None else {}
-    fix = f"gcloud container clusters get-credentials CLUSTER --region {region} --project PROJECT --dns-endpoint"
+    fix = credentials(region, known)
     if known is not None and region in regions:
-        fix = known.credentials_command(regions[region])
         chosen = known.context(regions[region])
     elif region:
         matches = [c for c in contexts if c.startswith("gke_") and c.split("_")[2:3] == [region]]
@@ -205,6 +204,14 @@ def source_context(
         how = f"run: {fix}" if region else f"use one of {', '.join(contexts)}" if contexts else "it has none"
         raise Invalid([f"no context {chosen} in the kubeconfig; {how}"])
     return chosen
+
+
+def credentials(region: str | None, known: Registry | None) -> str:
+    """The command that writes a region's kubeconfig context: exact when a registry at hand knows the region."""
+    found = next((r for r in known.regions if r.name == region), None) if known is not None else None
+    if known is not None and found is not None:
+        return known.credentials_command(found)
+    return f"gcloud container clusters get-credentials CLUSTER --region {region or 'REGION'} --project PROJECT --dns-endpoint"
 
 
 def replaced(flag: str, value: str) -> Invalid:

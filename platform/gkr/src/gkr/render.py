@@ -146,7 +146,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    # Where the pod runs, for the trainer's NCCLFailure Events (Warden counts them per node).
+    # Where the pod runs, for the trainer's NCCL failure Events (Warden counts them per node).
     env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD]
     env += [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     tolerations: list[dict[str, str]] = []

@@ -2,7 +2,7 @@
 
 The folder is packed into a zip (deterministic: sorted names, fixed timestamps, so the same files
 give the same bytes), uploaded once under the team's folder of the region's checkpoint bucket,
-content-addressed (gs://<bucket>/teams/<team>/workdirs/<sha256>.zip, skipped when present), and
+content-addressed (gs://<bucket>/<the team prefix>workdirs/<sha256>.zip, skipped when present), and
 the RayJob's runtimeEnvYAML points `working_dir` at it, as `kubectl ray job submit --working-dir`
 and Ray job submission do. Ray (docs, "Handling dependencies", remote URIs) wants a remote
 working_dir to be a .zip holding one top-level directory, whose contents become the job's working
