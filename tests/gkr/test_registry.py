@@ -163,13 +163,18 @@ def test_the_old_fleet_settings_say_what_replaces_them(
         ),
         (lambda text: text[:100], "not JSON"),
         (lambda text: text.replace('"project"', '"projekt"'), "projekt: unknown field"),
+        (lambda text: "[" * 100_000 + "]" * 100_000, "nested too deep to be a registry"),
+        (lambda text: " " * (registry.MAX_REGISTRY_BYTES + 1), "cannot read it (larger than 4,194,304 bytes)"),
+        (lambda text: "\udcff", "cannot read it (not UTF-8)"),
     ],
 )
 def test_a_registry_of_another_schema_or_broken_is_one_line(
     gkr: Callable[..., Result], tmp_path: Path, change: Callable[[str], str], words: str
 ) -> None:
     folder = copy_of(registry_folder(), tmp_path / "generated")
-    (folder / contract.FILE).write_text(change((folder / contract.FILE).read_text()))
+    (folder / contract.FILE).write_bytes(
+        change((folder / contract.FILE).read_text()).encode("utf-8", "surrogateescape")
+    )
     result = gkr("clusters", "--registry", str(folder))
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
@@ -262,6 +267,7 @@ def test_fetch_reads_the_configmap_and_writes_the_registry(
             "registry.json: schema 'x/v9', this tool reads 'meridian.registry/v1'",
         ),
         (lambda cm: cm["data"].clear(), "no registry.json in its data"),
+        (lambda cm: cm["data"].update({contract.FILE: "[" * 100_000 + "]" * 100_000}), "nested too deep"),
         (lambda cm: cm["binaryData"].update({"../../evil.json.gz": ""}), "is not <schema file>.json.gz"),
         (lambda cm: cm["binaryData"].update({"x.json.gz": "!!"}), "binaryData x.json.gz: not a gzip'ed JSON schema"),
         (

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
 import os
 import re
@@ -40,6 +39,7 @@ FETCHED = "registry"  # under the cache folder
 GZ = ".gz"
 SCHEMA_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
 MAX_SCHEMA_BYTES = 8 * 1024 * 1024
+MAX_REGISTRY_BYTES = 4 * 1024 * 1024  # the shipped fleet's is 6 KB; a ConfigMap holds at most 1 MiB
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,24 @@ def load(path: Path, how: str = "--registry") -> Located:
     """The registry in `path` (a folder or its registry.json); Invalid (one line) when it cannot be read."""
     path = _file(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        with path.open("rb") as handle:  # at most one byte past the limit: never all of /dev/zero
+            raw = handle.read(MAX_REGISTRY_BYTES + 1)
+        if len(raw) > MAX_REGISTRY_BYTES:
+            raise ValueError(f"larger than {MAX_REGISTRY_BYTES:,} bytes")
+        text = raw.decode("utf-8")
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8" if isinstance(exc, UnicodeError) else exc
         raise Invalid(
             [f"{path}: cannot read it ({why}); regenerate it with `make generate` or `gkr registry fetch`"]
         ) from None
-    return Located(contract.loads(text, str(path)), path, how)
+    return Located(_parse(text, str(path)), path, how)
+
+
+def _parse(text: str, where: str) -> Registry:
+    try:
+        return contract.loads(text, where)
+    except RecursionError:  # nested deeper than the JSON parser goes
+        raise Invalid([f"{where}: nested too deep to be a registry; regenerate it with `make generate`"]) from None
 
 
 def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tuple[str, dict[str, bytes]]:
@@ -122,7 +133,7 @@ def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tu
     text = data.get(contract.FILE)
     if not isinstance(text, str):
         raise Invalid([f"{where}: no {contract.FILE} in its data; the cluster's generated config is incomplete"])
-    contract.loads(text, f"{where}: {contract.FILE}")
+    _parse(text, f"{where}: {contract.FILE}")
     schemas: dict[str, bytes] = {}
     for key, encoded in sorted(binary.items()):
         name = key.removesuffix(GZ)
@@ -136,7 +147,7 @@ def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tu
                 raise ValueError(f"larger than {MAX_SCHEMA_BYTES:,} bytes unpacked, or truncated")
             if not isinstance(json.loads(raw), dict):
                 raise ValueError("not a JSON object")
-        except (binascii.Error, zlib.error, gzip.BadGzipFile, ValueError) as exc:
+        except (binascii.Error, zlib.error, ValueError, RecursionError) as exc:
             raise Invalid(
                 [f"{where}: binaryData {key}: not a gzip'ed JSON schema ({exc}); refusing the ConfigMap"]
             ) from None

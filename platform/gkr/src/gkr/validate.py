@@ -29,7 +29,7 @@ def _schema(path: Path) -> Any:
         return json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise Invalid(
             [f"{path}: not a JSON schema ({exc}); regenerate it (`make generate` or `gkr registry fetch`)"]
         ) from None
