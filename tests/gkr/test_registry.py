@@ -311,6 +311,32 @@ def test_fetch_without_a_configmap_is_one_line_exit_1(
     )
 
 
+class NoConfigMap(FakeApiServer):
+    def do_GET(self) -> None:
+        self._record()
+        data = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound"}).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_fetch_from_a_cluster_without_the_configmap_says_what_to_check(
+    gkr: Callable[..., Result], elsewhere: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), NoConfigMap)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    use_kubeconfig(tmp_path, monkeypatch, EAST4, f"http://127.0.0.1:{httpd.server_port}")
+    try:
+        result = gkr("registry", "fetch")
+    finally:
+        httpd.shutdown()
+    assert result.exit_code == 1
+    assert result.stderr.endswith("failed: not found: is the cluster synced with the fleet's generated config?\n")
+    assert not registry.fetched_dir().exists()
+
+
 def test_which_context_fetch_reads() -> None:
     reg = shipped().registry
     gke = ["gke_p_us-east4_c", "gke_p_europe-west1_c", "kind-dev"]

@@ -492,10 +492,11 @@ def registry_fetch(
             kube.client(source), contract.REGISTRY_NAMESPACE, contract.REGISTRY_CONFIGMAP
         )
     except Exception as exc:
-        print(f"error: reading {where} failed: {kube.unreachable(exc)}", file=sys.stderr)
+        print(f"error: reading {where} failed: {registries.fetch_failed(kube.unreachable(exc))}", file=sys.stderr)
         raise typer.Exit(Exit.FAILED) from None
     with bad_input():
         text, schemas = registries.unpack(data, binary, where)
+    with api_errors(f"writing {registries.fetched_dir()}"):
         written = registries.store(text, schemas)
     print(f"wrote {written} and {len(schemas)} schemas from {where}", file=sys.stderr)
 

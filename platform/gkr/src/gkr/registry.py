@@ -217,6 +217,15 @@ def source_context(
     return chosen
 
 
+def fetch_failed(why: str) -> str:
+    """Why a cluster did not hand over its registry ConfigMap (kube.unreachable's words), and what to check."""
+    hints = {
+        "HTTP 404": "not found: is the cluster synced with the fleet's generated config?",
+        "forbidden": "forbidden: your account needs get on that ConfigMap (the fleet's generated RBAC grants it)",
+    }
+    return hints.get(why, why)
+
+
 def credentials(region: str | None, known: Registry | None) -> str:
     """The command that writes a region's kubeconfig context: exact when a registry at hand knows the region."""
     found = next((r for r in known.regions if r.name == region), None) if known is not None else None
