@@ -12,6 +12,7 @@ import safeyaml
 from fleet.yamlsource import parse
 from tests.conftest import SHIPPED
 from tests.faults.hostile import HOSTILE, HOSTILE_CONFIGS, run_bounded
+from tests.gkr.conftest import registry_folder
 
 BIN = Path(sys.executable).parent
 IDS = list(HOSTILE)
@@ -59,8 +60,8 @@ def test_gkr_refuses_hostile_job_files(tmp_path: Path, case: str) -> None:
             f"import os; os.environ['XDG_CONFIG_HOME'] = {str(env_home)!r}; os.environ['XDG_CACHE_HOME'] = {str(env_home)!r}; "
             "from gkr.cli import app; app()",
             "submit",
-            "--fleet",
-            str(SHIPPED),
+            "--registry",
+            str(registry_folder()),
             "-f",
             str(file),
             "--dry-run",

@@ -19,13 +19,10 @@ import pytest
 
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import Finding
-from fleet.load import load
 from fleet.model import Fleet
-from gkr.registry import from_fleet
 from gkr.render import NCCL_ENV_SCRIPT
 from gkr.submit import flags_of, prepare
-from tests.conftest import SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, shipped
 
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
 REGIONS = ["us-central1", "us-east4", "europe-west1"]
@@ -52,12 +49,9 @@ def _installer(trees: Trees, region: str) -> dict[str, Any]:
     )
 
 
-FLEET = from_fleet(load(SHIPPED))
-
-
 def _gpu_job_mounts() -> dict[str, str]:
     """mountPath -> hostPath of the hostPath volumes gkr gives an H200 worker pod."""
-    _, objs = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({}, None, False, None), FLEET, None)
+    _, objs = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({}, None, False, None), shipped(), None)
     (job,) = objs
     spec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     hosts = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}

@@ -1,30 +1,69 @@
-"""Run gkr in-process, with the shipped fleet and no user config."""
+"""Run gkr in-process against the registry of the shipped fleet, with no user config.
+
+gkr reads the registry `make generate` writes (registry.json and schemas/); the tests build
+that folder from a fleet.yaml with fleet (tests may import it, gkr may not): once per
+session for each distinct fleet.yaml.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from contract import registry as contract
+from gkr import registry as gkr_registry
 from gkr.cli import app
-from tests.conftest import SHIPPED
+from tests.conftest import REPO, SHIPPED
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "platform" / "gkr" / "examples"
 GOLDEN = Path(__file__).parent / "golden"
+_FOLDERS = tempfile.TemporaryDirectory(prefix="gkr-registries-")  # removed when the session ends
+
+
+@cache
+def _generated(text: str) -> Path:
+    from fleet.gitops.schemas import crd_schemas
+    from fleet.load import load_text
+    from fleet.registry import registry_of
+
+    loaded = load_text(text, "fleet.yaml")
+    folder = Path(_FOLDERS.name) / hashlib.sha256(text.encode()).hexdigest()[:16] / contract.GENERATED_DIR
+    (folder / contract.SCHEMAS_DIR).mkdir(parents=True)
+    (folder / contract.FILE).write_text(contract.dumps(registry_of(loaded)), encoding="utf-8")
+    for path, schema in crd_schemas(loaded.fleet, REPO).items():
+        (folder / contract.SCHEMAS_DIR / Path(path).name).write_text(schema, encoding="utf-8")
+    return folder
+
+
+def registry_folder(fleet_yaml: Path = SHIPPED) -> Path:
+    """What `make generate` writes for this fleet.yaml as gkr reads it: registry.json and schemas/."""
+    return _generated(fleet_yaml.read_text(encoding="utf-8"))
+
+
+def shipped() -> gkr_registry.Located:
+    """The shipped fleet's registry, as gkr finds it."""
+    return gkr_registry.load(registry_folder())
 
 
 @pytest.fixture
 def gkr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """`gkr COMMAND --registry <the shipped fleet's> ARGS...` ("registry" subcommands get no --registry)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a registry cache of its own
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no fetched registry
+    monkeypatch.delenv("GKR_REGISTRY", raising=False)
     monkeypatch.delenv("GKR_FLEET", raising=False)
+    folder = str(registry_folder())
 
     def run(*args: str) -> Result:
-        return CliRunner().invoke(
-            app, [*args[:1], "--fleet", str(SHIPPED), *args[1:]] if args and args[0] != "--help" else list(args)
-        )
+        if args and args[0] not in ("--help", "registry"):
+            args = (args[0], "--registry", folder, *args[1:])
+        return CliRunner().invoke(app, list(args))
 
     return run

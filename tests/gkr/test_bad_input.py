@@ -11,10 +11,9 @@ from click.testing import Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.load import load
-from gkr.registry import from_fleet
+from contract.problem import Invalid
 from gkr.submit import prepare
-from tests.conftest import SHIPPED
+from tests.gkr.conftest import shipped
 
 BASE = {
     "name": "exp-1",
@@ -258,7 +257,7 @@ def test_missing_job_file(gkr: Callable[..., Result], tmp_path: Path) -> None:
     assert "cannot read it (No such file or directory)" in result.stderr
 
 
-FLEET = from_fleet(load(SHIPPED))
+FLEET = shipped()
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=20) | st.floats(allow_nan=False),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
@@ -295,8 +294,7 @@ def test_fuzzed_job_files_never_crash(
     file.write_text(yaml.safe_dump(data))
     try:
         prepare(str(file), {}, FLEET, None)
-    except ValueError as exc:  # the one way bad input may end: lines to print
-        lines = exc.args[0]
-        assert isinstance(lines, list)
+    except Invalid as exc:  # the one way bad input may end: lines to print
+        lines = exc.lines
         assert lines
         assert all(isinstance(line, str) and "\n" not in line and line for line in lines)

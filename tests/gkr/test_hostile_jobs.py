@@ -15,15 +15,15 @@ from click.testing import Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.load import load
-from gkr.registry import from_fleet
+from contract.problem import Invalid
 from gkr.render import render
 from gkr.resolve import resolve
 from gkr.spec import parse_job
 from gkr.submit import MAX_OBJECT_BYTES, flags_of, prepare
-from tests.conftest import SHIPPED
+from tests.gkr.conftest import shipped
 
-FLEET = from_fleet(load(SHIPPED))
+SHIPPED = shipped()
+FLEET = SHIPPED.registry
 BASE = {"name": "exp-1", "team": "research", "region": "us-east4", "pods": 2, "gpus_per_pod": 8}
 IMAGE = "us-docker.pkg.dev/meridian-train-prod/meridian/trainer:1.2.3"
 
@@ -254,9 +254,9 @@ def test_fuzzed_flags_never_crash(gkr: Callable[..., Result], flags: list[tuple[
 def test_fuzzed_env_values_round_trip_or_are_refused(env: dict[str, str]) -> None:
     flags = flags_of({"command": ["true"]}, None, False, [f"{k}={v}" for k, v in env.items()])
     try:
-        _, objects = prepare(None, {**flags, **{k: (k, v) for k, v in BASE.items()}}, FLEET, None)
-    except ValueError as exc:
-        (line,) = exc.args[0]
+        _, objects = prepare(None, {**flags, **{k: (k, v) for k, v in BASE.items()}}, SHIPPED, None)
+    except Invalid as exc:
+        (line,) = exc.lines
         assert "\n" not in line
         assert "NUL" in line or "Unicode" in line
         return

@@ -11,19 +11,17 @@ import pytest
 import yaml
 from click.testing import Result
 
-from fleet.load import load
-from gkr.registry import from_fleet
 from gkr.render import CHECKPOINT_MOUNT, DATASET_MOUNT, NCCL_ENV_SCRIPT, nccl_prelude
 from gkr.resolve import image_problem
 from gkr.submit import flags_of, prepare
-from tests.conftest import SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, shipped
 
-FLEET = from_fleet(load(SHIPPED))
+SHIPPED = shipped()
+FLEET = SHIPPED.registry
 
 
 def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
-    _, objs = prepare(str(EXAMPLES / f"{example}.yaml"), flags_of(flags, None, False, None), FLEET, None)
+    _, objs = prepare(str(EXAMPLES / f"{example}.yaml"), flags_of(flags, None, False, None), SHIPPED, None)
     return objs
 
 

@@ -7,14 +7,11 @@ from typing import Any
 
 import pytest
 
-from fleet.load import load
-from gkr.registry import from_fleet
 from gkr.render import nccl_prelude
 from gkr.submit import flags_of, prepare
-from tests.conftest import SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, shipped
 
-FLEET = from_fleet(load(SHIPPED))
+SHIPPED = shipped()
 
 
 def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
@@ -22,7 +19,7 @@ def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
     _, objs = prepare(
         str(EXAMPLES / f"{example}.yaml"),
         flags_of(given, flags.get("topology"), flags.get("no_preflight", False), flags.get("env")),
-        FLEET,
+        SHIPPED,
         None,
     )
     return objs
@@ -118,10 +115,10 @@ def test_schema_check_agrees_with_jsonschema() -> None:
 
     import jsonschema
 
-    from gkr.validate import _schema, errors
+    from contract.openapi import errors
 
     (job,) = objects("pretrain-128-nodes")
-    schema = _schema("ray.io/v1", "RayJob")
+    schema = json.loads((SHIPPED.schemas / "ray.io_v1_RayJob.json").read_text())
     mutations = [
         lambda j: j["spec"].update(entrypoint=5),
         lambda j: j["spec"].update(shutdownAfterJobFinishes="yes"),

@@ -13,6 +13,7 @@ import yaml
 from click.testing import Result
 from gcp_storage_emulator.server import create_server  # type: ignore[import-untyped]
 
+from contract.problem import Invalid
 from gkr import workdir
 from tests.gkr.test_kube import FakeApiServer, server, use_kubeconfig  # noqa: F401 - the fixture
 
@@ -74,7 +75,7 @@ def test_the_zip_is_deterministic_and_has_one_top_folder(tmp_path: Path) -> None
 
 def test_size_limit_is_refused_in_one_line(tmp_path: Path) -> None:
     root = project(tmp_path)
-    with pytest.raises(workdir.WorkdirError) as refused:
+    with pytest.raises(Invalid) as refused:
         workdir.pack(root, limit=10)
     assert "above the 0 MiB a Ray working_dir may hold" in str(refused.value)
     assert "\n" not in str(refused.value)

@@ -43,7 +43,7 @@ class Skip:
 
 ADC = "run `gcloud auth application-default login`"
 NO_KUBECONFIG = "gcloud container clusters get-credentials"  # gkr, with no kubeconfig: the command that fixes it
-GKR = (("GKR_FLEET", "{root}/fleet.yaml"),)  # the README's `export GKR_FLEET=...`, for this checkout
+GKR = (("GKR_REGISTRY", "{root}/generated"),)  # the README's `export GKR_REGISTRY=...`, for this checkout
 TRAINING = (
     "a CPU training run of minutes: tests/trainer runs the driver end to end; the quickstart runs train.py --help"
 )
@@ -81,7 +81,11 @@ COMMANDS: dict[str, Run | Skip] = {
     "gcloud container clusters get-credentials meridian-us-east4 --region us-east4 --dns-endpoint": Skip(
         "Google's gcloud, with credentials for the project"
     ),
-    "export GKR_FLEET=~/src/meridian/fleet.yaml": Skip("the gkr lines below run with GKR_FLEET set to this checkout's"),
+    "export GKR_REGISTRY=~/src/meridian/generated": Skip(
+        "the gkr lines below run with GKR_REGISTRY set to this checkout's"
+    ),
+    "gkr registry fetch --region us-east4": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
+    "gkr registry show": Run("schema: meridian.registry/v1", activated=True, env=GKR),
     "gkr submit -f examples/flex-start-finetune.yaml --dry-run": Run(
         "rayjob sft-eval-sweep", activated=True, cwd="platform/gkr", env=GKR
     ),

@@ -17,11 +17,8 @@ from typing import Any
 
 import pytest
 
-from fleet.load import load
-from gkr.registry import from_fleet
 from gkr.submit import prepare
-from tests.conftest import SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, shipped
 from tests.preflight.test_environment import node_tree
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -35,7 +32,7 @@ export LD_LIBRARY_PATH=/usr/local/gib/lib64:$LD_LIBRARY_PATH
 
 
 def init_container(example: str) -> dict[str, Any]:
-    _, objects = prepare(str(EXAMPLES / f"{example}.yaml"), {}, from_fleet(load(SHIPPED)), None)
+    _, objects = prepare(str(EXAMPLES / f"{example}.yaml"), {}, shipped(), None)
     (job,) = objects
     (container,) = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["initContainers"]
     return dict(container)

@@ -13,13 +13,11 @@ from typing import Any
 import pytest
 from trainer.config import compose
 
-from fleet.load import load
-from gkr.registry import from_fleet
 from gkr.submit import flags_of, prepare
-from tests.conftest import REPO, SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.conftest import REPO
+from tests.gkr.conftest import EXAMPLES, shipped
 
-FLEET = from_fleet(load(SHIPPED))
+FLEET = shipped()
 CONFIG = REPO / "platform" / "trainer" / "configs" / "config.yaml"
 
 

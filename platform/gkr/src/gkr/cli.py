@@ -10,11 +10,17 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 from typer.core import TyperGroup
+
+from contract.problem import Exit, Invalid, report
+
+if TYPE_CHECKING:
+    from gkr.config import UserConfig
+    from gkr.registry import Located
 
 
 class _Commands(TyperGroup):
@@ -31,12 +37,21 @@ class _Commands(TyperGroup):
 app = typer.Typer(
     cls=_Commands, add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False
 )
+registry_app = typer.Typer(
+    cls=_Commands, no_args_is_help=True, help="The fleet registry gkr reads: which one, and a copy from a cluster."
+)
+app.add_typer(registry_app, name="registry")
 
 Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
-Fleet = Annotated[
+RegistryPath = Annotated[
     str | None,
-    typer.Option("--fleet", help="fleet spec (default: $GKR_FLEET, the user config, or ./fleet.yaml upward)"),
+    typer.Option(
+        "--registry",
+        help="the fleet registry: a folder with registry.json and schemas/, or the file (default: $GKR_REGISTRY, "
+        "`registry:` in the user config, the checkout's generated/ upward, else `gkr registry fetch`'s copy)",
+    ),
 ]
+Fleet = Annotated[str | None, typer.Option("--fleet", hidden=True, help="replaced by --registry")]
 Context = Annotated[
     str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
 ]
@@ -54,10 +69,17 @@ def _console() -> Any:
     return Console() if sys.stdout.isatty() else Console(width=100_000)
 
 
+@contextmanager
+def bad_input() -> Iterator[None]:
+    """Invalid input ends here: one line per problem on stderr, exit 2."""
+    try:
+        yield
+    except Invalid as exc:
+        raise typer.Exit(report(exc)) from None
+
+
 def fail(lines: list[str]) -> None:
-    for line in lines:
-        print(f"error: {line}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(report(Invalid(lines)))
 
 
 def choose(value: str, options: Any, flag: str) -> str:
@@ -66,21 +88,20 @@ def choose(value: str, options: Any, flag: str) -> str:
     return value
 
 
-def _load_fleet(fleet: str | None) -> Any:
-    """(user config, fleet registry); bad input ends here with exit 2."""
-    from contract.problem import Invalid
-    from gkr.config import find_fleet, user_config
-    from gkr.registry import load
+def _registry(path: str | None, fleet: str | None) -> tuple[UserConfig, Located]:
+    """(user config, the located fleet registry); bad input ends here with exit 2."""
+    from pathlib import Path
+
+    from gkr import config, registry
 
     try:
-        config = user_config()
-        path = find_fleet(fleet, config)
-        registry = load(path)
+        if fleet is not None:
+            raise registry.replaced("--fleet", fleet)
+        user = config.user_config()
+        found, how = registry.find(path, user.registry, config.config_path(), Path.cwd())
+        return user, registry.load(found, how)
     except Invalid as exc:
-        fail(list(exc.lines))
-    except (OSError, ValueError) as exc:
-        fail([str(exc)])
-    return config, registry
+        raise typer.Exit(report(exc)) from None
 
 
 def _print(objects: list[dict[str, Any]], output: str) -> None:
@@ -128,73 +149,96 @@ def submit(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
     output: Output = "yaml",
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
-    from gkr.submit import flags_of, prepare
-
     if file is None and command and command[0].endswith((".yaml", ".yml")):
         fail(
             [
                 f"{command[0]} is taken as the command; did you mean `gkr submit -f {command[0]}`? (a command goes after --)"
             ]
         )
-    config, loaded = _load_fleet(fleet)
     given = {
-        "name": name, "kind": kind, "team": team or (None if file else config.team), "region": region, "pool": pool, "image": image,
-        "pods": pods, "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
+        "name": name, "kind": kind, "team": team, "region": region, "pool": pool, "image": image, "pods": pods,
+        "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
     }  # fmt: skip
-    try:
-        flags = flags_of(given, topology, no_preflight, env)
-        resolved, objects = prepare(file, flags, loaded, config.region)
-    except ValueError as exc:
-        fail(exc.args[0] if isinstance(exc.args[0], list) else [str(exc)])
+    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, fleet, context)
+
+
+@app.command()
+def preflight(
+    pods: Annotated[int, typer.Option("--pods")] = 2,
+    gpus_per_pod: Annotated[int, typer.Option("--gpus-per-pod")] = 8,
+    team: Team = None,
+    region: Region = None,
+    pool: Annotated[str | None, typer.Option("--pool")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
+    registry: RegistryPath = None,
+    fleet: Fleet = None,
+    context: Context = None,
+) -> None:
+    """Run only the preflight suite on a chosen shape (a Job: node checks, compute, then all-reduce across pods)."""
+    import getpass
+
+    from gkr.submit import preflight_job
+
+    given = {**preflight_job(getpass.getuser(), pods, gpus_per_pod), "team": team, "region": region, "pool": pool}
+    _submit(None, given, None, False, None, None, dry_run, "yaml", registry, fleet, context)
+
+
+def _submit(
+    file: str | None,
+    given: dict[str, Any],
+    topology: str | None,
+    no_preflight: bool,
+    env: list[str] | None,
+    workdir: str | None,
+    dry_run: bool,
+    output: str,
+    registry: str | None,
+    fleet: str | None,
+    context: str | None,
+) -> None:
+    """What `submit` and `preflight` share: prepare, print the summary, then print or apply."""
+    from gkr.submit import flags_of, prepare
     from gkr.summary import summary
 
+    config, found = _registry(registry, fleet)
+    with bad_input():
+        flags = flags_of(given, topology, no_preflight, env)
+        resolved, objects = prepare(file, flags, found, config.region, config.team)
     print(summary(resolved, context), file=sys.stderr)
-    package = _workdir(workdir, resolved, objects) if workdir is not None else None
+    package = None
+    if workdir is not None:
+        from pathlib import Path
+
+        from gkr import workdir as workdirs
+
+        with bad_input():
+            package, target = workdirs.prepare(
+                Path(workdir).expanduser(), resolved.spec.kind, resolved.region.checkpoint_bucket,
+                resolved.team.name, objects,
+            )  # fmt: skip
+        described = workdirs.describe(package, target)
     try:
         if dry_run:
             if package is not None:
-                print(f"would upload {package[1]}", file=sys.stderr)
+                print(f"would upload {described}", file=sys.stderr)
             _print(objects, output)
             return
-        api = _connect(loaded, resolved.region, context)
+        api = _connect(found, resolved.region, context)
         if package is not None:
-            _upload(*package, loaded.project)
+            with api_errors(f"uploading the workdir to {target}"):
+                uploaded = workdirs.upload(package, target, found.registry.project)
+            print(f"{'uploaded' if uploaded else 'already uploaded'} {described}", file=sys.stderr)
         _apply(api, objects, context or resolved.context)
     finally:
         if package is not None:
-            package[0].zip_path.unlink(missing_ok=True)
+            package.zip_path.unlink(missing_ok=True)
     print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
-
-
-def _workdir(folder: str, resolved: Any, objects: list[dict[str, Any]]) -> tuple[Any, str]:
-    """Pack the folder and point the RayJob at where it goes; (package, one-line description)."""
-    from pathlib import Path
-
-    from gkr import workdir
-
-    if resolved.spec.kind != "rayjob":
-        fail([f"--workdir: a {resolved.spec.kind} has no Ray job runtime environment; use --kind rayjob"])
-    try:
-        package = workdir.pack(Path(folder).expanduser())
-    except workdir.WorkdirError as exc:
-        fail([str(exc)])
-    target = workdir.uri(resolved.region.checkpoint_bucket, resolved.team.name, package.sha256)
-    workdir.attach(objects, target)
-    return package, workdir.describe(package, target)
-
-
-def _upload(package: Any, described: str, project: str) -> None:
-    from gkr import workdir
-
-    target = described.rsplit(" -> ", 1)[1]
-    with api_errors(f"uploading the workdir to {target}"):
-        uploaded = workdir.upload(package, target, project)
-    print(f"{'uploaded' if uploaded else 'already uploaded'} {described}", file=sys.stderr)
 
 
 def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
@@ -214,56 +258,53 @@ def api_errors(where: str) -> Iterator[None]:
         raise
     except Exception as exc:
         print(f"error: {where} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        raise typer.Exit(Exit.FAILED) from None
 
 
 def _target(
-    fleet: str | None, team: str | None, region: str | None, context: str | None, with_context: bool = False
-) -> Any:
-    """(API client, namespace), and the context used when `with_context`."""
-    from fleet import names
+    registry: str | None, fleet: str | None, team: str | None, region: str | None, context: str | None
+) -> tuple[Any, str, str]:
+    """(API client, team namespace, the context used)."""
+    from contract.names import team_namespace
+    from gkr.defaults import target
 
-    config, registry = _load_fleet(fleet)
-    team = team or config.team
-    teams = {t.name: t for t in registry.teams}
-    if team not in teams:
-        fail([f"pass --team (one of {', '.join(teams)}) or set `team:` in the user config"])
-    from gkr.defaults import default_region
-
-    region_name = region or config.region or default_region(registry, teams[team]) or ""
-    regions = {r.name: r for r in registry.regions}
-    if region_name not in regions:
-        fail([f"unknown region {region_name!r}; use one of {', '.join(regions)}"])
-    api, namespace = _connect(registry, regions[region_name], context), names.team_namespace(team)
-    return (api, namespace, context or registry.context(regions[region_name])) if with_context else (api, namespace)
+    config, found = _registry(registry, fleet)
+    with bad_input():
+        chosen_team, chosen_region = target(found.registry, team or config.team, region or config.region)
+    api = _connect(found, chosen_region, context)
+    return api, team_namespace(chosen_team.name), context or found.registry.context(chosen_region)
 
 
-def _connect(registry: Any, region: Any, context: str | None) -> Any:
+def _connect(found: Located, region: Any, context: str | None) -> Any:
     """An API client for the region's cluster; without credentials for it, the one command that gets them."""
     from gkr import kube
 
-    target = context or registry.context(region)
+    target = context or found.registry.context(region)
     try:
         kube.check_context(target)
     except kube.NoContext as exc:
         other = " (or pass a --context that is in it)" if context else ""
-        fail([f"{exc}; run: {registry.credentials_command(region)}{other}"])
+        fail([f"{exc}; run: {found.registry.credentials_command(region)}{other}"])
     with api_errors("reading the kubeconfig"):
         return kube.client(target)
 
 
 @app.command("list")
 def list_jobs(
-    team: Team = None, region: Region = None, fleet: Fleet = None, context: Context = None, output: Output = "table"
+    team: Team = None,
+    region: Region = None,
+    registry: RegistryPath = None,
+    fleet: Fleet = None,
+    context: Context = None,
+    output: Output = "table",
 ) -> None:
     """The team's jobs and clusters in a region."""
-    from gkr import kube
+    from contract.names import TEAM_LABEL
+    from gkr import kube, views
 
-    api, namespace = _target(fleet, team, region, context)
+    api, namespace, _ = _target(registry, fleet, team, region, context)
     with api_errors("listing jobs"):
-        rows = [
-            (kind, item) for kind in kube.KINDS for item in kube.list_jobs(api, namespace, kind, "meridian.dev/team")
-        ]
+        rows = [(kind, item) for kind in kube.KINDS for item in kube.list_jobs(api, namespace, kind, TEAM_LABEL)]
     if output in ("yaml", "json"):
         _print([item for _, item in rows], output)
         return
@@ -271,18 +312,7 @@ def list_jobs(
 
     table = Table("kind", "name", "status", "queue")
     for kind, item in rows:
-        status = item.get("status", {})
-        state = (
-            status.get("jobDeploymentStatus")
-            or status.get("state")
-            or next((c["type"] for c in status.get("conditions", []) if c.get("status") == "True"), "Pending")
-        )
-        table.add_row(
-            kind,
-            item["metadata"]["name"],
-            str(state),
-            item["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name", ""),
-        )
+        table.add_row(*views.job_row(kind, item))
     _console().print(table)
 
 
@@ -292,6 +322,7 @@ def status(
     kind: Annotated[str, typer.Option("--kind")] = "rayjob",
     team: Team = None,
     region: Region = None,
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     context: Context = None,
     output: Output = "yaml",
@@ -300,7 +331,7 @@ def status(
     from gkr import kube
 
     choose(kind, kube.KINDS, "--kind")
-    api, namespace = _target(fleet, team, region, context)
+    api, namespace, _ = _target(registry, fleet, team, region, context)
     with api_errors(f"reading {kind} {name}"):
         found = kube.get_job(api, namespace, kind, name)
     _print([found.get("status", {})], output)
@@ -312,6 +343,7 @@ def delete(
     kind: Annotated[str, typer.Option("--kind")] = "rayjob",
     team: Team = None,
     region: Region = None,
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     context: Context = None,
 ) -> None:
@@ -319,7 +351,7 @@ def delete(
     from gkr import kube
 
     choose(kind, kube.KINDS, "--kind")
-    api, namespace = _target(fleet, team, region, context)
+    api, namespace, _ = _target(registry, fleet, team, region, context)
     with api_errors(f"deleting {kind} {name}"):
         kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
@@ -332,51 +364,29 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
     team: Team = None,
     region: Region = None,
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Logs of a job's head, workers or all pods."""
-    from gkr import kube
+    from gkr import kube, views
 
     choose(role, kube.ROLE_SELECTORS, "--role")
-    api, namespace = _target(fleet, team, region, context)
+    api, namespace, _ = _target(registry, fleet, team, region, context)
     with api_errors(f"finding the pods of {name}"):
         names = kube.pods(api, namespace, name, role)
     if not names:
         fail([f"no {role} pods for {name} in {namespace} (yet)"])
     if not follow:
         for pod in names:
-            sys.stdout.write(
-                "".join(f"[{pod}] {line}\n" for line in str(kube.log(api, namespace, pod, False)).splitlines())
-            )
+            sys.stdout.write(views.prefixed(pod, str(kube.log(api, namespace, pod, False))))
         return
-    _follow(api, namespace, names)
 
+    def write(pod: str, line: str) -> None:
+        sys.stdout.write(f"[{pod}] {line}\n")
+        sys.stdout.flush()
 
-def _follow(api: Any, namespace: str, pods: list[str]) -> None:
-    """Stream every pod's log at once, each line prefixed with its pod."""
-    import threading
-
-    from gkr import kube
-
-    lock = threading.Lock()
-
-    def pump(pod: str) -> None:
-        pending = b""
-        for chunk in kube.log(api, namespace, pod, True).stream():
-            *complete, pending = (pending + chunk).split(b"\n")
-            with lock:
-                sys.stdout.write("".join(f"[{pod}] {line.decode(errors='replace')}\n" for line in complete))
-                sys.stdout.flush()
-        if pending:
-            with lock:
-                sys.stdout.write(f"[{pod}] {pending.decode(errors='replace')}\n")
-
-    threads = [threading.Thread(target=pump, args=(pod,), daemon=True) for pod in pods]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    kube.follow_logs(api, namespace, names, write)
 
 
 @app.command()
@@ -386,6 +396,7 @@ def dashboard(
     port: Annotated[int, typer.Option("--port", help="local port")] = 8265,
     team: Team = None,
     region: Region = None,
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     context: Context = None,
 ) -> None:
@@ -396,13 +407,13 @@ def dashboard(
     found = kube.kubectl()
     if found is None:
         fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
-    api, namespace, target = _target(fleet, team, region, context, with_context=True)
+    api, namespace, target = _target(registry, fleet, team, region, context)
     with api_errors(f"finding the Ray head of {kind} {name}"):
         try:
             service = kube.head_service(api, namespace, kind, name)
         except kube.NotReady as exc:
             print(f"error: {exc}", file=sys.stderr)
-            raise typer.Exit(1) from None
+            raise typer.Exit(Exit.FAILED) from None
     print(f"Ray dashboard of {kind} {name}: http://localhost:{port} (Ctrl-C stops)", file=sys.stderr)
     raise typer.Exit(_run(kube.port_forward(str(found), target, namespace, service, port)))
 
@@ -416,84 +427,103 @@ def _run(command: list[str]) -> int:
         return 0
 
 
-@app.command()
-def preflight(
-    pods: Annotated[int, typer.Option("--pods")] = 2,
-    gpus_per_pod: Annotated[int, typer.Option("--gpus-per-pod")] = 8,
-    team: Team = None,
-    region: Region = None,
-    pool: Annotated[str | None, typer.Option("--pool")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
-    fleet: Fleet = None,
-    context: Context = None,
-) -> None:
-    """Run only the preflight suite on a chosen shape (a Job: node checks, compute, then all-reduce across pods)."""
-    import getpass
-
-    submit(
-        command=["preflight", "run", "--check", "compute"],
-        name=f"preflight-{getpass.getuser().lower()[:20]}".rstrip("-"),
-        kind="job",
-        team=team,
-        region=region,
-        pool=pool,
-        pods=pods,
-        gpus_per_pod=gpus_per_pod,
-        dry_run=dry_run,
-        fleet=fleet,
-        context=context,
-    )
+LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
 
 
 @app.command()
 def clusters(
+    registry: RegistryPath = None,
     fleet: Fleet = None,
     live: Annotated[bool, typer.Option("--live", help="ask each cluster's Kueue for GPUs in use and free")] = False,
     output: Output = "table",
 ) -> None:
     """Regions, their clusters, GPU types and each team's quota (with --live: free / nominal, from Kueue)."""
-    _, registry = _load_fleet(fleet)
+    from gkr import kube, views
+
+    _, found = _registry(registry, fleet)
+    reg = found.registry
     rows = []
-    for region in registry.regions:
-        gpus: dict[str, int] = {}
-        for pool in region.pools:
-            gpus[pool.machine.gpu_type] = gpus.get(pool.machine.gpu_type, 0) + pool.nodes * pool.machine.gpus
-        quota: dict[str, Any] = {t.name: t.quota.get(region.name, 0) for t in registry.teams}
+    for region in reg.regions:
+        quota = views.nominal_quota(reg, region)
         if live:
-            quota, why = _live_quota(registry.context(region), quota)
+            queues, why = kube.cluster_queues_or_why(reg.context(region), LIVE_TIMEOUT_S)
+            quota = views.live_quota(list(quota), queues, why)
             if why:
-                fix = f"; run: {registry.credentials_command(region)}" if why == "no context" else ""
+                fix = f"; run: {reg.credentials_command(region)}" if why == "no context" else ""
                 print(f"{region.name}: unreachable ({why}){fix}", file=sys.stderr)
-        rows.append({"region": region.name, "cluster": region.cluster, "gpus": gpus, "quota": quota})
+        rows.append(views.capacity_row(region, quota))
     if output in ("yaml", "json"):
         _print(rows, output)
         return
     from rich.table import Table
 
-    table = Table("region", "cluster", "GPUs", *(f"{'free / ' if live else ''}quota {t.name}" for t in registry.teams))
+    table = Table(*views.capacity_header(reg, live))
     for row in rows:
-        cells = [
-            f"{q['free']:,} / {q['nominal']:,}" if isinstance(q, dict) else (f"{q:,}" if isinstance(q, int) else str(q))
-            for q in row["quota"].values()
-        ]
-        table.add_row(row["region"], row["cluster"], ", ".join(f"{n:,} {t}" for t, n in row["gpus"].items()), *cells)
+        table.add_row(*views.capacity_cells(row))
     _console().print(table)
 
 
-LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
+@registry_app.command("fetch")
+def registry_fetch(
+    region: Annotated[str | None, typer.Option("--region", help="the region's GKE context")] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="a kubeconfig context (default: the current one)")
+    ] = None,
+) -> None:
+    """Copy the fleet registry from a cluster (its ConfigMap) to $XDG_CACHE_HOME/gkr/registry/.
 
-
-def _live_quota(context: str, quota: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """Per team {nominal, used, free} from the cluster's ClusterQueues, or 'unreachable: <why>' and why."""
+    gkr uses that copy only where it finds no checkout's generated/registry.json (or --registry,
+    $GKR_REGISTRY, `registry:` in the user config).
+    """
+    from contract import registry as contract
     from gkr import kube
+    from gkr import registry as registries
+
+    known = _known_registry() if region else None
+    with bad_input():
+        try:
+            names, current = kube.contexts()
+        except kube.NoContext as exc:
+            raise Invalid([f"{exc}; run: {registries.credentials(region, known)}"]) from None
+        source = registries.source_context(region, context, known, names, current)
+    where = f"ConfigMap {contract.REGISTRY_NAMESPACE}/{contract.REGISTRY_CONFIGMAP} in {source}"
+    try:
+        data, binary = kube.read_configmap(
+            kube.client(source), contract.REGISTRY_NAMESPACE, contract.REGISTRY_CONFIGMAP
+        )
+    except Exception as exc:
+        print(f"error: reading {where} failed: {registries.fetch_failed(kube.unreachable(exc))}", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED) from None
+    with bad_input():
+        text, schemas = registries.unpack(data, binary, where)
+    with api_errors(f"writing {registries.fetched_dir()}"):
+        written = registries.store(text, schemas)
+    print(f"wrote {written} and {len(schemas)} schemas from {where}", file=sys.stderr)
+
+
+def _known_registry() -> Any:
+    """A registry already at hand (to name a region's context), or None."""
+    from pathlib import Path
+
+    from gkr import config, registry
 
     try:
-        queues = {q["metadata"]["name"]: q for q in kube.cluster_queues(kube.client(context), LIVE_TIMEOUT_S)}
-    except Exception as exc:  # one region down must not hide the others
-        why = kube.unreachable(exc)
-        return dict.fromkeys(quota, f"unreachable: {why}"), why
-    live: dict[str, Any] = {}
-    for team in quota:
-        nominal, used = kube.queue_gpus(queues[team]) if team in queues else (0, 0)
-        live[team] = {"nominal": nominal, "used": used, "free": nominal - used}
-    return live, ""
+        user = config.user_config()
+        return registry.load(*registry.find(None, user.registry, config.config_path(), Path.cwd())).registry
+    except Invalid:
+        return None
+
+
+@registry_app.command("show")
+def registry_show(registry: RegistryPath = None, fleet: Fleet = None) -> None:
+    """Which registry gkr uses (and how it found it), its schema, and what it holds."""
+    from contract import registry as contract
+
+    _, found = _registry(registry, fleet)
+    schemas = sorted(p.name for p in found.schemas.glob("*.json")) if found.schemas.is_dir() else []
+    reg = found.registry
+    print(f"registry: {found.path}")
+    print(f"found: {found.how}")
+    print(f"schema: {contract.SCHEMA}")
+    print(f"project: {reg.project}; regions: {', '.join(r.name for r in reg.regions)}")
+    print(f"schemas: {', '.join(schemas) or f'none (no {found.schemas})'}")

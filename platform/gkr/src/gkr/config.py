@@ -1,9 +1,6 @@
-"""Where gkr finds the fleet spec and the user's defaults.
+"""The user's defaults: $XDG_CONFIG_HOME/gkr/config.yaml (default ~/.config/gkr/config.yaml).
 
-Fleet spec: --fleet, else $GKR_FLEET, else `fleet:` in the user config, else
-the nearest fleet.yaml from the current folder up. User config:
-$XDG_CONFIG_HOME/gkr/config.yaml (default ~/.config/gkr/config.yaml) with
-optional `fleet`, `team`, `region`.
+Optional keys: `registry` (where the fleet registry is: see gkr.registry), `team`, `region`.
 """
 
 from __future__ import annotations
@@ -13,11 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import safeyaml
+from contract import registry as contract
+from contract.problem import Invalid, one_of
+
+KEYS = ("registry", "team", "region")
+REPLACED = "fleet"  # before the registry: the path of fleet.yaml
 
 
 @dataclass(frozen=True)
 class UserConfig:
-    fleet: str | None = None
+    registry: str | None = None
     team: str | None = None
     region: str | None = None
 
@@ -28,27 +30,26 @@ def config_path() -> Path:
 
 
 def user_config() -> UserConfig:
+    """The user config, or none; Invalid (one line, naming the file) when it cannot be used."""
     path = config_path()
     if not path.is_file():
         return UserConfig()
     try:  # bounded like every other YAML the platform reads (platform/safeyaml)
         data = safeyaml.load(safeyaml.read_text(path)) or {}
+    except OSError as exc:
+        raise Invalid([f"{path}: cannot read it ({exc.strerror})"]) from None
     except safeyaml.YamlError as exc:
-        raise ValueError(f"{path}:{exc.line}: {exc.message}") from None
+        raise Invalid([f"{path}:{exc.line}: {exc.message}"]) from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping with fleet, team, region")
-    unknown = sorted(set(data) - {"fleet", "team", "region"})
+        raise Invalid([f"{path}: expected a mapping with {', '.join(KEYS)}"])
+    if REPLACED in data:
+        raise Invalid(
+            [
+                f"{path}: `{REPLACED}:` is replaced by `registry:`, the folder `make generate` writes beside "
+                f"fleet.yaml ({contract.GENERATED_DIR}/); or drop it and run `gkr registry fetch`"
+            ]
+        )
+    unknown = sorted(str(k) for k in set(data) - set(KEYS))
     if unknown:
-        raise ValueError(f"{path}: unknown key {unknown[0]!r}; use fleet, team or region")
+        raise Invalid([f"{path}: unknown key {unknown[0]!r}; {one_of(KEYS, unknown[0])}"])
     return UserConfig(**{k: str(v) for k, v in data.items()})
-
-
-def find_fleet(explicit: str | None, config: UserConfig) -> Path:
-    for candidate in (explicit, os.environ.get("GKR_FLEET"), config.fleet):
-        if candidate:
-            return Path(candidate).expanduser()
-    here = Path.cwd()
-    for folder in (here, *here.parents):
-        if (folder / "fleet.yaml").is_file():
-            return folder / "fleet.yaml"
-    raise ValueError("no fleet.yaml found: pass --fleet, set GKR_FLEET, or add `fleet:` to " + str(config_path()))

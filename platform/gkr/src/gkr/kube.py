@@ -7,7 +7,11 @@ resubmission updates what gkr owns and leaves fields controllers own alone.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from typing import Any, cast
+
+from contract import names
 
 FIELD_MANAGER = "gkr"
 APPLY = "application/apply-patch+yaml"
@@ -34,8 +38,8 @@ def kubeconfig_path() -> str:
     return (os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")).split(os.pathsep)[0]
 
 
-def check_context(context: str) -> None:
-    """Raise NoContext when there is no kubeconfig, or it has no context of that name (no network, no client)."""
+def contexts() -> tuple[list[str], str | None]:
+    """The kubeconfig's context names and its current context; NoContext when there is no kubeconfig."""
     import yaml
 
     path = kubeconfig_path()
@@ -46,9 +50,16 @@ def check_context(context: str) -> None:
         raise NoContext(f"no kubeconfig at {path}") from None
     except (OSError, yaml.YAMLError) as exc:
         raise NoContext(f"cannot read the kubeconfig {path} ({str(exc).splitlines()[0]})") from None
-    contexts = data.get("contexts") if isinstance(data, dict) else None
-    if not any(isinstance(c, dict) and c.get("name") == context for c in contexts or []):
-        raise NoContext(f"no context {context} in {path}")
+    data = data if isinstance(data, dict) else {}
+    found = [str(c["name"]) for c in data.get("contexts") or [] if isinstance(c, dict) and "name" in c]
+    current = data.get("current-context")
+    return found, str(current) if current else None
+
+
+def check_context(context: str) -> None:
+    """Raise NoContext when there is no kubeconfig, or it has no context of that name (no network, no client)."""
+    if context not in contexts()[0]:
+        raise NoContext(f"no context {context} in {kubeconfig_path()}")
 
 
 def unreachable(exc: BaseException) -> str:
@@ -146,7 +157,7 @@ ROLE_SELECTORS = {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type
 def pods(api: Any, namespace: str, job: str, role: str) -> list[str]:
     from kubernetes import client as k8s
 
-    selector = f"meridian.dev/job={job}{ROLE_SELECTORS[role]}"
+    selector = f"{names.JOB_LABEL}={job}{ROLE_SELECTORS[role]}"
     found = k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
     return sorted(str(p.metadata.name) for p in found if p.metadata is not None and p.metadata.name)
 
@@ -166,22 +177,50 @@ def cluster_queues(api: Any, timeout: float | None = None) -> list[dict[str, Any
     return list(cast(dict[str, Any], found).get("items", []))
 
 
-def queue_gpus(queue: dict[str, Any], resource: str = "nvidia.com/gpu") -> tuple[int, int]:
-    """(nominal, in use) GPUs of a ClusterQueue, over all its flavors; in use may exceed nominal when borrowing."""
-    nominal = sum(
-        int(r.get("nominalQuota", 0))
-        for group in queue.get("spec", {}).get("resourceGroups", [])
-        for flavor in group.get("flavors", [])
-        for r in flavor.get("resources", [])
-        if r.get("name") == resource
-    )
-    used = sum(
-        int(r.get("total", 0))
-        for flavor in queue.get("status", {}).get("flavorsUsage", [])
-        for r in flavor.get("resources", [])
-        if r.get("name") == resource
-    )
-    return nominal, used
+def cluster_queues_or_why(context: str, timeout: float) -> tuple[list[dict[str, Any]] | None, str]:
+    """The cluster's ClusterQueues, or None and why it did not answer (one region down must not hide the others)."""
+    try:
+        return cluster_queues(client(context), timeout), ""
+    except Exception as exc:
+        return None, unreachable(exc)
+
+
+def follow_logs(api: Any, namespace: str, pods: list[str], write: Callable[[str, str], None]) -> None:
+    """Stream every pod's log at once; `write(pod, line)` for each complete line, one at a time."""
+    lock = threading.Lock()
+
+    def pump(pod: str) -> None:
+        pending = b""
+        for chunk in log(api, namespace, pod, True).stream():
+            *complete, pending = (pending + chunk).split(b"\n")
+            with lock:
+                for line in complete:
+                    write(pod, line.decode(errors="replace"))
+        if pending:
+            with lock:
+                write(pod, pending.decode(errors="replace"))
+
+    threads = [threading.Thread(target=pump, args=(pod,), daemon=True) for pod in pods]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def read_configmap(api: Any, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """A ConfigMap's data and binaryData (base64 text, as the API sends it), read as sent, not as the client models it."""
+    import json
+
+    from kubernetes import client as k8s
+
+    found: Any = k8s.CoreV1Api(api).read_namespaced_config_map(name, namespace, _preload_content=False)
+    body = json.loads(found.data)
+    body = body if isinstance(body, dict) else {}
+    return _strings(body.get("data")), _strings(body.get("binaryData"))
+
+
+def _strings(value: Any) -> dict[str, str]:
+    return {str(k): v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
 
 DASHBOARD_PORT = 8265  # the Ray dashboard (and job submission API) on the head, KubeRay's `dashboard` port

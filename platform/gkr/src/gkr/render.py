@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from fleet import names
+from contract import names
 from gkr.resolve import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -146,14 +146,14 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    # Where the pod runs, for the trainer's NCCLFailure Events (Warden counts them per node).
+    # Where the pod runs, for the trainer's NCCL failure Events (Warden counts them per node).
     env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD]
     env += [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
     tolerations: list[dict[str, str]] = []
     node_selector: dict[str, str] = {}
     library_path = ""
     if gpu:
-        node_selector["cloud.google.com/gke-accelerator"] = str(machine.gpu_type)
+        node_selector[names.ACCELERATOR_LABEL] = str(machine.gpu_type)
         tolerations += [
             {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
             names.IMPENDING_TERMINATION_TOLERATION,
@@ -165,8 +165,8 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True})
         library_path = "/usr/local/nvidia/lib64"
         if rdma:
-            annotations["networking.gke.io/default-interface"] = "eth0"
-            annotations["networking.gke.io/interfaces"] = _interfaces(r)
+            annotations[names.DEFAULT_INTERFACE_ANNOTATION] = "eth0"
+            annotations[names.INTERFACES_ANNOTATION] = _interfaces(r)
             volumes.append({"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}})
             mounts.append({"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True})
             library_path += ":/usr/local/gib/lib64"
@@ -204,7 +204,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         resources["limits"][names.GPU_RESOURCE] = str(spec.gpus_per_pod)
     init = [_preflight(r, mounts, library_path)] if gpu and spec.preflight else []
     return {
-        "labels": {names.TEAM_LABEL: r.team.name, "meridian.dev/job": spec.name},
+        "labels": {names.TEAM_LABEL: r.team.name, names.JOB_LABEL: spec.name},
         "annotations": annotations,
         "service_account": names.TRAINER_KSA,
         "node_selector": node_selector,
@@ -224,8 +224,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
 def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> dict[str, Any]:
     """Node-local checks before the job's container starts, in the environment the job will have."""
     checks = [arg for check in NODE_CHECKS for arg in ("--check", check)]
-    thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
-    args = [a for a in thresholds if not a.startswith(("--min-tflops", "--min-busbw"))]
+    args = [a for a in r.machine.preflight.args(r.nodes) if not a.startswith(("--min-tflops", "--min-busbw"))]
     # No --annotate: the team's account may not patch Nodes. A failure leaves a structured
     # termination message instead, which Warden reads from the pod's status.
     command = shlex.join(["preflight", "run", *checks, *args, "--termination-log", TERMINATION_LOG])
@@ -253,8 +252,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
 
 def _busbw_threshold(r: Resolved) -> str:
     """The catalog's all-reduce threshold for this job: within one node, or across nodes."""
-    thresholds = r.machine.preflight_one_node if r.nodes == 1 else r.machine.preflight_many_nodes
-    return next(a for a in thresholds if a.startswith("--min-busbw"))
+    return next(a for a in r.machine.preflight.args(r.nodes) if a.startswith("--min-busbw"))
 
 
 def _job_command(r: Resolved) -> list[str]:
@@ -279,11 +277,7 @@ def _ray_entrypoint(r: Resolved) -> str:
 
 def render(r: Resolved) -> list[dict[str, Any]]:
     spec = r.spec
-    labels = {
-        "kueue.x-k8s.io/queue-name": r.queue,
-        "kueue.x-k8s.io/priority-class": r.priority,
-        names.TEAM_LABEL: r.team.name,
-    }
+    labels = {names.QUEUE_LABEL: r.queue, names.PRIORITY_LABEL: r.priority, names.TEAM_LABEL: r.team.name}
     worker = pod(r, gpu=spec.gpus_per_pod > 0)
     context: dict[str, Any] = {
         "name": spec.name,

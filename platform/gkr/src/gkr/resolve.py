@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from contract.problem import one_of
-from fleet import names
+from contract import names
+from contract.problem import Problem, one_of
+from contract.registry import Machine, Pool, Region, Registry, Team
 from gkr import defaults
-from gkr.registry import Machine, Pool, Region, Registry, Team
 from gkr.spec import JobSpec, Ray
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -27,12 +27,6 @@ NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
 # Past it the container fails to start with E2BIG ("argument list too long").
 MAX_ARG_BYTES = 128 * 1024
 SYSTEM_SHARE = 0.9  # what a pod may ask of a node; the rest is the node's own (kubelet, daemons)
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str  # the job file key or flag it comes from, e.g. "pods"
-    message: str
 
 
 @dataclass(frozen=True)
@@ -102,21 +96,21 @@ def resolve(
     if not NAME.fullmatch(spec.name) or len(spec.name) > limit:
         problems.append(
             Problem(
-                "name",
+                ("name",),
                 f"{spec.name!r} is not a valid {spec.kind} name: at most {limit} lowercase letters, digits and '-', starting with a letter",
             )
         )
     teams = {t.name: t for t in registry.teams}
     team = teams.get(spec.team)
     if team is None:
-        return None, [*problems, Problem("team", f"unknown team {spec.team!r}; {one_of(teams, spec.team)}")]
+        return None, [*problems, Problem(("team",), f"unknown team {spec.team!r}; {one_of(teams, spec.team)}")]
     regions = {r.name: r for r in registry.regions}
     region_name = spec.region or default_region or defaults.default_region(registry, team)
     region = regions.get(region_name or "")
     if region is None:
         return None, [
             *problems,
-            Problem("region", f"unknown region {region_name!r}; {one_of(regions, region_name or '')}"),
+            Problem(("region",), f"unknown region {region_name!r}; {one_of(regions, region_name or '')}"),
         ]
     cpu_pool = region.cpu_pools[0] if region.cpu_pools else None
     found_pool, problem = _pool(spec, region, team, cpu_pool)
@@ -143,14 +137,14 @@ def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> t
     if spec.gpus_per_pod == 0:  # CPU-only pods go to the region's CPU pool, never to GPU nodes
         if cpu_pool is None:
             return None, Problem(
-                "gpus_per_pod", f"{region.name} has no CPU pool for CPU-only pods; pick another --region"
+                ("gpus_per_pod",), f"{region.name} has no CPU pool for CPU-only pods; pick another --region"
             )
         if spec.pool is None:
             return cpu_pool, None
         found = next((p for p in region.cpu_pools if p.name == spec.pool), None)
         if found is None:
             return None, Problem(
-                "pool",
+                ("pool",),
                 f"no CPU pool {spec.pool!r} in {region.name} for a job without GPUs; {one_of(cpu_names, spec.pool)}",
             )
         return found, None
@@ -158,22 +152,22 @@ def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> t
     if spec.pool is None:
         if not usable:
             return None, Problem(
-                "region", f"team {team.name} may use no GPU pool in {region.name}; pick another --region"
+                ("region",), f"team {team.name} may use no GPU pool in {region.name}; pick another --region"
             )
         return usable[0], None
     found = next((p for p in region.pools if p.name == spec.pool), None)
     if found is None:
         if spec.pool in cpu_names:
             return None, Problem(
-                "pool",
+                ("pool",),
                 f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {one_of([p.name for p in usable])}",
             )
         return None, Problem(
-            "pool", f"no pool {spec.pool!r} in {region.name}; {one_of([p.name for p in usable], spec.pool)}"
+            ("pool",), f"no pool {spec.pool!r} in {region.name}; {one_of([p.name for p in usable], spec.pool)}"
         )
     if found not in usable:
         return found, Problem(
-            "pool", f"pool {found.name} is dedicated to team {found.team}; {one_of([p.name for p in usable])}"
+            ("pool",), f"pool {found.name} is dedicated to team {found.team}; {one_of([p.name for p in usable])}"
         )
     return found, None
 
@@ -206,13 +200,13 @@ def _check(r: Resolved) -> list[Problem]:
     if spec.gpus_per_pod > machine.gpus:
         out.append(
             Problem(
-                "gpus_per_pod", f"{spec.gpus_per_pod} GPUs per pod do not fit a {machine.name} ({machine.gpus} GPUs)"
+                ("gpus_per_pod",), f"{spec.gpus_per_pod} GPUs per pod do not fit a {machine.name} ({machine.gpus} GPUs)"
             )
         )
     elif spec.gpus_per_pod and machine.gpus % spec.gpus_per_pod:
         out.append(
             Problem(
-                "gpus_per_pod",
+                ("gpus_per_pod",),
                 f"{spec.gpus_per_pod} does not divide the {machine.gpus} GPUs of a {machine.name}; use 1, 2, 4 or 8",
             )
         )
@@ -220,7 +214,7 @@ def _check(r: Resolved) -> list[Problem]:
     if r.cpus > limit_cpus:
         out.append(
             Problem(
-                "cpus_per_pod",
+                ("cpus_per_pod",),
                 f"{r.cpus} CPUs per pod do not fit a {machine.name} (at most {limit_cpus} of its {machine.vcpus})",
             )
         )
@@ -228,35 +222,37 @@ def _check(r: Resolved) -> list[Problem]:
     if r.memory_gib > limit_memory:
         out.append(
             Problem(
-                "memory_per_pod_gib",
+                ("memory_per_pod_gib",),
                 f"{r.memory_gib} GiB per pod does not fit a {machine.name} (at most {limit_memory} GiB)",
             )
         )
     if spec.gpus_per_pod and r.nodes > r.pool.nodes:
-        out.append(Problem("pods", f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}"))
+        out.append(Problem(("pods",), f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}"))
     out += _cpu_capacity(r)
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:
         out.append(
             Problem(
-                "pods",
+                ("pods",),
                 f"{spec.pods} pods x {spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
             )
         )
     if r.priority not in r.registry.priorities:
-        out.append(Problem("priority", f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}"))
+        out.append(
+            Problem(("priority",), f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}")
+        )
     elif (ceiling := _ceiling_problem(r)) is not None:
-        out.append(Problem("priority", ceiling))
+        out.append(Problem(("priority",), ceiling))
     if (image := image_problem(r.image, r.registry)) is not None:
-        out.append(Problem("image", image))
+        out.append(Problem(("image",), image))
     datasets = [d.name for d in r.registry.datasets]
     out += [
-        Problem("datasets", f"unknown dataset {name!r}; {one_of(datasets, name)}")
+        Problem(("datasets",), f"unknown dataset {name!r}; {one_of(datasets, name)}")
         for name in spec.datasets
         if name not in datasets
     ]
     out += [
-        Problem("env", f"{key!r} is not a valid environment variable name")
+        Problem(("env",), f"{key!r} is not a valid environment variable name")
         for key in spec.env
         if not ENV_NAME.fullmatch(key)
     ]
@@ -264,10 +260,10 @@ def _check(r: Resolved) -> list[Problem]:
     out += _exec_limits(r)
     if spec.kind in ("rayjob", "job") and not r.command:
         out.append(
-            Problem("command", f"a {spec.kind} needs a command; pass it after -- or set command: in the job file")
+            Problem(("command",), f"a {spec.kind} needs a command; pass it after -- or set command: in the job file")
         )
     if spec.kind == "raycluster" and r.command:
-        out.append(Problem("command", "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
+        out.append(Problem(("command",), "a raycluster runs no command; submit jobs to it, or use --kind rayjob"))
     return out + _ray(spec)
 
 
@@ -278,7 +274,7 @@ def _exec_limits(r: Resolved) -> list[Problem]:
     if longest > MAX_ARG_BYTES:
         out.append(
             Problem(
-                "command",
+                ("command",),
                 f"one argument of the command is {longest:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} "
                 "per argument (MAX_ARG_STRLEN): put the script in a file in the image",
             )
@@ -288,7 +284,7 @@ def _exec_limits(r: Resolved) -> list[Problem]:
         if size > MAX_ARG_BYTES:
             out.append(
                 Problem(
-                    f"env.{key}",
+                    ("env", key),
                     f"{key}=... is {size:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} per variable "
                     "(MAX_ARG_STRLEN): put the value in a file in the image or a dataset bucket",
                 )
@@ -319,10 +315,10 @@ def _shadowed_env(r: Resolved) -> list[Problem]:
     out = []
     for key in r.spec.env:
         if key in platform:
-            out.append(Problem(f"env.{key}", f"{key} is set by the platform on this job's pods; rename your variable"))
+            out.append(Problem(("env", key), f"{key} is set by the platform on this job's pods; rename your variable"))
         elif key.startswith(RESERVED_ENV_PREFIXES):
             prefix = next(p for p in RESERVED_ENV_PREFIXES if key.startswith(p))
-            out.append(Problem(f"env.{key}", f"{prefix}* variables belong to the platform; rename your variable"))
+            out.append(Problem(("env", key), f"{prefix}* variables belong to the platform; rename your variable"))
     return out
 
 
@@ -332,13 +328,13 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
     head = spec.kind != "job"
     if pool is None:
         # CPU-only jobs were refused while choosing the pool; a Ray head must not take a GPU node either.
-        return [Problem("kind", f"{r.region.name} has no CPU pool for the Ray head; use --kind job")] if head else []
+        return [Problem(("kind",), f"{r.region.name} has no CPU pool for the Ray head; use --kind job")] if head else []
     machine, out = pool.machine, []
     limit_cpus, limit_memory = int(machine.vcpus * SYSTEM_SHARE), int(machine.memory_gb * SYSTEM_SHARE)
     if head and (spec.ray.head_cpus > limit_cpus or spec.ray.head_memory_gib > limit_memory):
         out.append(
             Problem(
-                "ray.head_cpus" if spec.ray.head_cpus > limit_cpus else "ray.head_memory_gib",
+                ("ray", "head_cpus" if spec.ray.head_cpus > limit_cpus else "head_memory_gib"),
                 f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit a {machine.name} "
                 f"of CPU pool {pool.name} (at most {limit_cpus} CPUs, {limit_memory} GiB)",
             )
@@ -348,7 +344,7 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
         if nodes > pool.nodes:
             out.append(
                 Problem(
-                    "pods",
+                    ("pods",),
                     f"{spec.pods:,} pods x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
                     f"CPU pool {pool.name} in {r.region.name} scales to {pool.nodes:,} ({pool.nodes * limit_cpus:,} CPU for pods)",
                 )
@@ -363,16 +359,16 @@ def _ray(spec: JobSpec) -> list[Problem]:
             ttl = " (KubeRay also ignores ray.ttl_seconds without it)" if ray.ttl_seconds is not None else ""
             out.append(
                 Problem(
-                    "ray.shutdown_after_finish",
+                    ("ray", "shutdown_after_finish"),
                     f"a Kueue-managed RayJob must shut its cluster down when it finishes{ttl}",
                 )
             )
         if ray.backoff_limit is not None and ray.interactive:
-            out.append(Problem("ray.backoff_limit", "KubeRay rejects backoff_limit in interactive mode"))
+            out.append(Problem(("ray", "backoff_limit"), "KubeRay rejects backoff_limit in interactive mode"))
         if ray.cluster is not None:
             out.append(
                 Problem(
-                    "ray.cluster",
+                    ("ray", "cluster"),
                     "a Kueue-managed RayJob cannot use an existing cluster (clusterSelector); drop ray.cluster",
                 )
             )
@@ -384,5 +380,5 @@ def _ray(spec: JobSpec) -> list[Problem]:
         if getattr(ray, k) != getattr(defaults, k)
     ]
     if changed:
-        out.append(Problem(f"ray.{changed[0]}", f"applies to RayJobs only, not to a {spec.kind}"))
+        out.append(Problem(("ray", changed[0]), f"applies to RayJobs only, not to a {spec.kind}"))
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from contract.problem import one_of
+from contract.problem import Path, Problem, one_of
 
 KINDS = ("rayjob", "raycluster", "job")
 TOPOLOGY_MODES = ("required", "preferred")
@@ -56,34 +56,26 @@ class JobSpec:
     ray: Ray = field(default_factory=Ray)
 
 
-@dataclass(frozen=True)
-class FieldProblem:
-    field: str
-    message: str
-
-
 class _Reader:
     """Checks one mapping's values against the expected kinds, collecting problems."""
 
-    def __init__(
-        self, data: dict[str, Any], prefix: str, allowed: tuple[str, ...], problems: list[FieldProblem]
-    ) -> None:
+    def __init__(self, data: dict[str, Any], prefix: Path, allowed: tuple[str, ...], problems: list[Problem]) -> None:
         self.data, self.prefix, self.problems = data, prefix, problems
         for key in data:
             if key not in allowed:
-                problems.append(FieldProblem(self.path(str(key)), f"unknown key; {one_of(allowed, str(key))}"))
+                problems.append(Problem(self.path(str(key)), f"unknown key; {one_of(allowed, str(key))}"))
 
-    def path(self, key: str) -> str:
-        return f"{self.prefix}{key}"
+    def path(self, key: str) -> Path:
+        return (*self.prefix, key)
 
     def bad(self, key: str, message: str) -> None:
-        self.problems.append(FieldProblem(self.path(key), f"{message} (got {self.data[key]!r})"))
+        self.problems.append(Problem(self.path(key), f"{message} (got {self.data[key]!r})"))
 
     def text(self, key: str, required: bool = False) -> str | None:
         if key not in self.data or self.data[key] is None:
             if required:
                 self.problems.append(
-                    FieldProblem(self.path(key), "is required; add it to the job file or pass it as a flag")
+                    Problem(self.path(key), "is required; add it to the job file or pass it as a flag")
                 )
             return None
         value = self.data[key]
@@ -132,28 +124,29 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
-def _text_problems(value: Any, path: str) -> list[FieldProblem]:
+def _text_problems(value: Any, path: Path) -> list[Problem]:
     """Strings that cannot reach a container: NUL (exec ends a C string there) or invalid Unicode
     (lone surrogates, from undecodable bytes in a flag: no UTF-8 to send to the API server)."""
     if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _text_problems(k, path) + _text_problems(v, f"{path}.{k}")]
+        return [p for k, v in value.items() for p in _text_problems(k, path) + _text_problems(v, (*path, str(k)))]
     if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _text_problems(v, f"{path}[{i}]")]
+        return [p for i, v in enumerate(value) for p in _text_problems(v, (*path, i))]
     if isinstance(value, str):
         if "\x00" in value:
-            return [FieldProblem(path.lstrip("."), "contains a NUL character, which no process can receive; remove it")]
+            return [Problem(path, "contains a NUL character, which no process can receive; remove it")]
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return [FieldProblem(path.lstrip("."), "is not valid Unicode text (bytes that are not UTF-8); retype it")]
+            return [Problem(path, "is not valid Unicode text (bytes that are not UTF-8); retype it")]
     return []
 
 
-def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]:
-    problems = _text_problems(data, "")
+def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[Problem]]:
+    """The job, or None and every problem found (contract.problem.Problem, paths into the job)."""
+    problems = _text_problems(data, ())
     if problems:
         return None, problems[:1]  # one is enough; the rest would repeat it
-    r = _Reader(data, "", _names(JobSpec), problems)
+    r = _Reader(data, (), _names(JobSpec), problems)
     command = data.get("command")
     if command is not None and not (
         isinstance(command, str) or (isinstance(command, list) and all(isinstance(c, str) for c in command))
@@ -167,14 +160,14 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[FieldProblem]]
     env = r.mapping("env") or {}
     for key, value in env.items():
         if not isinstance(value, str | int | float) or isinstance(value, bool):
-            problems.append(FieldProblem(f"env.{key}", f"must be a string (got {value!r})"))
+            problems.append(Problem(("env", str(key)), f"must be a string (got {value!r})"))
     topology_data = r.mapping("topology")
     topology = None
     if topology_data is not None:
-        t = _Reader(topology_data, "topology.", _names(Topology), problems)
+        t = _Reader(topology_data, ("topology",), _names(Topology), problems)
         topology = Topology(t.choice("mode", TOPOLOGY_MODES, "preferred"), t.choice("level", TOPOLOGY_LEVELS, "block"))
     ray_data = r.mapping("ray") or {}
-    y = _Reader(ray_data, "ray.", _names(Ray), problems)
+    y = _Reader(ray_data, ("ray",), _names(Ray), problems)
     ray = Ray(
         head_cpus=y.number("head_cpus", 1, 8) or 8,
         head_memory_gib=y.number("head_memory_gib", 1, 32) or 32,

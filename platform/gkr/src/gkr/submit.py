@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gkr.inputs import InputError, read_job
-from gkr.registry import Registry
+from contract.problem import Invalid, Problem
+from gkr.inputs import read_job
+from gkr.registry import Located
 from gkr.render import render
 from gkr.resolve import Resolved, resolve
 from gkr.validate import schema_problems
@@ -45,7 +46,7 @@ def one_line(lines: list[str]) -> list[str]:
 def flags_of(
     given: dict[str, Any], topology: str | None, no_preflight: bool, env: list[str] | None
 ) -> dict[str, tuple[str, Any]]:
-    """The flags that were given, as job keys -> (flag, value)."""
+    """The flags that were given, as job keys -> (flag, value); Invalid for a malformed one."""
     flags = {key: (FLAG_NAMES[key], value) for key, value in given.items() if value is not None}
     if topology is not None:
         mode, _, level = topology.partition(":")
@@ -57,31 +58,52 @@ def flags_of(
         for item in env:
             key, sep, value = item.partition("=")
             if not sep:
-                raise ValueError([f"flag --env: {item!r} is not KEY=VALUE"])
+                raise Invalid([f"flag --env: {item!r} is not KEY=VALUE"])
             pairs[key] = value
         flags["env"] = ("--env", pairs)
     return flags
 
 
+def preflight_job(user: str, pods: int, gpus_per_pod: int) -> dict[str, Any]:
+    """`gkr preflight`: an indexed Job that runs only the checks, named after the user."""
+    return {
+        "name": f"preflight-{user.lower()[:20]}".rstrip("-"),
+        "kind": "job",
+        "pods": pods,
+        "gpus_per_pod": gpus_per_pod,
+        "command": ["preflight", "run", "--check", "compute"],
+    }
+
+
 def prepare(
-    file: str | None, flags: dict[str, tuple[str, Any]], fleet: Registry, default_region: str | None
+    file: str | None,
+    flags: dict[str, tuple[str, Any]],
+    found: Located,
+    default_region: str | None,
+    default_team: str | None = None,
 ) -> tuple[Resolved, list[dict[str, Any]]]:
-    """Resolve, check and render; ValueError([lines]) for every problem found."""
+    """Resolve, check and render; Invalid with a line for every problem found.
+
+    The user config's `default_team` and `default_region` fill what neither flags nor file say;
+    the team only without a job file (a file names its own team, so it means the same for anyone).
+    """
+    if file is None and default_team and "team" not in flags:
+        flags = {**flags, "team": (FLAG_NAMES["team"], default_team)}
     try:
         spec, origins = read_job(file, flags)
-    except InputError as exc:
-        raise ValueError(one_line(exc.lines)) from None
-    resolved, problems = resolve(spec, fleet, default_region)
+    except Invalid as exc:
+        raise Invalid(one_line(list(exc.lines))) from None
+    resolved, problems = resolve(spec, found.registry, default_region)
     if problems or resolved is None:
-        raise ValueError(one_line([f"{origins.where(p.field)}: {p.message}" for p in problems]))
+        raise Invalid(one_line([origins.line(p) for p in problems]))
     objects = render(resolved)
     oversized = _oversized(resolved, objects)
     if oversized:
-        field, line = oversized
-        raise ValueError(one_line([f"{origins.where(field)}: {line}"]))
-    invalid = [line for obj in objects for line in schema_problems(obj)]
+        field, message = oversized
+        raise Invalid(one_line([origins.line(Problem((field,), message))]))
+    invalid = [line for obj in objects for line in schema_problems(obj, found.schemas)]
     if invalid:
-        raise ValueError(one_line([f"rendered manifest: {line}" for line in invalid]))
+        raise Invalid(one_line([f"rendered manifest: {line}" for line in invalid]))
     return resolved, objects
 
 

@@ -2,7 +2,7 @@
 
 The folder is packed into a zip (deterministic: sorted names, fixed timestamps, so the same files
 give the same bytes), uploaded once under the team's folder of the region's checkpoint bucket,
-content-addressed (gs://<bucket>/teams/<team>/workdirs/<sha256>.zip, skipped when present), and
+content-addressed (gs://<bucket>/<the team prefix>workdirs/<sha256>.zip, skipped when present), and
 the RayJob's runtimeEnvYAML points `working_dir` at it, as `kubectl ray job submit --working-dir`
 and Ray job submission do. Ray (docs, "Handling dependencies", remote URIs) wants a remote
 working_dir to be a .zip holding one top-level directory, whose contents become the job's working
@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contract.names import team_prefix
+from contract.problem import Invalid
+
 # Ray refuses a working_dir package above 500 MiB (GCS_STORAGE_MAX_SIZE, Ray docs "Handling
 # dependencies": "The total size of the directory should be no more than 500 MiB"); every Ray node
 # downloads and unpacks it before the job starts. Data belongs in a dataset bucket, not here.
@@ -29,10 +32,6 @@ TOP = "workdir"  # the zip's single top-level directory
 IGNORE_FILES = (".gitignore",)  # honoured in every folder
 GKRIGNORE = ".gkrignore"  # honoured in the top folder
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no mtime in the hash
-
-
-class WorkdirError(Exception):
-    """One line for the researcher."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Package:
 
 
 def uri(bucket: str, team: str, sha256: str) -> str:
-    return f"gs://{bucket}/teams/{team}/workdirs/{sha256}.zip"
+    return f"gs://{bucket}/{team_prefix(team)}workdirs/{sha256}.zip"
 
 
 def _spec(path: Path) -> Any:
@@ -55,14 +54,14 @@ def _spec(path: Path) -> Any:
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as exc:
-        raise WorkdirError(f"{path}: cannot read it ({exc.strerror})") from None
+        raise Invalid([f"{path}: cannot read it ({exc.strerror})"]) from None
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def collect(root: Path) -> list[str]:
     """The files to pack, relative to root, with the ignore rules applied (sorted)."""
     if not root.is_dir():
-        raise WorkdirError(f"--workdir {root}: not a folder")
+        raise Invalid([f"--workdir {root}: not a folder"])
     specs: list[tuple[str, Any]] = []  # (folder relative to root, "" for root; its rules)
     if (root / GKRIGNORE).is_file():
         specs.append(("", _spec(root / GKRIGNORE)))
@@ -94,17 +93,19 @@ def collect(root: Path) -> list[str]:
 
 
 def pack(root: Path, limit: int = LIMIT_BYTES) -> Package:
-    """Zip the folder (deterministically) into a temporary file; WorkdirError above `limit` bytes of files."""
+    """Zip the folder (deterministically) into a temporary file; Invalid above `limit` bytes of files."""
     files = collect(root)
     if not files:
-        raise WorkdirError(f"--workdir {root}: no files to pack (all ignored, or the folder is empty)")
+        raise Invalid([f"--workdir {root}: no files to pack (all ignored, or the folder is empty)"])
     size = sum((root / f).stat().st_size for f in files)
     if size > limit:
         biggest = max(files, key=lambda f: (root / f).stat().st_size)
-        raise WorkdirError(
-            f"--workdir {root}: {size / 2**20:,.1f} MiB in {len(files):,} files, above the {limit / 2**20:,.0f} MiB "
-            f"a Ray working_dir may hold (every node downloads it); the largest is {biggest}: add what the job does "
-            f"not need to {GKRIGNORE}, and read data from a dataset bucket or /checkpoints"
+        raise Invalid(
+            [
+                f"--workdir {root}: {size / 2**20:,.1f} MiB in {len(files):,} files, above the {limit / 2**20:,.0f} "
+                f"MiB a Ray working_dir may hold (every node downloads it); the largest is {biggest}: add what the job "
+                f"does not need to {GKRIGNORE}, and read data from a dataset bucket or /checkpoints"
+            ]
         )
     handle, name = tempfile.mkstemp(prefix="gkr-workdir-", suffix=".zip")
     os.close(handle)
@@ -151,6 +152,19 @@ def attach(objects: list[dict[str, Any]], target: str) -> None:
     for obj in objects:
         if obj.get("kind") == "RayJob":
             obj["spec"]["runtimeEnvYAML"] = runtime_env(target)
+
+
+def prepare(folder: Path, kind: str, bucket: str, team: str, objects: list[dict[str, Any]]) -> tuple[Package, str]:
+    """Pack the folder and point the job's RayJob at where it will be uploaded: (package, its URI).
+
+    Invalid when the job has no Ray runtime environment or the folder cannot be packed.
+    """
+    if kind != "rayjob":
+        raise Invalid([f"--workdir: a {kind} has no Ray job runtime environment; use --kind rayjob"])
+    package = pack(folder)
+    target = uri(bucket, team, package.sha256)
+    attach(objects, target)
+    return package, target
 
 
 def upload(package: Package, target: str, project: str | None = None) -> bool:

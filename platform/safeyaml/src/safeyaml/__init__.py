@@ -127,6 +127,56 @@ def load(text: str, limits: Limits = DEFAULT) -> object:
     return construct(compose(text, limits))
 
 
+Location = tuple[str | int, ...]  # a path into a document: mapping keys and list indexes
+DUPLICATE_KEY = "key appears twice in the same mapping; keep one"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A document and where each value was written, so an error can name its line."""
+
+    data: object
+    lines: dict[Location, int]  # path -> 1-based line where its value (or key) starts
+    duplicates: tuple[Location, ...] = ()  # keys written twice in one mapping (DUPLICATE_KEY)
+
+    def line_of(self, path: Location) -> int:
+        """Line of the deepest part of `path` that is written in the file."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(path[:end])
+            if line is not None:
+                return line
+        return 1
+
+
+def located(text: str, limits: Limits = DEFAULT) -> Source:
+    """`load`, keeping the line of every path and the keys written twice; YamlError as `load`."""
+    node = compose(text, limits)
+    data = construct(node)
+    lines: dict[Location, int] = {}
+    duplicates: list[Location] = []
+    if node is not None:
+        _walk(node, (), lines, duplicates)
+    return Source(data, lines, tuple(duplicates))
+
+
+def _walk(node: Node, path: Location, lines: dict[Location, int], duplicates: list[Location]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, MappingNode):
+        seen: set[object] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            child = (*path, key)
+            if key in seen:
+                duplicates.append(child)
+                continue
+            seen.add(key)
+            lines[child] = key_node.start_mark.line + 1
+            _walk(value_node, child, lines, duplicates)
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, (*path, index), lines, duplicates)
+
+
 def _check_size(size: int, limits: Limits) -> None:
     if size > limits.max_bytes:
         raise YamlError(
