@@ -163,7 +163,7 @@ def test_the_old_fleet_settings_say_what_replaces_them(
         ),
         (lambda text: text[:100], "not JSON"),
         (lambda text: text.replace('"project"', '"projekt"'), "projekt: unknown field"),
-        (lambda text: "[" * 100_000 + "]" * 100_000, "nested too deep to be a registry"),
+        (lambda text: "[" * 100_000 + "]" * 100_000, "nested too deeply"),
         (lambda text: " " * (registry.MAX_REGISTRY_BYTES + 1), "cannot read it (larger than 4,194,304 bytes)"),
         (lambda text: "\udcff", "cannot read it (not UTF-8)"),
     ],
@@ -267,7 +267,7 @@ def test_fetch_reads_the_configmap_and_writes_the_registry(
             "registry.json: schema 'x/v9', this tool reads 'meridian.registry/v1'",
         ),
         (lambda cm: cm["data"].clear(), "no registry.json in its data"),
-        (lambda cm: cm["data"].update({contract.FILE: "[" * 100_000 + "]" * 100_000}), "nested too deep"),
+        (lambda cm: cm["data"].update({contract.FILE: "[" * 100_000 + "]" * 100_000}), "nested too deeply"),
         (lambda cm: cm["binaryData"].update({"../../evil.json.gz": ""}), "is not <schema file>.json.gz"),
         (lambda cm: cm["binaryData"].update({"x.json.gz": "!!"}), "binaryData x.json.gz: not a gzip'ed JSON schema"),
         (

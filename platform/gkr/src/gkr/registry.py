@@ -118,10 +118,7 @@ def load(path: Path, how: str = "--registry") -> Located:
 
 
 def _parse(text: str, where: str) -> Registry:
-    try:
-        return contract.loads(text, where)
-    except RecursionError:  # nested deeper than the JSON parser goes
-        raise Invalid([f"{where}: nested too deep to be a registry; regenerate it with `make generate`"]) from None
+    return contract.loads(text, where)
 
 
 def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tuple[str, dict[str, bytes]]:

@@ -160,14 +160,14 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         ]
         if r.pool.flex_start:
             tolerations.append(names.QUEUED_TOLERATION)
-        volumes.append({"name": "nvidia", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}})
+        volumes.append({"name": "nvidia", "hostPath": {"path": names.NVIDIA_HOST_PATH}})
         # Host paths read-only: a pod that could write them would replace the next tenant's driver libraries.
         mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True})
         library_path = "/usr/local/nvidia/lib64"
         if rdma:
             annotations[names.DEFAULT_INTERFACE_ANNOTATION] = "eth0"
             annotations[names.INTERFACES_ANNOTATION] = _interfaces(r)
-            volumes.append({"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}})
+            volumes.append({"name": "gib", "hostPath": {"path": names.GIB_HOST_PATH}})
             mounts.append({"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True})
             library_path += ":/usr/local/gib/lib64"
             env.append({"name": "NCCL_NET", "value": "gIB"})
