@@ -39,16 +39,16 @@ def dumps(value: Any, schema: str) -> str:
 
 def loads(cls: type[T], text: str, schema: str, where: str) -> T:
     """`cls` from a document; Invalid (one line: where, what, how to fix) when it is not one."""
+    fix = "regenerate it with `make generate`"
     if len(text) > MAX_CHARS:
-        raise Invalid([f"{where}: {len(text)} characters, more than {MAX_CHARS}; regenerate it with `make generate`"])
+        raise Invalid([f"{where}: {len(text)} characters, more than {MAX_CHARS}; {fix}"])
     try:
         data = json.loads(text)
-    except RecursionError:
-        raise Invalid([f"{where}: not JSON (nested too deeply); regenerate it with `make generate`"]) from None
-    except ValueError as exc:
-        raise Invalid([f"{where}: not JSON ({str(exc)[:200]}); regenerate it with `make generate`"]) from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise Invalid([f"{where}: not JSON ({why}); {fix}"]) from None
     if not isinstance(data, dict):
-        raise Invalid([f"{where}: expected a JSON object; regenerate it with `make generate`"])
+        raise Invalid([f"{where}: expected a JSON object; {fix}"])
     found = data.pop(SCHEMA_KEY, None)
     if found != schema:
         raise Invalid([f"{where}: schema {found!r}, this tool reads {schema!r}; regenerate it or upgrade the tool"])

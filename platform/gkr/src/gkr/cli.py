@@ -26,6 +26,16 @@ if TYPE_CHECKING:
 class _Commands(TyperGroup):
     """Help without `[default: None]`: an option left unset means "resolved from the fleet", as its help says."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """--fleet (gone with the registry) is refused in one line wherever it appears before `--`."""
+        from gkr.registry import replaced
+
+        for i, arg in enumerate(args[: args.index("--") if "--" in args else len(args)]):
+            if arg == "--fleet" or arg.startswith("--fleet="):
+                value = arg.partition("=")[2] or (args[i + 1] if i + 1 < len(args) else "fleet.yaml")
+                raise typer.Exit(report(replaced("--fleet", value)))
+        return super().parse_args(ctx, args)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
         for param in command.params if command is not None else ():
@@ -51,7 +61,6 @@ RegistryPath = Annotated[
         "`registry:` in the user config, the checkout's generated/ upward, else `gkr registry fetch`'s copy)",
     ),
 ]
-Fleet = Annotated[str | None, typer.Option("--fleet", hidden=True, help="replaced by --registry")]
 Context = Annotated[
     str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
 ]
@@ -88,15 +97,13 @@ def choose(value: str, options: Any, flag: str) -> str:
     return value
 
 
-def _registry(path: str | None, fleet: str | None) -> tuple[UserConfig, Located]:
+def _registry(path: str | None) -> tuple[UserConfig, Located]:
     """(user config, the located fleet registry); bad input ends here with exit 2."""
     from pathlib import Path
 
     from gkr import config, registry
 
     try:
-        if fleet is not None:
-            raise registry.replaced("--fleet", fleet)
         user = config.user_config()
         found, how = registry.find(path, user.registry, config.config_path(), Path.cwd())
         return user, registry.load(found, how)
@@ -150,7 +157,6 @@ def submit(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
     output: Output = "yaml",
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
@@ -165,7 +171,7 @@ def submit(
         "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
     }  # fmt: skip
-    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, fleet, context)
+    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context)
 
 
 @app.command()
@@ -177,7 +183,6 @@ def preflight(
     pool: Annotated[str | None, typer.Option("--pool")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Run only the preflight suite on a chosen shape (a Job: node checks, compute, then all-reduce across pods)."""
@@ -186,7 +191,7 @@ def preflight(
     from gkr.submit import preflight_job
 
     given = {**preflight_job(getpass.getuser(), pods, gpus_per_pod), "team": team, "region": region, "pool": pool}
-    _submit(None, given, None, False, None, None, dry_run, "yaml", registry, fleet, context)
+    _submit(None, given, None, False, None, None, dry_run, "yaml", registry, context)
 
 
 def _submit(
@@ -199,14 +204,13 @@ def _submit(
     dry_run: bool,
     output: str,
     registry: str | None,
-    fleet: str | None,
     context: str | None,
 ) -> None:
     """What `submit` and `preflight` share: prepare, print the summary, then print or apply."""
     from gkr.submit import flags_of, prepare
     from gkr.summary import summary
 
-    config, found = _registry(registry, fleet)
+    config, found = _registry(registry)
     with bad_input():
         flags = flags_of(given, topology, no_preflight, env)
         resolved, objects = prepare(file, flags, found, config.region, config.team)
@@ -261,14 +265,12 @@ def api_errors(where: str) -> Iterator[None]:
         raise typer.Exit(Exit.FAILED) from None
 
 
-def _target(
-    registry: str | None, fleet: str | None, team: str | None, region: str | None, context: str | None
-) -> tuple[Any, str, str]:
+def _target(registry: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str, str]:
     """(API client, team namespace, the context used)."""
     from contract.names import team_namespace
     from gkr.defaults import target
 
-    config, found = _registry(registry, fleet)
+    config, found = _registry(registry)
     with bad_input():
         chosen_team, chosen_region = target(found.registry, team or config.team, region or config.region)
     api = _connect(found, chosen_region, context)
@@ -294,7 +296,6 @@ def list_jobs(
     team: Team = None,
     region: Region = None,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
     output: Output = "table",
 ) -> None:
@@ -302,7 +303,7 @@ def list_jobs(
     from contract.names import TEAM_LABEL
     from gkr import kube, views
 
-    api, namespace, _ = _target(registry, fleet, team, region, context)
+    api, namespace, _ = _target(registry, team, region, context)
     with api_errors("listing jobs"):
         rows = [(kind, item) for kind in kube.KINDS for item in kube.list_jobs(api, namespace, kind, TEAM_LABEL)]
     if output in ("yaml", "json"):
@@ -323,7 +324,6 @@ def status(
     team: Team = None,
     region: Region = None,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
     output: Output = "yaml",
 ) -> None:
@@ -331,7 +331,7 @@ def status(
     from gkr import kube
 
     choose(kind, kube.KINDS, "--kind")
-    api, namespace, _ = _target(registry, fleet, team, region, context)
+    api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"reading {kind} {name}"):
         found = kube.get_job(api, namespace, kind, name)
     _print([found.get("status", {})], output)
@@ -344,14 +344,13 @@ def delete(
     team: Team = None,
     region: Region = None,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Delete a job or cluster, and its pods."""
     from gkr import kube
 
     choose(kind, kube.KINDS, "--kind")
-    api, namespace, _ = _target(registry, fleet, team, region, context)
+    api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"deleting {kind} {name}"):
         kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
@@ -365,14 +364,13 @@ def logs(
     team: Team = None,
     region: Region = None,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Logs of a job's head, workers or all pods."""
     from gkr import kube, views
 
     choose(role, kube.ROLE_SELECTORS, "--role")
-    api, namespace, _ = _target(registry, fleet, team, region, context)
+    api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"finding the pods of {name}"):
         names = kube.pods(api, namespace, name, role)
     if not names:
@@ -397,7 +395,6 @@ def dashboard(
     team: Team = None,
     region: Region = None,
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     context: Context = None,
 ) -> None:
     """Forward a running job's or cluster's Ray dashboard to localhost (kubectl port-forward; Ctrl-C stops)."""
@@ -407,7 +404,7 @@ def dashboard(
     found = kube.kubectl()
     if found is None:
         fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
-    api, namespace, target = _target(registry, fleet, team, region, context)
+    api, namespace, target = _target(registry, team, region, context)
     with api_errors(f"finding the Ray head of {kind} {name}"):
         try:
             service = kube.head_service(api, namespace, kind, name)
@@ -433,14 +430,13 @@ LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others
 @app.command()
 def clusters(
     registry: RegistryPath = None,
-    fleet: Fleet = None,
     live: Annotated[bool, typer.Option("--live", help="ask each cluster's Kueue for GPUs in use and free")] = False,
     output: Output = "table",
 ) -> None:
     """Regions, their clusters, GPU types and each team's quota (with --live: free / nominal, from Kueue)."""
     from gkr import kube, views
 
-    _, found = _registry(registry, fleet)
+    _, found = _registry(registry)
     reg = found.registry
     rows = []
     for region in reg.regions:
@@ -515,11 +511,11 @@ def _known_registry() -> Any:
 
 
 @registry_app.command("show")
-def registry_show(registry: RegistryPath = None, fleet: Fleet = None) -> None:
+def registry_show(registry: RegistryPath = None) -> None:
     """Which registry gkr uses (and how it found it), its schema, and what it holds."""
     from contract import registry as contract
 
-    _, found = _registry(registry, fleet)
+    _, found = _registry(registry)
     schemas = sorted(p.name for p in found.schemas.glob("*.json")) if found.schemas.is_dir() else []
     reg = found.registry
     print(f"registry: {found.path}")

@@ -196,38 +196,34 @@ def image_problem(image: str, registry: Registry) -> str | None:
 
 
 def _check(r: Resolved) -> list[Problem]:
-    spec, machine, out = r.spec, r.machine, []
-    if spec.gpus_per_pod > machine.gpus:
-        out.append(
-            Problem(
-                ("gpus_per_pod",), f"{spec.gpus_per_pod} GPUs per pod do not fit a {machine.name} ({machine.gpus} GPUs)"
-            )
-        )
-    elif spec.gpus_per_pod and machine.gpus % spec.gpus_per_pod:
-        out.append(
-            Problem(
-                ("gpus_per_pod",),
-                f"{spec.gpus_per_pod} does not divide the {machine.gpus} GPUs of a {machine.name}; use 1, 2, 4 or 8",
-            )
-        )
-    limit_cpus = int(machine.vcpus * SYSTEM_SHARE)
-    if r.cpus > limit_cpus:
-        out.append(
-            Problem(
-                ("cpus_per_pod",),
-                f"{r.cpus} CPUs per pod do not fit a {machine.name} (at most {limit_cpus} of its {machine.vcpus})",
-            )
-        )
-    limit_memory = int(machine.memory_gb * SYSTEM_SHARE)
-    if r.memory_gib > limit_memory:
-        out.append(
-            Problem(
-                ("memory_per_pod_gib",),
-                f"{r.memory_gib} GiB per pod does not fit a {machine.name} (at most {limit_memory} GiB)",
-            )
-        )
-    if spec.gpus_per_pod and r.nodes > r.pool.nodes:
-        out.append(Problem(("pods",), f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}"))
+    spec, machine = r.spec, r.machine
+    limit_cpus, limit_memory = int(machine.vcpus * SYSTEM_SHARE), int(machine.memory_gb * SYSTEM_SHARE)
+    gpus = spec.gpus_per_pod
+    # (wrong?, field, what): the shape of one pod against one machine, and of the job against its pool.
+    checks: list[tuple[bool, str, str]] = [
+        (gpus > machine.gpus, "gpus_per_pod", f"{gpus} GPUs per pod do not fit a {machine.name} ({machine.gpus} GPUs)"),
+        (
+            0 < gpus <= machine.gpus and machine.gpus % gpus != 0,
+            "gpus_per_pod",
+            f"{gpus} does not divide the {machine.gpus} GPUs of a {machine.name}; use 1, 2, 4 or 8",
+        ),
+        (
+            r.cpus > limit_cpus,
+            "cpus_per_pod",
+            f"{r.cpus} CPUs per pod do not fit a {machine.name} (at most {limit_cpus} of its {machine.vcpus})",
+        ),
+        (
+            r.memory_gib > limit_memory,
+            "memory_per_pod_gib",
+            f"{r.memory_gib} GiB per pod does not fit a {machine.name} (at most {limit_memory} GiB)",
+        ),
+        (
+            bool(gpus) and r.nodes > r.pool.nodes,
+            "pods",
+            f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}",
+        ),
+    ]
+    out = [Problem((field,), what) for wrong, field, what in checks if wrong]
     out += _cpu_capacity(r)
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:
