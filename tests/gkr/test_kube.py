@@ -37,9 +37,9 @@ class FakeApiServer(BaseHTTPRequestHandler):
         FakeApiServer.requests.append(request)
         return request
 
-    def _reply(self, payload: dict[str, Any]) -> None:
+    def _reply(self, payload: dict[str, Any], status: int = 200) -> None:
         data = json.dumps(payload).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

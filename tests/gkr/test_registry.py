@@ -314,12 +314,7 @@ def test_fetch_without_a_configmap_is_one_line_exit_1(
 class NoConfigMap(FakeApiServer):
     def do_GET(self) -> None:
         self._record()
-        data = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound"}).encode()
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._reply({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
 
 
 def test_fetch_from_a_cluster_without_the_configmap_says_what_to_check(
