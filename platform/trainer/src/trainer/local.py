@@ -2,7 +2,8 @@
 
 For development and tests (gloo on CPU). A group that dies (a crash, SIGKILL)
 is started again when ft.restart_failed is set; the new process joins the
-quorum and heals from a live peer, except after exit 2 (refused to start
+quorum and heals from a live peer (with ft.enabled=false: no Lighthouse, and
+it resumes from its newest durable checkpoint), except after exit 2 (refused to start
 on its checkpoint directory) or 3 (non-finite loss or gradients persisted):
 those are final, and the run exits with that code. The run's goodput is the sum of its
 groups' reports, written to <report_dir>/<run>/goodput.json.
@@ -19,23 +20,13 @@ import time
 from pathlib import Path
 
 from trainer.config import Config, to_dict
+from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
-from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, final_reports, run_dir
+from trainer.runs import final_reports, run_dir
+from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 log = logging.getLogger("trainer")
 MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
-
-
-def lighthouse(cfg: Config) -> object:
-    from torchft.coordination import LighthouseServer
-
-    return LighthouseServer(
-        bind="[::]:0",
-        min_replicas=cfg.ft.min_replicas,
-        join_timeout_ms=1000,
-        quorum_tick_ms=100,
-        heartbeat_timeout_ms=cfg.ft.heartbeat_timeout_ms,
-    )
 
 
 def spawn(config_json: Path, group: int, address: str) -> subprocess.Popen[bytes]:
@@ -49,8 +40,8 @@ def launch(cfg: Config) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config_json = out / "config.json"
     config_json.write_text(json.dumps(to_dict(cfg), indent=2))
-    server = lighthouse(cfg)
-    address = server.address()  # type: ignore[attr-defined]
+    server = start_lighthouse(cfg)
+    address = server.address()
     (out / "lighthouse").write_text(address)
     procs = {g: spawn(config_json, g, address) for g in range(cfg.ft.replica_groups)}
     _write_pids(out, procs)
@@ -86,7 +77,7 @@ def launch(cfg: Config) -> int:
             else:
                 log.error("replica group %d exited with %d", group, code)
                 failed = True
-    server.shutdown()  # type: ignore[attr-defined]
+    server.shutdown()
     reports = final_reports(out)
     summary = combine(reports) | {"restarts": sum(restarts.values())}
     (out / "goodput.json").write_text(dumps(summary))
