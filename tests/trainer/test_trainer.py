@@ -18,7 +18,7 @@ from trainer.runs import final_event, read_events
 from trainer.trainer import Trainer
 
 from tests.conftest import REPO
-from tests.trainer.conftest import CONFIG, overrides, run
+from tests.trainer.conftest import CONFIG, assert_same, overrides, run
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -34,22 +34,6 @@ def trained(cfg: Config, steps: int, ft: NoFaultTolerance | None = None) -> Trai
     for _ in range(steps):
         trainer.train_step()
     return trainer
-
-
-def assert_same_state(a: Any, b: Any, where: str = "state") -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor), where
-        assert torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            assert_same_state(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same_state(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def healed(source: Trainer, target: Trainer, tmp_path: Path) -> None:
@@ -84,11 +68,11 @@ def test_state_dict_round_trip_restores_an_identical_trainer(tmp_path: Path, tra
 
     transfer(a, b, tmp_path)
     assert b.weights_digest() == a.weights_digest()
-    assert_same_state(b.inner.state_dict(), a.inner.state_dict(), "inner")
+    assert_same(b.inner.state_dict(), a.inner.state_dict(), "inner")
     for i, (x, y) in enumerate(zip(b.outer, a.outer, strict=True)):
-        assert_same_state(x.state_dict(), y.state_dict(), f"outer[{i}]")
+        assert_same(x.state_dict(), y.state_dict(), f"outer[{i}]")
     assert (b.step, b.next_batch) == (a.step, a.next_batch) == (5, 5)
-    assert_same_state(b.state_dict(), a.state_dict())
+    assert_same(b.state_dict(), a.state_dict())
     # From here on they are the same trainer: the same batches, the same updates.
     losses = [(a.train_step().loss, b.train_step().loss) for _ in range(3)]
     assert all(x == y for x, y in losses)
