@@ -81,9 +81,9 @@ class Trainer(Stateful):
         """Everything this group's training depends on, in DCP's form (parameters by fully qualified name).
 
         Called on the training thread for checkpoints and by torchft's quorum thread when a peer heals from
-        this group (ft.py hands out a copy). DCP fills an optimizer that has no state yet by stepping it with
-        zero gradients; that never happens off the training thread, because only a group past step 0 (one
-        that has stepped its optimizers, or resumed) serves peers (ft.py: init_sync=False).
+        this group (ft.py hands out a copy). DCP fills an optimizer without state by stepping it with zero
+        gradients, which must not race the training thread: only a group past step 0 serves peers (ft.py:
+        init_sync=False), so its AdamW has state, and DiLoCo's quorums run while the training thread waits.
         """
         return {
             "model": get_model_state_dict(self.model),
