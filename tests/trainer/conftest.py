@@ -47,3 +47,27 @@ def final(tmp_path: Path, name: str, group: int) -> dict[str, Any]:
     found = final_event(tmp_path / "runs" / name, group)
     assert found is not None, f"group {group} of {name} never finished"
     return found
+
+
+def assert_same(actual: Any, expected: Any, where: str = "state") -> None:
+    """Equal, recursively: tensors bit for bit and of one dtype, containers of one type, ``where`` names the path."""
+    import numpy as np
+    import torch
+
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), where
+        assert actual.dtype == expected.dtype, where
+        assert torch.equal(actual, expected), where
+    elif isinstance(expected, np.ndarray):
+        assert np.array_equal(actual, expected), where
+    elif isinstance(expected, dict):
+        assert actual.keys() == expected.keys(), where
+        for key in expected:
+            assert_same(actual[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list | tuple):
+        assert type(actual) is type(expected), where
+        assert len(actual) == len(expected), where
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, e, f"{where}[{i}]")
+    else:
+        assert actual == expected, where

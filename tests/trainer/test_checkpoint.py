@@ -39,6 +39,8 @@ from trainer.checkpoint import (
     step_dir,
 )
 
+from tests.trainer.conftest import assert_same
+
 # Every single-process save says so once; that is the intended mode here.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -60,26 +62,6 @@ def trained(seed: int) -> tuple[torch.nn.Sequential, torch.optim.Optimizer]:
     optimizer.step()
     optimizer.zero_grad()
     return model, optimizer
-
-
-def assert_same(actual: Any, expected: Any, where: str = "state") -> None:
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), where
-        assert actual.dtype == expected.dtype, where
-        assert torch.equal(actual, expected), where
-    elif isinstance(expected, np.ndarray):
-        assert np.array_equal(actual, expected), where
-    elif isinstance(expected, dict):
-        assert actual.keys() == expected.keys(), where
-        for key in expected:
-            assert_same(actual[key], expected[key], f"{where}.{key}")
-    elif isinstance(expected, list | tuple):
-        assert type(actual) is type(expected), where
-        assert len(actual) == len(expected), where
-        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            assert_same(a, e, f"{where}[{i}]")
-    else:
-        assert actual == expected, where
 
 
 def committed(root: Path) -> list[int]:

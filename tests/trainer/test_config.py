@@ -38,6 +38,8 @@ def test_defaults_overrides_and_new_keys() -> None:
         (["run.name=x", "optim=adam"], "Could not find 'optim/adam'; Available options in 'optim'; ddp; diloco"),
         (["run.name=x", "run.launcher=slurm"], "run.launcher: 'slurm' is not one of local, ray"),
         (["run.name=x", "ft.min_replicas=3"], "ft.min_replicas: 3 > ft.replica_groups 2"),
+        (["run.name=x", "ft.enabled=false"], "ft.replica_groups: 2 groups need fault tolerance to agree"),
+        (["run.name=x", "ft.enabled=false", "ft.replica_groups=1", "optim=diloco"], "diloco syncs replica groups"),
         (["run.name=x", "model.heads=5"], "model.heads: 5 does not divide model.d_model 64"),
         (["run.name=x", "optim=diloco", "optim.sync_every=7", "optim.fragments=2"], "not a multiple of"),
         (["run.name=x", "ft.restart_failed=maybe"], "ft.restart_failed: expected true or false"),

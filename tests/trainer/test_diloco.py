@@ -1,10 +1,14 @@
-"""DiLoCo against DDP on the reference task: at least sync_every times fewer bytes, loss within 5%."""
+"""DiLoCo against DDP on the reference task (at least sync_every times fewer bytes, loss within 5%), and healing."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import time
 from pathlib import Path
 
-from tests.trainer.conftest import final, run
+from tests.trainer.conftest import events, final, run, start
 
 COMMON = ("run.steps=240", "ft.replica_groups=2", "ft.min_replicas=2", "checkpoint.every=100000")
 
@@ -19,3 +23,29 @@ def test_diloco_sends_sync_every_times_fewer_bytes_at_ddp_quality(tmp_path: Path
     assert ratio >= 20, ratio
     assert diloco[0]["weights"] == diloco[1]["weights"]  # the outer step leaves every group identical
     assert diloco[0]["loss"] <= ddp[0]["loss"] * 1.05, (diloco[0]["loss"], ddp[0]["loss"])
+
+
+def test_a_killed_diloco_group_heals_and_finishes_with_the_survivors_weights(tmp_path: Path) -> None:
+    # A healing DiLoCo group takes the survivor's model, optimizers, saved parameters and place in the
+    # sync period (the data position), in the middle of an inner step.
+    proc = start(
+        tmp_path, "heal", "run.steps=300", "optim=diloco", "optim.sync_every=10", "ft.replica_groups=2",
+        "checkpoint.every=100000", "ft.restart_delay_s=2",
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while not any(e["event"] == "commit" and e["step"] >= 8 for e in events(tmp_path, "heal", 1)):
+        assert proc.poll() is None, "the run ended before step 8"
+        assert time.monotonic() < deadline, "the run never reached step 8"
+        time.sleep(0.1)
+    pids = json.loads((tmp_path / "runs" / "heal" / "pids.json").read_text())
+    os.kill(pids["1"], signal.SIGKILL)
+    killed_at = time.time()
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    assert any(e["event"] == "healed" and e["time"] > killed_at for e in events(tmp_path, "heal", 1))
+    reports = [final(tmp_path, "heal", g) for g in (0, 1)]
+    assert [(r["step"], r["inner_steps"]) for r in reports] == [(30, 300), (30, 300)]
+    assert reports[0]["weights"] == reports[1]["weights"]
+    for group in (0, 1):
+        commits = [e["step"] for e in events(tmp_path, "heal", group) if e["event"] == "commit"]
+        assert commits == sorted(set(commits))  # never back, never twice

@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 2
-    from trainer.worker import EXIT_REFUSED, start_refusal
+    from trainer.resume import start_refusal
+    from trainer.worker import EXIT_REFUSED
 
     refusal = start_refusal(cfg)
     if refusal is not None:

@@ -34,6 +34,9 @@ class Run:
 
 @dataclass(frozen=True)
 class FaultTolerance:
+    # false: one replica group trains alone, without torchft (no Lighthouse, no Manager, no healing);
+    # checkpoints and resume work the same.
+    enabled: bool = True
     replica_groups: int = 2
     min_replicas: int = 1
     restart_failed: bool = True
@@ -181,6 +184,15 @@ def _cross_checks(config: Config) -> Config:
     if config.ft.min_replicas > config.ft.replica_groups:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
+        )
+    if not config.ft.enabled and config.ft.replica_groups != 1:
+        raise ConfigError(
+            f"ft.replica_groups: {config.ft.replica_groups} groups need fault tolerance to agree on each step; "
+            "set ft.replica_groups=1 or ft.enabled=true"
+        )
+    if not config.ft.enabled and config.optim.algorithm == "diloco":
+        raise ConfigError(
+            "optim.algorithm: diloco syncs replica groups through torchft; set ft.enabled=true or optim=ddp"
         )
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")

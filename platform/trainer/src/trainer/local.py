@@ -2,7 +2,8 @@
 
 For development and tests (gloo on CPU). A group that dies (a crash, SIGKILL)
 is started again when ft.restart_failed is set; the new process joins the
-quorum and heals from a live peer, except after exit 2 (refused to start
+quorum and heals from a live peer (with ft.enabled=false: no Lighthouse, and
+it resumes from its newest durable checkpoint), except after exit 2 (refused to start
 on its checkpoint directory) or 3 (non-finite loss or gradients persisted):
 those are final, and the run exits with that code. The run's goodput is the sum of its
 groups' reports, written to <report_dir>/<run>/goodput.json.
@@ -19,28 +20,21 @@ import time
 from pathlib import Path
 
 from trainer.config import Config, to_dict
+from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
-from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, final_reports, run_dir
+from trainer.runs import final_reports, run_dir
+from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 log = logging.getLogger("trainer")
 MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
 
 
-def lighthouse(cfg: Config) -> object:
-    from torchft.coordination import LighthouseServer
-
-    return LighthouseServer(
-        bind="[::]:0",
-        min_replicas=cfg.ft.min_replicas,
-        join_timeout_ms=1000,
-        quorum_tick_ms=100,
-        heartbeat_timeout_ms=cfg.ft.heartbeat_timeout_ms,
-    )
-
-
-def spawn(config_json: Path, group: int, address: str) -> subprocess.Popen[bytes]:
+def spawn(config_json: Path, group: int, address: str, groups: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "trainer.worker_main", str(config_json), str(group), address]
-    env = {"RUST_LOG": "warn"} | dict(os.environ)  # torchft's Rust side logs every quorum at info
+    # The groups share this machine's cores: each gets its share of torch's threads. With torch's default (all
+    # cores each) groups that compute in step with each other spin against each other, 2-3x slower on 2 cores.
+    threads = str(max(1, len(os.sched_getaffinity(0)) // groups))
+    env = {"RUST_LOG": "warn", "OMP_NUM_THREADS": threads} | dict(os.environ)  # RUST_LOG: torchft logs every quorum
     return subprocess.Popen(command, env=env)
 
 
@@ -49,10 +43,10 @@ def launch(cfg: Config) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config_json = out / "config.json"
     config_json.write_text(json.dumps(to_dict(cfg), indent=2))
-    server = lighthouse(cfg)
-    address = server.address()  # type: ignore[attr-defined]
+    server = start_lighthouse(cfg)
+    address = server.address()
     (out / "lighthouse").write_text(address)
-    procs = {g: spawn(config_json, g, address) for g in range(cfg.ft.replica_groups)}
+    procs = {g: spawn(config_json, g, address, cfg.ft.replica_groups) for g in range(cfg.ft.replica_groups)}
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again
@@ -63,7 +57,7 @@ def launch(cfg: Config) -> int:
         for group, when in list(due.items()):
             if time.monotonic() >= when:
                 del due[group]
-                procs[group] = spawn(config_json, group, address)
+                procs[group] = spawn(config_json, group, address, cfg.ft.replica_groups)
                 _write_pids(out, procs)
         for group, proc in list(procs.items()):
             code = proc.poll()
@@ -86,7 +80,7 @@ def launch(cfg: Config) -> int:
             else:
                 log.error("replica group %d exited with %d", group, code)
                 failed = True
-    server.shutdown()  # type: ignore[attr-defined]
+    server.shutdown()
     reports = final_reports(out)
     summary = combine(reports) | {"restarts": sum(restarts.values())}
     (out / "goodput.json").write_text(dumps(summary))

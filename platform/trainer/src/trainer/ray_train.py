@@ -14,7 +14,8 @@ from typing import Any
 
 from trainer.config import Config, from_dict, to_dict
 from trainer.goodput import combine, dumps
-from trainer.worker import final_reports, run_dir, train
+from trainer.runs import final_reports, run_dir
+from trainer.worker import train
 
 
 def _worker_loop(config: dict[str, Any]) -> None:
@@ -22,7 +23,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
 
     cfg = from_dict(config)
     group = ray.train.get_context().get_world_rank()
-    report = train(cfg, group, os.environ["TORCHFT_LIGHTHOUSE"])
+    report = train(cfg, group, os.environ.get("TORCHFT_LIGHTHOUSE", ""))  # set by TorchftConfig
     ray.train.report({"step": report["step"], "loss": report["loss"], "goodput": report["goodput"]["goodput"]})
 
 
@@ -32,11 +33,14 @@ def trainer(cfg: Config) -> Any:
     from ray.train.v2.torch.torchft_config import TorchftConfig
 
     lighthouse = {"min_replicas": cfg.ft.min_replicas, "heartbeat_timeout_ms": cfg.ft.heartbeat_timeout_ms}
+    backend = "nccl" if cfg.ft.device == "cuda" else "gloo"
+    # Without fault tolerance: Ray's default torch setup, and no Lighthouse.
+    torch_config = TorchftConfig(lighthouse_kwargs=lighthouse, backend=backend) if cfg.ft.enabled else None
     return TorchTrainer(
         train_loop_per_worker=_worker_loop,
         train_loop_config=to_dict(cfg),
         scaling_config=ScalingConfig(num_workers=cfg.ft.replica_groups, use_gpu=cfg.ft.device == "cuda"),
-        torch_config=TorchftConfig(lighthouse_kwargs=lighthouse, backend="nccl" if cfg.ft.device == "cuda" else "gloo"),
+        torch_config=torch_config,
         run_config=RunConfig(
             name=cfg.run.name,
             storage_path=os.path.abspath(cfg.run.report_dir) if "://" not in cfg.run.report_dir else cfg.run.report_dir,

@@ -1,10 +1,33 @@
-"""Reading a run's per-group event logs (<report_dir>/<run>/events-<group>.jsonl): for tests, benchmarks, reports."""
+"""A run's reports under <report_dir>/<run>/: per-group event logs and progress, for tests, benchmarks, reports.
+
+``events-<group>.jsonl`` has one JSON line per event (steps with their participants, heals,
+checkpoints, failures, the final report); ``progress-<group>.json`` the highest step a group ever
+logged, which tells replayed steps from new ones after a resume.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
+
+from trainer.config import Config
+
+
+def run_dir(cfg: Config) -> Path:
+    return Path(cfg.run.report_dir) / cfg.run.name
+
+
+class EventLog:
+    """Appends one group's events; line-buffered, so a group that is killed loses at most its last line."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = path.open("a", buffering=1)
+
+    def write(self, event: str, **fields: Any) -> None:
+        self.file.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
 
 
 def read_events(run_dir: Path, group: int) -> list[dict[str, Any]]:
@@ -17,3 +40,20 @@ def read_events(run_dir: Path, group: int) -> list[dict[str, Any]]:
 def final_event(run_dir: Path, group: int) -> dict[str, Any] | None:
     finals = [e for e in read_events(run_dir, group) if e["event"] == "final"]
     return finals[-1] if finals else None
+
+
+def final_reports(out: Path) -> list[dict[str, Any]]:
+    """The goodput reports of every replica-group process that finished, from their event logs."""
+    groups = sorted(int(p.stem.split("-", 1)[1]) for p in out.glob("events-*.jsonl"))
+    return [e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final"]
+
+
+def high_water(cfg: Config, group: int) -> int:
+    """The highest step this group ever logged (-1: none): steps up to it are replays after a resume."""
+    path = run_dir(cfg) / f"progress-{group}.json"
+    return int(json.loads(path.read_text())["step"]) if path.exists() else -1
+
+
+def raise_high_water(cfg: Config, group: int, step: int) -> None:
+    if step > high_water(cfg, group):
+        (run_dir(cfg) / f"progress-{group}.json").write_text(json.dumps({"step": step}))

@@ -7,7 +7,8 @@ import logging
 import sys
 
 from trainer.config import from_dict
-from trainer.worker import EXIT_NONFINITE, NonFiniteStop, train
+from trainer.nonfinite import NonFiniteStop
+from trainer.worker import EXIT_NONFINITE, train
 
 
 def main() -> None:

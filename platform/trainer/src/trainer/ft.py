@@ -1,0 +1,308 @@
+"""Fault tolerance across replica groups: torchft when ``ft.enabled``, a no-op object with the same calls otherwise.
+
+The trainer makes the same calls either way, so it has no branches on whether fault tolerance is on:
+
+* ``begin_step`` / ``sync_gradients`` / ``report_error`` / ``step``: one inner step's protocol;
+* ``register_state``: the trainer's ``state_dict``/``load_state_dict``, which a healing peer fetches;
+* ``running``: the context the training loop runs in (DiLoCo's, once the resumed state is final);
+* ``current_step``, ``num_participants``, ``failure``, ``bytes_sent``, ``state_dict``: what happened.
+
+With torchft each replica group has a Manager (its own TCPStore; gloo on CPU, NCCL on GPU) that
+joins the Lighthouse's quorum, heals the group from a live peer and decides per step whether it
+commits. DDP averages gradients every step through ``Manager.allreduce`` (gradsync.py); DiLoCo
+(``torchft.local_sgd.DiLoCo``) takes inner steps alone and averages pseudo-gradients every
+``sync_every / fragments`` of them. Only torchft's public API is used: no private fields, no patched
+methods (tests/trainer/test_trainer.py checks the source).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
+from typing import Any, Protocol
+
+import torch
+
+from trainer.config import Config
+from trainer.gradsync import allreduce_gradients
+
+StateDict = dict[str, Any]
+
+
+class FaultTolerance(Protocol):
+    """What the trainer asks of fault tolerance. A committed step may take several inner steps (DiLoCo)."""
+
+    inner_steps_per_commit: int
+
+    def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
+        """What a healing peer fetches from this group, and how this group applies what it fetched."""
+
+    def running(
+        self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
+    ) -> AbstractContextManager[object]:
+        """The context the training loop runs in; enter it after resuming."""
+
+    def begin_step(self) -> None:
+        """Before the forward pass."""
+
+    def sync_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        """After the backward pass: average gradients over the quorum where the algorithm does that each step."""
+
+    def report_error(self, error: Exception) -> None:
+        """This step must not commit (e.g. a non-finite loss); call before ``step``."""
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Step ``optimizer`` if this step may commit; False when no inner step was taken (it does not count)."""
+
+    def current_step(self) -> int:
+        """Committed steps."""
+
+    def num_participants(self) -> int:
+        """Replica groups in the current quorum."""
+
+    def failure(self) -> str | None:
+        """Why the current step cannot commit, if a collective failed (one line); None otherwise."""
+
+    def bytes_sent(self) -> int:
+        """Bytes this group handed to all-reduces so far: the communication its steps cost."""
+
+    def state_dict(self) -> dict[str, int]:
+        """The committed-step counters, for checkpoints (the torchft Manager's state_dict)."""
+
+    def load_state_dict(self, state: dict[str, int]) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class Lighthouse(Protocol):
+    def address(self) -> str: ...
+
+    def shutdown(self) -> None: ...
+
+
+def fault_tolerance(cfg: Config, group: int, lighthouse: str) -> FaultTolerance:
+    """Fault tolerance for replica group ``group``; ``lighthouse`` is the torchft Lighthouse's address (unused when off)."""
+    if not cfg.ft.enabled:
+        return NoFaultTolerance()
+    if cfg.optim.algorithm == "diloco":
+        return TorchftDiLoCo(cfg, group, lighthouse)
+    return Torchft(cfg, group, lighthouse)
+
+
+def start_lighthouse(cfg: Config) -> Lighthouse:
+    """The torchft Lighthouse for the local launcher (Ray runs its own); a stand-in when fault tolerance is off."""
+    if not cfg.ft.enabled:
+        return NoLighthouse()
+    from torchft.coordination import LighthouseServer
+
+    server: Lighthouse = LighthouseServer(
+        bind="[::]:0",
+        min_replicas=cfg.ft.min_replicas,
+        join_timeout_ms=1000,
+        quorum_tick_ms=100,
+        heartbeat_timeout_ms=cfg.ft.heartbeat_timeout_ms,
+    )
+    return server
+
+
+class NoLighthouse:
+    def address(self) -> str:
+        return ""
+
+    def shutdown(self) -> None:
+        return None
+
+
+class NoFaultTolerance:
+    """``ft.enabled=false``: one replica group alone. A step commits unless an error was reported; nothing is sent."""
+
+    inner_steps_per_commit = 1
+
+    def __init__(self) -> None:
+        self.step_count = 0
+        self.batches_committed = 0
+        self.error: Exception | None = None
+
+    def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
+        return None  # no peer ever asks
+
+    def running(
+        self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
+    ) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def begin_step(self) -> None:
+        self.error = None
+
+    def sync_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        return None
+
+    def report_error(self, error: Exception) -> None:
+        self.error = error
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        if self.error is None:
+            optimizer.step()
+            self.step_count += 1
+            self.batches_committed += 1
+        return True  # retried with the same batch, like an uncommitted torchft step
+
+    def current_step(self) -> int:
+        return self.step_count
+
+    def num_participants(self) -> int:
+        return 1
+
+    def failure(self) -> str | None:
+        return None  # no collectives
+
+    def bytes_sent(self) -> int:
+        return 0
+
+    def state_dict(self) -> dict[str, int]:
+        # The torchft Manager's keys: a checkpoint resumes whether fault tolerance was on or off.
+        return {"step": self.step_count, "batches_committed": self.batches_committed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.step_count, self.batches_committed = int(state["step"]), int(state["batches_committed"])
+
+    def shutdown(self) -> None:
+        return None
+
+
+class Torchft:
+    """A torchft Manager for this replica group; gradients are averaged over the quorum every step (DDP)."""
+
+    inner_steps_per_commit = 1
+    async_quorum = True  # the quorum is computed during the forward pass
+
+    def __init__(self, cfg: Config, group: int, lighthouse: str) -> None:
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+        from torchft import Manager
+
+        from trainer.counted_pg import counted_process_group
+
+        self.pg = counted_process_group(cfg.ft.device, timedelta(seconds=cfg.ft.timeout_s))
+        # A replica group is one process: its store is its own (multi-rank groups are not built).
+        self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
+        self.manager = Manager(
+            pg=self.pg,
+            load_state_dict=None,  # register_state() adds the trainer's
+            state_dict=None,
+            min_replica_size=cfg.ft.min_replicas,
+            use_async_quorum=self.async_quorum,
+            timeout=timedelta(seconds=cfg.ft.timeout_s),
+            quorum_timeout=timedelta(seconds=cfg.ft.quorum_timeout_s),
+            rank=0,
+            world_size=1,
+            store_addr="localhost",
+            store_port=self.store.port,
+            lighthouse_addr=lighthouse,
+            replica_id=f"{cfg.run.name}-{group}",
+            # Every group starts from the same seed, so the weights already agree at step 0; syncing them
+            # anyway would have a peer serve its state before its optimizers have any (trainer.py).
+            init_sync=False,
+        )
+
+    def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
+        def snapshot() -> StateDict:
+            # torchft's HTTP transport serves the tensors it is handed until the peer has read them, and on
+            # CPU it does not copy them first: without a snapshot, a peer reading while this group takes its
+            # next optimizer step gets a mix of two steps (and diverges).
+            return copy.deepcopy(state_dict())
+
+        self.manager.register_state_dict_fn("trainer", load_state_dict, snapshot)
+
+    def running(
+        self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
+    ) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def begin_step(self) -> None:
+        self.manager.start_quorum()
+
+    def sync_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        allreduce_gradients(self.manager, parameters)
+
+    def report_error(self, error: Exception) -> None:
+        self.manager.report_error(error)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        if self.manager.should_commit():  # False after a reported error or a failed collective: retried
+            optimizer.step()
+        return True
+
+    def current_step(self) -> int:
+        return int(self.manager.current_step())
+
+    def num_participants(self) -> int:
+        return int(self.manager.num_participants())
+
+    def failure(self) -> str | None:
+        errored = self.manager.errored()
+        if errored is None:
+            return None
+        text = str(errored.original_exception).splitlines()
+        return (text[0] if text else type(errored.original_exception).__name__)[:300]
+
+    def bytes_sent(self) -> int:
+        return int(self.pg.bytes_sent)
+
+    def state_dict(self) -> dict[str, int]:
+        state: dict[str, int] = self.manager.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.manager.load_state_dict(state)
+
+    def shutdown(self) -> None:
+        self.manager.shutdown(wait=False)
+
+
+class TorchftDiLoCo(Torchft):
+    """torchft's DiLoCo: inner steps alone, the pseudo-gradient of one fragment averaged every sync_every / fragments."""
+
+    async_quorum = False  # DiLoCo needs the quorum settled before it syncs
+
+    def __init__(self, cfg: Config, group: int, lighthouse: str) -> None:
+        super().__init__(cfg, group, lighthouse)
+        self.sync_every, self.fragment_sync_delay = cfg.optim.sync_every, cfg.optim.fragment_sync_delay
+        # torchft syncs one fragment every sync_every / fragments inner steps; each sync is one committed step.
+        self.inner_steps_per_commit = cfg.optim.sync_every // cfg.optim.fragments
+        self.skip = False
+
+    def running(
+        self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
+    ) -> AbstractContextManager[object]:
+        from torchft.local_sgd import DiLoCo
+
+        # Built only now: it copies the parameters (the reference of the next outer step) when built. It also
+        # registers its own state with the Manager (saved parameters, outer optimizers) for healing peers.
+        diloco: AbstractContextManager[object] = DiLoCo(
+            self.manager,
+            list(fragments),
+            inner,
+            list(outer),
+            sync_every=self.sync_every,
+            fragment_sync_delay=self.fragment_sync_delay,
+        )
+        return diloco
+
+    def begin_step(self) -> None:
+        self.skip = False  # DiLoCo starts its own quorums, before each sync
+
+    def sync_gradients(self, parameters: Iterable[torch.nn.Parameter]) -> None:
+        return None  # only pseudo-gradients travel, at syncs
+
+    def report_error(self, error: Exception) -> None:
+        super().report_error(error)  # a sync in flight (fragment_sync_delay) then does not commit either
+        self.skip = True
+
+    def step(self, optimizer: torch.optim.Optimizer) -> bool:
+        if self.skip:  # the inner step is skipped: its batch is retried
+            optimizer.zero_grad()
+            return False
+        optimizer.step()  # DiLoCo's optimizer hooks count inner steps and sync when one is due
+        return True

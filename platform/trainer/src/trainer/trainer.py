@@ -1,0 +1,157 @@
+"""The Trainer: one replica group's model, optimizers and data position, with one state_dict for healing and checkpoints.
+
+Shaped like torchtitan's trainer: a ``Stateful`` object whose ``state_dict()`` is both what a healing
+peer fetches (through torchft) and what a checkpoint holds (through DCP), and whose
+``load_state_dict()`` applies either. Fault tolerance is a separate object (ft.py) that takes the same
+calls whether it is on or off. The driver around it (events, checkpoints, goodput) is worker.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.checkpoint.stateful import Stateful
+
+from trainer.config import Config
+from trainer.data import Batches
+from trainer.ft import FaultTolerance
+from trainer.model import LanguageModel
+from trainer.nonfinite import NonFiniteError, NonFiniteGuard, NonFiniteStop
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one call of ``train_step`` did."""
+
+    inner_step: int  # 1-based: the batch's index + 1
+    loss: float
+    nonfinite: NonFiniteError | None  # reported, so the step did not commit; NonFiniteStop: nothing was stepped
+    counted: bool  # an inner step was taken (or, DDP, attempted): it counts towards the next sync
+    synced: bool  # it ended a sync period: the committed step moved on, or the attempt failed as a whole
+
+
+class Trainer(Stateful):
+    """Model, inner optimizer (AdamW), DiLoCo's outer optimizers, the data position and the RNGs of one replica group."""
+
+    def __init__(self, cfg: Config, group: int, ft: FaultTolerance) -> None:
+        torch.manual_seed(cfg.run.seed)  # identical initial weights in every group
+        random.seed(cfg.run.seed)
+        self.cfg, self.group, self.ft = cfg, group, ft
+        self.device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
+        self.model = LanguageModel(cfg.model).to(self.device)
+        o = cfg.optim
+        self.inner = torch.optim.AdamW(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay, betas=o.betas)
+        # DiLoCo: one outer optimizer per fragment (streaming DiLoCo syncs fragments in turn); none for DDP.
+        self.fragments = self.model.fragments(o.fragments) if o.algorithm == "diloco" else []
+        self.outer = [
+            torch.optim.SGD(f.parameters(), lr=o.outer_lr, momentum=o.outer_momentum, nesterov=o.nesterov)
+            for f in self.fragments
+        ]
+        self.batches = Batches(cfg.data, cfg.model.seq_len, cfg.model.vocab, group)
+        self.guard = NonFiniteGuard(cfg.run.max_nonfinite_steps)
+        # Inner steps taken since the last sync (DiLoCo). Our own count: DiLoCo keeps one privately.
+        self.since_sync = 0
+        self.target = -(-cfg.run.steps // ft.inner_steps_per_commit)  # committed steps for run.steps inner steps
+        self.injected = 0
+
+    @property
+    def step(self) -> int:
+        """Committed steps."""
+        return self.ft.current_step()
+
+    @property
+    def next_batch(self) -> int:
+        """Index of the next batch. It follows from the committed step, so a retried, healed or resumed step
+        sees exactly the batch it would have."""
+        return self.ft.current_step() * self.ft.inner_steps_per_commit + self.since_sync
+
+    # -- one state for healing and checkpoints ---------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything this group's training depends on, in DCP's form (parameters by fully qualified name).
+
+        Called on the training thread for checkpoints and by torchft's quorum thread when a peer heals from
+        this group (ft.py hands out a copy). DCP fills an optimizer without state by stepping it with zero
+        gradients, which must not race the training thread: only a group past step 0 serves peers (ft.py:
+        init_sync=False), so its AdamW has state, and DiLoCo's quorums run while the training thread waits.
+        """
+        return {
+            "model": get_model_state_dict(self.model),
+            "inner": get_optimizer_state_dict(self.model, self.inner),
+            "outer": [get_optimizer_state_dict(f, x) for f, x in zip(self.fragments, self.outer, strict=True)],
+            "manager": self.ft.state_dict(),
+            "data": {"group": self.group, "next_batch": self.next_batch},
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Apply a peer's state (healing) or a loaded checkpoint (resume)."""
+        set_model_state_dict(self.model, state_dict["model"])
+        set_optimizer_state_dict(self.model, self.inner, state_dict["inner"])
+        for f, x, saved in zip(self.fragments, self.outer, state_dict["outer"], strict=True):
+            set_optimizer_state_dict(f, x, saved)
+        self.ft.load_state_dict(state_dict["manager"])
+        # A peer serves its state from inside a step, as the healing group loads it: both are equally far
+        # into the sync period. A checkpoint is taken at a sync (0). Anything else (sync_every changed
+        # since) restarts the period, as DiLoCo's own count does.
+        since = int(state_dict["data"]["next_batch"]) - self.ft.current_step() * self.ft.inner_steps_per_commit
+        self.since_sync = since if 0 <= since < self.ft.inner_steps_per_commit else 0
+        torch.set_rng_state(state_dict["rng"]["torch"])
+        random.setstate(state_dict["rng"]["python"])
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def train_step(self) -> Step:
+        """One inner step on the next batch: forward, backward, the non-finite guard, then the optimizer if allowed."""
+        index = self.next_batch
+        tokens = self.batches.batch(index).to(self.device)
+        self.ft.begin_step()
+        self.inner.zero_grad()
+        loss = self.model.loss(tokens)
+        run = self.cfg.run
+        if index + 1 == run.inject_nan_at_step and self.injected < run.inject_nan_times:
+            self.injected += 1  # documented fault injection (run.inject_nan_*), off by default
+            loss = loss * float("nan")
+        loss.backward()  # type: ignore[no-untyped-call]
+        if not torch.isfinite(loss):
+            # Carry it into the all-reduce: every group of this step's quorum then sees a non-finite
+            # norm and refuses to commit (should_commit is decided per group, not per quorum).
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    p.grad.fill_(float("nan"))
+        self.ft.sync_gradients(self.model.parameters())
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
+        nonfinite = self.guard.check(index + 1, loss.item(), grad_norm.item())
+        if nonfinite is not None:
+            self.ft.report_error(nonfinite)  # before the optimizer step: the weights stay as they were
+            if isinstance(nonfinite, NonFiniteStop):
+                return Step(index + 1, loss.item(), nonfinite, counted=False, synced=False)
+        counted = self.ft.step(self.inner)
+        if counted:
+            self.since_sync = (self.since_sync + 1) % self.ft.inner_steps_per_commit
+        return Step(index + 1, loss.item(), nonfinite, counted, synced=counted and self.since_sync == 0)
+
+    # -- reports ----------------------------------------------------------------------------------
+
+    def weights_digest(self) -> str:
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    @torch.no_grad()
+    def eval_loss(self) -> float:
+        """Loss on held-out batches (indices no training step uses)."""
+        losses = [self.model.loss(self.batches.batch(10**9 + i).to(self.device)).item() for i in range(4)]
+        return sum(losses) / len(losses)
