@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainer.kube_events import REASON, FailureReporter
+from trainer.kube_events import FailureReporter
 
+from contract import names
 from tests.warden.fakes import ApiState, FakeApiServer, serving
 from warden.trust import Verdicts, nccl_failures
 
@@ -33,7 +34,7 @@ def test_a_failure_becomes_an_event_warden_counts_for_the_node(api: tuple[ApiSta
     (request,) = state.requests
     assert (request.method, request.path) == ("POST", "/api/v1/namespaces/team-research/events")
     assert (request.auth, request.content_type) == ("Bearer trainer-token", "application/json")
-    assert request.body["reason"] == REASON
+    assert request.body["reason"] == names.NCCL_FAILURE_REASON
     assert request.body["source"] == {"component": "meridian-trainer", "host": "gke-h200-a-0007"}
     assert request.body["involvedObject"]["name"] == "pretrain-worker-3"
     # Rate-limited: a second failure 10 s later is not posted, one 40 s later is.

@@ -10,19 +10,16 @@ Outside a cluster it does nothing.
 
 from __future__ import annotations
 
-import json
 import logging
-import ssl
 import time
-import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from contract import incluster, names
+
 log = logging.getLogger("trainer")
-REASON = "NCCLFailure"
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 def event_body(pod: str, namespace: str, node: str, message: str, now: float) -> dict[str, Any]:
@@ -32,7 +29,7 @@ def event_body(pod: str, namespace: str, node: str, message: str, now: float) ->
         "kind": "Event",
         "metadata": {"generateName": f"{pod}.nccl-", "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": namespace},
-        "reason": REASON,
+        "reason": names.NCCL_FAILURE_REASON,
         "message": message[:1024],
         "type": "Warning",
         "source": {"component": "meridian-trainer", "host": node},
@@ -48,40 +45,31 @@ class FailureReporter:
     def __init__(
         self,
         env: Mapping[str, str],
-        account: Path = SERVICE_ACCOUNT,
+        account: Path = incluster.SERVICE_ACCOUNT,
         interval_s: float = 30.0,
         api: str | None = None,
     ) -> None:
         self.node, self.pod, self.namespace = env.get("NODE_NAME"), env.get("POD_NAME"), env.get("POD_NAMESPACE")
-        host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
-        self.api = api or (f"https://{host}:{port}" if host else None)
-        self.account, self.interval_s, self.last = account, interval_s, float("-inf")
+        token = account / "token"
+        self.cluster = (
+            incluster.Cluster(api, str(token)) if api and token.is_file() else incluster.discover(env, account)
+        )
+        self.interval_s, self.last = interval_s, float("-inf")
 
     @property
     def enabled(self) -> bool:
-        return bool(self.api and self.node and self.pod and self.namespace and (self.account / "token").exists())
+        return bool(self.cluster and self.node and self.pod and self.namespace)
 
     def report(self, message: str, now: float | None = None) -> bool:
         now = time.time() if now is None else now
-        node, pod, namespace = self.node, self.pod, self.namespace
-        if not (self.enabled and node and pod and namespace) or now - self.last < self.interval_s:
+        node, pod, namespace, cluster = self.node, self.pod, self.namespace, self.cluster
+        if not (cluster and node and pod and namespace) or now - self.last < self.interval_s:
             return False
         self.last = now
-        body = json.dumps(event_body(pod, namespace, node, message, now)).encode()
-        request = urllib.request.Request(
-            f"{self.api}/api/v1/namespaces/{namespace}/events",
-            data=body,
-            method="POST",
-            headers={
-                "Authorization": f"Bearer {(self.account / 'token').read_text().strip()}",
-                "Content-Type": "application/json",
-            },
-        )
-        ca = self.account / "ca.crt"
-        context = ssl.create_default_context(cafile=str(ca)) if ca.exists() else None
+        body = event_body(pod, namespace, node, message, now)
         try:
-            with urllib.request.urlopen(request, timeout=5, context=context):
-                return True
-        except OSError as error:  # reporting must never stop training
-            log.warning("could not post the NCCLFailure event: %s", error)
+            incluster.request(cluster, "POST", f"/api/v1/namespaces/{namespace}/events", body, timeout=5)
+            return True
+        except incluster.ApiError as error:  # reporting must never stop training
+            log.warning("could not post the %s event: %s", names.NCCL_FAILURE_REASON, error)
             return False
