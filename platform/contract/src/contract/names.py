@@ -124,6 +124,11 @@ PREFLIGHT_REPORT_SCHEMA = "meridian.preflight/v1"
 # --- ConfigMaps the generator writes and the components read --------------------------------------
 WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARDEN_NAMESPACE
 
+# --- Environment gkr sets in a training pod and the trainer reads ---------------------------------
+PEAK_TFLOPS_ENV = "MERIDIAN_PEAK_BF16_TFLOPS"  # dense bf16 peak per GPU of the pod's machine: MFU's denominator
+REPLICA_GROUPS_ENV = "MERIDIAN_REPLICA_GROUPS"  # how many replica groups the job's GPUs form
+GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica group
+
 # --- Metric names ---------------------------------------------------------------------------------
 WARDEN_TRANSITIONS = "warden_transitions_total"
 WARDEN_COMMANDS = "warden_commands_total"
