@@ -61,23 +61,21 @@ def problems(spec: JobSpec) -> list[Problem]:
     gpus = pods * per_pod
     job = f"the {gpus:,} GPUs of {pods:,} pods x {per_pod}"
     ok = sizes(pods, per_pod)
-    if spec.replica_groups is not None and spec.group_size is not None:
-        if spec.replica_groups * spec.group_size != gpus:
-            return [
-                Problem(
-                    ("group_size",),
-                    f"replica_groups {spec.replica_groups:,} x group_size {spec.group_size:,} = "
-                    f"{spec.replica_groups * spec.group_size:,}, not {job}; set only one of them",
-                )
-            ]
-    if spec.group_size is not None:
-        size = spec.group_size
+    count, size = spec.replica_groups, spec.group_size
+    if count is not None and size is not None and count * size != gpus:
+        return [
+            Problem(
+                ("group_size",),
+                f"replica_groups {count:,} x group_size {size:,} = {count * size:,}, not {job}; set only one of them",
+            )
+        ]
+    if size is not None:
         if gpus % size:
             return [Problem(("group_size",), f"group_size {size:,} does not divide {job}; use {_listed(ok)}")]
         if size not in ok:
             return [Problem(("group_size",), f"group_size {size:,} {_split(per_pod)}; use {_listed(ok)}")]
         return []
-    count = spec.replica_groups or 1
+    count = count or 1
     counts = sorted(gpus // s for s in ok)
     if gpus % count:
         return [Problem(("replica_groups",), f"{count:,} replica groups do not divide {job}; use {_listed(counts)}")]

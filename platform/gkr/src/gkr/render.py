@@ -223,7 +223,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     }
 
 
-def trainer_env(r: Resolved) -> list[dict[str, str]]:
+def trainer_env(r: Resolved) -> list[dict[str, Any]]:
     """What the trainer reads about the job as a whole, on every pod of it: the Ray head runs the
     driver, which forms the groups and reports MFU; the workers hold the GPUs.
 
@@ -232,7 +232,7 @@ def trainer_env(r: Resolved) -> list[dict[str, str]]:
     """
     if r.spec.gpus_per_pod == 0:
         return []
-    env = [{"name": names.PEAK_TFLOPS_ENV, "value": f"{r.machine.peak_bf16_tflops:g}"}]
+    env: list[dict[str, Any]] = [{"name": names.PEAK_TFLOPS_ENV, "value": f"{r.machine.peak_bf16_tflops:g}"}]
     shape = groups.shape(r.spec)
     if shape is not None:
         env += [
