@@ -35,7 +35,7 @@ def test_summary_states_the_arithmetic(gkr: Callable[..., Result]) -> None:
     assert result.stderr.splitlines() == [
         "rayjob llama-70b-pretrain -> gke_meridian-train-prod_us-central1_meridian-us-central1 "
         "(namespace team-pretraining, queue pretraining, priority high, pool h200-a)",
-        "128 pods x 8 H200 = 1,024 GPUs in 16 replica groups x 64 GPUs (8 pods each); 128 x 201 CPU = 25,728 CPU; 128 x 2.59 TiB = 332 TiB requested; Ray head 8 CPU, 32 GiB",
+        "128 pods x 8 H200 = 1,024 GPUs; 128 x 201 CPU = 25,728 CPU; 128 x 2.59 TiB = 332 TiB requested; Ray head 8 CPU, 32 GiB",
     ]
 
 
