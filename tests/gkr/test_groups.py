@@ -185,6 +185,14 @@ def test_the_summary_shows_the_shape(gkr: Callable[..., Result]) -> None:
         second_line("--pods", "2", "--group-size", "4")
         == "2 pods x 8 H200 = 16 GPUs in 4 replica groups x 4 GPUs (2 per pod)"
     )
+    assert (
+        second_line("--pods", "2", "--group-size", "8")
+        == "2 pods x 8 H200 = 16 GPUs in 2 replica groups x 8 GPUs (one pod each)"
+    )
+    assert (
+        second_line("--pods", "2", "--replica-groups", "1")
+        == "2 pods x 8 H200 = 16 GPUs in 1 replica group x 16 GPUs (2 pods each)"
+    )
     assert second_line("--pods", "2") == "2 pods x 8 H200 = 16 GPUs"
 
 
