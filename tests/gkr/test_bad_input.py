@@ -277,6 +277,8 @@ keys = st.sampled_from(
         "checkpoint",
         "cpus_per_pod",
         "datasets",
+        "replica_groups",
+        "group_size",
         "junk",
     ]
 )

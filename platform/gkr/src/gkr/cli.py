@@ -138,6 +138,10 @@ def submit(
     ] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="GPU pods (Ray workers)")] = None,
     gpus_per_pod: Annotated[int | None, typer.Option("--gpus-per-pod")] = None,
+    replica_groups: Annotated[
+        int | None, typer.Option("--replica-groups", help="replica groups the GPUs form (or give --group-size)")
+    ] = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", help="GPUs (ranks) in each replica group")] = None,
     cpus_per_pod: Annotated[int | None, typer.Option("--cpus-per-pod")] = None,
     memory_per_pod_gib: Annotated[int | None, typer.Option("--memory-per-pod-gib")] = None,
     priority: Annotated[str | None, typer.Option("--priority")] = None,
@@ -168,7 +172,8 @@ def submit(
         )
     given = {
         "name": name, "kind": kind, "team": team, "region": region, "pool": pool, "image": image, "pods": pods,
-        "gpus_per_pod": gpus_per_pod, "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
+        "gpus_per_pod": gpus_per_pod, "replica_groups": replica_groups, "group_size": group_size,
+        "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
     }  # fmt: skip
     _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context)

@@ -9,6 +9,8 @@ import safeyaml
 from contract.problem import Invalid, Problem, dotted
 from gkr.spec import JobSpec, parse_job
 
+GROUP_SHAPE = {"replica_groups", "group_size"}
+
 
 @dataclass(frozen=True)
 class Origins:
@@ -48,6 +50,9 @@ def read_job(file: str | None, flags: dict[str, tuple[str, Any]]) -> tuple[JobSp
         data = dict(source.data)
     for key, (_, value) in flags.items():
         data[key] = value
+    # Two views of one shape: a flag that gives either replaces the file's shape, not half of it.
+    if GROUP_SHAPE & flags.keys():
+        data = {k: v for k, v in data.items() if k not in GROUP_SHAPE or k in flags}
     origins = Origins(file, source, {key: flag for key, (flag, _) in flags.items()})
     spec, problems = parse_job(data)
     if spec is None:

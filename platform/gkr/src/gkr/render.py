@@ -19,6 +19,7 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contract import names
+from gkr import groups
 from gkr.resolve import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -188,6 +189,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, f"{CHECKPOINT_MOUNT},only-dir={only_dir}"))
         mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
         env.append({"name": "MERIDIAN_CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
+    env += trainer_env(r)
     for index, dataset in enumerate(spec.datasets):
         volumes.append(_gcsfuse(f"dataset-{index}", dataset, DATASET_MOUNT, read_only=True))
         mounts.append({"name": f"dataset-{index}", "mountPath": f"{DATA_DIR}/{dataset}", "readOnly": True})
@@ -219,6 +221,25 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         "ports": [],
         "spec_extra": {},
     }
+
+
+def trainer_env(r: Resolved) -> list[dict[str, Any]]:
+    """What the trainer reads about the job as a whole, on every pod of it: the Ray head runs the
+    driver, which forms the groups and reports MFU; the workers hold the GPUs.
+
+    The peak of the job's GPU machine (MFU's denominator), and the replica-group shape when the
+    job sets one (else the trainer's own ft.replica_groups decides, as before).
+    """
+    if r.spec.gpus_per_pod == 0:
+        return []
+    env: list[dict[str, Any]] = [{"name": names.PEAK_TFLOPS_ENV, "value": f"{r.machine.peak_bf16_tflops:g}"}]
+    shape = groups.shape(r.spec)
+    if shape is not None:
+        env += [
+            {"name": names.REPLICA_GROUPS_ENV, "value": str(shape[0])},
+            {"name": names.GROUP_SIZE_ENV, "value": str(shape[1])},
+        ]
+    return env
 
 
 def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from contract import names
 from contract.problem import Problem, one_of
 from contract.registry import Machine, Pool, Region, Registry, Team
-from gkr import defaults
+from gkr import defaults, groups
 from gkr.spec import JobSpec, Ray
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -224,6 +224,8 @@ def _check(r: Resolved) -> list[Problem]:
         ),
     ]
     out = [Problem((field,), what) for wrong, field, what in checks if wrong]
+    if not any(wrong for wrong, field, _ in checks if field in ("gpus_per_pod", "pods")):
+        out += groups.problems(spec)  # only on a sound pod shape: one cause, one line (and bounded pods)
     out += _cpu_capacity(r)
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:

@@ -26,6 +26,8 @@ FLAG_NAMES = {
     "image": "--image",
     "pods": "--pods",
     "gpus_per_pod": "--gpus-per-pod",
+    "replica_groups": "--replica-groups",
+    "group_size": "--group-size",
     "cpus_per_pod": "--cpus-per-pod",
     "memory_per_pod_gib": "--memory-per-pod-gib",
     "priority": "--priority",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gkr import groups
 from gkr.resolve import Resolved
 
 
@@ -14,6 +15,14 @@ def summary(r: Resolved, context: str | None = None) -> str:
     s = r.spec
     pods, model = s.pods, r.machine.gpu_model or "GPU"
     gpus = f"{pods} pods x {s.gpus_per_pod} {model} = {r.gpus:,} GPUs" if s.gpus_per_pod else f"{pods} pods, no GPUs"
+    shape = groups.shape(s)
+    if shape is not None and s.gpus_per_pod:
+        count, size = shape
+        per_pod = s.gpus_per_pod
+        where = {per_pod: "one pod each"}.get(size) or (
+            f"{size // per_pod} pods each" if size > per_pod else f"{per_pod // size} per pod"
+        )
+        gpus += f" in {count:,} replica group{'s' if count > 1 else ''} x {size:,} GPUs ({where})"
     cpus = f"{pods} x {r.cpus} CPU = {pods * r.cpus:,} CPU"
     memory = f"{pods} x {_gib(r.memory_gib)} = {_gib(pods * r.memory_gib)} requested"
     where = f"{s.kind} {s.name} -> {context or r.context} (namespace {r.namespace}, queue {r.queue}, priority {r.priority}, pool {r.pool.name})"
