@@ -75,15 +75,18 @@ class Console:
 
     def poll(self) -> None:
         steps: dict[int, list[dict[str, Any]]] = {}
+        stops: list[str] = []  # after the steps: a group stops after the last step it logged
         for event in self._new_events():
             if event.get("event") == "step" and isinstance(event.get("step"), int):
                 steps.setdefault(event["step"], []).append(event)
             elif event.get("event") == "stopped":
-                self.print(f"replica group {event.get('group')}: {event.get('reason')}")
+                stops.append(f"replica group {event.get('group')}: {event.get('reason')}")
         for step in sorted(steps):
             if step not in self.printed:
                 self.printed.add(step)
                 self.print(self.step_line(step, steps[step]))
+        for line in stops:
+            self.print(line)
 
     def step_line(self, step: int, reports: list[dict[str, Any]]) -> str:
         def mean(key: str) -> float | None:
