@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from trainer.console import Console, native_stderr_to, outcome_line
 from trainer.runs import EventLog, final_reports
 
@@ -64,10 +65,15 @@ def test_a_failed_run_never_reports_an_earlier_runs_goodput(tmp_path: Path) -> N
     assert final_reports(tmp_path, since=started) == []
     summary = {"goodput": 0.0, "replica_group_reports": 0}
     line = outcome_line("r", "failed: replica group 1 exited with -9", summary, tmp_path)
-    assert line == f"run r failed: replica group 1 exited with -9; goodput r: n/a (no replica group finished); logs in {tmp_path}"
+    assert (
+        line
+        == f"run r failed: replica group 1 exited with -9; goodput r: n/a (no replica group finished); logs in {tmp_path}"
+    )
 
 
-def test_native_writes_to_fd_2_go_to_the_file_and_python_stderr_stays(tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
+def test_native_writes_to_fd_2_go_to_the_file_and_python_stderr_stays(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     log = tmp_path / "native.log"
     with native_stderr_to(log):
         os.write(2, b"INFO lighthouse quorum\n")  # what Rust's logger does
@@ -75,4 +81,6 @@ def test_native_writes_to_fd_2_go_to_the_file_and_python_stderr_stays(tmp_path: 
     os.write(2, b"after\n")
     assert log.read_text() == "INFO lighthouse quorum\n"
     err = capfd.readouterr().err
-    assert "launcher warning" in err and "after" in err and "lighthouse" not in err
+    assert "launcher warning" in err
+    assert "after" in err
+    assert "lighthouse" not in err

@@ -93,7 +93,10 @@ def _launch(cfg: Config, out: Path) -> int:
             else:
                 log.error("replica group %d exited with %d", group, code)
                 failed = True
-                why = why or f"replica group {group} exited with {code} after {restarts[group]} restart(s) ({group_log(out, group)})"
+                why = (
+                    why
+                    or f"replica group {group} exited with {code} after {restarts[group]} restart(s) ({group_log(out, group)})"
+                )
     server.shutdown()
     console.poll()
     code = final or (1 if failed else 0)

@@ -77,7 +77,9 @@ def checkpoint_dir_writable(cfg: Config) -> str | None:
         fs.rm(path)
     except Exception as error:  # any failure here is the answer: the run could not checkpoint
         why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
-        return f"checkpoint.dir: {cfg.checkpoint.dir} is not writable ({why[:200]}); set checkpoint.dir=<a writable path>"
+        return (
+            f"checkpoint.dir: {cfg.checkpoint.dir} is not writable ({why[:200]}); set checkpoint.dir=<a writable path>"
+        )
     return None
 
 

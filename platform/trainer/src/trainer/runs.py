@@ -49,9 +49,7 @@ def final_reports(out: Path, since: float = 0.0) -> list[dict[str, Any]]:
     to by every run of the same name, and a run that failed must not report an earlier run's goodput.
     """
     groups = sorted(int(p.stem.split("-", 1)[1]) for p in out.glob("events-*.jsonl"))
-    return [
-        e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final" and e["time"] >= since
-    ]
+    return [e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final" and e["time"] >= since]
 
 
 def high_water(cfg: Config, group: int) -> int:
