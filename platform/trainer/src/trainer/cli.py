@@ -21,10 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"train.py: {error}", file=sys.stderr)
         return 2
+    from trainer.preconditions import first_problem
     from trainer.resume import start_refusal
     from trainer.worker import EXIT_REFUSED
 
-    refusal = start_refusal(cfg)
+    refusal = first_problem(cfg) or start_refusal(cfg)
     if refusal is not None:
         print(f"train.py: {refusal}", file=sys.stderr)
         return EXIT_REFUSED

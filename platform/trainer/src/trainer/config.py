@@ -7,9 +7,14 @@ values are one line: where, what, how to fix (ConfigError).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from contract.names import PEAK_TFLOPS_ENV
 
 
 class ConfigError(Exception):
@@ -61,12 +66,21 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Model:
+    """A decoder-only transformer (model.py); the sizes are configs/model/*.yaml."""
+
     vocab: int = 256
     d_model: int = 64
     layers: int = 2
     heads: int = 4
+    kv_heads: int = 0  # grouped-query attention: key/value heads (0: as many as heads)
+    ffn_dim: int = 0  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
     seq_len: int = 64
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
     dropout: float = 0.0
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast anywhere; fp32: never. Parameters stay fp32.
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    activation_checkpointing: bool = False  # recompute each block in the backward pass (less memory)
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,13 @@ class Optim:
 
 
 @dataclass(frozen=True)
+class Perf:
+    # Dense bf16 peak per GPU in TFLOPS, MFU's denominator. 0: from $MERIDIAN_PEAK_BF16_TFLOPS (gkr sets
+    # it from the fleet registry); still 0 (CPU, unknown machine): MFU is reported as n/a.
+    peak_tflops: float = 0.0
+
+
+@dataclass(frozen=True)
 class Config:
     run: Run
     ft: FaultTolerance
@@ -101,6 +122,7 @@ class Config:
     model: Model
     data: Data
     optim: Optim
+    perf: Perf
     extra: dict[str, Any]  # keys added with `+` that the schema does not know: kept for the user's code
 
 
@@ -109,7 +131,7 @@ _POSITIVE = {
     "run.steps", "run.log_every", "run.max_nonfinite_steps", "run.inject_nan_times", "ft.replica_groups",
     "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s", "ft.heartbeat_timeout_ms", "ft.restart_delay_s",
     "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
-    "model.layers", "model.heads", "model.seq_len", "data.batch_size", "data.branching", "optim.lr",
+    "model.layers", "model.heads", "model.seq_len", "model.rope_theta", "model.norm_eps", "data.batch_size", "data.branching", "optim.lr",
     "optim.sync_every", "optim.outer_lr", "optim.fragments",
 }  # fmt: skip
 
@@ -196,8 +218,7 @@ def _cross_checks(config: Config) -> Config:
         )
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
-    if config.model.d_model % config.model.heads:
-        raise ConfigError(f"model.heads: {config.model.heads} does not divide model.d_model {config.model.d_model}")
+    _model_checks(config)
     if not 0 <= config.optim.outer_momentum < 1:
         raise ConfigError(f"optim.outer_momentum: must be in [0, 1), got {config.optim.outer_momentum}")
     if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
@@ -209,6 +230,41 @@ def _cross_checks(config: Config) -> Config:
     if config.optim.algorithm == "diloco" and config.optim.fragments > config.model.layers:
         raise ConfigError(f"optim.fragments: {config.optim.fragments} > model.layers {config.model.layers}")
     return config
+
+
+def _model_checks(config: Config) -> None:
+    m = config.model
+    if m.d_model % m.heads:
+        raise ConfigError(f"model.heads: {m.heads} does not divide model.d_model {m.d_model}")
+    if m.kv_heads < 0 or m.ffn_dim < 0 or config.perf.peak_tflops < 0:
+        key = "model.kv_heads" if m.kv_heads < 0 else "model.ffn_dim" if m.ffn_dim < 0 else "perf.peak_tflops"
+        raise ConfigError(f"{key}: must be >= 0 (0: the default), got a negative value")
+    if m.kv_heads and m.heads % m.kv_heads:
+        raise ConfigError(f"model.kv_heads: {m.kv_heads} does not divide model.heads {m.heads}")
+    if (m.d_model // m.heads) % 2:
+        raise ConfigError(
+            f"model.heads: head dimension d_model/heads = {m.d_model // m.heads} is odd; rotary embeddings need it even"
+        )
+    if not 0 <= m.dropout < 1:
+        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
+    if config.data.kind == "text" and m.vocab < 256:
+        raise ConfigError(f"model.vocab: {m.vocab} < 256, but data=text has byte tokens (0-255); set model.vocab>=256")
+
+
+def peak_from_env(config: Config, environ: Mapping[str, str]) -> Config:
+    """perf.peak_tflops from gkr's environment when the config leaves it at 0."""
+    raw = environ.get(PEAK_TFLOPS_ENV, "").strip()
+    if config.perf.peak_tflops or not raw:
+        return config
+    try:
+        peak = float(raw)
+    except ValueError:
+        peak = -1.0
+    if not (math.isfinite(peak) and peak >= 0):
+        raise ConfigError(
+            f"{PEAK_TFLOPS_ENV}: {raw[:40]!r} is not a number of TFLOPS; unset it or set perf.peak_tflops=<per GPU>"
+        )
+    return replace(config, perf=Perf(peak_tflops=peak))
 
 
 def compose(config_file: str | Path, overrides: list[str]) -> Config:
@@ -235,7 +291,7 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
         lines = [line.strip().rstrip(":.") for line in text.splitlines() if line.strip()]
         raise ConfigError(f"{path.name}: {'; '.join(lines) or type(error).__name__}") from None
     assert isinstance(data, dict)
-    return from_dict({str(k): v for k, v in data.items()})
+    return peak_from_env(from_dict({str(k): v for k, v in data.items()}), os.environ)
 
 
 def to_dict(config: Config) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from trainer.config import Config, to_dict
+from trainer.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
 from trainer.runs import final_reports, run_dir
@@ -34,13 +35,23 @@ def spawn(config_json: Path, group: int, address: str, groups: int) -> subproces
     # The groups share this machine's cores: each gets its share of torch's threads. With torch's default (all
     # cores each) groups that compute in step with each other spin against each other, 2-3x slower on 2 cores.
     threads = str(max(1, len(os.sched_getaffinity(0)) // groups))
-    env = {"RUST_LOG": "warn", "OMP_NUM_THREADS": threads} | dict(os.environ)  # RUST_LOG: torchft logs every quorum
-    return subprocess.Popen(command, env=env)
+    # torchft's INFO logs (every quorum) and everything else the group prints go to its log file, not the console.
+    env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
+    with group_log(config_json.parent, group).open("ab") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def launch(cfg: Config) -> int:
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
+    with native_stderr_to(out / "lighthouse.log"):  # the Lighthouse logs from Rust to fd 2
+        return _launch(cfg, out)
+
+
+def _launch(cfg: Config, out: Path) -> int:
+    started = time.time()
+    console = Console(out, committed_target(cfg))
+    why = ""  # why the run stopped or failed, for the final report
     config_json = out / "config.json"
     config_json.write_text(json.dumps(to_dict(cfg), indent=2))
     server = start_lighthouse(cfg)
@@ -54,6 +65,7 @@ def launch(cfg: Config) -> int:
     final = 0  # a group's exit code that no restart can fix: the run's exit code
     while procs or due:
         time.sleep(0.2)
+        console.poll()
         for group, when in list(due.items()):
             if time.monotonic() >= when:
                 del due[group]
@@ -69,6 +81,7 @@ def launch(cfg: Config) -> int:
             if code in (EXIT_REFUSED, EXIT_NONFINITE):
                 log.error("replica group %d exited with %d: final, not restarting it", group, code)
                 final = final or code
+                why = why or f"replica group {group} exited with {code} ({group_log(out, group)})"
                 continue
             if cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
                 restarts[group] += 1
@@ -80,12 +93,25 @@ def launch(cfg: Config) -> int:
             else:
                 log.error("replica group %d exited with %d", group, code)
                 failed = True
+                why = (
+                    why
+                    or f"replica group {group} exited with {code} after {restarts[group]} restart(s) ({group_log(out, group)})"
+                )
     server.shutdown()
-    reports = final_reports(out)
-    summary = combine(reports) | {"restarts": sum(restarts.values())}
+    console.poll()
+    code = final or (1 if failed else 0)
+    outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
+    reports = final_reports(out, since=started)  # this launch's groups only, never an earlier run's
+    summary = combine(reports) | {"restarts": sum(restarts.values()), "outcome": outcome}
     (out / "goodput.json").write_text(dumps(summary))
-    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {len(reports)} replica group report(s)")
-    return final or (1 if failed else 0)
+    print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
+    return code
+
+
+def committed_target(cfg: Config) -> int:
+    """The committed step the run ends at (a DiLoCo step is a sync: sync_every / fragments inner steps)."""
+    per = cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1
+    return -(-cfg.run.steps // per)
 
 
 def _write_pids(out: Path, procs: dict[int, subprocess.Popen[bytes]]) -> None:

@@ -10,6 +10,7 @@ RayJob (platform/trainer/README.md).
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from trainer.config import Config, from_dict, to_dict
@@ -51,9 +52,10 @@ def trainer(cfg: Config) -> Any:
 
 def launch(cfg: Config) -> int:
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # TorchftConfig belongs to Ray Train v2
+    started = time.time()
     result = trainer(cfg).fit()
     out = run_dir(cfg)
-    summary = combine(final_reports(out))
+    summary = combine(final_reports(out, since=started))  # this run's groups only
     (out / "goodput.json").write_text(dumps(summary))
     print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {summary['replica_group_reports']} replica groups")
     return 0 if result.error is None else 1

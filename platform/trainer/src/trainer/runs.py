@@ -42,10 +42,14 @@ def final_event(run_dir: Path, group: int) -> dict[str, Any] | None:
     return finals[-1] if finals else None
 
 
-def final_reports(out: Path) -> list[dict[str, Any]]:
-    """The goodput reports of every replica-group process that finished, from their event logs."""
+def final_reports(out: Path, since: float = 0.0) -> list[dict[str, Any]]:
+    """The goodput reports of every replica-group process that finished, from their event logs.
+
+    ``since``: only those written at or after this time (the launch's start): event logs are appended
+    to by every run of the same name, and a run that failed must not report an earlier run's goodput.
+    """
     groups = sorted(int(p.stem.split("-", 1)[1]) for p in out.glob("events-*.jsonl"))
-    return [e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final"]
+    return [e["goodput"] for g in groups for e in read_events(out, g) if e["event"] == "final" and e["time"] >= since]
 
 
 def high_water(cfg: Config, group: int) -> int:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from trainer.checkpoint import Checkpointer, CheckpointEvent
 from trainer.config import Config
+from trainer.flops import Window, flops_per_token
 from trainer.ft import fault_tolerance
 from trainer.goodput import Goodput
 from trainer.kube_events import FailureReporter
@@ -58,6 +60,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         pending: list[float] = []  # inner steps whose fate the next sync decides
         synced = trainer.step
         every = max(1, cfg.checkpoint.every // ft.inner_steps_per_commit)
+        window = throughput_window(cfg, ft.inner_steps_per_commit, goodput.clock)
+        window.start(trainer.step)
         while trainer.step < trainer.target:
             step_started = goodput.clock()
             result = trainer.train_step()
@@ -92,7 +96,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
             if step % cfg.run.log_every == 0 or step == trainer.target:
                 events.write(
                     "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
-                    bytes=ft.bytes_sent(),
+                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step),
                 )  # fmt: skip
                 raise_high_water(cfg, group, step)
             if step % every == 0:
@@ -115,6 +119,17 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
     ft.shutdown()
     return report
+
+
+def throughput_window(cfg: Config, inner_steps_per_commit: int, clock: Callable[[], float]) -> Window:
+    """tokens/s and MFU of this group per logging window (flops.py)."""
+    return Window(
+        tokens_per_step=inner_steps_per_commit * cfg.data.batch_size * cfg.model.seq_len,
+        flops_per_token=flops_per_token(cfg.model),
+        gpus=int(getattr(cfg.ft, "group_size", 1)),  # the group's GPUs (one rank each)
+        peak_tflops=cfg.perf.peak_tflops,
+        clock=clock,
+    )
 
 
 def _checkpoint_event(events: EventLog, event: CheckpointEvent) -> None:

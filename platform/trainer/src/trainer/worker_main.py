@@ -8,12 +8,14 @@ import sys
 
 from trainer.config import from_dict
 from trainer.nonfinite import NonFiniteStop
+from trainer.runs import EventLog, run_dir
 from trainer.worker import EXIT_NONFINITE, train
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("trainer").setLevel(logging.INFO)
+    logging.getLogger("torchft").setLevel(logging.INFO)  # this process's output is its group's log file
     config_json, group, address = sys.argv[1:4]
     with open(config_json) as f:
         cfg = from_dict(json.load(f))
@@ -22,6 +24,8 @@ def main() -> None:
     except NonFiniteStop as stop:
         # One line, and an exit code the local launcher treats as final: a restart would diverge again.
         print(f"replica group {group}: {stop}", file=sys.stderr, flush=True)
+        # stderr is the group's log file: the launcher's console shows this event instead.
+        EventLog(run_dir(cfg) / f"events-{group}.jsonl").write("stopped", group=int(group), reason=str(stop))
         sys.exit(EXIT_NONFINITE)
 
 

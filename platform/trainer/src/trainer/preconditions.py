@@ -1,0 +1,94 @@
+"""What must hold before the first step, checked once at start: one line each, exit 2.
+
+A run used to find out after four restarts and 400 steps that checkpoint.dir was read-only (and then
+reported an earlier run's goodput). Each check takes the configuration and returns a problem (one
+line: where, what, how to fix) or None. ``CHECKS`` is the list train.py runs, in order; the
+filesystem probe comes last, so a run refused for anything else writes nothing. Another part of the
+trainer adds its own check by appending a function to ``CHECKS``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from trainer.config import Config
+
+Check = Callable[[Config], str | None]
+
+
+def device_exists(cfg: Config) -> str | None:
+    if cfg.ft.device != "cuda" or cfg.run.launcher != "local":
+        return None  # under Ray the workers' nodes have the GPUs, not necessarily the driver's
+    import torch
+
+    if not torch.cuda.is_available():
+        return "ft.device: cuda requested but no CUDA device is visible here; set ft.device=cpu or run on a GPU node"
+    group_size = int(getattr(cfg.ft, "group_size", 1))  # ranks per replica group, one GPU each
+    count = torch.cuda.device_count()
+    if group_size > count:
+        return (
+            f"ft.group_size: {group_size} ranks per group need {group_size} GPUs on this machine, "
+            f"it has {count}; lower ft.group_size"
+        )
+    return None
+
+
+def data_path_exists(cfg: Config) -> str | None:
+    d = cfg.data
+    if d.kind != "text" or not d.path:
+        return None  # Markov data and the packaged corpus need no file
+    path = Path(d.path)
+    if not path.is_file():
+        return f"data.path: {d.path}: no such file; set data.path=<a text file> (empty: the packaged corpus)"
+    if not os.access(path, os.R_OK):
+        return f"data.path: {d.path}: not readable by this user; fix its permissions or copy it"
+    if path.stat().st_size < cfg.model.seq_len + 2:
+        return (
+            f"data.path: {d.path} has {path.stat().st_size} bytes, fewer than one sequence "
+            f"(model.seq_len {cfg.model.seq_len} + 2); use a longer file or a smaller model.seq_len"
+        )
+    return None
+
+
+def shape_divides(cfg: Config) -> str | None:
+    group_size = int(getattr(cfg.ft, "group_size", 1))
+    if cfg.data.batch_size % group_size:
+        return (
+            f"data.batch_size: {cfg.data.batch_size} does not split over ft.group_size {group_size} ranks; "
+            "set data.batch_size to a multiple of it"
+        )
+    return None
+
+
+def checkpoint_dir_writable(cfg: Config) -> str | None:
+    """Create the directory and a probe file in it, then remove the probe (any fsspec URL)."""
+    import fsspec  # type: ignore[import-untyped]
+
+    root = cfg.checkpoint.dir.rstrip("/")
+    probe = f"{root}/.write-probe-{uuid.uuid4().hex}"
+    try:
+        fs, path = fsspec.core.url_to_fs(probe)
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        with fs.open(path, "wb") as f:
+            f.write(b"probe")
+        fs.rm(path)
+    except Exception as error:  # any failure here is the answer: the run could not checkpoint
+        why = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+        return (
+            f"checkpoint.dir: {cfg.checkpoint.dir} is not writable ({why[:200]}); set checkpoint.dir=<a writable path>"
+        )
+    return None
+
+
+CHECKS: list[Check] = [device_exists, data_path_exists, shape_divides, checkpoint_dir_writable]
+
+
+def first_problem(cfg: Config, checks: list[Check] | None = None) -> str | None:
+    for check in CHECKS if checks is None else checks:
+        problem = check(cfg)
+        if problem is not None:
+            return problem
+    return None

@@ -1,0 +1,104 @@
+"""Start checks: what must hold before the first step fails at once, with one line and exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from trainer import preconditions
+from trainer.config import Config, compose
+
+from tests.trainer.conftest import CONFIG, TRAIN, overrides, run
+
+
+def cfg(tmp_path: Path, *extra: str) -> Config:
+    return compose(CONFIG, ["run.name=x", f"checkpoint.dir={tmp_path / 'ck'}", *extra])
+
+
+def test_a_good_configuration_passes_and_the_probe_leaves_nothing(tmp_path: Path) -> None:
+    assert preconditions.first_problem(cfg(tmp_path)) is None
+    assert list((tmp_path / "ck").iterdir()) == []
+
+
+def unwritable(tmp_path: Path, kind: str) -> str:
+    if kind == "under a file":
+        (tmp_path / "file").write_text("")
+        return str(tmp_path / "file" / "ck")
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        return str(tmp_path / "ro" / "ck")
+    return "/sys/meridian-ck"  # root writes through permissions; sysfs refuses even root
+
+
+@pytest.mark.parametrize("kind", ["under a file", "read-only"])
+def test_an_unwritable_checkpoint_dir(tmp_path: Path, kind: str) -> None:
+    path = unwritable(tmp_path, kind)
+    problem = preconditions.checkpoint_dir_writable(cfg(tmp_path, f"checkpoint.dir={path}"))
+    assert problem is not None
+    assert problem.startswith(f"checkpoint.dir: {path} is not writable (")
+    assert problem.endswith("set checkpoint.dir=<a writable path>")
+    assert "\n" not in problem
+
+
+def test_a_device_that_is_not_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    problem = preconditions.device_exists(cfg(tmp_path, "ft.device=cuda"))
+    assert (
+        problem
+        == "ft.device: cuda requested but no CUDA device is visible here; set ft.device=cpu or run on a GPU node"
+    )
+    assert (
+        preconditions.device_exists(cfg(tmp_path, "ft.device=cuda", "run.launcher=ray")) is None
+    )  # the driver may have none
+    assert preconditions.device_exists(cfg(tmp_path)) is None
+
+
+def test_a_data_path_that_is_not_there_or_too_short(tmp_path: Path) -> None:
+    missing = preconditions.data_path_exists(cfg(tmp_path, "data=text", f"data.path={tmp_path / 'nope.txt'}"))
+    assert (
+        missing
+        == f"data.path: {tmp_path / 'nope.txt'}: no such file; set data.path=<a text file> (empty: the packaged corpus)"
+    )
+    (tmp_path / "short.txt").write_text("abc")
+    short = preconditions.data_path_exists(cfg(tmp_path, "data=text", f"data.path={tmp_path / 'short.txt'}"))
+    assert short is not None
+    assert "has 3 bytes, fewer than one sequence" in short
+    assert preconditions.data_path_exists(cfg(tmp_path, "data=text")) is None  # the packaged corpus
+
+
+def test_the_shape_must_divide_and_other_parts_add_their_own_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Ft:
+        group_size = 3
+
+    config = cfg(tmp_path)
+    shaped = type("C", (), {"ft": Ft(), "data": config.data})()  # ft.group_size comes with sharded groups
+    problem = preconditions.shape_divides(shaped)
+    assert (
+        problem
+        == "data.batch_size: 16 does not split over ft.group_size 3 ranks; set data.batch_size to a multiple of it"
+    )
+    monkeypatch.setattr(preconditions, "CHECKS", [*preconditions.CHECKS, lambda c: "ft.group_size: example"])
+    assert preconditions.first_problem(config) == "ft.group_size: example"
+
+
+def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_goodput(tmp_path: Path) -> None:
+    run(tmp_path, "again", "run.steps=10", "ft.replica_groups=1", "checkpoint.every=5")  # an earlier, finished run
+    path = unwritable(tmp_path, "read-only")
+    command = [
+        sys.executable,
+        str(TRAIN),
+        str(CONFIG),
+        *overrides(tmp_path, "again", "run.steps=20"),
+        f"checkpoint.dir={path}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""  # no goodput line, no earlier run's figures
+    assert result.stderr.startswith(f"train.py: checkpoint.dir: {path} is not writable (")
+    assert len(result.stderr.strip().splitlines()) == 1
