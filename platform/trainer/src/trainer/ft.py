@@ -204,7 +204,10 @@ class Torchft:
             load_state_dict=None,  # register_state() adds the trainer's
             state_dict=None,
             min_replica_size=cfg.ft.min_replicas,
-            use_async_quorum=self.async_quorum,
+            # Sharded: a peer's state is read on torchft's quorum thread, and FSDP2's state_dict hooks swap the
+            # module's parameters back to their shards, which must not happen during the training thread's
+            # forward pass: the quorum (and any state served) completes before the forward instead.
+            use_async_quorum=self.async_quorum and not where.sharded,
             timeout=timedelta(seconds=cfg.ft.timeout_s),
             quorum_timeout=timedelta(seconds=cfg.ft.quorum_timeout_s),
             rank=where.rank,

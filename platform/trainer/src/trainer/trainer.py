@@ -160,11 +160,11 @@ class Trainer(Stateful):
 
     # -- reports ----------------------------------------------------------------------------------
 
-    def full_state(self) -> dict[str, torch.Tensor]:
+    def full_state(self) -> dict[str, Any]:
         """The whole model's weights on every rank (a collective in a sharded group)."""
         if not self.where.sharded:
             return self.model.state_dict()
-        return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+        return dict(get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True)))
 
     def weights_digest(self) -> str:
         digest = hashlib.sha256()

@@ -1,0 +1,45 @@
+"""Sharded replica groups on CPU: 2 groups x 2 ranks (FSDP2 inside a group, torchft across groups)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.trainer.conftest import events, final, start
+
+STEPS = 160
+SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
+
+
+def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) -> None:
+    name = "shardkill"
+    proc = start(tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.restart_delay_s=2", *SHAPE)
+    deadline = time.monotonic() + 240
+    while not any(e["event"] == "step" and e["step"] >= 20 for e in events(tmp_path, name, 1)):
+        assert proc.poll() is None, "the run ended before step 20"
+        assert time.monotonic() < deadline, "the run never reached step 20"
+        time.sleep(0.2)
+    ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
+    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
+    killed_at = time.time()
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-3000:]
+
+    survivor = [e for e in events(tmp_path, name, 0) if e["event"] == "commit"]
+    steps = [e["step"] for e in survivor]
+    assert steps == list(range(steps[0], STEPS + 1))  # none lost, none repeated, never back
+    assert any(e["participants"] == 1 and e["time"] > killed_at for e in survivor)  # it went on alone
+
+    replaced = events(tmp_path, name, 1)
+    assert len([e for e in replaced if e["event"] == "started"]) == 2  # the group as a whole started again
+    assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
+    other = [e["step"] for e in replaced if e["event"] == "commit"]
+    assert other == sorted(set(other))
+    assert final(tmp_path, name, 0)["step"] == final(tmp_path, name, 1)["step"] == STEPS
+    # The digest of the full (gathered) state dict: every shard of both groups agrees after healing.
+    assert final(tmp_path, name, 1)["weights"] == final(tmp_path, name, 0)["weights"]
+    summary = json.loads((tmp_path / "runs" / name / "goodput.json").read_text())
+    assert summary["restarts"] == 1
