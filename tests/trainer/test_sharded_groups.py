@@ -8,7 +8,9 @@ import signal
 import time
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, start
+from trainer.checkpoint import MARKER, step_dir
+
+from tests.trainer.conftest import events, final, run, start
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
@@ -43,3 +45,31 @@ def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) 
     assert final(tmp_path, name, 1)["weights"] == final(tmp_path, name, 0)["weights"]
     summary = json.loads((tmp_path / "runs" / name / "goodput.json").read_text())
     assert summary["restarts"] == 1
+
+
+def _since_last_start(tmp_path: Path, name: str, group: int) -> list[dict[str, object]]:
+    log = events(tmp_path, name, group)
+    return log[max(i for i, e in enumerate(log) if e["event"] == "started") - 1 :]
+
+
+def test_a_2x2_checkpoint_resumes_onto_1x2_and_2x1(tmp_path: Path) -> None:
+    """DCP reshards on load: each rank of the new shape reads its own part of what 2x2 ranks wrote."""
+    name = "reshard"
+    run(tmp_path, name, "run.steps=20", "checkpoint.every=10", *SHAPE)
+    saved = final(tmp_path, name, 0)["weights"]
+    files = sorted(p.name for p in (tmp_path / "checkpoints" / name / "group-0" / step_dir(20)).iterdir())
+    assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]  # one file of shards per rank
+
+    # Onto one group of two ranks, nothing left to train: the gathered weights are exactly the saved ones.
+    run(tmp_path, name, "run.steps=20", "ft.replica_groups=1", "ft.group_size=2", "data.batch_size=8")
+    resumed = _since_last_start(tmp_path, name, 0)
+    assert [e["step"] for e in resumed if e["event"] == "resumed"] == [20]
+    assert final(tmp_path, name, 0)["weights"] == saved
+
+    # Onto two unsharded groups, and on: both resume at step 20, train to 26 and agree.
+    run(tmp_path, name, "run.steps=26", "ft.replica_groups=2", "ft.group_size=1", "data.batch_size=8")
+    for group in (0, 1):
+        log = _since_last_start(tmp_path, name, group)
+        assert [e["step"] for e in log if e["event"] == "resumed"] == [20]
+        assert [e["step"] for e in log if e["event"] == "commit"] == list(range(21, 27))
+    assert final(tmp_path, name, 0)["weights"] == final(tmp_path, name, 1)["weights"]
