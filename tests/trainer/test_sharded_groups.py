@@ -73,3 +73,16 @@ def test_a_2x2_checkpoint_resumes_onto_1x2_and_2x1(tmp_path: Path) -> None:
         assert [e["step"] for e in log if e["event"] == "resumed"] == [20]
         assert [e["step"] for e in log if e["event"] == "commit"] == list(range(21, 27))
     assert final(tmp_path, name, 0)["weights"] == final(tmp_path, name, 1)["weights"]
+
+
+def test_diloco_on_sharded_groups_leaves_every_group_identical(tmp_path: Path) -> None:
+    """torchft's DiLoCo on FSDP2 shards: each rank's outer step averages its shards' pseudo-gradients."""
+    name = "sharddiloco"
+    run(
+        tmp_path, name, "run.steps=40", "optim=diloco", "optim.sync_every=8", "ft.min_replicas=2",
+        "checkpoint.every=1000", *SHAPE,
+    )  # fmt: skip
+    reports = [final(tmp_path, name, g) for g in (0, 1)]
+    assert [(r["step"], r["inner_steps"]) for r in reports] == [(5, 40), (5, 40)]
+    assert reports[0]["weights"] == reports[1]["weights"]  # gathered: every shard of both groups agrees
+    assert all(e["participants"] == 2 for e in events(tmp_path, name, 0) if e["event"] == "commit")
