@@ -43,6 +43,9 @@ class FaultTolerance:
     # checkpoints and resume work the same.
     enabled: bool = True
     replica_groups: int = 2
+    # Ranks (processes; one per GPU) in each replica group: the group shards the model among them with
+    # FSDP2, and torchft averages each shard across groups (HSDP). World = replica_groups x group_size.
+    group_size: int = 1
     min_replicas: int = 1
     restart_failed: bool = True
     timeout_s: float = 30
@@ -129,6 +132,7 @@ class Config:
 # Bounds a value must respect: key -> (check, what it must be).
 _POSITIVE = {
     "run.steps", "run.log_every", "run.max_nonfinite_steps", "run.inject_nan_times", "ft.replica_groups",
+    "ft.group_size",
     "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s", "ft.heartbeat_timeout_ms", "ft.restart_delay_s",
     "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
     "model.layers", "model.heads", "model.seq_len", "model.rope_theta", "model.norm_eps", "data.batch_size", "data.branching", "optim.lr",
@@ -216,6 +220,16 @@ def _cross_checks(config: Config) -> Config:
         raise ConfigError(
             "optim.algorithm: diloco syncs replica groups through torchft; set ft.enabled=true or optim=ddp"
         )
+    if config.data.batch_size % config.ft.group_size:
+        raise ConfigError(
+            f"data.batch_size: {config.data.batch_size} is not a multiple of ft.group_size {config.ft.group_size} "
+            "(each rank of a group takes an equal part of the group's batch)"
+        )
+    if config.ft.group_size > 1 and config.run.launcher == "ray":
+        raise ConfigError(
+            "ft.group_size: groups of several ranks run with the local launcher only (Ray Train forms groups of "
+            "one worker); set ft.group_size=1 or run.launcher=local"
+        )
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)
@@ -275,6 +289,7 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    overrides = [*_shape_from_environment(overrides), *overrides]
     path = Path(config_file).resolve()
     if not path.is_file():
         raise ConfigError(
@@ -292,6 +307,23 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
         raise ConfigError(f"{path.name}: {'; '.join(lines) or type(error).__name__}") from None
     assert isinstance(data, dict)
     return peak_from_env(from_dict({str(k): v for k, v in data.items()}), os.environ)
+
+
+def _shape_from_environment(overrides: list[str]) -> list[str]:
+    """The group shape gkr sets in the job's environment, unless the command line sets it itself."""
+    import os
+
+    from contract.names import GROUP_SIZE_ENV, REPLICA_GROUPS_ENV
+
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    found = []
+    for env, key in ((REPLICA_GROUPS_ENV, "ft.replica_groups"), (GROUP_SIZE_ENV, "ft.group_size")):
+        value = os.environ.get(env)
+        if value is not None and key not in given:
+            if not value.isdigit():
+                raise ConfigError(f"${env}: expected a whole number, got {value[:40]!r}; fix the job's environment")
+            found.append(f"{key}={int(value)}")
+    return found
 
 
 def to_dict(config: Config) -> dict[str, Any]:

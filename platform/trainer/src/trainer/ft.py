@@ -27,6 +27,7 @@ import torch
 
 from trainer.config import Config
 from trainer.gradsync import allreduce_gradients
+from trainer.group import Rank, fill_local, local_shards
 
 StateDict = dict[str, Any]
 
@@ -82,13 +83,13 @@ class Lighthouse(Protocol):
     def shutdown(self) -> None: ...
 
 
-def fault_tolerance(cfg: Config, group: int, lighthouse: str) -> FaultTolerance:
-    """Fault tolerance for replica group ``group``; ``lighthouse`` is the torchft Lighthouse's address (unused when off)."""
+def fault_tolerance(cfg: Config, where: Rank, lighthouse: str) -> FaultTolerance:
+    """Fault tolerance for this rank of its replica group; ``lighthouse`` is the torchft Lighthouse's address (unused when off)."""
     if not cfg.ft.enabled:
         return NoFaultTolerance()
     if cfg.optim.algorithm == "diloco":
-        return TorchftDiLoCo(cfg, group, lighthouse)
-    return Torchft(cfg, group, lighthouse)
+        return TorchftDiLoCo(cfg, where, lighthouse)
+    return Torchft(cfg, where, lighthouse)
 
 
 def start_lighthouse(cfg: Config) -> Lighthouse:
@@ -173,34 +174,48 @@ class NoFaultTolerance:
 
 
 class Torchft:
-    """A torchft Manager for this replica group; gradients are averaged over the quorum every step (DDP)."""
+    """A torchft Manager for this rank of its replica group; gradients are averaged over the quorum every step (DDP).
+
+    In a sharded group every rank runs a Manager with the group's replica id and its rank in the group;
+    rank 0's talks to the Lighthouse for the group. Each rank's all-reduces go to the same rank of the
+    other groups, so each local shard is averaged across groups (HSDP), and a healing rank fetches its
+    shards from the same rank of a live peer group.
+    """
 
     inner_steps_per_commit = 1
     async_quorum = True  # the quorum is computed during the forward pass
 
-    def __init__(self, cfg: Config, group: int, lighthouse: str) -> None:
+    def __init__(self, cfg: Config, where: Rank, lighthouse: str) -> None:
+        import os
+
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
 
         self.pg = counted_process_group(cfg.ft.device, timedelta(seconds=cfg.ft.timeout_s))
-        # A replica group is one process: its store is its own (multi-rank groups are not built).
-        self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
+        if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
+            address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        else:  # a one-process group: a store of its own
+            self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
+            address, port = "localhost", self.store.port
         self.manager = Manager(
             pg=self.pg,
             load_state_dict=None,  # register_state() adds the trainer's
             state_dict=None,
             min_replica_size=cfg.ft.min_replicas,
-            use_async_quorum=self.async_quorum,
+            # Sharded: a peer's state is read on torchft's quorum thread, and FSDP2's state_dict hooks swap the
+            # module's parameters back to their shards, which must not happen during the training thread's
+            # forward pass: the quorum (and any state served) completes before the forward instead.
+            use_async_quorum=self.async_quorum and not where.sharded,
             timeout=timedelta(seconds=cfg.ft.timeout_s),
             quorum_timeout=timedelta(seconds=cfg.ft.quorum_timeout_s),
-            rank=0,
-            world_size=1,
-            store_addr="localhost",
-            store_port=self.store.port,
+            rank=where.rank,
+            world_size=where.size,
+            store_addr=address,
+            store_port=port,
             lighthouse_addr=lighthouse,
-            replica_id=f"{cfg.run.name}-{group}",
+            replica_id=f"{cfg.run.name}-{where.group}",
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
@@ -210,10 +225,13 @@ class Torchft:
         def snapshot() -> StateDict:
             # torchft's HTTP transport serves the tensors it is handed until the peer has read them, and on
             # CPU it does not copy them first: without a snapshot, a peer reading while this group takes its
-            # next optimizer step gets a mix of two steps (and diverges).
-            return copy.deepcopy(state_dict())
+            # next optimizer step gets a mix of two steps (and diverges). Sharded: only this rank's shards.
+            return copy.deepcopy(local_shards(state_dict()))
 
-        self.manager.register_state_dict_fn("trainer", load_state_dict, snapshot)
+        def apply(received: StateDict) -> None:
+            load_state_dict(fill_local(state_dict(), received))
+
+        self.manager.register_state_dict_fn("trainer", apply, snapshot)
 
     def running(
         self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
@@ -266,8 +284,8 @@ class TorchftDiLoCo(Torchft):
 
     async_quorum = False  # DiLoCo needs the quorum settled before it syncs
 
-    def __init__(self, cfg: Config, group: int, lighthouse: str) -> None:
-        super().__init__(cfg, group, lighthouse)
+    def __init__(self, cfg: Config, where: Rank, lighthouse: str) -> None:
+        super().__init__(cfg, where, lighthouse)
         self.sync_every, self.fragment_sync_delay = cfg.optim.sync_every, cfg.optim.fragment_sync_delay
         # torchft syncs one fragment every sync_every / fragments inner steps; each sync is one committed step.
         self.inner_steps_per_commit = cfg.optim.sync_every // cfg.optim.fragments

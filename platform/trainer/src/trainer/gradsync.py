@@ -1,5 +1,7 @@
 """Data-parallel gradient averaging across replica groups through the torchft Manager.
 
+In a sharded group (FSDP2) each rank averages its local gradient shards (HSDP).
+
 Gradients are flattened into buckets (one all-reduce each, all in flight at
 once) and averaged over the groups in the quorum. torchft 0.2's DDP wrapper
 asserts inside its comm hook when an all-reduce fails (its error path
@@ -14,6 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+
+from trainer.group import local
 
 BUCKET_BYTES = 25 << 20  # as torch DDP: large enough to amortize latency, small enough to overlap
 
@@ -32,7 +36,8 @@ def buckets(grads: list[torch.Tensor], limit: int = BUCKET_BYTES) -> list[list[t
 
 
 def allreduce_gradients(manager: Any, parameters: Iterable[torch.nn.Parameter], limit: int = BUCKET_BYTES) -> None:
-    grads = [p.grad for p in parameters if p.grad is not None]
+    # Sharded (FSDP2): each rank's local shard, averaged with the same rank's shard in the other groups.
+    grads = [local(p.grad) for p in parameters if p.grad is not None]
     pending = []
     for bucket in buckets(grads, limit):
         flat = torch.cat([g.reshape(-1) for g in bucket])

@@ -1,7 +1,9 @@
-"""Run a training job here: a torchft Lighthouse in this process, one process per replica group.
+"""Run a training job here: a torchft Lighthouse in this process, ``ft.group_size`` processes per replica group.
 
-For development and tests (gloo on CPU). A group that dies (a crash, SIGKILL)
-is started again when ft.restart_failed is set; the new process joins the
+For development and tests (gloo on CPU). Each group's ranks rendezvous through a store of
+their own (a fresh port per start), so groups never share a collective. A group dies whole: when
+one rank exits with an error (a crash, SIGKILL), its other ranks are killed, and the group
+is started again when ft.restart_failed is set; its new processes join the
 quorum and heals from a live peer (with ft.enabled=false: no Lighthouse, and
 it resumes from its newest durable checkpoint), except after exit 2 (refused to start
 on its checkpoint directory) or 3 (non-finite loss or gradients persisted):
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -30,15 +33,50 @@ log = logging.getLogger("trainer")
 MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
 
 
-def spawn(config_json: Path, group: int, address: str, groups: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "trainer.worker_main", str(config_json), str(group), address]
-    # The groups share this machine's cores: each gets its share of torch's threads. With torch's default (all
-    # cores each) groups that compute in step with each other spin against each other, 2-3x slower on 2 cores.
-    threads = str(max(1, len(os.sched_getaffinity(0)) // groups))
-    # torchft's INFO logs (every quorum) and everything else the group prints go to its log file, not the console.
-    env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
-    with group_log(config_json.parent, group).open("ab") as log:
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[subprocess.Popen[bytes]]:
+    """Start the ``ft.group_size`` ranks of replica group ``group``, with a store of their own (a fresh port)."""
+    size = cfg.ft.group_size
+    # The ranks share this machine's cores: each gets its share of torch's threads. With torch's default (all
+    # cores each) ranks that compute in step with each other spin against each other, 2-3x slower on 2 cores.
+    threads = str(max(1, len(os.sched_getaffinity(0)) // (cfg.ft.replica_groups * size)))
+    port = str(_free_port()) if size > 1 else ""
+    procs = []
+    for rank in range(size):
+        command = [sys.executable, "-m", "trainer.worker_main", str(config_json), str(group), address]
+        # torchft's INFO logs (every quorum) and everything else the ranks print go to the group's log file.
+        env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
+        if size > 1:  # torch.distributed's rendezvous inside the group (group.py)
+            group_env = {"MASTER_ADDR": "localhost", "MASTER_PORT": port, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            env |= group_env | {"WORLD_SIZE": str(size)}
+        with group_log(config_json.parent, group).open("ab") as log:
+            procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+    return procs
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """A group lives and dies whole: its other ranks would only hang in the group's next collective."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs:
+        proc.wait()
+
+
+def _exit_code(procs: list[subprocess.Popen[bytes]]) -> int | None:
+    """The group's exit code: None while it runs; a rank's failure as soon as one fails; 0 when all finished."""
+    codes = [p.poll() for p in procs]
+    failed = [c for c in codes if c not in (None, 0)]
+    final = [c for c in failed if c in (EXIT_REFUSED, EXIT_NONFINITE)]
+    if final or failed:
+        return (final or failed)[0]
+    return None if None in codes else 0
 
 
 def launch(cfg: Config) -> int:
@@ -57,7 +95,7 @@ def _launch(cfg: Config, out: Path) -> int:
     server = start_lighthouse(cfg)
     address = server.address()
     (out / "lighthouse").write_text(address)
-    procs = {g: spawn(config_json, g, address, cfg.ft.replica_groups) for g in range(cfg.ft.replica_groups)}
+    procs = {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again
@@ -69,12 +107,13 @@ def _launch(cfg: Config, out: Path) -> int:
         for group, when in list(due.items()):
             if time.monotonic() >= when:
                 del due[group]
-                procs[group] = spawn(config_json, group, address, cfg.ft.replica_groups)
+                procs[group] = spawn(config_json, group, address, cfg)
                 _write_pids(out, procs)
-        for group, proc in list(procs.items()):
-            code = proc.poll()
+        for group, ranks in list(procs.items()):
+            code = _exit_code(ranks)
             if code is None:
                 continue
+            _stop(ranks)  # a rank that died takes its whole group down
             del procs[group]
             if code == 0:
                 continue
@@ -114,6 +153,7 @@ def committed_target(cfg: Config) -> int:
     return -(-cfg.run.steps // per)
 
 
-def _write_pids(out: Path, procs: dict[int, subprocess.Popen[bytes]]) -> None:
-    """Which process is which group: for operators, tests and the benchmark that kill one."""
-    (out / "pids.json").write_text(json.dumps({g: p.pid for g, p in procs.items()}))
+def _write_pids(out: Path, procs: dict[int, list[subprocess.Popen[bytes]]]) -> None:
+    """Which process is which group (pids.json: rank 0's; ranks.json: every rank's): for operators, tests, benchmarks."""
+    (out / "pids.json").write_text(json.dumps({g: p[0].pid for g, p in procs.items()}))
+    (out / "ranks.json").write_text(json.dumps({g: [r.pid for r in p] for g, p in procs.items()}))

@@ -15,16 +15,19 @@ from typing import Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
     set_optimizer_state_dict,
 )
 from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.tensor import DTensor
 
 from trainer.config import Config
 from trainer.data import Batches
 from trainer.ft import FaultTolerance
+from trainer.group import Rank, shard
 from trainer.model import LanguageModel
 from trainer.nonfinite import NonFiniteError, NonFiniteGuard, NonFiniteStop
 
@@ -43,12 +46,15 @@ class Step:
 class Trainer(Stateful):
     """Model, inner optimizer (AdamW), DiLoCo's outer optimizers, the data position and the RNGs of one replica group."""
 
-    def __init__(self, cfg: Config, group: int, ft: FaultTolerance) -> None:
-        torch.manual_seed(cfg.run.seed)  # identical initial weights in every group
+    def __init__(self, cfg: Config, group: int, ft: FaultTolerance, where: Rank | None = None) -> None:
+        torch.manual_seed(cfg.run.seed)  # identical initial weights in every group (and every rank, before sharding)
         random.seed(cfg.run.seed)
         self.cfg, self.group, self.ft = cfg, group, ft
+        self.where = where or Rank(group)
         self.device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
         self.model = LanguageModel(cfg.model).to(self.device)
+        if self.where.sharded:
+            shard(self.model, list(self.model.blocks), cfg)  # before the optimizers: they hold the shards
         o = cfg.optim
         self.inner = torch.optim.AdamW(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay, betas=o.betas)
         # DiLoCo: one outer optimizer per fragment (streaming DiLoCo syncs fragments in turn); none for DDP.
@@ -114,7 +120,9 @@ class Trainer(Stateful):
     def train_step(self) -> Step:
         """One inner step on the next batch: forward, backward, the non-finite guard, then the optimizer if allowed."""
         index = self.next_batch
-        tokens = self.batches.batch(index).to(self.device)
+        # Each rank of a group takes its equal part of the group's batch: the group's step is the same
+        # whatever its size (FSDP2 averages the gradients inside the group).
+        tokens = self.batches.batch(index).chunk(self.where.size)[self.where.rank].to(self.device)
         self.ft.begin_step()
         self.inner.zero_grad()
         loss = self.model.loss(tokens)
@@ -130,7 +138,7 @@ class Trainer(Stateful):
                 if p.grad is not None:
                     p.grad.fill_(float("nan"))
         self.ft.sync_gradients(self.model.parameters())
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
+        grad_norm = self._clip_gradients()
         nonfinite = self.guard.check(index + 1, loss.item(), grad_norm.item())
         if nonfinite is not None:
             self.ft.report_error(nonfinite)  # before the optimizer step: the weights stay as they were
@@ -141,11 +149,26 @@ class Trainer(Stateful):
             self.since_sync = (self.since_sync + 1) % self.ft.inner_steps_per_commit
         return Step(index + 1, loss.item(), nonfinite, counted, synced=counted and self.since_sync == 0)
 
+    def _clip_gradients(self) -> torch.Tensor:
+        """Clip to optim.grad_clip; the norm over the whole model (all of a sharded group's shards)."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()  # the shards' partial norms, reduced over the group
+        torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), self.cfg.optim.grad_clip, norm)
+        return norm
+
     # -- reports ----------------------------------------------------------------------------------
+
+    def full_state(self) -> dict[str, Any]:
+        """The whole model's weights on every rank (a collective in a sharded group)."""
+        if not self.where.sharded:
+            return self.model.state_dict()
+        return dict(get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True)))
 
     def weights_digest(self) -> str:
         digest = hashlib.sha256()
-        for name, tensor in sorted(self.model.state_dict().items()):
+        for name, tensor in sorted(self.full_state().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()

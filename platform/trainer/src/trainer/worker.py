@@ -1,8 +1,10 @@
-"""One replica group's run: fault tolerance and the Trainer, resume, the step loop, checkpoints, events, goodput.
+"""One rank's run in its replica group: fault tolerance and the Trainer, resume, the step loop, checkpoints, events, goodput.
 
-A replica group is one process here (CPU, gloo) and one Ray Train worker in the cluster. With fault
-tolerance on, groups find each other through the torchft Lighthouse; when one dies the others
-shrink the quorum and continue, and its replacement heals from a live peer before it steps.
+A replica group is ``ft.group_size`` processes (ranks; one per GPU in the cluster) that shard the model
+(group.py). With fault tolerance on, groups find each other through the torchft Lighthouse; when one
+dies the others shrink the quorum and continue, and its replacement heals from a live peer before it
+steps. Rank 0 of a group writes the group's events and reports; every rank writes its own checkpoint
+shards.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from trainer.config import Config
 from trainer.flops import Window, flops_per_token
 from trainer.ft import fault_tolerance
 from trainer.goodput import Goodput
+from trainer.group import checkpoint_group, join_group, leave_group
 from trainer.kube_events import FailureReporter
 from trainer.nonfinite import NonFiniteStop
 from trainer.resume import newest_verified
@@ -35,9 +38,11 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     """Train as replica group `group` until the run's last step commits; returns this group's report."""
     goodput = Goodput()
     started = goodput.clock()
-    events = EventLog(run_dir(cfg) / f"events-{group}.jsonl")
-    ft = fault_tolerance(cfg, group, lighthouse)
-    trainer = Trainer(cfg, group, ft)
+    where = join_group(cfg, group)
+    lead = where.rank == 0  # writes the group's events and reports
+    events = EventLog(run_dir(cfg) / (f"events-{group}.jsonl" if lead else f"ranks/events-{group}-{where.rank}.jsonl"))
+    ft = fault_tolerance(cfg, where, lighthouse)
+    trainer = Trainer(cfg, group, ft, where)
 
     def healed(state: dict[str, Any]) -> None:
         trainer.load_state_dict(state)
@@ -48,6 +53,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         f"{cfg.checkpoint.dir.rstrip('/')}/group-{group}",
         keep=cfg.checkpoint.keep,
         on_event=lambda e: _checkpoint_event(events, e),
+        process_group=checkpoint_group(where),  # each rank writes its own shards
     )
     resumed = _resume(cfg, trainer, events)
     if resumed is not None:
@@ -98,7 +104,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
                     "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
                     bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step),
                 )  # fmt: skip
-                raise_high_water(cfg, group, step)
+                if lead:
+                    raise_high_water(cfg, group, step)
             if step % every == 0:
                 goodput.add("checkpoint", checkpoints.save(step, trainer.state_dict()))
     with goodput.timed("checkpoint"):
@@ -114,10 +121,12 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         "goodput": goodput.report(),
     }
     events.write("final", **report)
-    # Prometheus text format, for node-exporter's textfile collector or a push.
-    (run_dir(cfg) / f"goodput-{group}.prom").write_text(goodput.prometheus(cfg.run.name, str(group)))
-    log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
+    if lead:
+        # Prometheus text format, for node-exporter's textfile collector or a push.
+        (run_dir(cfg) / f"goodput-{group}.prom").write_text(goodput.prometheus(cfg.run.name, str(group)))
+        log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
     ft.shutdown()
+    leave_group(where)
     return report
 
 

@@ -1,0 +1,88 @@
+"""Sharded replica groups on CPU: 2 groups x 2 ranks (FSDP2 inside a group, torchft across groups)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from trainer.checkpoint import MARKER, step_dir
+
+from tests.trainer.conftest import events, final, run, start
+
+STEPS = 160
+SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
+
+
+def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) -> None:
+    name = "shardkill"
+    proc = start(tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.restart_delay_s=2", *SHAPE)
+    deadline = time.monotonic() + 240
+    while not any(e["event"] == "step" and e["step"] >= 20 for e in events(tmp_path, name, 1)):
+        assert proc.poll() is None, "the run ended before step 20"
+        assert time.monotonic() < deadline, "the run never reached step 20"
+        time.sleep(0.2)
+    ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
+    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
+    killed_at = time.time()
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-3000:]
+
+    survivor = [e for e in events(tmp_path, name, 0) if e["event"] == "commit"]
+    steps = [e["step"] for e in survivor]
+    assert steps == list(range(steps[0], STEPS + 1))  # none lost, none repeated, never back
+    assert any(e["participants"] == 1 and e["time"] > killed_at for e in survivor)  # it went on alone
+
+    replaced = events(tmp_path, name, 1)
+    assert len([e for e in replaced if e["event"] == "started"]) == 2  # the group as a whole started again
+    assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
+    other = [e["step"] for e in replaced if e["event"] == "commit"]
+    assert other == sorted(set(other))
+    assert final(tmp_path, name, 0)["step"] == final(tmp_path, name, 1)["step"] == STEPS
+    # The digest of the full (gathered) state dict: every shard of both groups agrees after healing.
+    assert final(tmp_path, name, 1)["weights"] == final(tmp_path, name, 0)["weights"]
+    summary = json.loads((tmp_path / "runs" / name / "goodput.json").read_text())
+    assert summary["restarts"] == 1
+
+
+def _since_last_start(tmp_path: Path, name: str, group: int) -> list[dict[str, object]]:
+    log = events(tmp_path, name, group)
+    return log[max(i for i, e in enumerate(log) if e["event"] == "started") - 1 :]
+
+
+def test_a_2x2_checkpoint_resumes_onto_1x2_and_2x1(tmp_path: Path) -> None:
+    """DCP reshards on load: each rank of the new shape reads its own part of what 2x2 ranks wrote."""
+    name = "reshard"
+    run(tmp_path, name, "run.steps=20", "checkpoint.every=10", *SHAPE)
+    saved = final(tmp_path, name, 0)["weights"]
+    files = sorted(p.name for p in (tmp_path / "checkpoints" / name / "group-0" / step_dir(20)).iterdir())
+    assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]  # one file of shards per rank
+
+    # Onto one group of two ranks, nothing left to train: the gathered weights are exactly the saved ones.
+    run(tmp_path, name, "run.steps=20", "ft.replica_groups=1", "ft.group_size=2", "data.batch_size=8")
+    resumed = _since_last_start(tmp_path, name, 0)
+    assert [e["step"] for e in resumed if e["event"] == "resumed"] == [20]
+    assert final(tmp_path, name, 0)["weights"] == saved
+
+    # Onto two unsharded groups, and on: both resume at step 20, train to 26 and agree.
+    run(tmp_path, name, "run.steps=26", "ft.replica_groups=2", "ft.group_size=1", "data.batch_size=8")
+    for group in (0, 1):
+        log = _since_last_start(tmp_path, name, group)
+        assert [e["step"] for e in log if e["event"] == "resumed"] == [20]
+        assert [e["step"] for e in log if e["event"] == "commit"] == list(range(21, 27))
+    assert final(tmp_path, name, 0)["weights"] == final(tmp_path, name, 1)["weights"]
+
+
+def test_diloco_on_sharded_groups_leaves_every_group_identical(tmp_path: Path) -> None:
+    """torchft's DiLoCo on FSDP2 shards: each rank's outer step averages its shards' pseudo-gradients."""
+    name = "sharddiloco"
+    run(
+        tmp_path, name, "run.steps=40", "optim=diloco", "optim.sync_every=8", "ft.min_replicas=2",
+        "checkpoint.every=1000", *SHAPE,
+    )  # fmt: skip
+    reports = [final(tmp_path, name, g) for g in (0, 1)]
+    assert [(r["step"], r["inner_steps"]) for r in reports] == [(5, 40), (5, 40)]
+    assert reports[0]["weights"] == reports[1]["weights"]  # gathered: every shard of both groups agrees
+    assert all(e["participants"] == 2 for e in events(tmp_path, name, 0) if e["event"] == "commit")
