@@ -14,6 +14,12 @@ stall: two replica groups, one SIGKILLed mid-run: how long the survivor commits 
 restarted group has healed from it. comm: all-reduce bytes per inner step and held-out loss, DDP
 against DiLoCo, on the reference task.
 
+throughput: tokens/s and MFU of one replica group training the `small` model (25 M parameters) on this
+machine's CPU, per logging window; MFU's denominator is this CPU's fp32 matmul rate, measured first (a
+CPU has no catalog peak). recover: 2 groups x 2 ranks (FSDP2), one rank SIGKILLed: how long until its
+restarted group has healed and committed again. blocked: checkpoint blocked time per rank of a 2 x 2
+sharded run, from the `checkpoint_staged` event each rank writes.
+
     .venv/bin/python scripts/bench_trainer.py [--json] [--only SECTION] [--size-gb 1.0] [--repeats 3] [--levers]
 """
 
@@ -293,6 +299,117 @@ def bench_comm(steps: int = 200, sync_every: int = 50) -> dict[str, Any]:
     return figures
 
 
+# -- at scale: throughput and MFU, sharded groups ---------------------------------------------------
+
+SHARDED = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8", "ft.heartbeat_timeout_ms=2000")
+
+
+def cpu_peak_gflops(n: int = 1024, seconds: float = 0.5, repeats: int = 5) -> float:
+    """This CPU's fp32 matmul rate (GFLOPS), best of a few windows: the denominator of a CPU MFU."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b  # warm up
+    best = 0.0
+    for _ in range(repeats):
+        done, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            a @ b
+            done += 1
+        best = max(best, 2 * n**3 * done / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def bench_throughput(model: str = "small", steps: int = 12, batch_size: int = 2) -> dict[str, Any]:
+    """tokens/s and MFU per logging window of one group (no torchft), median over the windows after the first."""
+    peak = cpu_peak_gflops()
+    with tempfile.TemporaryDirectory(prefix="bench-tput-") as tmp:
+        root = Path(tmp)
+        overrides = (
+            f"model={model}", f"run.steps={steps}", "run.log_every=2", f"data.batch_size={batch_size}",
+            "ft.enabled=false", "ft.replica_groups=1", f"perf.peak_tflops={peak / 1000}",
+        )  # fmt: skip
+        if start_run(root, "tput", *overrides).wait(timeout=900) != 0:
+            raise RuntimeError("the throughput run failed")
+        windows = [e for e in read_events(root / "tput", 0) if e["event"] == "step"][1:]  # the first warms up
+    if not windows:
+        raise RuntimeError("the throughput run logged no window after the first")
+    return {
+        "model": model,
+        "batch_size": batch_size,
+        "cpu_peak_fp32_gflops": round(peak, 1),
+        "tokens_per_s": round(statistics.median(e["tokens_per_s"] for e in windows), 1),
+        "mfu_vs_cpu_peak": round(statistics.median(e["mfu"] for e in windows), 4),
+        "windows": len(windows),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def rank_events(run: Path, group: int, rank: int) -> list[dict[str, Any]]:
+    """One rank's events: rank 0 writes the group's log, the others ranks/events-<group>-<rank>.jsonl."""
+    if rank == 0:
+        return read_events(run, group)
+    path = run / "ranks" / f"events-{group}-{rank}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def recover_once(root: Path, name: str, steps: int, kill_at: int) -> dict[str, float]:
+    proc = start_run(root, name, f"run.steps={steps}", "run.log_every=1", "ft.restart_delay_s=2", *SHARDED)
+    deadline = time.monotonic() + 300
+    while not any(e["event"] == "step" and e["step"] >= kill_at for e in read_events(root / name, 1)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the run ended (or stalled) before the kill")
+        time.sleep(0.05)
+    ranks = json.loads((root / name / "ranks.json").read_text())
+    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes the whole group down
+    killed = time.time()
+    if proc.wait(timeout=600) != 0:
+        raise RuntimeError("the recover run failed")
+    after = [e for e in read_events(root / name, 1) if e["time"] > killed]
+    started = next(e["time"] for e in after if e["event"] == "started")
+    healed = next(e["time"] for e in after if e["event"] == "healed")
+    committed = next(e["time"] for e in after if e["event"] == "commit" and e["time"] >= healed)
+    return {"started": started - killed, "healed": healed - killed, "committed": committed - killed}
+
+
+def bench_recover(repeats: int = 1, steps: int = 80, kill_at: int = 20) -> dict[str, Any]:
+    """SIGKILL one rank of a 2-rank group: seconds until the group restarted, healed, and committed again."""
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-recover-") as tmp:
+        for i in range(repeats):
+            runs.append(recover_once(Path(tmp), f"recover{i}", steps, kill_at))
+    return {
+        "restarted_s": round(statistics.median(r["started"] for r in runs), 2),
+        "healed_s": round(statistics.median(r["healed"] for r in runs), 2),
+        "committed_again_s": round(statistics.median(r["committed"] for r in runs), 2),
+        "committed_again_each_s": [round(r["committed"], 2) for r in runs],
+        "restart_delay_s": 2.0,
+        "heartbeat_timeout_s": 2.0,
+    }
+
+
+def bench_blocked(model: str = "tiny", steps: int = 60, every: int = 10) -> dict[str, Any]:
+    """Checkpoint blocked seconds per rank of a 2 x 2 sharded run (each rank stages its own shards)."""
+    with tempfile.TemporaryDirectory(prefix="bench-blocked-") as tmp:
+        root = Path(tmp)
+        overrides = (f"model={model}", f"run.steps={steps}", f"checkpoint.every={every}", *SHARDED)
+        # start_run's checkpoint.every comes first: a later override wins.
+        if start_run(root, "blocked", *overrides).wait(timeout=900) != 0:
+            raise RuntimeError("the blocked run failed")
+        figures: dict[str, Any] = {"model": model, "checkpoints": steps // every}
+        for group, rank in itertools.product((0, 1), (0, 1)):
+            log = rank_events(root / "blocked", group, rank)
+            staged = [e["seconds"] for e in log if e["event"] == "checkpoint_staged"]
+            durable = [e["seconds"] for e in log if e["event"] == "checkpoint_durable"]
+            if not staged:
+                raise RuntimeError(f"group {group} rank {rank} wrote no checkpoint_staged event")
+            figures[f"group{group}_rank{rank}"] = {
+                "blocked_s": round(statistics.median(staged), 4),
+                "durable_s": round(statistics.median(durable), 4) if durable else None,
+            }
+    return figures
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
@@ -300,6 +417,9 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "trust": lambda args: bench_trust(args.size_gb, args.repeats),
     "stall": lambda args: bench_stall(),
     "comm": lambda args: bench_comm(),
+    "throughput": lambda args: bench_throughput(),
+    "recover": lambda args: bench_recover(args.repeats),
+    "blocked": lambda args: bench_blocked(),
 }
 
 
