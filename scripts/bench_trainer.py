@@ -367,13 +367,20 @@ def recover_once(root: Path, name: str, steps: int, kill_at: int) -> dict[str, f
         raise RuntimeError("the recover run failed")
     after = [e for e in read_events(root / name, 1) if e["time"] > killed]
     started = next(e["time"] for e in after if e["event"] == "started")
-    healed = next(e["time"] for e in after if e["event"] == "healed")
+    healed = next((e["time"] for e in after if e["event"] == "healed"), None)
+    if healed is None:
+        raise RuntimeError("the restarted group never healed (the survivor finished first: raise steps)")
     committed = next(e["time"] for e in after if e["event"] == "commit" and e["time"] >= healed)
     return {"started": started - killed, "healed": healed - killed, "committed": committed - killed}
 
 
-def bench_recover(repeats: int = 1, steps: int = 80, kill_at: int = 20) -> dict[str, Any]:
-    """SIGKILL one rank of a 2-rank group: seconds until the group restarted, healed, and committed again."""
+def bench_recover(repeats: int = 1, steps: int = 400, kill_at: int = 20) -> dict[str, Any]:
+    """SIGKILL one rank of a 2-rank group: seconds until the group restarted, healed, and committed again.
+
+    `steps` leaves the survivor (about 10 tiny steps/s alone here) enough to do while the group restarts
+    (about 10 s: the restart delay, then four imports of torch on two cores); if it finished first, the
+    restarted group would train alone with no one to heal from.
+    """
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-recover-") as tmp:
         for i in range(repeats):
