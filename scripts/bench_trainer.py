@@ -395,26 +395,36 @@ def bench_recover(repeats: int = 1, steps: int = 400, kill_at: int = 20) -> dict
     }
 
 
-def bench_blocked(model: str = "tiny", steps: int = 60, every: int = 10) -> dict[str, Any]:
-    """Checkpoint blocked seconds per rank of a 2 x 2 sharded run (each rank stages its own shards)."""
-    with tempfile.TemporaryDirectory(prefix="bench-blocked-") as tmp:
-        root = Path(tmp)
-        overrides = (f"model={model}", f"run.steps={steps}", f"checkpoint.every={every}", *SHARDED)
-        # start_run's checkpoint.every comes first: a later override wins.
-        if start_run(root, "blocked", *overrides).wait(timeout=900) != 0:
-            raise RuntimeError("the blocked run failed")
-        figures: dict[str, Any] = {"model": model, "checkpoints": steps // every}
-        for group, rank in itertools.product((0, 1), (0, 1)):
-            log = rank_events(root / "blocked", group, rank)
-            staged = [e["seconds"] for e in log if e["event"] == "checkpoint_staged"]
-            durable = [e["seconds"] for e in log if e["event"] == "checkpoint_durable"]
-            if not staged:
-                raise RuntimeError(f"group {group} rank {rank} wrote no checkpoint_staged event")
-            figures[f"group{group}_rank{rank}"] = {
-                "blocked_s": round(statistics.median(staged), 4),
-                "durable_s": round(statistics.median(durable), 4) if durable else None,
-            }
+def blocked_per_rank(root: Path, name: str, model: str, steps: int, every: int, group_size: int) -> dict[str, Any]:
+    shape = ("ft.replica_groups=2", f"ft.group_size={group_size}", "data.batch_size=8", "ft.heartbeat_timeout_ms=2000")
+    # start_run's checkpoint.every comes first: the later override wins.
+    overrides = (f"model={model}", f"run.steps={steps}", f"checkpoint.every={every}", *shape)
+    if start_run(root, name, *overrides).wait(timeout=900) != 0:
+        raise RuntimeError(f"the {name} run failed")
+    figures: dict[str, Any] = {}
+    for group, rank in itertools.product((0, 1), range(group_size)):
+        log = rank_events(root / name, group, rank)
+        staged = [e["seconds"] for e in log if e["event"] == "checkpoint_staged"]
+        durable = [e["seconds"] for e in log if e["event"] == "checkpoint_durable"]
+        if not staged:
+            raise RuntimeError(f"group {group} rank {rank} wrote no checkpoint_staged event")
+        figures[f"group{group}_rank{rank}"] = {
+            "blocked_s": round(statistics.median(staged), 4),
+            "blocked_each_s": [round(b, 3) for b in staged],
+            "durable_s": round(statistics.median(durable), 4) if durable else None,
+        }
     return figures
+
+
+def bench_blocked(model: str = "tiny", steps: int = 60, every: int = 10) -> dict[str, Any]:
+    """Checkpoint blocked seconds per rank of a 2 x 2 sharded run (each rank stages its own shards), and 2 x 1 beside it."""
+    with tempfile.TemporaryDirectory(prefix="bench-blocked-") as tmp:
+        return {
+            "model": model,
+            "checkpoints": steps // every,
+            "2x2": blocked_per_rank(Path(tmp), "sharded", model, steps, every, 2),
+            "2x1": blocked_per_rank(Path(tmp), "unsharded", model, steps, every, 1),
+        }
 
 
 # -- driver -------------------------------------------------------------------------------------
