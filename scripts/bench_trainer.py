@@ -378,7 +378,7 @@ def bench_recover(repeats: int = 1, steps: int = 400, kill_at: int = 20) -> dict
     """SIGKILL one rank of a 2-rank group: seconds until the group restarted, healed, and committed again.
 
     `steps` leaves the survivor (about 10 tiny steps/s alone here) enough to do while the group restarts
-    (about 10 s: the restart delay, then four imports of torch on two cores); if it finished first, the
+    (about 10 s: the restart delay, then two processes importing torch on two cores); if it finished first, the
     restarted group would train alone with no one to heal from.
     """
     runs = []
