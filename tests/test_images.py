@@ -91,6 +91,33 @@ def test_the_warden_image_installs_every_component_it_imports() -> None:
         assert f"platform/{component}" in install, component
 
 
+def _meridian_closure(dist: str) -> set[str]:
+    """`dist` and every meridian-* distribution it depends on, transitively, from the pyprojects."""
+    import tomllib
+
+    deps = {}
+    for path in REPO.glob("platform/*/pyproject.toml"):
+        project = tomllib.loads(path.read_text())["project"]
+        deps[project["name"]] = [d for d in project.get("dependencies", []) if d.startswith("meridian-")]
+    found, todo = set(), [dist]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo += [d.split("[")[0] for d in deps[name]]
+    return {name.removeprefix("meridian-") for name in found}
+
+
+def test_the_trainer_image_installs_every_component_it_depends_on() -> None:
+    components = _meridian_closure("meridian-trainer")
+    assert {"contract", "trainer"} <= components
+    dockerfile = (REPO / "platform/trainer/Dockerfile").read_text()
+    install = next(line for line in dockerfile.splitlines() if "--no-build-isolation" in line)
+    for component in components:
+        assert f"COPY platform/{component} platform/{component}" in dockerfile, component
+        assert f"platform/{component}" in install, component
+
+
 def test_no_image_in_the_shipped_fleet_carries_an_invented_digest() -> None:
     # Digests come only from the image workflow; until it runs, images are pinned by version.
     for field in PINNABLE:

@@ -3,11 +3,13 @@
 import sys
 from pathlib import Path
 
-# From a checkout (`python platform/trainer/train.py ...`) the package is beside this file,
-# installed or not; in the image (/opt/trainer) it is installed and there is no src/.
-_SRC = Path(__file__).resolve().parent / "src"
-if _SRC.is_dir() and str(_SRC) not in sys.path:
-    sys.path.insert(0, str(_SRC))
+# From a checkout (`python platform/trainer/train.py ...`) the package is beside this file, and the
+# contract it reads is beside that, installed or not; in the image (/opt/trainer) both are installed
+# and there is no src/.
+_HERE = Path(__file__).resolve().parent
+for _src in (_HERE / "src", _HERE.parent / "contract" / "src"):
+    if _src.is_dir() and str(_src) not in sys.path:
+        sys.path.insert(0, str(_src))
 
 try:
     from trainer.cli import main
