@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +72,12 @@ def assert_same(actual: Any, expected: Any, where: str = "state") -> None:
             assert_same(a, e, f"{where}[{i}]")
     else:
         assert actual == expected, where
+
+
+def wait_for(proc: subprocess.Popen[str], tmp_path: Path, name: str, event: str, step: int, within_s: float) -> None:
+    """Until group 1 of run `name` has logged `event` at `step` or later: the moment the fault tests kill it."""
+    deadline = time.monotonic() + within_s
+    while not any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, 1)):
+        assert proc.poll() is None, f"the run ended before step {step}"
+        assert time.monotonic() < deadline, f"the run never reached step {step}"
+        time.sleep(0.1)

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, run, start
+from tests.trainer.conftest import events, final, run, start, wait_for
 
 COMMON = ("run.steps=240", "ft.replica_groups=2", "ft.min_replicas=2", "checkpoint.every=100000")
 
@@ -32,11 +32,7 @@ def test_a_killed_diloco_group_heals_and_finishes_with_the_survivors_weights(tmp
         tmp_path, "heal", "run.steps=300", "optim=diloco", "optim.sync_every=10", "ft.replica_groups=2",
         "checkpoint.every=100000", "ft.restart_delay_s=2",
     )  # fmt: skip
-    deadline = time.monotonic() + 180
-    while not any(e["event"] == "commit" and e["step"] >= 8 for e in events(tmp_path, "heal", 1)):
-        assert proc.poll() is None, "the run ended before step 8"
-        assert time.monotonic() < deadline, "the run never reached step 8"
-        time.sleep(0.1)
+    wait_for(proc, tmp_path, "heal", "commit", 8, within_s=180)
     pids = json.loads((tmp_path / "runs" / "heal" / "pids.json").read_text())
     os.kill(pids["1"], signal.SIGKILL)
     killed_at = time.time()

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, start
+from tests.trainer.conftest import events, final, start, wait_for
 
 STEPS = 400
 
@@ -20,11 +20,7 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
     proc = start(
         tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.replica_groups=2", "ft.restart_delay_s=2"
     )
-    deadline = time.monotonic() + 180
-    while not any(e["event"] == "step" and e["step"] >= 40 for e in events(tmp_path, name, 1)):
-        assert proc.poll() is None, "the run ended before step 40"
-        assert time.monotonic() < deadline, "the run never reached step 40"
-        time.sleep(0.2)
+    wait_for(proc, tmp_path, name, "step", 40, within_s=180)
     pids = json.loads((tmp_path / "runs" / name / "pids.json").read_text())
     os.kill(pids["1"], signal.SIGKILL)
     killed_at = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainer.checkpoint import MARKER, step_dir
 
-from tests.trainer.conftest import events, final, run, start
+from tests.trainer.conftest import events, final, run, start, wait_for
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
@@ -19,11 +19,7 @@ SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
 def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) -> None:
     name = "shardkill"
     proc = start(tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.restart_delay_s=2", *SHAPE)
-    deadline = time.monotonic() + 240
-    while not any(e["event"] == "step" and e["step"] >= 20 for e in events(tmp_path, name, 1)):
-        assert proc.poll() is None, "the run ended before step 20"
-        assert time.monotonic() < deadline, "the run never reached step 20"
-        time.sleep(0.2)
+    wait_for(proc, tmp_path, name, "step", 20, within_s=240)
     ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
     os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
     killed_at = time.time()

@@ -53,8 +53,3 @@ def action_of(code: int) -> Action:
 
 def default_actions() -> dict[int, Action]:
     return {code: action for codes, action in BUCKETS.values() for code in codes}
-
-
-def as_action(value: str) -> Action:
-    """An action name from data; anything unknown is the cautious one (a person looks)."""
-    return value if value in SEVERITY else UNKNOWN_ACTION  # type: ignore[return-value]

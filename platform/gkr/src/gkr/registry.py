@@ -114,11 +114,7 @@ def load(path: Path, how: str = "--registry") -> Located:
         raise Invalid(
             [f"{path}: cannot read it ({why}); regenerate it with `make generate` or `gkr registry fetch`"]
         ) from None
-    return Located(_parse(text, str(path)), path, how)
-
-
-def _parse(text: str, where: str) -> Registry:
-    return contract.loads(text, where)
+    return Located(contract.loads(text, str(path)), path, how)
 
 
 def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tuple[str, dict[str, bytes]]:
@@ -130,7 +126,7 @@ def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tu
     text = data.get(contract.FILE)
     if not isinstance(text, str):
         raise Invalid([f"{where}: no {contract.FILE} in its data; the cluster's generated config is incomplete"])
-    _parse(text, f"{where}: {contract.FILE}")
+    contract.loads(text, f"{where}: {contract.FILE}")
     schemas: dict[str, bytes] = {}
     for key, encoded in sorted(binary.items()):
         name = key.removesuffix(GZ)

@@ -11,6 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from contract import registry
 from contract.openapi import errors
 from contract.problem import Invalid
 
@@ -20,7 +21,7 @@ CRD_GROUPS = ("ray.io",)
 
 def schema_file(schemas: Path, api_version: str, kind: str) -> Path:
     group, _, version = api_version.rpartition("/")
-    return schemas / f"{group}_{version}_{kind}.json"
+    return schemas / registry.schema_file(group, version, kind)
 
 
 @cache
