@@ -28,7 +28,6 @@ def test_the_shape_defaults_to_the_environment_and_the_command_line_wins(monkeyp
     [
         (["ft.group_size=0"], "ft.group_size: must be > 0, got 0"),
         (["ft.group_size=3"], "data.batch_size: 16 is not a multiple of ft.group_size 3"),
-        (["ft.group_size=2", "run.launcher=ray"], "ft.group_size: groups of several ranks run with the local launcher"),
     ],
 )
 def test_shapes_that_cannot_run_are_one_line(overrides: list[str], message: str) -> None:

@@ -55,6 +55,8 @@ MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"  # GKE's: epoc
 POOL_LABEL = "meridian.dev/pool"  # Meridian's: the fleet pool (GPU or CPU) a node serves
 TEAM_LABEL = "meridian.dev/team"  # every team pod and job, set by gkr and enforced by admission
 JOB_LABEL = "meridian.dev/job"  # every object of one gkr job
+RUN_LABEL = "meridian.dev/run"  # every object, in every cluster, of one run that spans regions
+REGION_LABEL = "meridian.dev/region"  # which region's share of a multi-region run an object is
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the LocalQueue a workload is submitted to
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # Kueue's: the WorkloadPriorityClass
 WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, for selectors and dashboards
@@ -128,6 +130,12 @@ WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARD
 PEAK_TFLOPS_ENV = "MERIDIAN_PEAK_BF16_TFLOPS"  # dense bf16 peak per GPU of the pod's machine: MFU's denominator
 REPLICA_GROUPS_ENV = "MERIDIAN_REPLICA_GROUPS"  # how many replica groups the job's GPUs form
 GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica group
+# A run across regions (issue 19): one Lighthouse for the run, one RayJob per region.
+RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region
+REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region>/<group>", unique in the run
+LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: the run's Lighthouse address (http://host:port)
+RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comma-separated): resume takes the newest
+LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Service and the network rule use it
 
 # --- Metric names ---------------------------------------------------------------------------------
 WARDEN_TRANSITIONS = "warden_transitions_total"

@@ -225,11 +225,6 @@ def _cross_checks(config: Config) -> Config:
             f"data.batch_size: {config.data.batch_size} is not a multiple of ft.group_size {config.ft.group_size} "
             "(each rank of a group takes an equal part of the group's batch)"
         )
-    if config.ft.group_size > 1 and config.run.launcher == "ray":
-        raise ConfigError(
-            "ft.group_size: groups of several ranks run with the local launcher only (Ray Train forms groups of "
-            "one worker); set ft.group_size=1 or run.launcher=local"
-        )
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)

@@ -26,7 +26,7 @@ from trainer.config import Config, to_dict
 from trainer.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
-from trainer.runs import final_reports, run_dir
+from trainer.runs import committed_target, final_reports, run_dir
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 log = logging.getLogger("trainer")
@@ -145,12 +145,6 @@ def _launch(cfg: Config, out: Path) -> int:
     (out / "goodput.json").write_text(dumps(summary))
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
     return code
-
-
-def committed_target(cfg: Config) -> int:
-    """The committed step the run ends at (a DiLoCo step is a sync: sync_every / fragments inner steps)."""
-    per = cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1
-    return -(-cfg.run.steps // per)
 
 
 def _write_pids(out: Path, procs: dict[int, list[subprocess.Popen[bytes]]]) -> None:

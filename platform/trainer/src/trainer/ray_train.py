@@ -1,46 +1,67 @@
-"""Run a training job under Ray Train: TorchTrainer with Ray's torchft integration.
+"""Run a training job under Ray Train: TorchTrainer with torchft.
 
-Each Ray Train worker is one replica group; TorchftConfig runs the torchft
-Lighthouse as an actor and hands its address to the workers
-($TORCHFT_LIGHTHOUSE). Ray restarts a failed worker, which then heals from
-a live peer like a local group does. In the cluster, gkr submits this as a
-RayJob (platform/trainer/README.md).
+Replica groups of one worker (``ft.group_size=1``): Ray's ``TorchftConfig`` runs the torchft
+Lighthouse as an actor, hands its address to the workers ($TORCHFT_LIGHTHOUSE) and restarts a failed
+worker alone, which heals from a live peer like a local group does. Groups of several workers (one per
+GPU): ``ray_groups.GroupsConfig`` (its docstring says what differs). In the cluster, gkr submits this
+as a RayJob (platform/trainer/README.md).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 from trainer.config import Config, from_dict, to_dict
+from trainer.console import Console, outcome_line
 from trainer.goodput import combine, dumps
-from trainer.runs import final_reports, run_dir
+from trainer.runs import committed_target, final_reports, run_dir
 from trainer.worker import train
 
 
 def _worker_loop(config: dict[str, Any]) -> None:
     import ray.train
 
+    from trainer.ray_groups import group_of
+
     cfg = from_dict(config)
-    group = ray.train.get_context().get_world_rank()
-    report = train(cfg, group, os.environ.get("TORCHFT_LIGHTHOUSE", ""))  # set by TorchftConfig
+    context = ray.train.get_context()
+    group = context.get_world_rank()
+    if cfg.ft.group_size > 1:
+        group, _ = group_of(group, cfg.ft.group_size)
+        os.environ["LOCAL_RANK"] = str(context.get_local_rank())  # which of the node's GPUs (group.join_group)
+    report = train(cfg, group, os.environ.get("TORCHFT_LIGHTHOUSE", ""))  # set by the backend
     ray.train.report({"step": report["step"], "loss": report["loss"], "goodput": report["goodput"]["goodput"]})
 
 
-def trainer(cfg: Config) -> Any:
+def _lighthouse_kwargs(cfg: Config) -> dict[str, Any]:
+    return {"min_replicas": cfg.ft.min_replicas, "heartbeat_timeout_ms": cfg.ft.heartbeat_timeout_ms}
+
+
+def trainer(cfg: Config, lighthouse: str = "") -> Any:
+    """The TorchTrainer; ``lighthouse`` is the address of the run's Lighthouse for groups of several workers."""
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.train.v2.torch.torchft_config import TorchftConfig
 
-    lighthouse = {"min_replicas": cfg.ft.min_replicas, "heartbeat_timeout_ms": cfg.ft.heartbeat_timeout_ms}
+    from trainer.ray_groups import GroupsConfig
+
     backend = "nccl" if cfg.ft.device == "cuda" else "gloo"
-    # Without fault tolerance: Ray's default torch setup, and no Lighthouse.
-    torch_config = TorchftConfig(lighthouse_kwargs=lighthouse, backend=backend) if cfg.ft.enabled else None
+    torch_config: Any
+    if cfg.ft.group_size > 1:
+        torch_config = GroupsConfig(backend=backend, group_size=cfg.ft.group_size, lighthouse=lighthouse)
+    elif cfg.ft.enabled:
+        torch_config = TorchftConfig(lighthouse_kwargs=_lighthouse_kwargs(cfg), backend=backend)
+    else:
+        torch_config = None  # Ray's default torch setup, and no Lighthouse
     return TorchTrainer(
         train_loop_per_worker=_worker_loop,
         train_loop_config=to_dict(cfg),
-        scaling_config=ScalingConfig(num_workers=cfg.ft.replica_groups, use_gpu=cfg.ft.device == "cuda"),
+        scaling_config=ScalingConfig(
+            num_workers=cfg.ft.replica_groups * cfg.ft.group_size, use_gpu=cfg.ft.device == "cuda"
+        ),
         torch_config=torch_config,
         run_config=RunConfig(
             name=cfg.run.name,
@@ -50,12 +71,46 @@ def trainer(cfg: Config) -> Any:
     )
 
 
+def _follow(console: Console, done: threading.Event) -> None:
+    while not done.wait(0.5):
+        console.poll()
+
+
 def launch(cfg: Config) -> int:
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # TorchftConfig belongs to Ray Train v2
     started = time.time()
-    result = trainer(cfg).fit()
     out = run_dir(cfg)
-    summary = combine(final_reports(out, since=started))  # this run's groups only
+    out.mkdir(parents=True, exist_ok=True)
+    # The console follows the groups' event logs where the driver can read them (a local run, or a
+    # report_dir on storage shared with the workers); elsewhere it stays quiet until the outcome.
+    console = Console(out, committed_target(cfg))
+    done = threading.Event()
+    follower = threading.Thread(target=_follow, args=(console, done), daemon=True)
+    lighthouse = None
+    try:
+        address = ""
+        if cfg.ft.group_size > 1 and cfg.ft.enabled:
+            from trainer.ray_groups import start_lighthouse
+
+            lighthouse, address = start_lighthouse(_lighthouse_kwargs(cfg))
+        follower.start()
+        result = trainer(cfg, address).fit()
+    finally:
+        done.set()
+        if follower.is_alive():
+            follower.join()
+        if lighthouse is not None:
+            import ray
+
+            ray.kill(lighthouse)
+    console.poll()
+    code = 0 if result.error is None else 1
+    outcome = (
+        "completed"
+        if code == 0
+        else f"failed: {str(result.error).splitlines()[0] if str(result.error) else type(result.error).__name__}"
+    )
+    summary = combine(final_reports(out, since=started)) | {"outcome": outcome}  # this run's groups only
     (out / "goodput.json").write_text(dumps(summary))
-    print(f"goodput {cfg.run.name}: {summary['goodput']:.1%} over {summary['replica_group_reports']} replica groups")
-    return 0 if result.error is None else 1
+    print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
+    return code

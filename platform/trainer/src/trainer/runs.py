@@ -19,6 +19,12 @@ def run_dir(cfg: Config) -> Path:
     return Path(cfg.run.report_dir) / cfg.run.name
 
 
+def committed_target(cfg: Config) -> int:
+    """The committed step the run ends at (a DiLoCo step is a sync: sync_every / fragments inner steps)."""
+    per = cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1
+    return -(-cfg.run.steps // per)
+
+
 class EventLog:
     """Appends one group's events; line-buffered, so a group that is killed loses at most its last line."""
 

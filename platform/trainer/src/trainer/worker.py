@@ -61,7 +61,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     replays_up_to = high_water(cfg, group)
     with ft.running(trainer.fragments, trainer.inner, trainer.outer):
         goodput.add("startup", goodput.clock() - started)
-        events.write("started", group=group, step=trainer.step, resumed=resumed)
+        events.write("started", group=group, rank=where.rank, pid=os.getpid(), step=trainer.step, resumed=resumed)
         reporter = FailureReporter(os.environ)
         pending: list[float] = []  # inner steps whose fate the next sync decides
         synced = trainer.step
