@@ -32,14 +32,14 @@ def to_data(value: Any) -> Any:
     return value
 
 
-def dumps(value: Any, schema: str) -> str:
+def dumps(value: Any, schema: str, indent: int | None = 1) -> str:
     """The document for `value`, keys sorted so a regenerated file only changes where the facts did."""
-    return json.dumps({SCHEMA_KEY: schema, **to_data(value)}, indent=1, sort_keys=True) + "\n"
+    text = json.dumps({SCHEMA_KEY: schema, **to_data(value)}, indent=indent, sort_keys=True)
+    return text + "\n" if indent is not None else text
 
 
-def loads(cls: type[T], text: str, schema: str, where: str) -> T:
+def loads(cls: type[T], text: str, schema: str, where: str, fix: str = "regenerate it with `make generate`") -> T:
     """`cls` from a document; Invalid (one line: where, what, how to fix) when it is not one."""
-    fix = "regenerate it with `make generate`"
     if len(text) > MAX_CHARS:
         raise Invalid([f"{where}: {len(text)} characters, more than {MAX_CHARS}; {fix}"])
     try:
@@ -52,16 +52,14 @@ def loads(cls: type[T], text: str, schema: str, where: str) -> T:
     found = data.pop(SCHEMA_KEY, None)
     if found != schema:
         raise Invalid([f"{where}: schema {found!r}, this tool reads {schema!r}; regenerate it or upgrade the tool"])
-    return from_data(cls, data, where)
+    return from_data(cls, data, where, fix)
 
 
-def from_data(cls: type[T], data: Any, where: str) -> T:
+def from_data(cls: type[T], data: Any, where: str, fix: str = "regenerate it with `make generate`") -> T:
     try:
         return typing.cast(T, _value(cls, data, ""))
     except _Bad as bad:
-        raise Invalid(
-            [f"{where}: {bad.path or '(document)'}: {bad.message}; regenerate it with `make generate`"]
-        ) from None
+        raise Invalid([f"{where}: {bad.path or '(document)'}: {bad.message}; {fix}"]) from None
 
 
 class _Bad(Exception):

@@ -79,6 +79,13 @@ WARDEN = (
     Metric(names.WARDEN_ROUND_SECONDS, "gauge", "How long the last round took."),
     Metric(names.WARDEN_ROUNDS, "counter", "Rounds run."),
     Metric(names.WARDEN_SIGNALS_IGNORED, "counter", "Tenant reports ignored.", ("reason",)),
+    Metric(
+        names.WARDEN_DEEP_CHECKS,
+        "counter",
+        "Deep checks (burn-in and idle sweeps) finished, by pool, kind (burn_in, sweep) and verdict (pass, fail).",
+        ("pool", "kind", "verdict"),
+    ),
+    Metric(names.WARDEN_SWEEPS_RUNNING, "gauge", "Idle-node sweep checks running now, by pool.", ("pool",)),
 )
 
 # preflight: a run's checks (the probation and job-start pods serve them until they exit; the Pushgateway is
