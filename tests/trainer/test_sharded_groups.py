@@ -91,7 +91,8 @@ def _fragments_agree(tmp_path: Path, name: str, steps: int) -> list[dict[str, An
     """Both groups finished at `steps` committed steps and every fragment was identical at its last sync."""
     reports = [final(tmp_path, name, g) for g in (0, 1)]
     assert [(r["step"], r["inner_steps"]) for r in reports] == [(steps, steps * 4)] * 2
-    assert None not in reports[0]["fragments"] and len(set(reports[0]["fragments"])) == 2
+    assert None not in reports[0]["fragments"]
+    assert len(set(reports[0]["fragments"])) == 2
     assert reports[0]["fragments"] == reports[1]["fragments"]  # gathered: every shard of both groups agrees
     return reports
 
@@ -110,8 +111,8 @@ def test_streaming_diloco_on_sharded_groups_syncs_every_fragment_identically(tmp
 def test_a_killed_rank_in_streaming_diloco_heals_its_group_mid_period(tmp_path: Path) -> None:
     """The survivor waits for the quorum (min_replicas 2); the restarted group heals from it mid-period."""
     name = "shardstreamkill"
-    proc = start(tmp_path, name, "run.steps=80", "ft.restart_delay_s=2", *STREAMING)
-    wait_for(proc, tmp_path, name, "commit", 6, within_s=240)
+    proc = start(tmp_path, name, "run.steps=64", "ft.restart_delay_s=2", *STREAMING)
+    wait_for(proc, tmp_path, name, "commit", 4, within_s=240)
     ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
     os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
     killed_at = time.time()
@@ -121,8 +122,8 @@ def test_a_killed_rank_in_streaming_diloco_heals_its_group_mid_period(tmp_path: 
     replaced = events(tmp_path, name, 1)
     assert len([e for e in replaced if e["event"] == "started"]) == 2
     assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
-    _fragments_agree(tmp_path, name, 20)
+    _fragments_agree(tmp_path, name, 16)
     for group in (0, 1):
         commits = [e["step"] for e in events(tmp_path, name, group) if e["event"] == "commit"]
         assert commits == sorted(set(commits))  # never back, never twice
-    assert [e["step"] for e in events(tmp_path, name, 0) if e["event"] == "commit"] == list(range(1, 21))
+    assert [e["step"] for e in events(tmp_path, name, 0) if e["event"] == "commit"] == list(range(1, 17))
