@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from trainer.checkpoint import MARKER, step_dir
 
@@ -14,6 +15,8 @@ from tests.trainer.conftest import events, final, run, start, wait_for
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
+# Streaming DiLoCo: 2 fragments, one synced every 4 inner steps (the pseudo-gradient sent 1 step early).
+STREAMING = ("optim=streaming_diloco", "optim.sync_every=8", "ft.min_replicas=2", "checkpoint.every=1000", *SHAPE)
 
 
 def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) -> None:
@@ -82,3 +85,45 @@ def test_diloco_on_sharded_groups_leaves_every_group_identical(tmp_path: Path) -
     assert [(r["step"], r["inner_steps"]) for r in reports] == [(5, 40), (5, 40)]
     assert reports[0]["weights"] == reports[1]["weights"]  # gathered: every shard of both groups agrees
     assert all(e["participants"] == 2 for e in events(tmp_path, name, 0) if e["event"] == "commit")
+
+
+def _fragments_agree(tmp_path: Path, name: str, steps: int) -> list[dict[str, Any]]:
+    """Both groups finished at `steps` committed steps and every fragment was identical at its last sync."""
+    reports = [final(tmp_path, name, g) for g in (0, 1)]
+    assert [(r["step"], r["inner_steps"]) for r in reports] == [(steps, steps * 4)] * 2
+    assert None not in reports[0]["fragments"]
+    assert len(set(reports[0]["fragments"])) == 2
+    assert reports[0]["fragments"] == reports[1]["fragments"]  # gathered: every shard of both groups agrees
+    return reports
+
+
+def test_streaming_diloco_on_sharded_groups_syncs_every_fragment_identically(tmp_path: Path) -> None:
+    """Each fragment is identical across groups after its own sync; the whole model never is at once."""
+    name = "shardstream"
+    run(tmp_path, name, "run.steps=40", *STREAMING)
+    reports = _fragments_agree(tmp_path, name, 10)
+    # By design (torchft's fragment_update_alpha=0): the fragment synced at step 9 took 4 more local inner
+    # steps on each group's own batches, so the whole model differs between groups at the end.
+    assert reports[0]["weights"] != reports[1]["weights"]
+    assert all(e["participants"] == 2 for e in events(tmp_path, name, 0) if e["event"] == "commit")
+
+
+def test_a_killed_rank_in_streaming_diloco_heals_its_group_mid_period(tmp_path: Path) -> None:
+    """The survivor waits for the quorum (min_replicas 2); the restarted group heals from it mid-period."""
+    name = "shardstreamkill"
+    proc = start(tmp_path, name, "run.steps=64", "ft.restart_delay_s=2", *STREAMING)
+    wait_for(proc, tmp_path, name, "commit", 4, within_s=240)
+    ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
+    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
+    killed_at = time.time()
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out[-3000:]
+
+    replaced = events(tmp_path, name, 1)
+    assert len([e for e in replaced if e["event"] == "started"]) == 2
+    assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
+    _fragments_agree(tmp_path, name, 16)
+    for group in (0, 1):
+        commits = [e["step"] for e in events(tmp_path, name, group) if e["event"] == "commit"]
+        assert commits == sorted(set(commits))  # never back, never twice
+    assert [e["step"] for e in events(tmp_path, name, 0) if e["event"] == "commit"] == list(range(1, 17))

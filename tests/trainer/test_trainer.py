@@ -250,3 +250,14 @@ class Peek(ProcessGroupGloo):
         "line 9: assigns over the method .allreduce",
         "line 13: ._pg in a subclass of a torchft class",
     }
+
+
+def test_a_fragment_digest_covers_its_fragment_only(tmp_path: Path) -> None:
+    # Streaming DiLoCo's groups agree fragment by fragment (worker.py reports each at its last sync).
+    a = Trainer(config(tmp_path, "optim=streaming_diloco", "ft.enabled=true"), 0, NoFaultTolerance())
+    before = [a.fragment_digest(i) for i in range(len(a.fragments))]
+    assert len(set(before)) == len(a.fragments) == 2
+    with torch.no_grad():
+        next(a.fragments[1].parameters()).add_(1.0)
+    assert [a.fragment_digest(i) for i in range(2)] == [before[0], a.fragment_digest(1)]
+    assert a.fragment_digest(1) != before[1]

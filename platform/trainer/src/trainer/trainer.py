@@ -167,14 +167,32 @@ class Trainer(Stateful):
         return dict(get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True)))
 
     def weights_digest(self) -> str:
-        digest = hashlib.sha256()
-        for name, tensor in sorted(self.full_state().items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return digest.hexdigest()
+        return _digest(self.full_state())
+
+    @torch.no_grad()
+    def fragment_digest(self, index: int) -> str:
+        """Digest of DiLoCo fragment ``index``'s whole (gathered) parameters, named as in the model.
+
+        Streaming DiLoCo makes a fragment identical across groups only at its own sync: call this right after
+        it (a collective in a sharded group: every rank of the group calls it at the same step).
+        """
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        return _digest({names[id(p)]: _full(p) for p in self.fragments[index].parameters()})
 
     @torch.no_grad()
     def eval_loss(self) -> float:
         """Loss on held-out batches (indices no training step uses)."""
         losses = [self.model.loss(self.batches.batch(10**9 + i).to(self.device)).item() for i in range(4)]
         return sum(losses) / len(losses)
+
+
+def _full(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(tensors.items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()

@@ -64,6 +64,9 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         events.write("started", group=group, rank=where.rank, pid=os.getpid(), step=trainer.step, resumed=resumed)
         reporter = FailureReporter(os.environ)
         pending: list[float] = []  # inner steps whose fate the next sync decides
+        # DiLoCo: the digest of each fragment just after its last sync, by fragment (DiLoCo syncs fragment
+        # step % fragments at committed step `step`, then step + 1 is committed).
+        synced_at: list[str | None] = [None] * len(trainer.fragments)
         synced = trainer.step
         every = max(1, cfg.checkpoint.every // ft.inner_steps_per_commit)
         window = throughput_window(cfg, ft.inner_steps_per_commit, goodput.clock)
@@ -99,6 +102,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
                 continue
             # Every committed step, with who took part: what the fault tests assert on.
             events.write("commit", step=step, participants=ft.num_participants())
+            if step > trainer.target - len(synced_at):  # the last sync of fragment (step - 1) % fragments
+                synced_at[(step - 1) % len(synced_at)] = trainer.fragment_digest((step - 1) % len(synced_at))
             if step % cfg.run.log_every == 0 or step == trainer.target:
                 events.write(
                     "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
@@ -115,7 +120,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         "group": group,
         "step": trainer.step,
         "inner_steps": trainer.next_batch,
-        "weights": trainer.weights_digest(),
+        "weights": trainer.weights_digest(),  # streaming DiLoCo: differs between groups by design (README)
+        "fragments": synced_at,
         "bytes_sent": ft.bytes_sent(),
         "loss": round(trainer.eval_loss(), 4),
         "goodput": goodput.report(),
