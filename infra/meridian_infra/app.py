@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdktn import App
 
 from fleet.model import Fleet
-from fleet.planner import AddressPlan
+from fleet.planner import AddressPlan, peer_pod_ranges
 from meridian_infra.backend import Backend
 from meridian_infra.global_stack import GlobalStack
 from meridian_infra.region_stack import RegionStack
@@ -15,5 +15,6 @@ def build_app(fleet: Fleet, addresses: AddressPlan, outdir: str, backend: Backen
     app = App(outdir=outdir)
     GlobalStack(app, fleet, backend)
     for ranges in addresses.regions:
-        RegionStack(app, fleet, fleet.regions[ranges.index], ranges, backend)
+        peers = peer_pod_ranges(addresses, ranges.region)
+        RegionStack(app, fleet, fleet.regions[ranges.index], ranges, backend, peers)
     return app

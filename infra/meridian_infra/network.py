@@ -95,7 +95,7 @@ def region_networks(
     )
 
     cluster_ranges = [str(ranges.nodes.cidr), str(ranges.pods.cidr), str(ranges.services.cidr)]
-    _firewall(
+    firewall(
         scope,
         "fw_internal",
         f"{fleet.name}-{region.name}-internal",
@@ -103,7 +103,7 @@ def region_networks(
         cluster_ranges,
         ComputeFirewallAllow(protocol="all"),
     )
-    _firewall(
+    firewall(
         scope,
         "fw_control_plane",
         f"{fleet.name}-{region.name}-control-plane",
@@ -111,7 +111,7 @@ def region_networks(
         [str(ranges.control_plane.cidr)],
         ComputeFirewallAllow(protocol="tcp", ports=list(CONTROL_PLANE_PORTS)),
     )
-    _firewall(
+    firewall(
         scope,
         "fw_health_checks",
         f"{fleet.name}-{region.name}-health-checks",
@@ -119,7 +119,7 @@ def region_networks(
         list(HEALTH_CHECK_RANGES),
         ComputeFirewallAllow(protocol="tcp"),
     )
-    _firewall(
+    firewall(
         scope,
         "fw_gvnic_internal",
         f"{fleet.name}-{region.name}-gvnic-internal",
@@ -154,9 +154,17 @@ def region_networks(
     return RegionNetworks(subnet, gvnic_subnet, names.gvnic_network(fleet), rdma)
 
 
-def _firewall(
-    scope: Construct, id_: str, name: str, network: str, sources: list[str], allow: ComputeFirewallAllow
+def firewall(
+    scope: Construct,
+    id_: str,
+    name: str,
+    network: str,
+    sources: list[str],
+    allow: ComputeFirewallAllow,
+    destinations: list[str] | None = None,
+    targets: list[str] | None = None,
 ) -> None:
+    """An ingress allow rule, logged; `targets` are service accounts (none: every instance)."""
     ComputeFirewall(
         scope,
         id_,
@@ -164,6 +172,8 @@ def _firewall(
         network=network,
         direction="INGRESS",
         source_ranges=sources,
+        destination_ranges=destinations,
+        target_service_accounts=targets,
         allow=[allow],
         log_config=ComputeFirewallLogConfig(metadata="EXCLUDE_ALL_METADATA"),
     )

@@ -2,10 +2,14 @@
 
 `cdktn deploy <region>` changes this region and nothing else; what it needs
 from `global` (networks, service accounts, the warden role) comes through
-remote state.
+remote state. `peer_pods` (the other regions' pod ranges) feed only the
+cross-region firewall rules, which is why adding a region updates every region.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from ipaddress import IPv4Network
 
 from cdktn import TerraformOutput, TerraformStack
 from cdktn_provider_google.project_iam_member import ProjectIamMember, ProjectIamMemberCondition
@@ -25,13 +29,22 @@ from fleet.planner import RegionRanges
 from meridian_infra.backend import Backend, remote_state, use_backend
 from meridian_infra.cluster import cluster, cpu_pool, system_pool
 from meridian_infra.common import labels, private_bucket
+from meridian_infra.cross_region import cross_region_firewalls
 from meridian_infra.global_stack import team_output
 from meridian_infra.gpu_pools import gpu_pool
 from meridian_infra.network import region_networks
 
 
 class RegionStack(TerraformStack):
-    def __init__(self, scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, backend: Backend) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        fleet: Fleet,
+        region: Region,
+        ranges: RegionRanges,
+        backend: Backend,
+        peer_pods: Sequence[IPv4Network],
+    ) -> None:
         super().__init__(scope, region.name)
         project = fleet.project.id
         use_backend(self, fleet, region.name, backend)
@@ -41,6 +54,8 @@ class RegionStack(TerraformStack):
         nodes_account = shared.get_string("nodes_service_account")
 
         networks = region_networks(self, fleet, region, ranges, main_network, shared.get_string("gvnic_network"))
+        # Runs across regions: the other regions' pods may reach this region's (cross_region.py).
+        cross_region_firewalls(self, fleet, ranges, peer_pods, main_network, nodes_account)
         gke = cluster(self, fleet, region, ranges, main_network, networks)
         system_pool(self, fleet, region, gke.id, nodes_account)
         for pool in region.gpu_pools:

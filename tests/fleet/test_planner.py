@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from contract.problem import Problem
 from fleet.catalog import REGIONS
 from fleet.model import Fleet
-from fleet.planner import AddressPlan, layout, plan_addresses
+from fleet.planner import AddressPlan, layout, peer_pod_ranges, plan_addresses
 from tests.conftest import SHIPPED_SPEC
 
 GPU_MACHINES = ("a3-ultragpu-8g", "a3-megagpu-8g")
@@ -190,3 +190,14 @@ def test_shipped_plan_values() -> None:
     # us-central1-b is the region's second zone: second RDMA slot.
     assert str(central.rdma["us-central1-b"][0].cidr) == "10.8.32.0/22"
     assert str(addresses.regions[1].pods.cidr) == "10.16.0.0/13"
+
+
+def test_peer_pod_ranges_are_every_other_regions_pods() -> None:
+    addresses, _ = plan(copy.deepcopy(SHIPPED_SPEC))
+    assert [str(c) for c in peer_pod_ranges(addresses, "us-east4")] == ["10.0.0.0/13", "10.32.0.0/13"]
+    one = copy.deepcopy(SHIPPED_SPEC)
+    one["regions"] = one["regions"][:1]
+    one["teams"] = [{**t, "quota": {k: v for k, v in t["quota"].items() if k == "us-central1"}} for t in one["teams"]]
+    single, problems = plan(one)
+    assert problems == []
+    assert peer_pod_ranges(single, "us-central1") == []  # one region: nobody to let in

@@ -30,7 +30,7 @@ def test_changing_one_region_changes_only_its_stack(
     assert changed == ["europe-west1"]
 
 
-def test_adding_a_region_adds_a_stack_and_changes_no_other(
+def test_adding_a_region_adds_a_stack_and_only_opens_the_others_to_its_pods(
     synth_dir: Path, stacks: Stacks, spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], tmp_path: Path
 ) -> None:
     before = _files(synth_dir)
@@ -46,10 +46,19 @@ def test_adding_a_region_adds_a_stack_and_changes_no_other(
         }
     ]
     spec["regions"].append(region)
-    synth(write_spec(spec), tmp_path / "out")
+    stacks_after = synth(write_spec(spec), tmp_path / "out")
     after = _files(tmp_path / "out")
     assert set(after) - set(before) == {"asia-south1"}
-    assert all(after[name] == before[name] for name in before)
+    assert after["global"] == before["global"]
+    # Every other region now admits the new region's pods for runs across regions: its two
+    # cross-region rules gain one source, and nothing else of it changes.
+    new_pods = stacks_after["asia-south1"]["resource"]["google_compute_subnetwork"]["subnet"]["secondary_ip_range"][0]
+    for name in ("us-central1", "us-east4", "europe-west1"):
+        old, new = stacks[name], copy.deepcopy(stacks_after[name])
+        for rule in ("fw_cross_region", "fw_lighthouse"):
+            sources = new["resource"]["google_compute_firewall"][rule]["source_ranges"]
+            assert sources.pop() == new_pods["ip_cidr_range"]
+        assert new == old, name
 
 
 def test_local_backend_for_offline_plans(
@@ -87,9 +96,9 @@ def test_report_lists_every_stack_with_its_gpus(tmp_path: Path, capsys: pytest.C
     heads = [line for line in lines if not line.startswith(" ")][1:]
     assert heads == [
         "global: 37 resources",  # an account per team, each reading the datasets
-        "us-central1: 30 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
-        "us-east4: 29 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
-        "europe-west1: 30 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "us-central1: 32 resources, 512 GPU nodes, 4,096 GPUs (4,096 x nvidia-h200-141gb)",
+        "us-east4: 31 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
+        "europe-west1: 32 resources, 384 GPU nodes, 3,072 GPUs (3,072 x nvidia-h200-141gb)",
     ]
     assert "google_container_node_pool 4" in lines[lines.index(heads[1]) + 1]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

@@ -125,6 +125,7 @@ def test_growing_a_pool_is_not_destructive(sandbox: tuple[Path, str, dict[str, S
     assert [(x.action, x.address, [(c.path, c.before, c.after) for c in x.changes]) for x in resources] == [
         ("update", "google_container_node_pool.pool_h200-a", [("node_count", 384, 448)])
     ]
+    assert r.access == []  # nobody new can reach anything
 
 
 def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
@@ -251,7 +252,7 @@ def test_each_side_is_synthesized_with_its_own_infra_code(sandbox: tuple[Path, s
     assert r.clusters == []
 
 
-def test_adding_a_region_only_adds(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_adding_a_region_opens_every_region_to_its_pods(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
     region = """  - name: asia-south1
     zones: [asia-south1-a, asia-south1-b, asia-south1-c]
     cluster:
@@ -267,9 +268,37 @@ def test_adding_a_region_only_adds(sandbox: tuple[Path, str, dict[str, Snapshot]
 teams:
 """
     r = scenario(sandbox, replace_once("\nteams:\n", "\n" + region))
-    assert r.destructive == []
-    assert [d.stack for d in r.stacks] == ["asia-south1"]
-    assert {x.action for d in r.stacks for x in d.resources} == {"create"}
+    assert r.destructive == []  # widening who may reach the pods is expected, not destructive
+    old_regions = ("us-central1", "us-east4", "europe-west1")
+    assert sorted(d.stack for d in r.stacks) == sorted([*old_regions, "asia-south1"])
+    assert {x.action for d in r.stacks if d.stack == "asia-south1" for x in d.resources} == {"create"}
+    # Every other region's cross-region rules admit the new region's pods (infra cross_region.py): the only
+    # Terraform change outside the new stack.
+    pods = "10.48.0.0/13"  # the planner's fourth region block
+    for d in (d for d in r.stacks if d.stack in old_regions):
+        assert [(x.action, x.address, [(c.path, c.before, c.after) for c in x.changes]) for x in d.resources] == [
+            ("update", f"google_compute_firewall.{rule}", [("source_ranges.2", None, pods)])
+            for rule in ("fw_cross_region", "fw_lighthouse")
+        ]
+    # The review says so per region, naming whose range it is.
+    for name in old_regions:
+        for rule in ("cross-region", "lighthouse"):
+            assert f"{name}: firewall rule meridian-{name}-{rule} now also admits {pods} (asia-south1 pods)" in r.access
+    (new_rule,) = [
+        line
+        for line in r.access
+        if line.startswith("asia-south1: new firewall rule meridian-asia-south1-cross-region ")
+    ]
+    assert new_rule.endswith(
+        "allows tcp (any port) from 10.0.0.0/13 (us-central1 pods), 10.16.0.0/13 (us-east4 pods), "
+        f"10.32.0.0/13 (europe-west1 pods) to {pods} (asia-south1 pods) on instances of nodes service account"
+    )
+    assert len(r.access) == 2 * 3 + 6  # two widened per other region; the new region's six rules
+    report = markdown(r)
+    assert "### Network access (who can reach what)" in report
+    assert (
+        f"- us-east4: firewall rule meridian-us-east4-cross-region now also admits {pods} (asia-south1 pods)" in report
+    )
     new = [c for c in r.clusters if c.cluster == "meridian-asia-south1"]
     assert {o.action for c in new for o in c.objects} == {"added"}
     # The other clusters' registries now list the new region: the only change there.

@@ -62,6 +62,12 @@ class AddressPlan:
             yield from region.all()
 
 
+def peer_pod_ranges(plan: AddressPlan, region: str) -> list[IPv4Network]:
+    """The pod ranges of every region but `region`, in fleet order: whom a run across regions
+    lets reach this region's pods (infra's cross-region firewall rule). Empty for one region."""
+    return [r.pods.cidr for r in plan.regions if r.region != region]
+
+
 def layout(plan: NetworkPlan) -> tuple[dict[str, tuple[int, int]], int]:
     """Offset and size of each kind of range inside a region block, and the total span."""
     sizes = {

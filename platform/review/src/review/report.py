@@ -63,6 +63,9 @@ def markdown(r: Review) -> str:
             if len(res.changes) > 20:
                 out.append(f"  - ... {len(res.changes) - 20} more attributes")
         out.append("")
+    out += ["### Network access (who can reach what)", ""]
+    out += [f"- {line}" for line in r.access] or ["No firewall rule changes."]
+    out.append("")
     out += ["### Kubernetes (what Argo CD applies)", ""]
     if not r.clusters:
         out += ["No change in any cluster.", ""]
@@ -99,6 +102,7 @@ def terminal(r: Review) -> str:
             out.append(f"  quota {d.name}: {d.before:,} -> {d.after:,}")
     for diff in r.stacks:
         out.append(f"  terraform {diff.stack}: {_counts(diff)}")
+    out += [f"  access {line}" for line in r.access]
     for cluster in r.clusters:
         counts = Counter(o.action for o in cluster.objects)
         out.append(

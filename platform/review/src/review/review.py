@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from review.access import access_changes
 from review.capacity import Delta, capacity_deltas
 from review.kubernetes import ClusterDiff, diff_clusters
 from review.snapshot import LAUNCHER, ReviewError, Snapshot, take
@@ -24,6 +25,7 @@ class Review:
     regions: list[Delta]
     teams: list[Delta]
     notes: list[str] = field(default_factory=list)
+    access: list[str] = field(default_factory=list)  # firewall rules created, removed or altered (access.py)
 
     @property
     def destructive(self) -> list[str]:
@@ -99,4 +101,5 @@ def review(
         regions,
         teams,
         notes,
+        access_changes(before.stacks, after.stacks),
     )

@@ -1,0 +1,75 @@
+"""The network path of a training run across regions (issue 19): who may reach this region's pods.
+
+A run's regions talk over the cluster VPC's pod network: the RDMA VPCs are per GPU
+zone, carry only RoCE and reach no other region, so the synchronization between
+regions' replica groups goes pod IP to pod IP over the global cluster VPC (GKE's
+ip-masq-agent does not masquerade RFC 1918 destinations, so the source is the
+client pod's IP). Each region admits, from the other regions' pod ranges only:
+
+- `<fleet>-<region>-cross-region`: TCP, any port, to this region's pod range.
+  A port list is impossible: torchft's cross-group connections land on ports
+  chosen at run time. The quorum hands every group the TCPStore of one group
+  (its MASTER_PORT, a free port Ray Train picks), the checkpoint server a
+  healing group fetches weights from binds port 0 (torchft
+  checkpointing/http_transport.py, not configurable), the Manager server binds
+  $TORCHFT_MANAGER_PORT or port 0 (manager.py), and gloo or NCCL socket pairs
+  listen on ephemeral ports. So the rule is narrowed by what it can name:
+  sources, destination range, TCP, and the node service account as target
+  (pod IPs are alias IPs of the node VMs; every pool, GPU and CPU, runs as it).
+- `<fleet>-<region>-lighthouse`: TCP LIGHTHOUSE_PORT to this region's node
+  range, where an internal passthrough load balancer's address comes from (the
+  cluster subnet's primary range). Passthrough keeps the client's IP, so the
+  backends see other regions' pod IPs arriving for the load balancer's address.
+  Any region may be a run's home, so every region has it.
+
+Both rules name every other region: adding a region to fleet.yaml updates every
+region's rules (their sources), which the plan review shows. One region: no rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from ipaddress import IPv4Network
+
+from cdktn_provider_google.compute_firewall import ComputeFirewallAllow
+from constructs import Construct
+
+from contract.names import LIGHTHOUSE_PORT
+from fleet.model import Fleet
+from fleet.planner import RegionRanges
+from meridian_infra.network import firewall
+
+
+def cross_region_firewalls(
+    scope: Construct,
+    fleet: Fleet,
+    ranges: RegionRanges,
+    peer_pods: Sequence[IPv4Network],
+    network: str,
+    nodes_account: str,
+) -> None:
+    """This region's two ingress rules for runs across regions; none when it has no peer."""
+    if not peer_pods:
+        return
+    sources = [str(cidr) for cidr in peer_pods]
+    prefix = f"{fleet.name}-{ranges.region}"
+    firewall(
+        scope,
+        "fw_cross_region",
+        f"{prefix}-cross-region",
+        network,
+        sources,
+        ComputeFirewallAllow(protocol="tcp"),
+        destinations=[str(ranges.pods.cidr)],
+        targets=[nodes_account],
+    )
+    firewall(
+        scope,
+        "fw_lighthouse",
+        f"{prefix}-lighthouse",
+        network,
+        sources,
+        ComputeFirewallAllow(protocol="tcp", ports=[str(LIGHTHOUSE_PORT)]),
+        destinations=[str(ranges.nodes.cidr)],
+        targets=[nodes_account],
+    )
