@@ -460,8 +460,11 @@ SHARDED_NONFINITE = textwrap.dedent(
     dist.all_reduce = all_reduce
     fine = {"model": {"w": distribute_tensor(torch.ones(8, 4), mesh, [Shard(0)]), "b": torch.ones(3)}}
     checkpoints.save(6, fine)  # nothing stuck in flight, the ranks still in step
+    checkpoints.wait()
+    dist.barrier(group)  # rank 0 has written the marker
+    latest = checkpoints.latest()
     checkpoints.close()
-    print(json.dumps({"refused": refused, "reductions": len(reductions), "latest": checkpoints.latest()}))
+    print(json.dumps({"refused": refused, "reductions": len(reductions), "latest": latest}))
     dist.destroy_process_group()
     """
 )
