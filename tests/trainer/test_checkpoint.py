@@ -432,6 +432,70 @@ def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
     assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]
 
 
+SHARDED_NONFINITE = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    from trainer.checkpoint import Checkpointer, CheckpointError
+
+    root, rendezvous, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    group = dist.new_group([0, 1], backend="gloo")
+    full = torch.ones(8, 4)
+    full[6, 1] = float("nan")  # in rank 1's half only
+    sharded = {"model": {"w": distribute_tensor(full, mesh, [Shard(0)]), "b": torch.ones(3)}}
+    reductions = []
+    all_reduce = dist.all_reduce
+    dist.all_reduce = lambda *a, **k: reductions.append(1) or all_reduce(*a, **k)
+    checkpoints = Checkpointer(root, process_group=group)
+    try:
+        checkpoints.save(5, sharded)
+        refused = None
+    except CheckpointError as error:
+        refused = str(error)
+    dist.all_reduce = all_reduce
+    fine = {"model": {"w": distribute_tensor(torch.ones(8, 4), mesh, [Shard(0)]), "b": torch.ones(3)}}
+    checkpoints.save(6, fine)  # nothing stuck in flight, the ranks still in step
+    checkpoints.wait()
+    dist.barrier(group)  # rank 0 has written the marker
+    latest = checkpoints.latest()
+    checkpoints.close()
+    print(json.dumps({"refused": refused, "reductions": len(reductions), "latest": latest}))
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_a_nonfinite_shard_on_one_rank_is_refused_on_every_rank_of_the_group(tmp_path: Path) -> None:
+    """Each rank checks its own shard; the group agrees in one all-reduce, not one collective per tensor."""
+    root, rendezvous = tmp_path / "ckpt", tmp_path / "rendezvous"
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-W", "ignore", "-c", SHARDED_NONFINITE, str(root), str(rendezvous), str(rank)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    reports = []
+    for rank, proc in enumerate(ranks):
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"rank {rank}: {err[-3000:]}"
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    assert reports[1]["refused"] == "refusing to checkpoint step 5: non-finite values in model.w"
+    assert reports[0]["refused"] == (
+        "refusing to checkpoint step 5: non-finite values in 1 tensor(s) on another rank of the group"
+    )
+    assert [r["reductions"] for r in reports] == [1, 1]
+    assert [r["latest"] for r in reports] == [6, 6]
+    assert step_dirs(root) == [6]
+
+
 # -- checkpoints you can trust: checksums, hostile markers, retention, non-finite state -------------
 
 

@@ -32,7 +32,7 @@ import posixpath
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
@@ -49,6 +49,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, async_save
+from torch.distributed.tensor import DTensor
 
 log = logging.getLogger(__name__)
 
@@ -158,18 +159,40 @@ def _no_constant(name: str) -> NoReturn:
 
 
 def nonfinite_tensors(state: Any, where: str = "") -> list[str]:
-    """Paths of the floating-point tensors in ``state`` that hold a NaN or an infinity."""
+    """Paths of the floating-point tensors in ``state`` that hold a NaN or an infinity.
+
+    A DTensor is checked by this rank's local shard: on the DTensor itself each reduction is a collective
+    over its mesh (six all-reduces per tensor, ~0.6 s per checkpoint for the tiny model on a 2-rank CPU
+    group); ``Checkpointer.save`` agrees on the outcome with the group in one all-reduce instead. The
+    per-tensor verdicts are read back in one transfer per device, not one host sync per tensor.
+    """
+    found = list(_float_tensors(state, where))
+    verdicts: dict[int, bool] = {}
+    for device in {t.device for _, t in found}:
+        on_device = [(i, t) for i, (_, t) in enumerate(found) if t.device == device]
+        finite = torch.stack([_all_finite(t) for _, t in on_device]).tolist()
+        verdicts.update((i, ok) for (i, _), ok in zip(on_device, finite, strict=True))
+    return [path for i, (path, _) in enumerate(found) if not verdicts[i]]
+
+
+def _float_tensors(state: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """(path, local tensor) of every non-empty floating-point or complex tensor in ``state``."""
     if isinstance(state, torch.Tensor):
-        if not (state.is_floating_point() or state.is_complex()) or state.numel() == 0:
-            return []
-        values = torch.view_as_real(state) if state.is_complex() else state
-        low, high = torch.aminmax(values.detach())  # one pass; NaN propagates, +-inf shows at the ends
-        return [] if bool(torch.isfinite(low) & torch.isfinite(high)) else [where or "state"]
-    if isinstance(state, dict):
-        return [p for k, v in state.items() for p in nonfinite_tensors(v, f"{where}.{k}" if where else str(k))]
-    if isinstance(state, list | tuple):
-        return [p for i, v in enumerate(state) for p in nonfinite_tensors(v, f"{where}[{i}]")]
-    return []
+        value = state.to_local() if isinstance(state, DTensor) else state
+        if (value.is_floating_point() or value.is_complex()) and value.numel() > 0:
+            yield where or "state", value.detach()
+    elif isinstance(state, dict):
+        for k, v in state.items():
+            yield from _float_tensors(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(state, list | tuple):
+        for i, v in enumerate(state):
+            yield from _float_tensors(v, f"{where}[{i}]")
+
+
+def _all_finite(value: torch.Tensor) -> torch.Tensor:
+    values = torch.view_as_real(value) if value.is_complex() else value
+    low, high = torch.aminmax(values)  # one pass; NaN propagates, +-inf shows at the ends
+    return torch.isfinite(low) & torch.isfinite(high)
 
 
 @dataclass(frozen=True)
@@ -272,11 +295,9 @@ class Checkpointer:
         if self._closed:
             raise RuntimeError("Checkpointer is closed")
         self.wait()
-        bad = nonfinite_tensors(state)
-        if bad:
-            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-            raise CheckpointError(f"refusing to checkpoint step {step}: non-finite values in {bad[0]}{more}")
-        if self._is_coordinator():
+        coordinator = self._is_coordinator()  # first: it explains a group without torch.distributed
+        self._refuse_nonfinite(step, state)
+        if coordinator:
             # Saving a step again (e.g. after resuming from it) must not leave its old marker up
             # while the new files are being written over the old ones.
             self._rm_quietly(self._marker(step))
@@ -299,6 +320,27 @@ class Checkpointer:
         finally:
             announced.set()
         return blocked
+
+    def _refuse_nonfinite(self, step: int, state: dict[str, Any]) -> None:
+        """CheckpointError on every rank of the group when any rank's part of ``state`` is not finite.
+
+        Each rank checks its own shards; one all-reduce of the counts makes the ranks agree, so none goes
+        on into DCP's collective planning without the others. It runs on the training thread while no save
+        is in flight (``wait()`` came first), so nothing else is using the checkpoint group.
+        """
+        bad = nonfinite_tensors(state)
+        total = len(bad)
+        if self._pg is not None:
+            count = torch.tensor([total], dtype=torch.int64)
+            dist.all_reduce(count, group=self._pg)
+            total = int(count.item())
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            raise CheckpointError(f"refusing to checkpoint step {step}: non-finite values in {bad[0]}{more}")
+        if total:
+            raise CheckpointError(
+                f"refusing to checkpoint step {step}: non-finite values in {total} tensor(s) on another rank of the group"
+            )
 
     def _start(self, step: int, state: dict[str, Any]) -> tuple[Future[Any], Future[Any]]:
         """Hand ``state`` to DCP; return the futures (staged, uploaded)."""
