@@ -53,7 +53,7 @@ def build(cfg: Model) -> tuple[LanguageModel, torch.optim.Optimizer]:
 
 def step(model: LanguageModel, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> None:
     loss = model.loss(tokens)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.get_total_norm(grads)
     torch.nn.utils.clip_grads_with_norm_(model.parameters(), 1.0, norm)
