@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT / "platform/contract/src"), str(ROOT / "platform/traine
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict  # noqa: E402
 from trainer.checkpoint import Checkpointer  # noqa: E402
 from trainer.config import Model  # noqa: E402
 from trainer.flops import flops_per_token, mfu, parameters  # noqa: E402
@@ -97,17 +98,24 @@ def measure_mfu(cfg: Model, batches: list[int], peak: float, warmup: int = 3, ti
     return rows
 
 
+def tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(tensor_bytes(v) for v in value)
+    return 0
+
+
 def measure_staging(cfg: Model, directory: Path) -> dict[str, Any]:
     model, optimizer = build(cfg)
     tokens = torch.randint(0, cfg.vocab, (1, cfg.seq_len + 1), device="cuda")
     step(model, optimizer, tokens)  # AdamW's state exists, as in a checkpoint of a running job
     del tokens
-    state = {"model": model.state_dict(), "optim": optimizer.state_dict()}
-    size = sum(
-        t.numel() * t.element_size()
-        for t in [*state["model"].values(), *(v for s in state["optim"]["state"].values() for v in s.values())]
-        if isinstance(t, torch.Tensor)
-    )
+    # The trainer's form (Trainer.state_dict): parameters and optimizer state by fully qualified name.
+    state = {"model": get_model_state_dict(model), "inner": get_optimizer_state_dict(model, optimizer)}
+    size = tensor_bytes(state)
     shutil.rmtree(directory, ignore_errors=True)
     durable: dict[int, float] = {}
     with Checkpointer(
