@@ -125,18 +125,25 @@ def measure_staging(cfg: Model, directory: Path) -> dict[str, Any]:
     ) as checkpoints:
         first = checkpoints.save(1, state)
         checkpoints.wait()
-        second = checkpoints.save(2, state)
-        checkpoints.wait()
+        gb = size / 1e9
+        result: dict[str, Any] = {
+            "state_gb": round(gb, 2),
+            "first_blocked_s": round(first, 3),
+            "first_gb_per_s": round(gb / first, 1),
+            "first_durable_s": round(durable.get(1, float("nan")), 1),
+        }
+        print(json.dumps({"staging": result}), flush=True)
+        try:  # reusing the pinned buffers: the GPU machine's torch 2.11 failed here (KeyError: type)
+            second = checkpoints.save(2, state)
+            checkpoints.wait()
+            result |= {
+                "second_blocked_s": round(second, 3),
+                "second_gb_per_s": round(gb / second, 1),
+                "second_durable_s": round(durable.get(2, float("nan")), 1),
+            }
+        except Exception as error:  # reported, not hidden: the first save's figures stand
+            result["second_error"] = f"{type(error).__name__}: {error}"[:200]
     shutil.rmtree(directory, ignore_errors=True)
-    gb = size / 1e9
-    result = {
-        "state_gb": round(gb, 2),
-        "first_blocked_s": round(first, 3),
-        "first_gb_per_s": round(gb / first, 1),
-        "second_blocked_s": round(second, 3),
-        "second_gb_per_s": round(gb / second, 1),
-        "durable_s": [round(durable.get(s, float("nan")), 1) for s in (1, 2)],
-    }
     print(json.dumps({"staging": result}), flush=True)
     return result
 
