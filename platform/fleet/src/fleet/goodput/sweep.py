@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fleet.goodput.costs import Costs
 from fleet.goodput.jobs import Job
-from fleet.goodput.simulate import BUCKETS, Mode, Result, Run, interruptions_per_node_second, simulate
+from fleet.goodput.simulate import BUCKETS, MODES, Mode, Result, Run, interruptions_per_node_second, simulate
 
 # Checkpoint intervals tried: 5 minutes to 21 hours, four to a doubling.
 INTERVALS: tuple[float, ...] = tuple(300.0 * 2 ** (k / 4) for k in range(33))
@@ -76,3 +76,34 @@ def fleet_goodput(estimates: Sequence[Estimate]) -> float:
     """Productive over paid GPU-seconds, summed over jobs."""
     paid = sum(e.result.paid for e in estimates)
     return sum(e.result.buckets["productive"] for e in estimates) / paid if paid else 0.0
+
+
+@dataclass(frozen=True)
+class FleetEstimate:
+    days: float
+    seeds: tuple[int, ...]
+    costs: Costs
+    regional: dict[Mode, list[Estimate]]  # one job per region, disjoint pools
+    cross: dict[Mode, Estimate]  # the cross-region job instead (empty for one region)
+
+    def goodput(self, mode: Mode) -> float:
+        return fleet_goodput(self.regional[mode])
+
+
+def estimate(
+    regional: Sequence[Job], cross: Job | None, costs: Costs, days: float, seeds: Sequence[int],
+    failure_scale: float = 1.0,
+) -> FleetEstimate:
+    """Every job under both recovery modes, each at its best checkpoint interval.
+
+    Each job draws its own failures (its seeds offset by its position), so equal jobs are independent samples.
+    """
+    def seeds_of(index: int) -> list[int]:
+        return [s + 1000 * index for s in seeds]
+
+    per_mode: dict[Mode, list[Estimate]] = {
+        mode: [best(j, costs, mode, days, seeds_of(i), failure_scale) for i, j in enumerate(regional)]
+        for mode in MODES
+    }
+    crossed = {} if cross is None else {m: best(cross, costs, m, days, seeds_of(len(regional)), failure_scale) for m in MODES}
+    return FleetEstimate(days, tuple(seeds), costs, per_mode, crossed)
