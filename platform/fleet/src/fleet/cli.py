@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     pin.add_argument("field", help="warden_image, trainer_image or nccl_installer_image")
     pin.add_argument("image", help="REPOSITORY:VERSION@sha256:<64 hex digits>")
     goodput = commands.add_parser(
-        "goodput", help="estimate the goodput of the fleet's largest jobs by simulation, and the best checkpoint interval"
+        "goodput",
+        help="estimate the goodput of the fleet's largest jobs by simulation, and the best checkpoint interval",
     )
     goodput.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
     goodput.add_argument("--days", default="30", help="simulated period in days, 1-365 (default: 30)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -65,7 +66,7 @@ def _estimate(e: Estimate) -> dict[str, Any]:
     }
 
 
-def _job(modes: dict[str, Estimate]) -> dict[str, Any]:
+def _job(modes: Mapping[str, Estimate]) -> dict[str, Any]:
     job = next(iter(modes.values())).job
     return {
         "name": job.name,
@@ -89,5 +90,5 @@ def as_json(est: FleetEstimate) -> dict[str, Any]:
         "goal": GOAL,
         "fleet": {m: round(est.goodput(m), 5) for m in MODES},
         "jobs": jobs,
-        "cross_region": _job(dict(est.cross)) if est.cross else None,
+        "cross_region": _job(est.cross) if est.cross else None,
     }

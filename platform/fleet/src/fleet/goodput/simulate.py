@@ -243,4 +243,3 @@ def simulate(job: Job, run: Run, seed: int) -> Result:
 def interruptions_per_node_second(job: Job, mode: Mode) -> float:
     """What stops the whole job, per training node: every cause under `restart`, job-scope ones under `live`."""
     return sum(e.cause.per_node_second for e in job.effects if mode == "restart" or e.scope == "job")
-

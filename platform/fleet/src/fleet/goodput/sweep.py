@@ -62,7 +62,12 @@ class Estimate:
 
 
 def best(
-    job: Job, costs: Costs, mode: Mode, days: float, seeds: Sequence[int], failure_scale: float = 1.0,
+    job: Job,
+    costs: Costs,
+    mode: Mode,
+    days: float,
+    seeds: Sequence[int],
+    failure_scale: float = 1.0,
     intervals: Sequence[float] = INTERVALS,
 ) -> Estimate:
     """The checkpoint interval that maximizes the job's mean goodput, and the goodput there."""
@@ -91,19 +96,25 @@ class FleetEstimate:
 
 
 def estimate(
-    regional: Sequence[Job], cross: Job | None, costs: Costs, days: float, seeds: Sequence[int],
+    regional: Sequence[Job],
+    cross: Job | None,
+    costs: Costs,
+    days: float,
+    seeds: Sequence[int],
     failure_scale: float = 1.0,
 ) -> FleetEstimate:
     """Every job under both recovery modes, each at its best checkpoint interval.
 
     Each job draws its own failures (its seeds offset by its position), so equal jobs are independent samples.
     """
+
     def seeds_of(index: int) -> list[int]:
         return [s + 1000 * index for s in seeds]
 
     per_mode: dict[Mode, list[Estimate]] = {
-        mode: [best(j, costs, mode, days, seeds_of(i), failure_scale) for i, j in enumerate(regional)]
-        for mode in MODES
+        mode: [best(j, costs, mode, days, seeds_of(i), failure_scale) for i, j in enumerate(regional)] for mode in MODES
     }
-    crossed = {} if cross is None else {m: best(cross, costs, m, days, seeds_of(len(regional)), failure_scale) for m in MODES}
+    crossed = (
+        {} if cross is None else {m: best(cross, costs, m, days, seeds_of(len(regional)), failure_scale) for m in MODES}
+    )
     return FleetEstimate(days, tuple(seeds), costs, per_mode, crossed)
