@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fleet.goodput.failures import DAYS, GPUS, SOURCE, UNEXPECTED
-from fleet.goodput.simulate import BUCKETS, MODES
+from fleet.goodput.simulate import BUCKETS, MODES, Mode
 from fleet.goodput.sweep import Estimate, FleetEstimate
 
 GOAL = 0.97  # issue 20: the goal this work is measured against
@@ -66,7 +66,7 @@ def _estimate(e: Estimate) -> dict[str, Any]:
     }
 
 
-def _job(modes: Mapping[str, Estimate]) -> dict[str, Any]:
+def _job(modes: Mapping[Mode, Estimate]) -> dict[str, Any]:
     job = next(iter(modes.values())).job
     return {
         "name": job.name,
