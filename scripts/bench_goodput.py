@@ -24,7 +24,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-
 from typing import TYPE_CHECKING
 
 from fleet.goodput.costs import GIB, Costs  # the contract and the standard library only: `staging` runs anywhere
@@ -78,7 +77,7 @@ def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
     ]
     print(f"{'scenario':<52} {'restart':>8} {'live':>8}")
     for name, costs, spares, scale in cases:
-        regional, cross = jobs_of(fleet, costs, spares=spares)
+        regional, _ = jobs_of(fleet, costs, spares=spares)
         est = estimate(regional, None, costs, days, seeds, failure_scale=scale)
         cells = "".join(f"{est.goodput(m):>9.2%}" for m in MODES)
         print(f"{name:<52}{cells}")
@@ -101,7 +100,7 @@ def speed(regional: list[Job], cross: Job | None, costs: Costs, days: float) -> 
     job = cross or regional[0]
     for mode in MODES:
         run = run_of(costs, mode, 1800.0, days)
-        one = _timed(lambda: [simulate(job, run, s) for s in range(20)], 5) / 20
+        one = _timed(lambda run=run: [simulate(job, run, s) for s in range(20)], 5) / 20
         print(f"one simulation of {job.name} ({job.gpus:,} GPUs, {days:g} days, {mode}): {one * 1e3:.2f} ms median")
     whole = _timed(lambda: estimate(regional, cross, costs, days, range(5)), 3)
     print(f"`meridian goodput` estimate (4 jobs x 2 modes x 33 intervals x 5 seeds): {whole:.2f} s median")
