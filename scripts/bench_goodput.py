@@ -24,12 +24,14 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fleet.goodput.costs import GIB, Costs  # the contract and the standard library only: `staging` runs anywhere
 
 if TYPE_CHECKING:
     from fleet.goodput.jobs import Job
+    from fleet.goodput.simulate import Run
 
 
 def table(regional: list[Job], cross: Job | None, costs: Costs, days: float, seeds: Sequence[int]) -> None:
@@ -93,14 +95,20 @@ def _timed(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _many(job: Job, run: Run) -> None:
+    from fleet.goodput.simulate import simulate
+
+    for seed in range(20):
+        simulate(job, run, seed)
+
+
 def speed(regional: list[Job], cross: Job | None, costs: Costs, days: float) -> None:
-    from fleet.goodput.simulate import MODES, simulate
+    from fleet.goodput.simulate import MODES
     from fleet.goodput.sweep import estimate, run_of
 
     job = cross or regional[0]
     for mode in MODES:
-        run = run_of(costs, mode, 1800.0, days)
-        one = _timed(lambda run=run: [simulate(job, run, s) for s in range(20)], 5) / 20
+        one = _timed(partial(_many, job, run_of(costs, mode, 1800.0, days)), 5) / 20
         print(f"one simulation of {job.name} ({job.gpus:,} GPUs, {days:g} days, {mode}): {one * 1e3:.2f} ms median")
     whole = _timed(lambda: estimate(regional, cross, costs, days, range(5)), 3)
     print(f"`meridian goodput` estimate (4 jobs x 2 modes x 33 intervals x 5 seeds): {whole:.2f} s median")
