@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING
 
 from fleet.goodput.costs import GIB, Costs  # the contract and the standard library only: `staging` runs anywhere
 
+# `--only staging` on one H200 (device machine, 2026-12-01): pinned 51.4 GiB/s, pageable 14.9 GiB/s.
+H200_PINNED_S_PER_GIB = 0.0194
+
 if TYPE_CHECKING:
     from fleet.goodput.jobs import Job
     from fleet.goodput.simulate import Run
@@ -69,6 +72,12 @@ def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
         ("healing at 100 Gb/s instead of 10", replace(base, heal_bytes_per_s=12.5e9), 0, 1.0),
         ("Warden in dry run (fleet.yaml ships dry_run: true)", replace(base, warden_acts=False), 0, 1.0),
         ("twice the Llama 3 failure rate", base, 0, 2.0),
+        (
+            "staging at the H200's pinned rate (0.0194 s/GiB)",
+            replace(base, staged_s_per_gib=H200_PINNED_S_PER_GIB),
+            0,
+            1.0,
+        ),
         ("checkpoints durable 4x sooner", replace(base, durable_s_per_gib=base.durable_s_per_gib / 4), 0, 1.0),
         (
             "1 spare, 5 min restart, durable 4x sooner",
