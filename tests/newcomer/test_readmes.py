@@ -102,6 +102,11 @@ COMMANDS: dict[str, Run | Skip] = {
     "preflight run --kernel-log saved-dmesg.txt --nvidia-smi saved.csv": Run(
         "cannot read the kernel log", codes=(1, 2), activated=True
     ),
+    # platform/fleet/README.md
+    ".venv/bin/meridian goodput --days 5 --seeds 1": Run("the goal of 97%"),
+    ".venv/bin/python scripts/bench_goodput.py --only scenarios": Skip(
+        "a benchmark (about 15 s here); tests/fleet/test_goodput.py tests the model"
+    ),
     # platform/trainer/README.md
     "python platform/trainer/train.py platform/trainer/configs/config.yaml run.name=example [key=value ...] "
     "[+new.key=value ...]": Skip(SYNOPSIS),

@@ -3,6 +3,7 @@
     meridian plan [--fleet FILE] [--json]
     meridian generate [--fleet FILE] [--root DIR] [--check]
     meridian pin-image [--fleet FILE] FIELD IMAGE@sha256:DIGEST
+    meridian goodput [--fleet FILE] [--days N] [--seed S] [--seeds N] [--spares N] [--json]
 
 Exit codes: 0 success, 1 generated files are stale (--check),
 2 invalid input (one line per problem on stderr).
@@ -45,7 +46,50 @@ def _parser() -> argparse.ArgumentParser:
     pin.add_argument("--fleet", default="fleet.yaml", help="fleet spec to edit (default: fleet.yaml)")
     pin.add_argument("field", help="warden_image, trainer_image or nccl_installer_image")
     pin.add_argument("image", help="REPOSITORY:VERSION@sha256:<64 hex digits>")
+    goodput = commands.add_parser(
+        "goodput",
+        help="estimate the goodput of the fleet's largest jobs by simulation, and the best checkpoint interval",
+    )
+    goodput.add_argument("--fleet", default="fleet.yaml", help="fleet spec to read (default: fleet.yaml)")
+    goodput.add_argument("--days", default="30", help="simulated period in days, 1-365 (default: 30)")
+    goodput.add_argument("--seed", default="0", help="first random seed (default: 0)")
+    goodput.add_argument("--seeds", default="5", help="seeds averaged per job and interval, 1-50 (default: 5)")
+    goodput.add_argument("--spares", default="0", help="spare nodes kept per pool, outside the job (default: 0)")
+    goodput.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return parser
+
+
+def _goodput(loaded: LoadedFleet, args: argparse.Namespace) -> int:
+    from fleet.goodput.costs import Costs
+    from fleet.goodput.jobs import jobs_of
+    from fleet.goodput.report import as_json, render
+    from fleet.goodput.sweep import estimate
+
+    costs = Costs()
+    regional, cross = jobs_of(loaded.fleet, costs, spares=args.spares)
+    if not regional:
+        print(f"error: {args.fleet}: no GPU pools; add one under regions[].gpu_pools", file=sys.stderr)
+        return 2
+    est = estimate(regional, cross, costs, args.days, range(args.seed, args.seed + args.seeds))
+    if args.json:
+        print(json.dumps(as_json(est), indent=2))
+    else:
+        sys.stdout.write(render(est))
+    return 0
+
+
+def _numbers(args: argparse.Namespace) -> None:
+    """`meridian goodput`'s numbers, checked here so a bad one is one line (argparse would add its usage)."""
+    limits = {"days": (float, 1, 365), "seed": (int, 0, 2**31), "seeds": (int, 1, 50), "spares": (int, 0, 1000)}
+    for name, (kind, low, high) in limits.items():
+        text = getattr(args, name)
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:  # NaN fails the comparison too
+            raise Invalid([f"--{name}: {text!r} is not a number from {low} to {high}; give one in that range"])
+        setattr(args, name, value)
 
 
 def _pin(path: Path, field: str, image: str) -> int:
@@ -86,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "pin-image":
             return _pin(Path(args.fleet), args.field, args.image)
+        if args.command == "goodput":
+            _numbers(args)
         loaded = load(args.fleet)
     except Invalid as exc:
         return report(exc)
@@ -96,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.command == "generate":
         return _generate(loaded, args.root, args.check)
+    if args.command == "goodput":
+        return _goodput(loaded, args)
     kubectl = None
     if args.objects:
         from fleet.gitops.plan import NO_KUBECTL, project_kubectl

@@ -1,0 +1,86 @@
+"""What each interruption and each checkpoint costs, in seconds: every figure with where it comes from.
+
+Measured figures are the trainer's (platform/trainer/README.md, "Measured"),
+on CPU with small models: they are floors, scaled by the size of the state
+where the cost is a copy. Times nobody here measured are assumptions, named
+as such; `meridian goodput --json` prints them all, and the README shows how
+the result moves with the ones that matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contract.warden import Config
+from fleet.goodput.failures import Cause
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Costs:
+    # The job: the trainer's largest configuration, one replica group per node (FSDP2 over its 8 GPUs).
+    parameters: float = 70.55e9  # trainer README, models table: `model=70b`
+    state_bytes_per_parameter: float = 12.0  # fp32 weights + AdamW's two moments (trainer README: "stay fp32")
+    # Checkpoints (scripts/bench_trainer.py): 1 GiB staged in 0.118 s (the training thread is blocked while
+    # the state is copied), plus 0.6 s fixed per checkpoint on a sharded rank; durable 2.63 s after the call.
+    staged_s_per_gib: float = 0.118
+    blocked_fixed_s: float = 0.6
+    durable_s_per_gib: float = 2.63
+    # Recovery. detect: survivors stall for torchft's heartbeat timeout (bench: stalled 2.06 s with a 2 s
+    # timeout; configs/config.yaml ships heartbeat_timeout_ms 5000).
+    detect_s: float = 5.0
+    group_restart_s: float = 120.0  # ASSUMED: a group's pods on a ready node, imports, NCCL (9.0 s on CPU)
+    heal_bytes_per_s: float = 1.25e9  # ASSUMED: a rank fetches its shards from a live peer at 10 Gb/s
+    job_restart_s: float = 600.0  # ASSUMED: every Ray worker replaced, NCCL at thousands of ranks, DCP load
+    # Node repair, after Warden's drain (its config's drain_grace_s, the fleet's setting).
+    reboot_s: float = 300.0  # ASSUMED, as Warden's simulation (warden/simulate.py reboot_s)
+    replace_s: float = 600.0  # ASSUMED, as Warden's simulation (twice a reboot)
+    probation_s: float = 300.0  # ASSUMED: `preflight run` on the repaired node
+    review_s: float = 4 * 3600.0  # ASSUMED: a person looks at a held node, then it is replaced
+    gke_autorepair_s: float = 600.0  # GKE docs, node auto-repair: NotReady for about 10 minutes
+    warden_acts: bool = True  # False: dry run as the shipped fleet.yaml says; every repair waits for a person
+
+    @property
+    def state_gib_per_gpu(self) -> float:
+        return self.parameters * self.state_bytes_per_parameter / 8 / GIB
+
+    @property
+    def blocked_s(self) -> float:
+        """Training time lost per checkpoint: the copy of a rank's shards into the stager, and the fixed part."""
+        return self.blocked_fixed_s + self.staged_s_per_gib * self.state_gib_per_gpu
+
+    @property
+    def durable_lag_s(self) -> float:
+        """From the checkpoint's start until it can be resumed from."""
+        return self.durable_s_per_gib * self.state_gib_per_gpu
+
+    @property
+    def heal_s(self) -> float:
+        """A restarted group back in the quorum: its pods, then its shards from a peer."""
+        return self.group_restart_s + self.state_gib_per_gpu * GIB / self.heal_bytes_per_s
+
+
+def repair_s(cause: Cause, config: Config, costs: Costs) -> float:
+    """How long the node of `cause` is out of service under Warden's policy (0: it stays in service)."""
+    if cause.signal is None:
+        return 0.0  # the job's own crash: its pods restart on the same node
+    if cause.signal == "not_ready":
+        return costs.gke_autorepair_s + costs.replace_s  # Warden leaves NotReady nodes to GKE's auto-repair
+    action = config.action_for(cause.signal, cause.code)
+    if action in ("none", "restart_pods"):
+        return 0.0
+    if not costs.warden_acts:
+        action = "review"
+    fix = {"reboot": costs.reboot_s, "replace": costs.replace_s, "review": costs.review_s + costs.replace_s}[action]
+    return config.drain_grace_s + fix + costs.probation_s
+
+
+def slots(config: Config, pool_nodes: int) -> int:
+    """Nodes of one pool Warden repairs at once: its remediation caps and its circuit breaker.
+
+    The breaker's budget is Warden's `controller.allowed_out` (max(1, floor(share x pool))), restated
+    here because fleet may not import Warden (tests/contract/test_layering.py).
+    """
+    breaker = max(1, int(config.unhealthy_share_limit * pool_nodes))
+    return max(1, min(config.max_per_pool, config.max_per_cluster, breaker))

@@ -1,0 +1,76 @@
+"""The jobs the model runs: the shipped fleet's largest, with Warden's policy for their pools.
+
+One job per region on its largest GPU pool (every node of it: the fleet
+keeps no spare nodes unless asked), and one cross-region job over those
+same pools (DiLoCo's case): an alternative to the three, not added to them.
+Warden's policy is the config `make generate` writes for each cluster
+(fleet.gitops.warden.config), not numbers restated here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet.gitops.warden import config as warden_config
+from fleet.goodput.costs import Costs, repair_s, slots
+from fleet.goodput.failures import CAUSES, Cause, Scope
+from fleet.model import Fleet, GpuPool, Region
+
+CROSS_REGION = "cross-region"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one cause does to a job: whom it stops, and how long its node is out of service."""
+
+    cause: Cause
+    scope: Scope
+    repair_s: float
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    pools: tuple[str, ...]  # region/pool
+    nodes: int  # paid: every node of its pools
+    spares: int  # of them, kept out of the job to stand in for a failed one
+    gpus_per_node: int
+    slots: int  # nodes Warden repairs at once across its pools
+    effects: tuple[Effect, ...]
+
+    @property
+    def target(self) -> int:
+        """Nodes (one replica group each) the job trains on when nothing is broken."""
+        return self.nodes - self.spares
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def largest_pool(region: Region) -> GpuPool | None:
+    """The region's GPU pool with the most GPUs (the first of equals); None without GPU pools."""
+    pools = [p for p in region.gpu_pools if p.machine.gpus]
+    return max(pools, key=lambda p: p.nodes * p.machine.gpus, default=None)
+
+
+def _job(fleet: Fleet, name: str, placed: list[tuple[Region, GpuPool]], costs: Costs, spares: int) -> Job:
+    config = warden_config(fleet, placed[0][0])  # one `warden:` section for the fleet: the same policy everywhere
+    nodes = sum(p.nodes for _, p in placed)
+    return Job(
+        name=name,
+        pools=tuple(f"{r.name}/{p.name}" for r, p in placed),
+        nodes=nodes,
+        spares=min(spares * len(placed), nodes - 1),
+        gpus_per_node=placed[0][1].machine.gpus,
+        slots=sum(slots(warden_config(fleet, r), p.nodes) for r, p in placed),
+        effects=tuple(Effect(c, c.scope, repair_s(c, config, costs)) for c in CAUSES),
+    )
+
+
+def jobs_of(fleet: Fleet, costs: Costs, spares: int = 0) -> tuple[list[Job], Job | None]:
+    """The per-region jobs (disjoint pools), and the cross-region job over the same pools (None for one region)."""
+    placed = [(r, p) for r in fleet.regions if (p := largest_pool(r)) is not None]
+    regional = [_job(fleet, r.name, [(r, p)], costs, spares) for r, p in placed]
+    cross = _job(fleet, CROSS_REGION, placed, costs, spares) if len(placed) > 1 else None
+    return regional, cross

@@ -1,0 +1,94 @@
+"""`meridian goodput`'s table and its JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from fleet.goodput.failures import DAYS, GPUS, SOURCE, UNEXPECTED
+from fleet.goodput.simulate import BUCKETS, MODES, Mode
+from fleet.goodput.sweep import Estimate, FleetEstimate
+
+GOAL = 0.97  # issue 20: the goal this work is measured against
+LOSSES = BUCKETS[1:]  # every bucket but productive, as shares of paid time in the table
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:,.0f} min"
+
+
+def _row(e: Estimate) -> str:
+    r = e.result
+    shares = "  ".join(f"{r.buckets[b] / r.paid:>9.2%}" for b in LOSSES)
+    return (
+        f"{e.job.name:<13} {e.job.gpus:>6,} {e.interruptions_per_day:>6.2f}  {e.mode:<8}"
+        f"{r.goodput:>8.2%}  {_minutes(e.interval_s):>9} {_minutes(e.young_daly_s):>9}  {shares}"
+    )
+
+
+def render(est: FleetEstimate) -> str:
+    head = "  ".join(f"{b:>9}" for b in LOSSES)
+    lines = [
+        f"Fleet goodput: {est.days:g} days, {len(est.seeds)} seeds from {est.seeds[0]}; failures per node-second"
+        f" from {SOURCE} ({UNEXPECTED} unexpected interruptions on {GPUS:,} GPUs in {DAYS} days);"
+        f" checkpoint blocks {est.costs.blocked_s:.1f} s, durable after {est.costs.durable_lag_s:.0f} s",
+        "",
+        f"{'job':<13} {'GPUs':>6} {'int/d':>6}  {'mode':<8}{'goodput':>8}  {'interval':>9} {'Young/Daly':>9}  {head}",
+    ]
+    for mode in MODES:
+        lines += [_row(e) for e in est.regional[mode]]
+    gpus = sum(e.job.gpus for e in est.regional[MODES[0]])
+    for mode in MODES:
+        g = est.goodput(mode)
+        verdict = "meets" if g >= GOAL else "misses"
+        lines.append(f"{'fleet':<13} {gpus:>6,} {'':>6}  {mode:<8}{g:>8.2%}  ({verdict} the goal of {GOAL:.0%})")
+    if est.cross:
+        lines += ["", "instead of the regional jobs, one job across the regions' largest pools:"]
+        lines += [_row(est.cross[m]) for m in MODES]
+    lines += [
+        "",
+        "restart: any failure restarts the whole job from its last durable checkpoint once all its nodes are"
+        " back (the trainer under Ray today); live: torchft, only the failed replica group restarts and heals",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _estimate(e: Estimate) -> dict[str, Any]:
+    r = e.result
+    return {
+        "goodput": round(r.goodput, 5),
+        "interval_s": round(e.interval_s, 1),
+        "young_daly_s": round(e.young_daly_s, 1),
+        "interruptions_per_day": round(e.interruptions_per_day, 3),
+        "shares": {b: round(r.buckets[b] / r.paid, 5) for b in BUCKETS},
+        "interruptions": dict(sorted(r.interruptions.items())),
+    }
+
+
+def _job(modes: Mapping[Mode, Estimate]) -> dict[str, Any]:
+    job = next(iter(modes.values())).job
+    return {
+        "name": job.name,
+        "pools": list(job.pools),
+        "nodes": job.nodes,
+        "spares": job.spares,
+        "gpus": job.gpus,
+        "repair_slots": job.slots,
+        "modes": {m: _estimate(e) for m, e in modes.items()},
+    }
+
+
+def as_json(est: FleetEstimate) -> dict[str, Any]:
+    c = est.costs
+    jobs = [_job({m: est.regional[m][i] for m in MODES}) for i in range(len(est.regional[MODES[0]]))]
+    return {
+        "days": est.days,
+        "seeds": list(est.seeds),
+        "failures": {"source": SOURCE, "unexpected": UNEXPECTED, "gpus": GPUS, "days": DAYS},
+        "costs": asdict(c) | {"blocked_s": c.blocked_s, "durable_lag_s": c.durable_lag_s, "heal_s": c.heal_s},
+        "goal": GOAL,
+        "fleet": {m: round(est.goodput(m), 5) for m in MODES},
+        "jobs": jobs,
+        "cross_region": _job(est.cross) if est.cross else None,
+    }
