@@ -28,7 +28,18 @@ def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
     ]
     argo = ["application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml"]
     networking = ["networking.gke.io_gkenetworkparamsets.yaml", "networking.gke.io_networks.yaml"]
-    gmp = [f"monitoring.googleapis.com_{p}.yaml" for p in ("clusterpodmonitorings", "clusterrules", "podmonitorings")]
+    gmp = [
+        f"monitoring.googleapis.com_{p}.yaml"
+        for p in (
+            "clusternodemonitorings",
+            "clusterpodmonitorings",
+            "clusterrules",
+            "globalrules",
+            "operatorconfigs",
+            "podmonitorings",
+            "rules",
+        )
+    ]
     return [
         *(
             (f"kuberay/v{v.kuberay}/{f}", f"{RAW}/ray-project/kuberay/v{v.kuberay}/ray-operator/config/crd/bases/{f}")

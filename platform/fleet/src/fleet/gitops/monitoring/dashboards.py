@@ -72,7 +72,12 @@ class Board:
         return self
 
     def graph(
-        self, title: str, targets: Iterable[tuple[str, str]], unit: str = "short", stacked: bool = False, width: int = 12
+        self,
+        title: str,
+        targets: Iterable[tuple[str, str]],
+        unit: str = "short",
+        stacked: bool = False,
+        width: int = 12,
     ) -> Board:
         panel = timeseries.Panel().title(title).datasource(DATASOURCE).unit(unit).span(width).height(8)
         if stacked:
@@ -128,7 +133,12 @@ def fleet_board(fleet: Fleet) -> Board:
     board.row("Teams")
     board.graph(
         "GPUs in use per team",
-        [(f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})", "{{cluster}} {{cluster_queue}}")],
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
         stacked=True,
     )
     board.graph(
@@ -157,9 +167,7 @@ def run_board() -> Board:
     board.variable("run", step, "run")
     board.row("Progress")
     board.number("Step", [(f"max by (run) ({_run(step)})", "{{run}}")])
-    board.number(
-        "Since last commit", [(f"time() - max by (run) ({_run(LAST_COMMIT)})", "{{run}}")], unit="s"
-    )
+    board.number("Since last commit", [(f"time() - max by (run) ({_run(LAST_COMMIT)})", "{{run}}")], unit="s")
     board.number("Participants", [(f"min by (run) ({_run(metric('meridian_trainer_participants'))})", "{{run}}")])
     board.number(
         "Heals (1 h)",
@@ -231,7 +239,12 @@ def warden_board() -> Board:
     )
     board.graph(
         "Actions per hour",
-        [(f"sum by (verb, carried_out) (increase({names.WARDEN_COMMANDS}[1h]))", "{{verb}} carried out={{carried_out}}")],
+        [
+            (
+                f"sum by (verb, carried_out) (increase({names.WARDEN_COMMANDS}[1h]))",
+                "{{verb}} carried out={{carried_out}}",
+            )
+        ],
     )
     board.graph(
         "Transitions per hour",
@@ -249,7 +262,9 @@ def warden_board() -> Board:
         ],
     )
     board.graph(
-        "Round time (leader)", [(f"max by (cluster) ({names.WARDEN_ROUND_SECONDS} * {LEADER})", "{{cluster}}")], unit="s"
+        "Round time (leader)",
+        [(f"max by (cluster) ({names.WARDEN_ROUND_SECONDS} * {LEADER})", "{{cluster}}")],
+        unit="s",
     )
     return board
 
@@ -258,17 +273,32 @@ def kueue_board() -> Board:
     board = Board("meridian-kueue", "Meridian Kueue", "Pending, admitted and preempted workloads per ClusterQueue.")
     board.graph(
         "Pending workloads",
-        [(f"sum by (cluster, cluster_queue, status) (kueue_pending_workloads{{{KUEUE}}})", "{{cluster}} {{cluster_queue}} {{status}}")],
+        [
+            (
+                f"sum by (cluster, cluster_queue, status) (kueue_pending_workloads{{{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} {{status}}",
+            )
+        ],
         stacked=True,
     )
     board.graph(
         "Admitted workloads (active)",
-        [(f"sum by (cluster, cluster_queue) (kueue_admitted_active_workloads{{{KUEUE}}})", "{{cluster}} {{cluster_queue}}")],
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_admitted_active_workloads{{{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
         stacked=True,
     )
     board.graph(
         "Admissions per hour",
-        [(f"sum by (cluster, cluster_queue) (increase(kueue_admitted_workloads_total{{{KUEUE}}}[1h]))", "{{cluster}} {{cluster_queue}}")],
+        [
+            (
+                f"sum by (cluster, cluster_queue) (increase(kueue_admitted_workloads_total{{{KUEUE}}}[1h]))",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
     )
     board.graph(
         "Preemptions per hour",
@@ -281,7 +311,12 @@ def kueue_board() -> Board:
     )
     board.graph(
         "Evictions per hour",
-        [(f"sum by (cluster, cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{KUEUE}}}[1h]))", "{{cluster}} {{cluster_queue}} {{reason}}")],
+        [
+            (
+                f"sum by (cluster, cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{KUEUE}}}[1h]))",
+                "{{cluster}} {{cluster_queue}} {{reason}}",
+            )
+        ],
     )
     board.graph(
         "Admission wait (p95)",
@@ -297,8 +332,14 @@ def kueue_board() -> Board:
     board.graph(
         "GPU usage and nominal quota",
         [
-            (f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})", "{{cluster}} {{cluster_queue}} used"),
-            (f"sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})", "{{cluster}} {{cluster_queue}} quota"),
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} used",
+            ),
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} quota",
+            ),
         ],
         width=24,
     )
@@ -312,4 +353,3 @@ def boards(fleet: Fleet) -> list[Board]:
 def dashboard_files(fleet: Fleet) -> dict[str, str]:
     """{file name: dashboard JSON} for generated/dashboards/."""
     return {f"{b.builder.build().uid}.json": b.json() for b in boards(fleet)}
-

@@ -32,7 +32,11 @@ def selected(expr: str) -> list[str]:
     def visit(node: object) -> bool:
         if isinstance(node, promql_parser.VectorSelector):
             name = node.name or next(
-                (m.value for m in node.matchers.matchers if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal),
+                (
+                    m.value
+                    for m in node.matchers.matchers
+                    if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal
+                ),
                 None,
             )
             if name:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract import metrics, names
-from fleet.gitops.objects import Obj, obj
 from fleet.gitops.monitoring.scrape import API
+from fleet.gitops.objects import Obj, obj
 
 RUNBOOK = "runbook"
 

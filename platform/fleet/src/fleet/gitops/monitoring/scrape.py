@@ -107,7 +107,14 @@ def kueue_access() -> list[Obj]:
             "Role",
             "gmp-read-kueue-scraper-token",
             KUEUE_NAMESPACE,
-            rules=[{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KUEUE_SCRAPER_TOKEN], "verbs": ["get", "list", "watch"]}],
+            rules=[
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "resourceNames": [KUEUE_SCRAPER_TOKEN],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
         ),
         obj(
             rbac,
