@@ -34,7 +34,8 @@ GOODPUT_FLOOR = 0.90  # productive share of a run's group-seconds over an hour (
 HELD_FOR = "15m"
 PENDING_FOR = "2h"
 DURABLE_SLOW_S = 1800  # p95 from a checkpoint's start until durable; staging is what blocks training
-XIDS_PER_HOUR = 4  # per pool; large fleets see well under one interruption per pool-day (goodput model)
+# Per pool: Llama 3 saw 419 interruptions in 54 days on 16,384 GPUs, about one per 1,024 GPUs every two days.
+XIDS_PER_HOUR = 4
 
 
 @dataclass(frozen=True)
