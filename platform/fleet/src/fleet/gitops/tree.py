@@ -48,15 +48,15 @@ What the tools read instead of the fleet package (contract.registry):
 - `{contract_registry.SCHEMAS_DIR}/`: the KubeRay CRD schemas gkr validates its manifests
   against (descriptions dropped), from the CRDs pinned in fleet.yaml.
 
+Each cluster holds the same files in the ConfigMap `{contract_registry.REGISTRY_CONFIGMAP}` in the
+namespace `{contract_registry.REGISTRY_NAMESPACE}` (the `registry` Argo CD application):
+`data.{contract_registry.FILE}` as is, and each schema gzip-compressed in
+`binaryData.<file>{contract_registry.GZIP}`. Every team's Google group may get it (the dashboards are not in it).
+
 And for people: `{DASHBOARDS_DIR}/<uid>.json`, the Grafana dashboards (fleet, run, Warden, Kueue; built with
 grafana-foundation-sdk in fleet.gitops.monitoring.dashboards). Import them into a Grafana whose Prometheus
 data source (the `datasource` variable) is Google Cloud Managed Service for Prometheus' query frontend; they
 query every cluster at once by the `cluster` label.
-
-Each cluster holds the same files in the ConfigMap `{contract_registry.REGISTRY_CONFIGMAP}` in the
-namespace `{contract_registry.REGISTRY_NAMESPACE}` (the `registry` Argo CD application):
-`data.{contract_registry.FILE}` as is, and each schema gzip-compressed in
-`binaryData.<file>{contract_registry.GZIP}`. Every team's Google group may get it.
 """
 
 
