@@ -34,7 +34,7 @@ def test_crds_use_server_side_apply_and_are_never_pruned(fleet: Fleet) -> None:
     }
     assert "finalizers" not in apps["kuberay-crds"]["metadata"]  # deleting the app must not delete the CRDs
     operator = apps["kuberay-operator"]["spec"]["source"]
-    assert operator["helm"] == {"skipCrds": True}
+    assert operator["helm"] == {"skipCrds": True, "valuesObject": argocd.KUBERAY_VALUES}
     assert operator["targetRevision"] == "1.7.0"
     assert "ServerSideApply=true" in apps["kueue"]["spec"]["syncPolicy"]["syncOptions"]
     assert apps["kueue"]["spec"]["source"]["targetRevision"] == "0.19.2"

@@ -47,7 +47,11 @@ def test_crd_sources_cover_exactly_the_pinned_crds(fleet: Fleet) -> None:
     shared = next(root for root in crd_roots(REPO) if root.name == "crds" and root.parent.name == "shared")
     wanted = {relative for relative, _ in crd_sources(fleet)}
     present = {p.relative_to(shared).as_posix() for p in Path(shared).rglob("*.yaml")} if shared.is_dir() else set()
-    pinned = {p for p in present if p.split("/")[0] in {"kuberay", "kueue", "argo-cd", "gke-networking-api"}}
+    pinned = {
+        p
+        for p in present
+        if p.split("/")[0] in {"kuberay", "kueue", "argo-cd", "gke-networking-api", "prometheus-engine"}
+    }
     assert wanted == pinned
     assert all(
         url.startswith("https://raw.githubusercontent.com/") and url.endswith(rel.rsplit("/", 1)[1])

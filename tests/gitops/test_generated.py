@@ -8,7 +8,7 @@ import pytest
 
 from contract import registry
 from fleet.cli import main
-from fleet.gitops.tree import GENERATED, OWNED
+from fleet.gitops.tree import DASHBOARDS_DIR, GENERATED, OWNED
 from fleet.gitops.write import on_disk, stale, write
 from fleet.model import Fleet
 from tests.conftest import REPO, SHIPPED
@@ -23,12 +23,15 @@ def test_committed_output_is_current(capsys: pytest.CaptureFixture[str]) -> None
 def test_the_generated_folder_is_current(fleet: Fleet) -> None:
     """generated/ (the registry and the schemas the tools read) is exactly what the generator writes."""
     tree = {p: t for p, t in render(fleet).items() if p.startswith(f"{GENERATED}/")}
-    assert sorted(tree) == [
-        f"{GENERATED}/README.md",
-        f"{GENERATED}/{registry.FILE}",
-        f"{GENERATED}/{registry.SCHEMAS_DIR}/{registry.schema_file('ray.io', 'v1', 'RayCluster')}",
-        f"{GENERATED}/{registry.SCHEMAS_DIR}/{registry.schema_file('ray.io', 'v1', 'RayJob')}",
-    ]
+    assert sorted(tree) == sorted(
+        [
+            f"{GENERATED}/README.md",
+            f"{GENERATED}/{registry.FILE}",
+            f"{GENERATED}/{registry.SCHEMAS_DIR}/{registry.schema_file('ray.io', 'v1', 'RayCluster')}",
+            f"{GENERATED}/{registry.SCHEMAS_DIR}/{registry.schema_file('ray.io', 'v1', 'RayJob')}",
+            *(f"{GENERATED}/{DASHBOARDS_DIR}/meridian-{name}.json" for name in ("fleet", "kueue", "run", "warden")),
+        ]
+    )
     committed = {p: t for p, t in on_disk(REPO).items() if p.startswith(f"{GENERATED}/")}
     assert committed == tree, "run `make generate` and commit the result"
     assert not (REPO / "platform/gkr/src/gkr/schemas").exists()  # the schemas' old place: generated/ now

@@ -29,6 +29,7 @@ CLUSTER_SCOPED = {
     "GKENetworkParamSet",
     "Network",
     *argocd.KUEUE_CLUSTER_KINDS,
+    *(kind for _, kind in argocd.MONITORING_CLUSTER_KINDS),
 }
 
 

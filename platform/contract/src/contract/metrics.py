@@ -86,6 +86,11 @@ WARDEN = (
         ("pool", "kind", "verdict"),
     ),
     Metric(names.WARDEN_SWEEPS_RUNNING, "gauge", "Idle-node sweep checks running now, by pool.", ("pool",)),
+    # GKE's managed DCGM does not export DCGM_FI_DEV_XID_ERRORS, and its series carry no node pool: the per-pool
+    # Xid rate alert reads Warden's count of the Xids its node agents report.
+    Metric(
+        names.WARDEN_XIDS, "counter", "GPU Xid errors the node agents reported, by pool and Xid code.", ("pool", "xid")
+    ),
 )
 
 # preflight: a run's checks (the probation and job-start pods serve them until they exit; the Pushgateway is

@@ -29,7 +29,17 @@ KUBERAY_REPO = "https://github.com/ray-project/kuberay.git"
 KUBERAY_CHARTS = "https://ray-project.github.io/kuberay-helm/"
 KUEUE_CHARTS = "registry.k8s.io/kueue/charts"  # OCI
 
-OVERLAY_APPS = ("teams", "registry", "gpu-networking", "kueue-config", "warden", "training-images", "workloads")
+KUBERAY_VALUES = {"metrics": {"enabled": True, "serviceMonitor": {"enabled": False}}}
+OVERLAY_APPS = (
+    "teams",
+    "registry",
+    "gpu-networking",
+    "kueue-config",
+    "warden",
+    "training-images",
+    "workloads",
+    "monitoring",
+)
 
 # Argo CD has no health assessment for these kinds: without one, waves would not
 # wait for child applications, and Ray resources would always look healthy.
@@ -196,7 +206,10 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
                 "repoURL": KUBERAY_CHARTS,
                 "chart": "kuberay-operator",
                 "targetRevision": v.kuberay,
-                "helm": {"skipCrds": True},
+                # metrics.enabled is the chart's default, written down because the PodMonitoring scrapes it; the
+                # chart's ServiceMonitor is the Prometheus operator's kind, which GMP does not read
+                # (helm-chart/kuberay-operator/values.yaml).
+                "helm": {"skipCrds": True, "valuesObject": KUBERAY_VALUES},
             },
             "ray-system",
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),
@@ -241,6 +254,8 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
         # Warden cordons and drains nodes: cluster-wide RBAC, so the platform project.
         App("warden", 2, "platform", overlay("warden"), names.WARDEN_NAMESPACE),
         App("training-images", 2, "fleet-config", overlay("training-images"), "meridian-images"),
+        # Scrape objects and alert rules for GMP, and the Kueue scraper's token and RBAC: the platform project.
+        App("monitoring", 2, "platform", overlay("monitoring"), "default"),
         App(
             "workloads",
             3,
@@ -306,6 +321,11 @@ KUEUE_CLUSTER_KINDS = (
     "ProvisioningRequestConfig",
 )
 IMAGES_NAMESPACE = "meridian-images"
+# Google Cloud Managed Service for Prometheus: cluster-wide scraping and alert rules (fleet.gitops.monitoring).
+MONITORING_CLUSTER_KINDS = (
+    ("monitoring.googleapis.com", "ClusterPodMonitoring"),
+    ("monitoring.googleapis.com", "ClusterRules"),
+)
 
 
 def projects(fleet: Fleet) -> list[Obj]:
@@ -333,7 +353,7 @@ def projects(fleet: Fleet) -> list[Obj]:
             "default",
             *team_namespaces,
         ),
-        "clusterResourceWhitelist": _kinds(*PRIVILEGED_KINDS, ("", "Namespace")),
+        "clusterResourceWhitelist": _kinds(*PRIVILEGED_KINDS, ("", "Namespace"), *MONITORING_CLUSTER_KINDS),
         # The upstream manifests hold every namespaced kind; Argo CD's own objects come from bootstrap alone.
         "namespaceResourceBlacklist": _kinds(*ARGOCD_KINDS),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.gitops.validate import GKE_NETWORKING_API
+from fleet.gitops.validate import GKE_NETWORKING_API, GMP_API
 from fleet.model import Fleet
 
 RAW = "https://raw.githubusercontent.com"
@@ -28,6 +28,18 @@ def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
     ]
     argo = ["application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml"]
     networking = ["networking.gke.io_gkenetworkparamsets.yaml", "networking.gke.io_networks.yaml"]
+    gmp = [
+        f"monitoring.googleapis.com_{p}.yaml"
+        for p in (
+            "clusternodemonitorings",
+            "clusterpodmonitorings",
+            "clusterrules",
+            "globalrules",
+            "operatorconfigs",
+            "podmonitorings",
+            "rules",
+        )
+    ]
     return [
         *(
             (f"kuberay/v{v.kuberay}/{f}", f"{RAW}/ray-project/kuberay/v{v.kuberay}/ray-operator/config/crd/bases/{f}")
@@ -44,5 +56,12 @@ def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
                 f"{RAW}/GoogleCloudPlatform/gke-networking-api/{GKE_NETWORKING_API}/config/crds/{f}",
             )
             for f in networking
+        ),
+        *(
+            (
+                f"prometheus-engine/{GMP_API}/{f}",
+                f"{RAW}/GoogleCloudPlatform/prometheus-engine/{GMP_API}/charts/operator/crds/{f}",
+            )
+            for f in gmp
         ),
     ]

@@ -63,7 +63,9 @@ def manager_config() -> dict[str, Any]:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # enableClusterQueueResources: the per-queue usage and quota gauges the dashboards and alerts read
+        # (config.kueue.x-k8s.io/v1beta2 ControllerMetrics; off by default, commented out in the chart's values).
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {

@@ -16,6 +16,8 @@ from contract import registry as contract_registry
 from fleet import names
 from fleet.gitops import admission, argocd
 from fleet.gitops.kueue import kueue_objects
+from fleet.gitops.monitoring import monitoring_objects
+from fleet.gitops.monitoring.dashboards import dashboard_files
 from fleet.gitops.networking import network_objects
 from fleet.gitops.objects import dump, kustomization
 from fleet.gitops.registry import registry_objects
@@ -26,6 +28,7 @@ from fleet.quotaplan import QuotaPlan
 from fleet.registry import registry
 
 GENERATED = contract_registry.GENERATED_DIR
+DASHBOARDS_DIR = "dashboards"
 OWNED = ("kustomize/overlays", "argocd/clusters", GENERATED)
 BASE = "../../../base"
 
@@ -48,7 +51,12 @@ What the tools read instead of the fleet package (contract.registry):
 Each cluster holds the same files in the ConfigMap `{contract_registry.REGISTRY_CONFIGMAP}` in the
 namespace `{contract_registry.REGISTRY_NAMESPACE}` (the `registry` Argo CD application):
 `data.{contract_registry.FILE}` as is, and each schema gzip-compressed in
-`binaryData.<file>{contract_registry.GZIP}`. Every team's Google group may get it.
+`binaryData.<file>{contract_registry.GZIP}`. Every team's Google group may get it (the dashboards are not in it).
+
+And for people: `{DASHBOARDS_DIR}/<uid>.json`, the Grafana dashboards (fleet, run, Warden, Kueue; built with
+grafana-foundation-sdk in fleet.gitops.monitoring.dashboards). Import them into a Grafana whose Prometheus
+data source (the `datasource` variable) is Google Cloud Managed Service for Prometheus' query frontend; they
+query every cluster at once by the `cluster` label.
 """
 
 
@@ -114,6 +122,7 @@ def _overlay(
     )
     app("training-images", [f"{BASE}/image-prepull"], images=[image_override("trainer", v.trainer_image)])
     app("workloads", [f"{BASE}/workloads"])
+    app("monitoring", [], monitoring_objects())
     return files
 
 
@@ -128,17 +137,18 @@ def _argocd(fleet: Fleet, region: Region) -> dict[str, str]:
     }
 
 
-def generated_files(registry_json: str, schemas: Mapping[str, str]) -> dict[str, str]:
-    """generated/: the README, the registry and the schemas."""
+def generated_files(fleet: Fleet, registry_json: str, schemas: Mapping[str, str]) -> dict[str, str]:
+    """generated/: the README, the registry, the schemas and the dashboards."""
     files = {f"{GENERATED}/README.md": GENERATED_README, f"{GENERATED}/{contract_registry.FILE}": registry_json}
     files |= {f"{GENERATED}/{contract_registry.SCHEMAS_DIR}/{name}": text for name, text in schemas.items()}
+    files |= {f"{GENERATED}/{DASHBOARDS_DIR}/{name}": text for name, text in dashboard_files(fleet).items()}
     return files
 
 
 def render_tree(fleet: Fleet, quotas: QuotaPlan, schemas: Mapping[str, str]) -> dict[str, str]:
     """Everything `make generate` writes; `schemas` from fleet.gitops.schemas.crd_schemas (the pinned CRDs)."""
     registry_json = contract_registry.dumps(registry(fleet, quotas))
-    files = generated_files(registry_json, schemas)
+    files = generated_files(fleet, registry_json, schemas)
     for region in fleet.regions:
         files |= _overlay(fleet, region, quotas, registry_json, schemas)
         files |= _argocd(fleet, region)

@@ -28,6 +28,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Folder under a CRD root for each API group, and the version of it that is pinned.
 GKE_NETWORKING_API = "v0.2.0"
+# Google Cloud Managed Service for Prometheus' CRDs; GKE installs and upgrades them with managed collection.
+GMP_API = "v0.17.2"
 
 
 def crd_folders(fleet: Fleet) -> dict[str, str]:
@@ -37,6 +39,7 @@ def crd_folders(fleet: Fleet) -> dict[str, str]:
         "kueue.x-k8s.io": f"kueue/v{v.kueue}",
         "argoproj.io": f"argo-cd/v{v.argocd}",
         "networking.gke.io": f"gke-networking-api/{GKE_NETWORKING_API}",
+        "monitoring.googleapis.com": f"prometheus-engine/{GMP_API}",
     }
 
 

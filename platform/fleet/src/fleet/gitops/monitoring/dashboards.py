@@ -1,0 +1,355 @@
+"""Grafana dashboards as code (grafana-foundation-sdk): fleet, run, Warden and Kueue.
+
+They query GMP's fleet-wide view (every cluster's series carry `cluster`), so one set serves every region:
+`make generate` writes them to generated/dashboards/<uid>.json for a Grafana whose Prometheus data source is
+GMP's query frontend (README "Dashboards"). Every expression is cross-checked like the alerts' (queries.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+
+from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import StackingMode
+from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+from contract import names
+from fleet.gitops.monitoring.rules import CHECKPOINT, GOODPUT, KUEUE, LAST_COMMIT, LEADER, metric
+from fleet.model import Fleet
+
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
+GPU = f'resource="{names.GPU_RESOURCE}"'
+# Warden's phases as the fleet dashboard groups them (warden.state.PHASES; a test keeps them in step).
+STATES = {
+    "quarantined": ("suspect", "quarantined", "draining"),
+    "repairing": ("remediating", "probation"),
+    "held": ("held",),
+}
+HEALTHY = "healthy"
+PRODUCTIVE = ',category="productive"'
+RATE = "5m"
+
+
+def _run(m: str, extra: str = "") -> str:
+    return f'{m}{{run=~"$run"{extra}}}'
+
+
+class Board:
+    """A dashboard under construction, and every query it holds (for the cross-check)."""
+
+    def __init__(self, uid: str, title: str, description: str) -> None:
+        self.queries: list[str] = []
+        self.builder = (
+            dashboard.Dashboard(title)
+            .uid(uid)
+            .description(description)
+            .tags(["meridian"])
+            .time("now-6h", "now")
+            .refresh("1m")
+            .readonly()
+            .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+        )
+
+    def variable(self, name: str, metric_name: str, label: str) -> Board:
+        """A multi-valued variable over the values of `label` on `metric_name` (Grafana's label_values)."""
+        self.queries.append(metric_name)
+        variable = (
+            dashboard.QueryVariable(name)
+            .label(name)
+            .datasource(DATASOURCE)
+            .query(f"label_values({metric_name}, {label})")
+            .multi(True)
+            .include_all(True)
+        )
+        self.builder.with_variable(variable)
+        return self
+
+    def row(self, title: str) -> Board:
+        self.builder.with_row(dashboard.Row(title))
+        return self
+
+    def graph(
+        self,
+        title: str,
+        targets: Iterable[tuple[str, str]],
+        unit: str = "short",
+        stacked: bool = False,
+        width: int = 12,
+    ) -> Board:
+        panel = timeseries.Panel().title(title).datasource(DATASOURCE).unit(unit).span(width).height(8)
+        if stacked:
+            panel.stacking(common.StackingConfig().mode(StackingMode.NORMAL))
+        self._targets(panel, targets)
+        return self
+
+    def number(self, title: str, targets: Iterable[tuple[str, str]], unit: str = "short", width: int = 6) -> Board:
+        panel = stat.Panel().title(title).datasource(DATASOURCE).unit(unit).span(width).height(4)
+        self._targets(panel, targets)
+        return self
+
+    def _targets(self, panel: timeseries.Panel | stat.Panel, targets: Iterable[tuple[str, str]]) -> None:
+        for index, (expr, legend) in enumerate(targets):
+            self.queries.append(expr)
+            panel.with_target(
+                prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(chr(ord("A") + index)).range()
+            )
+        self.builder.with_panel(panel)
+
+    def json(self) -> str:
+        return json.dumps(self.builder.build(), cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
+
+
+def _gpus(fleet: Fleet, phases: Iterable[str]) -> str:
+    """GPUs on Warden's nodes in `phases`, by cluster: nodes times each pool's GPUs per node (from the catalog)."""
+    by_gpus: dict[int, set[str]] = defaultdict(set)
+    for region in fleet.regions:
+        for pool in region.gpu_pools:
+            by_gpus[pool.machine.gpus].add(pool.name)
+    phase = "|".join(phases)
+    terms = [
+        f'{names.WARDEN_NODES}{{phase=~"{phase}",pool=~"{"|".join(sorted(pools))}"}} * {gpus}'
+        for gpus, pools in sorted(by_gpus.items())
+    ]
+    return f"sum by (cluster) (({' or '.join(terms)}) * {LEADER})"
+
+
+def fleet_board(fleet: Fleet) -> Board:
+    running = f"sum by (cluster) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})"
+    board = Board("meridian-fleet", "Meridian fleet", "GPUs per region and team by state; Kueue usage against quota.")
+    board.row("GPUs by state, per region")
+    board.graph(
+        "GPUs by state",
+        [
+            (running, "{{cluster}} running jobs"),
+            (f"{_gpus(fleet, [HEALTHY])} - {running}", "{{cluster}} idle"),
+            *((_gpus(fleet, phases), f"{{{{cluster}}}} {state}") for state, phases in STATES.items()),
+        ],
+        stacked=True,
+        width=24,
+    )
+    board.row("Teams")
+    board.graph(
+        "GPUs in use per team",
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
+        stacked=True,
+    )
+    board.graph(
+        "GPU usage / nominal quota per team",
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})"
+                f" / sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
+        unit="percentunit",
+    )
+    board.graph("GPU utilization (DCGM)", [("avg by (cluster) (DCGM_FI_DEV_GPU_UTIL)", "{{cluster}}")], unit="percent")
+    board.graph(
+        "Tensor pipes active (DCGM)",
+        [("avg by (cluster) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)", "{{cluster}}")],
+        unit="percentunit",
+    )
+    return board
+
+
+def run_board() -> Board:
+    step = metric("meridian_trainer_step")
+    board = Board("meridian-run", "Meridian run", "One run's progress, efficiency, goodput and checkpoints.")
+    board.variable("run", step, "run")
+    board.row("Progress")
+    board.number("Step", [(f"max by (run) ({_run(step)})", "{{run}}")])
+    board.number("Since last commit", [(f"time() - max by (run) ({_run(LAST_COMMIT)})", "{{run}}")], unit="s")
+    board.number("Participants", [(f"min by (run) ({_run(metric('meridian_trainer_participants'))})", "{{run}}")])
+    board.number(
+        "Heals (1 h)",
+        [(f"sum by (run) (increase({_run(metric('meridian_trainer_heals_total'))}[1h]))", "{{run}}")],
+    )
+    board.graph("Loss", [(f"avg by (run) ({_run(metric('meridian_trainer_loss'))})", "{{run}}")])
+    board.graph(
+        "Tokens per second",
+        [(f"sum by (run, region) ({_run(metric('meridian_trainer_tokens_per_second'))})", "{{run}} {{region}}")],
+    )
+    board.graph(
+        "MFU", [(f"avg by (run) ({_run(metric('meridian_trainer_mfu_ratio'))})", "{{run}}")], unit="percentunit"
+    )
+    board.row("Goodput")
+    board.graph(
+        "Group-seconds by category",
+        [(f"sum by (category) (rate({_run(GOODPUT)}[{RATE}]))", "{{category}}")],
+        stacked=True,
+    )
+    board.number(
+        "Goodput (productive share, 6 h)",
+        [
+            (
+                f"sum by (run) (increase({_run(GOODPUT, PRODUCTIVE)}[6h]))"
+                f" / sum by (run) (increase({_run(GOODPUT)}[6h]))",
+                "{{run}}",
+            )
+        ],
+        unit="percentunit",
+    )
+    board.row("Checkpoints")
+    board.graph(
+        "Time to staged / durable (p95)",
+        [
+            (
+                f"histogram_quantile(0.95, sum by (state, le) (rate({_run(CHECKPOINT + '_bucket')}[1h])))",
+                "{{state}}",
+            )
+        ],
+        unit="s",
+    )
+    board.graph(
+        "Checkpoints per hour",
+        [(f"sum by (state) (increase({_run(CHECKPOINT + '_count')}[1h]))", "{{state}}")],
+    )
+    return board
+
+
+def warden_board() -> Board:
+    board = Board("meridian-warden", "Meridian Warden", "Nodes by phase, Warden's actions and its circuit breaker.")
+    board.graph(
+        "Nodes by phase",
+        [(f"sum by (cluster, phase) ({names.WARDEN_NODES} * {LEADER})", "{{cluster}} {{phase}}")],
+        stacked=True,
+        width=24,
+    )
+    board.graph(
+        "Out-of-service nodes by pool",
+        [
+            (
+                f'sum by (cluster, pool) ({names.WARDEN_NODES}{{phase!="{HEALTHY}"}} * {LEADER})',
+                "{{cluster}} {{pool}}",
+            )
+        ],
+    )
+    board.graph(
+        "Breaker: suspects kept in service",
+        [(f"sum by (cluster) ({names.WARDEN_BREAKER_BLOCKED} * {LEADER})", "{{cluster}}")],
+    )
+    board.graph(
+        "Actions per hour",
+        [
+            (
+                f"sum by (verb, carried_out) (increase({names.WARDEN_COMMANDS}[1h]))",
+                "{{verb}} carried out={{carried_out}}",
+            )
+        ],
+    )
+    board.graph(
+        "Transitions per hour",
+        [(f"sum by (to_phase) (increase({names.WARDEN_TRANSITIONS}[1h]))", "to {{to_phase}}")],
+    )
+    board.graph(
+        "GPU Xids per hour by pool",
+        [(f"sum by (cluster, pool, xid) (increase({names.WARDEN_XIDS}[1h]))", "{{pool}} Xid {{xid}}")],
+    )
+    board.graph(
+        "Errors per hour",
+        [
+            (f"sum by (cluster) (increase({names.WARDEN_API_ERRORS}[1h]))", "{{cluster}} API"),
+            (f"sum by (cluster, stage) (increase({names.WARDEN_NODE_ERRORS}[1h]))", "{{cluster}} node {{stage}}"),
+        ],
+    )
+    board.graph(
+        "Round time (leader)",
+        [(f"max by (cluster) ({names.WARDEN_ROUND_SECONDS} * {LEADER})", "{{cluster}}")],
+        unit="s",
+    )
+    return board
+
+
+def kueue_board() -> Board:
+    board = Board("meridian-kueue", "Meridian Kueue", "Pending, admitted and preempted workloads per ClusterQueue.")
+    board.graph(
+        "Pending workloads",
+        [
+            (
+                f"sum by (cluster, cluster_queue, status) (kueue_pending_workloads{{{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} {{status}}",
+            )
+        ],
+        stacked=True,
+    )
+    board.graph(
+        "Admitted workloads (active)",
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_admitted_active_workloads{{{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
+        stacked=True,
+    )
+    board.graph(
+        "Admissions per hour",
+        [
+            (
+                f"sum by (cluster, cluster_queue) (increase(kueue_admitted_workloads_total{{{KUEUE}}}[1h]))",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
+    )
+    board.graph(
+        "Preemptions per hour",
+        [
+            (
+                f"sum by (cluster, preempting_cluster_queue, reason) (increase(kueue_preempted_workloads_total{{{KUEUE}}}[1h]))",
+                "{{cluster}} {{preempting_cluster_queue}} {{reason}}",
+            )
+        ],
+    )
+    board.graph(
+        "Evictions per hour",
+        [
+            (
+                f"sum by (cluster, cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{KUEUE}}}[1h]))",
+                "{{cluster}} {{cluster_queue}} {{reason}}",
+            )
+        ],
+    )
+    board.graph(
+        "Admission wait (p95)",
+        [
+            (
+                "histogram_quantile(0.95, sum by (cluster, cluster_queue, le)"
+                f" (rate(kueue_admission_wait_time_seconds_bucket{{{KUEUE}}}[1h])))",
+                "{{cluster}} {{cluster_queue}}",
+            )
+        ],
+        unit="s",
+    )
+    board.graph(
+        "GPU usage and nominal quota",
+        [
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} used",
+            ),
+            (
+                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})",
+                "{{cluster}} {{cluster_queue}} quota",
+            ),
+        ],
+        width=24,
+    )
+    return board
+
+
+def boards(fleet: Fleet) -> list[Board]:
+    return [fleet_board(fleet), run_board(), warden_board(), kueue_board()]
+
+
+def dashboard_files(fleet: Fleet) -> dict[str, str]:
+    """{file name: dashboard JSON} for generated/dashboards/."""
+    return {f"{b.builder.build().uid}.json": b.json() for b in boards(fleet)}

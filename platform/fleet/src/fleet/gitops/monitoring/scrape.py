@@ -1,0 +1,156 @@
+"""What Google Cloud Managed Service for Prometheus (GMP) scrapes in each cluster, beside GKE's own packages.
+
+GKE collects its managed DCGM and kube-state-metrics packages itself once the cluster enables them (infra:
+cluster.py monitoring_config DCGM and POD); these objects add the trainer, Warden, Kueue and KubeRay. GMP
+scrapes with PodMonitoring / ClusterPodMonitoring (monitoring.googleapis.com/v1), not the Prometheus
+operator's ServiceMonitor: the charts' ServiceMonitor switches stay off.
+
+A port given by number is scraped whether or not the pod declares it (prometheus-engine v0.17.2
+pkg/operator/apis/monitoring/v1/pod_config.go: a numeric port rewrites __address__ to the pod IP): gkr's pods
+declare no metrics port, and neither do the Kueue and KubeRay charts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contract import names
+from fleet.gitops.objects import Obj, obj
+
+API = "monitoring.googleapis.com/v1"
+INTERVAL = "30s"
+KUEUE_NAMESPACE = "kueue-system"
+KUBERAY_NAMESPACE = "ray-system"
+# Kueue serves its metrics over HTTPS on :8443 behind Kubernetes authentication and authorization
+# (kueue v0.19.2 cmd/kueue/main.go: SecureServing, filters.WithAuthenticationAndAuthorization): GMP presents this
+# account's token, which may only GET /metrics.
+KUEUE_SCRAPER = "gmp-kueue-scraper"
+KUEUE_SCRAPER_TOKEN = f"{KUEUE_SCRAPER}-token"
+KUEUE_METRICS_PORT = 8443  # charts/kueue/values.yaml v0.19.2: managerConfig metrics.bindAddress
+KUBERAY_METRICS_PORT = 8080  # helm-chart/kuberay-operator values.yaml: metrics.enabled, service.port
+WARDEN_METRICS_PORT = 9090  # kustomize/base/warden/deployment.yaml, port "metrics"
+METRICS_READER = "meridian-metrics-reader"
+# GMP's collectors run as this account and read the secret a PodMonitoring names themselves (prometheus-engine
+# v0.17.2 examples/inference-optimized-gateway/secret.yaml grants them get, list and watch on it).
+GMP_COLLECTOR = {"kind": "ServiceAccount", "name": "collector", "namespace": "gmp-system"}
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # KubeRay's: head or worker
+
+
+def _endpoint(port: int, **extra: Any) -> dict[str, Any]:
+    return {"port": port, "interval": INTERVAL, **extra}
+
+
+def trainer() -> Obj:
+    """Every team pod but Ray heads (the trainer's groups report from the workers), in every namespace.
+
+    The pod's namespace and name stay on each series: the stuck-run alert joins them with kube-state-metrics'
+    pod phase. The team and job labels gkr sets travel along as `team` and `meridian_job`.
+    """
+    return obj(
+        API,
+        "ClusterPodMonitoring",
+        "meridian-trainer",
+        spec={
+            "selector": {
+                "matchExpressions": [
+                    {"key": names.TEAM_LABEL, "operator": "Exists"},
+                    {"key": RAY_NODE_TYPE_LABEL, "operator": "NotIn", "values": ["head"]},
+                ]
+            },
+            "endpoints": [_endpoint(names.TRAINER_METRICS_PORT)],
+            "targetLabels": {
+                "metadata": ["namespace", "pod", "node"],
+                "fromPod": [{"from": names.TEAM_LABEL, "to": "team"}, {"from": names.JOB_LABEL, "to": "meridian_job"}],
+            },
+        },
+    )
+
+
+def _pod_monitoring(name: str, namespace: str, labels: dict[str, str], endpoint: dict[str, Any]) -> Obj:
+    return obj(
+        API,
+        "PodMonitoring",
+        name,
+        namespace,
+        spec={
+            "selector": {"matchLabels": labels},
+            "endpoints": [endpoint],
+            "targetLabels": {"metadata": ["pod", "container"]},
+        },
+    )
+
+
+def kueue_access() -> list[Obj]:
+    """The scraper account, its long-lived token, its right to GET /metrics, and GMP's right to read the token."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    scraper = {"kind": "ServiceAccount", "name": KUEUE_SCRAPER, "namespace": KUEUE_NAMESPACE}
+    return [
+        obj("v1", "ServiceAccount", KUEUE_SCRAPER, KUEUE_NAMESPACE, automountServiceAccountToken=False),
+        obj(
+            "v1",
+            "Secret",
+            KUEUE_SCRAPER_TOKEN,
+            KUEUE_NAMESPACE,
+            annotations={"kubernetes.io/service-account.name": KUEUE_SCRAPER},
+            type="kubernetes.io/service-account-token",
+        ),
+        obj(rbac, "ClusterRole", METRICS_READER, rules=[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]),
+        obj(
+            rbac,
+            "ClusterRoleBinding",
+            KUEUE_SCRAPER,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": METRICS_READER},
+            subjects=[scraper],
+        ),
+        obj(
+            rbac,
+            "Role",
+            "gmp-read-kueue-scraper-token",
+            KUEUE_NAMESPACE,
+            rules=[
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "resourceNames": [KUEUE_SCRAPER_TOKEN],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
+        ),
+        obj(
+            rbac,
+            "RoleBinding",
+            "gmp-read-kueue-scraper-token",
+            KUEUE_NAMESPACE,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gmp-read-kueue-scraper-token"},
+            subjects=[GMP_COLLECTOR],
+        ),
+    ]
+
+
+def scrape_objects() -> list[Obj]:
+    kueue = _endpoint(
+        KUEUE_METRICS_PORT,
+        scheme="https",
+        # The serving certificate is Kueue's self-signed one (no cert-manager here); the token still authenticates.
+        tls={"insecureSkipVerify": True},
+        authorization={"type": "Bearer", "credentials": {"secret": {"name": KUEUE_SCRAPER_TOKEN, "key": "token"}}},
+    )
+    return [
+        trainer(),
+        _pod_monitoring(
+            "warden", names.WARDEN_NAMESPACE, {"app.kubernetes.io/name": "warden"}, _endpoint(WARDEN_METRICS_PORT)
+        ),
+        _pod_monitoring(
+            "kueue",
+            KUEUE_NAMESPACE,
+            {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"},
+            kueue,
+        ),
+        _pod_monitoring(
+            "kuberay-operator",
+            KUBERAY_NAMESPACE,
+            {"app.kubernetes.io/name": "kuberay-operator"},
+            _endpoint(KUBERAY_METRICS_PORT),
+        ),
+        *kueue_access(),
+    ]

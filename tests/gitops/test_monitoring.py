@@ -1,0 +1,131 @@
+"""The generated monitoring: every query parses and selects only metrics that exist; the objects validate."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import promql_parser
+import pytest
+
+from contract import names
+from fleet.gitops import kueue
+from fleet.gitops.monitoring import monitoring_objects, queries, rules, upstream
+from fleet.gitops.monitoring.dashboards import HEALTHY, STATES, boards, dashboard_files
+from fleet.gitops.monitoring.scrape import trainer
+from fleet.gitops.validate import CrdSchemas, validate_object
+from fleet.model import Fleet
+from warden.state import PHASES
+
+ALERTS = {a.name: a for a in rules.ALERTS}
+
+
+@pytest.mark.parametrize("name", sorted(ALERTS))
+def test_every_alert_query_is_real(name: str) -> None:
+    assert queries.problems(ALERTS[name].expr) == []
+
+
+def test_every_dashboard_query_is_real(fleet: Fleet) -> None:
+    found = [p for board in boards(fleet) for q in board.queries for p in queries.problems(q)]
+    assert found == []
+    assert sum(len(b.queries) for b in boards(fleet)) > 30
+
+
+def test_the_cross_check_names_the_expression_and_the_unknown_metric() -> None:
+    expr = "sum(rate(meridian_trainer_steps_total[5m])) / on () kueue_pending_workloads"
+    assert queries.problems(expr) == [f"{expr}: unknown metric meridian_trainer_steps_total"]
+    assert queries.problems("sum(rate(up[5m])")[0].endswith("does not parse: unclosed left parenthesis")
+    assert "selector without a metric name" in queries.problems('{job="x"}')[0]
+    # Histogram series count, the bare histogram name does not: it is never exposed.
+    assert queries.problems(f"{rules.CHECKPOINT}_count") == []
+    assert queries.problems(rules.CHECKPOINT) == [f"{rules.CHECKPOINT}: unknown metric {rules.CHECKPOINT}"]
+
+
+def test_every_alert_has_a_runbook_a_summary_and_a_severity() -> None:
+    rule = rules.cluster_rules()
+    entries = rule["spec"]["groups"][0]["rules"]
+    assert [e["alert"] for e in entries] == [a.name for a in rules.ALERTS]
+    for entry in entries:
+        assert len(entry["annotations"][rules.RUNBOOK]) > 80, entry["alert"]
+        assert entry["annotations"]["summary"]
+        assert entry["labels"]["severity"] in ("critical", "warning")
+    assert len(ALERTS) == len(rules.ALERTS)  # unique names
+
+
+def _binary(expr: str) -> promql_parser.BinaryExpr:
+    tree = promql_parser.parse(expr)
+    assert isinstance(tree, promql_parser.BinaryExpr)
+    return tree
+
+
+def test_the_stuck_run_alert_joins_the_runs_pods_with_their_phase() -> None:
+    """Kubernetes cannot see a stuck collective: a Running pod whose group stopped committing is the signal."""
+    tree = _binary(ALERTS["RunStoppedCommitting"].expr)
+    assert str(tree.op) == "and"
+    matching = tree.modifier.matching if tree.modifier else None
+    assert matching is not None
+    assert sorted(matching.labels) == ["cluster", "namespace", "pod"]
+    assert queries.selected(str(tree.lhs)) == [rules.LAST_COMMIT]
+    assert queries.selected(str(tree.rhs)) == ["kube_pod_status_phase"]
+    assert 'phase="Running"' in str(tree.rhs)
+    # Both sides carry the join's labels: the trainer's scrape keeps the pod's namespace and name.
+    assert {"namespace", "pod"} <= set(trainer()["spec"]["targetLabels"]["metadata"])
+
+
+def test_warden_series_count_only_the_leader() -> None:
+    for name in ("WardenBreakerOpen", "NodesHeldForPerson", "GpuXidRateHigh"):
+        assert names.WARDEN_LEADER in queries.selected(ALERTS[name].expr), name
+
+
+def test_monitoring_objects_validate_against_the_pinned_gmp_crds(crds: CrdSchemas, fleet: Fleet) -> None:
+    objects = monitoring_objects()
+    kinds = {o["kind"] for o in objects}
+    assert {"ClusterPodMonitoring", "PodMonitoring", "ClusterRules"} <= kinds
+    for o in objects:
+        assert validate_object(o, fleet.versions.kubernetes, crds) == [], o["metadata"]["name"]
+    broken = copy.deepcopy(next(o for o in objects if o["kind"] == "ClusterRules"))
+    broken["spec"]["groups"][0]["rules"][0]["severity"] = "critical"  # belongs under labels
+    assert any("'severity' was unexpected" in p for p in validate_object(broken, fleet.versions.kubernetes, crds))
+
+
+def test_the_trainer_is_scraped_on_the_contract_port_in_every_team_namespace() -> None:
+    spec = trainer()["spec"]
+    assert spec["endpoints"][0]["port"] == names.TRAINER_METRICS_PORT
+    assert {"key": names.TEAM_LABEL, "operator": "Exists"} in spec["selector"]["matchExpressions"]
+
+
+def test_kueue_reports_queue_usage_and_quota() -> None:
+    """The fleet dashboard and the Kueue dashboard read the per-queue resource gauges, off by default."""
+    assert kueue.manager_config()["metrics"]["enableClusterQueueResources"] is True
+
+
+def test_upstream_lists_name_their_version_and_source(fleet: Fleet) -> None:
+    exporters = {e.name: e for e in upstream.exporters()}
+    assert {"kueue", "kuberay", "dcgm", "kube-state-metrics"} <= set(exporters)
+    assert exporters["kueue"].version == f"v{fleet.versions.kueue}"
+    assert exporters["kuberay"].version == f"v{fleet.versions.kuberay}"
+    for exporter in exporters.values():
+        assert exporter.source.startswith("https://"), exporter.name
+        assert exporter.names, exporter.name
+
+
+def test_the_fleet_dashboard_groups_wardens_real_phases() -> None:
+    grouped = [p for phases in STATES.values() for p in phases] + [HEALTHY]
+    assert sorted(grouped) == sorted(PHASES)
+
+
+def test_dashboards_are_built_by_the_sdk_and_templated(fleet: Fleet) -> None:
+    files = dashboard_files(fleet)
+    assert sorted(files) == ["meridian-fleet.json", "meridian-kueue.json", "meridian-run.json", "meridian-warden.json"]
+    for name, text in files.items():
+        board = json.loads(text)
+        assert f"{board['uid']}.json" == name
+        variables = {v["name"] for v in board["templating"]["list"]}
+        assert "datasource" in variables
+        panels = [p for p in board["panels"] if p["type"] != "row"]
+        assert panels, name
+        assert all(p["datasource"]["uid"] == "${datasource}" for p in panels), name
+    run = json.loads(files["meridian-run.json"])
+    assert "run" in {v["name"] for v in run["templating"]["list"]}
+    exprs = [t["expr"] for p in run["panels"] if p["type"] != "row" for t in p["targets"]]
+    assert all('run=~"$run"' in e for e in exprs)
