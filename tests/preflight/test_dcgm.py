@@ -87,7 +87,18 @@ def test_hostile_documents_never_pass_and_never_raise(text: str) -> None:
 
 def test_an_unknown_status_word_reads_as_a_failure() -> None:
     text = json.dumps(
-        {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "memory", "results": [{"entity_group": "GPU", "entity_id": 2, "status": "Kaput"}]}]}]}}
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [
+                    {
+                        "category": "Hardware",
+                        "tests": [
+                            {"name": "memory", "results": [{"entity_group": "GPU", "entity_id": 2, "status": "Kaput"}]}
+                        ],
+                    }
+                ]
+            }
+        }
     )
     result = dcgm.check(text, 2)
     assert (result.status, result.evidence) == ("fail", ["GPU 2: memory (Hardware) fail"])
@@ -95,10 +106,27 @@ def test_an_unknown_status_word_reads_as_a_failure() -> None:
 
 def test_a_long_warning_stays_one_short_line() -> None:
     text = json.dumps(
-        {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "memory", "results": [{"entity_id": 0, "status": "Fail", "warnings": [{"warning": "bad\n" * 10_000}]}]}]}]}}
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [
+                    {
+                        "category": "Hardware",
+                        "tests": [
+                            {
+                                "name": "memory",
+                                "results": [
+                                    {"entity_id": 0, "status": "Fail", "warnings": [{"warning": "bad\n" * 10_000}]}
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        }
     )
     (line,) = dcgm.check(text, 2).evidence
-    assert "\n" not in line and len(line) < 400
+    assert "\n" not in line
+    assert len(line) < 400
 
 
 def test_a_runtime_error_is_an_error_not_a_pass() -> None:
@@ -140,5 +168,8 @@ def test_dcgmi_that_prints_nothing_is_an_error_with_its_reason(monkeypatch: pyte
     _fake_dcgmi(tmp_path, "echo 'Error: host engine not running' >&2\nexit 1\n")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     result = dcgm.run(2, host="10.0.0.9")
-    assert (result.status, result.summary) == ("error", "dcgmi diag -r 2 printed nothing: Error: host engine not running")
+    assert (result.status, result.summary) == (
+        "error",
+        "dcgmi diag -r 2 printed nothing: Error: host engine not running",
+    )
     assert dcgm.command(2, "10.0.0.9") == ["dcgmi", "diag", "-r", "2", "-j", "--host", "10.0.0.9"]

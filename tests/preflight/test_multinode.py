@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from preflight import multinode
-from preflight.collective import Measurement
+from preflight.collective import CollectiveSettings, Measurement
 
 PREFLIGHT = Path(sys.executable).parent / "preflight"
 
@@ -50,12 +50,13 @@ def test_the_floor_is_judged_at_the_largest_size() -> None:
     assert (low.name, low.status) == ("nccl-multinode", "fail")
     assert low.summary == "2 nodes x 8 rank(s) over nccl: busbw 200.00 GB/s at 256 MiB, below 256 GB/s"
     good = multinode.verdict(_measured(300.0), "nccl", layout, 256.0, sizes)
-    assert good.status == "pass" and good.summary.endswith("(threshold 256 GB/s)")
+    assert good.status == "pass"
+    assert good.summary.endswith("(threshold 256 GB/s)")
     assert multinode.verdict(_measured(1.0), "gloo", layout, None, sizes).summary.endswith("(no threshold given)")
 
 
 def test_no_peers_is_skipped() -> None:
-    result = multinode.check("a", [], multinode.CollectiveSettings(None), {})
+    result = multinode.check("a", [], CollectiveSettings(None), {})
     assert result.status == "skip"
 
 

@@ -7,7 +7,9 @@ from pathlib import Path
 from preflight import rdma_links
 
 
-def _nic(root: Path, device: str, state: str = "4: ACTIVE", phys: str = "5: LinkUp", rate: str = "400 Gb/sec (4X NDR)") -> None:
+def _nic(
+    root: Path, device: str, state: str = "4: ACTIVE", phys: str = "5: LinkUp", rate: str = "400 Gb/sec (4X NDR)"
+) -> None:
     port = root / rdma_links.SYSFS / device / "ports" / "1"
     port.mkdir(parents=True)
     (port / "state").write_text(state + "\n")

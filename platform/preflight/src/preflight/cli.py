@@ -180,7 +180,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     deep.add_argument("--peer-port", default=str(multinode.PORT), help=f"rendezvous port (default {multinode.PORT})")
     deep.add_argument(
-        "--peer-timeout", type=float, default=multinode.TIMEOUT_S, help="seconds to wait for the peers and the all-reduce"
+        "--peer-timeout",
+        type=float,
+        default=multinode.TIMEOUT_S,
+        help="seconds to wait for the peers and the all-reduce",
     )
     deep.add_argument(
         "--expect-rdma-nics", type=int, default=rdma_links.EXPECTED_NICS, help="RDMA NICs the machine has (default 8)"

@@ -65,7 +65,12 @@ def failures(report: Mapping[str, Any], where: str = "report") -> tuple[health.F
     if "checks" not in report:  # the termination message / annotation: only the first failing check
         name = _text(report.get("check"), f"{where}.check")
         return tuple(
-            _of_check(name, "fail", _text(report.get("summary"), f"{where}.summary"), _lines(report.get("evidence", []), f"{where}.evidence"))
+            _of_check(
+                name,
+                "fail",
+                _text(report.get("summary"), f"{where}.summary"),
+                _lines(report.get("evidence", []), f"{where}.evidence"),
+            )
         )
     checks = report["checks"]
     if not isinstance(checks, list):
