@@ -113,3 +113,11 @@ def test_a_peer_that_never_comes_ends_at_the_timeout() -> None:
     check = json.loads(out)["checks"][0]
     assert check["status"] == "error"
     assert check["summary"].startswith("the all-reduce with 1 peer(s) did not finish within 3 s")
+
+
+def test_a_rank_that_fails_is_reported_with_its_reason_not_waited_for() -> None:
+    layout = multinode.Plan("127.0.0.1", _free_port(), node_rank=0, nodes=1, per_node=1)
+    result = multinode.launch(layout, CollectiveSettings(None, sizes=(-4,)), timeout_s=120)
+    assert result.status == "error"
+    assert result.summary.startswith("the all-reduce could not run: ")
+    assert "RuntimeError: Trying to create tensor with negative dimension" in result.summary

@@ -217,7 +217,7 @@ def run(level: int, host: str | None = None, timeout_s: float | None = None) -> 
     limit = timeout_s if timeout_s is not None else TIMEOUT_S[level]
     try:
         done = subprocess.run(command(level, host), capture_output=True, text=True, timeout=limit, check=False)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:  # dcgmi is killed; a diagnostic nv-hostengine already runs ends on its own
         return Result(NAME, "error", f"dcgmi diag -r {level} did not finish within {limit:g} s")
     except OSError as exc:
         return Result(NAME, "error", f"cannot run dcgmi ({exc})")

@@ -91,7 +91,7 @@ def _environment(layout: Plan, local: int, settings: CollectiveSettings, result:
     }
 
 
-def _stop(procs: list[subprocess.Popen[str]]) -> None:
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
@@ -99,38 +99,59 @@ def _stop(procs: list[subprocess.Popen[str]]) -> None:
         proc.wait()
 
 
+def _last_line(path: Path, code: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 4096))  # a traceback ends with the exception
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        tail = ""
+    return (tail.strip().splitlines() or [f"exit {code}"])[-1][:300]
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], deadline: float) -> int | None:
+    """The index of the first process that failed, -1 when all succeeded, None at the deadline."""
+    while time.monotonic() < deadline:
+        codes = [proc.poll() for proc in procs]
+        failed = next((i for i, code in enumerate(codes) if code not in (None, 0)), None)
+        if failed is not None:
+            return failed  # the others may wait at the rendezvous for it: do not wait for them
+        if all(code == 0 for code in codes):
+            return -1
+        time.sleep(0.1)
+    return None
+
+
 def launch(layout: Plan, settings: CollectiveSettings, timeout_s: float = TIMEOUT_S) -> Result:
     """Start this node's processes, wait for them (killed at the timeout), judge local rank 0's numbers."""
     with tempfile.TemporaryDirectory(prefix="preflight-multinode-") as folder:
         results = [Path(folder) / f"rank{i}.json" for i in range(layout.per_node)]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "preflight.multinode"],
-                env=_environment(layout, i, settings, results[i]),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(layout.per_node)
-        ]
-        deadline = time.monotonic() + timeout_s
+        logs = [Path(folder) / f"rank{i}.log" for i in range(layout.per_node)]  # a file: NCCL_DEBUG never fills a pipe
+        procs = []
         try:
-            errors = []
-            for proc in procs:
-                _, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-                if proc.returncode != 0:
-                    errors.append((err.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
-        except subprocess.TimeoutExpired:
+            for i in range(layout.per_node):
+                with logs[i].open("wb") as log:
+                    procs.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "preflight.multinode"],
+                            env=_environment(layout, i, settings, results[i]),
+                            stdout=subprocess.DEVNULL,
+                            stderr=log,
+                        )
+                    )
+            outcome = _wait(procs, time.monotonic() + timeout_s)
+        finally:
+            _stop(procs)
+        if outcome is None:
             return Result(
                 NAME,
                 "error",
                 f"the all-reduce with {layout.nodes - 1} peer(s) did not finish within {timeout_s:g} s "
                 f"(rendezvous {layout.master}:{layout.port}): are the peers running it too?",
             )
-        finally:
-            _stop(procs)
-        if errors:
-            return Result(NAME, "error", f"the all-reduce could not run: {errors[0][:300]}")
+        if outcome >= 0:
+            reason = _last_line(logs[outcome], procs[outcome].returncode)
+            return Result(NAME, "error", f"the all-reduce could not run: {reason}")
         try:
             data = json.loads(results[0].read_text())
             measurements = [Measurement(**m) for m in data["measurements"]]
