@@ -173,3 +173,16 @@ def test_dcgmi_that_prints_nothing_is_an_error_with_its_reason(monkeypatch: pyte
         "dcgmi diag -r 2 printed nothing: Error: host engine not running",
     )
     assert dcgm.command(2, "10.0.0.9") == ["dcgmi", "diag", "-r", "2", "-j", "--host", "10.0.0.9"]
+
+
+def test_a_failure_tied_to_no_gpu_shows_in_the_test_summary_only() -> None:
+    per_gpu = [{"entity_group": "GPU", "entity_id": g, "status": "Pass"} for g in range(2)]
+    summary = {"status": "Fail", "warnings": [{"warning": "NVSwitch fatal error", "error_id": 7}]}
+    test = {"name": "diagnostic", "results": per_gpu, "test_summary": summary}
+    text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Stress", "tests": [test]}]}})
+    result = dcgm.check(text, 2)
+    assert (result.status, result.evidence) == (
+        "fail",
+        ["diagnostic (Stress) fail: NVSwitch fatal error (DCGM error 7)"],
+    )
+    assert result.summary == "level 2: diagnostic failed"

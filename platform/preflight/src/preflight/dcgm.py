@@ -145,12 +145,13 @@ def parse(text: str) -> Diagnostic:
                 raise ParseError("a test has no name")
             entries = _list(test.get("results"), "results")
             summary = test.get("test_summary")
-            if not entries and isinstance(summary, dict):
-                entries = [summary]  # a test reported only as a whole
+            if isinstance(summary, dict) and (not entries or summary.get("status") in ("Fail", "FAIL")):
+                entries = [*entries, summary]  # the test as a whole: an error tied to no GPU shows only here
+            found = []
             for entry in entries:
                 if not isinstance(entry, dict):
                     raise ParseError(f"a result of {test['name']!r} is not an object")
-                results.append(
+                found.append(
                     TestResult(
                         _one_line(str(category.get("category", "?"))),
                         _one_line(test["name"]),
@@ -159,6 +160,9 @@ def parse(text: str) -> Diagnostic:
                         _message(entry),
                     )
                 )
+            if entries and entries[-1] is summary and len(found) > 1 and any(r.status == "fail" for r in found[:-1]):
+                found.pop()  # the summary repeats a failure already reported per GPU
+            results += found
     if not results:
         raise ParseError("no test results")
     return Diagnostic(_one_line(str(version)), None, tuple(results))
