@@ -102,6 +102,12 @@ COMMANDS: dict[str, Run | Skip] = {
     "preflight run --kernel-log saved-dmesg.txt --nvidia-smi saved.csv": Run(
         "cannot read the kernel log", codes=(1, 2), activated=True
     ),
+    "preflight run --deep --level 3 --peers n1,n2 --json": Skip(
+        "needs peers running it at the same time: tests/preflight/test_multinode.py runs two on loopback"
+    ),
+    "preflight run --deep [--level 1-4] [--peers HOST,...] [--self HOST] [--peer-port N] [--json] "
+    "[--dcgmi FILE] [--dcgm-host HOST] [--dcgm-timeout S] [--peer-timeout S] "
+    "[--expect-rdma-nics N] [--min-rdma-gbps G] [--min-busbw-gbps X]": Skip(SYNOPSIS),
     # platform/fleet/README.md
     ".venv/bin/meridian goodput --days 5 --seeds 1": Run("the goal of 97%"),
     ".venv/bin/python scripts/bench_goodput.py --only scenarios": Skip(

@@ -23,7 +23,7 @@ Verdict = Literal["pass", "fail"]
 
 @dataclass(frozen=True)
 class Failure:
-    check: str  # preflight's check name, e.g. "dcgm_diag", "nccl_multinode", "rdma_links"
+    check: str  # preflight's check name: "dcgm-diag", "nccl-multinode", "rdma-links" (preflight.deep.CHECKS), ...
     gpu: int | None = None  # the GPU index, when the failure is one GPU's
     evidence: str = ""  # one line: the failing test and what it measured
 

@@ -3,6 +3,10 @@
     preflight run [--check NAME ...] [--kernel-log FILE] [--nvidia-smi FILE]
                   [--expect-gpus N] [--window SECONDS] [--json]
                   [--termination-log FILE] [--annotate]
+    preflight run --deep [--level 1-4] [--peers HOST,...] [--self HOST] ...
+
+`--deep` adds the deep checks (RDMA link state, an all-reduce with known-good peers, DCGM
+diagnostics at `--level`, default 2; 3 for burn-in) after the usual ones.
 
 On failure `--termination-log` writes the failing check as JSON (schema, check,
 summary, evidence, time) where the kubelet reads a container's termination
@@ -26,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contract import incluster
-from preflight import nvidia_smi
+from preflight import dcgm, multinode, nvidia_smi, rdma_links
 from preflight.checks import check_gpu_state, check_kernel_log
 from preflight.collective import CollectiveSettings, check_allreduce
 from preflight.compute import ComputeSettings, check_compute
@@ -92,6 +96,31 @@ CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {
 }
 
 
+def _dcgm(args: argparse.Namespace) -> Result:
+    if args.dcgmi is None:
+        return dcgm.run(args.level, args.dcgm_host, args.dcgm_timeout)
+    try:
+        return dcgm.check(Path(args.dcgmi).read_text(encoding="utf-8", errors="replace"), args.level)
+    except OSError as exc:
+        return Result(dcgm.NAME, "error", f"cannot read {args.dcgmi} ({exc.strerror})")
+
+
+def _multinode(args: argparse.Namespace) -> Result:
+    settings = CollectiveSettings(args.min_busbw_gbps, sizes=args.sizes)
+    return multinode.check(
+        args.self, args.peers, settings, os.environ, not args.no_rdma, args.peer_port, args.peer_timeout
+    )
+
+
+# In this order: the all-reduce before DCGM, so peers waiting at the rendezvous do not wait out a level 3 run.
+DEEP_CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {
+    rdma_links.NAME: lambda a: rdma_links.check(Path(a.root), a.expect_rdma_nics, a.min_rdma_gbps, not a.no_rdma),
+    multinode.NAME: _multinode,
+    dcgm.NAME: _dcgm,
+}
+ALL_CHECKS = {**CHECKS, **DEEP_CHECKS}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="preflight", description="Check the machines a job was given before it trains."
@@ -99,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the checks")
     run.add_argument(
-        "--check", action="append", metavar="NAME", help=f"run only this check (repeatable): {', '.join(CHECKS)}"
+        "--check", action="append", metavar="NAME", help=f"run only this check (repeatable): {', '.join(ALL_CHECKS)}"
     )
     run.add_argument("--kernel-log", metavar="FILE", help="read a saved kernel log instead of dmesg")
     run.add_argument("--nvidia-smi", metavar="FILE", help=f"read saved output of: {' '.join(nvidia_smi.QUERY)}")
@@ -136,6 +165,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--min-shm-gib", type=float, default=64, help="smallest /dev/shm allowed (default 64 GiB)")
     run.add_argument("--root", default="/", help=argparse.SUPPRESS)  # a fake /sys, /proc, /usr/local tree for tests
+    deep = run.add_argument_group("deep checks (burn-in, idle sweeps)")
+    deep.add_argument("--deep", action="store_true", help=f"also run the deep checks: {', '.join(DEEP_CHECKS)}")
+    deep.add_argument("--level", default="2", help="DCGM diagnostic run level, 1-4 (default 2; 3 for burn-in)")
+    deep.add_argument("--dcgmi", metavar="FILE", help="read saved `dcgmi diag -j` output instead of running dcgmi")
+    deep.add_argument("--dcgm-host", metavar="HOST", help="the nv-hostengine dcgmi talks to (default: its own)")
+    deep.add_argument("--dcgm-timeout", type=float, help="seconds before dcgmi is stopped (default: per level)")
+    deep.add_argument("--peers", default="", metavar="HOST,...", help="known-good nodes to all-reduce with")
+    deep.add_argument(
+        "--self",
+        default=os.environ.get("NODE_NAME") or os.uname().nodename,
+        metavar="HOST",
+        help="how the peers reach this node (default: NODE_NAME, else the host name)",
+    )
+    deep.add_argument("--peer-port", default=str(multinode.PORT), help=f"rendezvous port (default {multinode.PORT})")
+    deep.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=multinode.TIMEOUT_S,
+        help="seconds to wait for the peers and the all-reduce",
+    )
+    deep.add_argument(
+        "--expect-rdma-nics", type=int, default=rdma_links.EXPECTED_NICS, help="RDMA NICs the machine has (default 8)"
+    )
+    deep.add_argument(
+        "--min-rdma-gbps", type=float, default=rdma_links.MIN_RATE_GBPS, help="slowest RDMA link allowed (default 400)"
+    )
     run.add_argument("--json", action="store_true", help="print the versioned JSON report")
     run.add_argument(
         "--termination-log",
@@ -150,13 +205,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _deep_problem(args: argparse.Namespace) -> str | None:
+    """One line for bad input to the checks and the deep options (and parse them in place); None when fine."""
+    unknown = [name for name in args.check or [] if name not in ALL_CHECKS]
+    if unknown:
+        return f"unknown check {unknown[0]!r}; use one of {', '.join(ALL_CHECKS)}"
+    deep = args.deep or any(name in DEEP_CHECKS for name in args.check or [])
+    given = [flag for flag, value in (("--peers", args.peers), ("--dcgmi", args.dcgmi)) if value]
+    if args.level != "2":
+        given.append("--level")
+    if given and not deep:
+        return f"{given[0]} is for the deep checks: add --deep (or --check {', --check '.join(DEEP_CHECKS)})"
+    if args.level.strip() not in {str(n) for n in dcgm.LEVELS}:
+        return f"--level {args.level[:20]!r}: DCGM run levels are 1, 2, 3 and 4 (2 for sweeps, 3 for burn-in)"
+    args.level = int(args.level)
+    if not args.peer_port.isdigit():
+        return f"--peer-port {args.peer_port[:20]!r}: expected a TCP port number"
+    args.peer_port = int(args.peer_port)
+    args.peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    try:
+        if args.peers:
+            multinode.plan(args.self, args.peers, args.peer_port)
+    except ValueError as exc:
+        return str(exc)
+    for flag, value in (("--dcgm-timeout", args.dcgm_timeout), ("--peer-timeout", args.peer_timeout)):
+        if value is not None and not 0 < value <= 86400:
+            return f"{flag} {value:g}: expected seconds, more than 0 and at most 86400"
+    if args.expect_rdma_nics < 0 or args.min_rdma_gbps < 0:
+        return "--expect-rdma-nics and --min-rdma-gbps must not be negative"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    unknown = [name for name in args.check or [] if name not in CHECKS]
-    if unknown:
-        print(f"error: unknown check {unknown[0]!r}; use one of {', '.join(CHECKS)}", file=sys.stderr)
+    problem = _deep_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    results = [CHECKS[name](args) for name in args.check or CHECKS]
+    selected = args.check or [*CHECKS, *(DEEP_CHECKS if args.deep else ())]
+    results = [ALL_CHECKS[name](args) for name in selected]
     node = os.environ.get("NODE_NAME", os.uname().nodename)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     print(

@@ -82,18 +82,26 @@ def table(measurements: list[Measurement]) -> list[str]:
     return rows
 
 
-def judge(measurements: list[Measurement], backend: str, world: int, settings: CollectiveSettings) -> Result:
+def judge(
+    measurements: list[Measurement],
+    backend: str,
+    world: int,
+    settings: CollectiveSettings,
+    name: str = "allreduce",
+    ranks: str | None = None,
+) -> Result:
+    """busbw at the largest size against the floor; `name` and `ranks` ("2 nodes x 8 ranks") for other callers."""
     peak = measurements[-1]
-    summary = f"{world} ranks over {backend}: busbw {peak.busbw:.2f} GB/s at {peak.size >> 20} MiB"
+    summary = f"{ranks or f'{world} ranks'} over {backend}: busbw {peak.busbw:.2f} GB/s at {peak.size >> 20} MiB"
     evidence = table(measurements)
     if settings.min_busbw_gbps is not None and peak.busbw < settings.min_busbw_gbps:
-        return Result("allreduce", "fail", f"{summary}, below {settings.min_busbw_gbps:g} GB/s", evidence)
+        return Result(name, "fail", f"{summary}, below {settings.min_busbw_gbps:g} GB/s", evidence)
     threshold = (
         f" (threshold {settings.min_busbw_gbps:g} GB/s)"
         if settings.min_busbw_gbps is not None
         else " (no threshold given)"
     )
-    return Result("allreduce", "pass", summary + threshold, evidence)
+    return Result(name, "pass", summary + threshold, evidence)
 
 
 def check_allreduce(settings: CollectiveSettings) -> Result:
