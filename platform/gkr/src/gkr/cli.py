@@ -128,7 +128,23 @@ def submit(
     name: Annotated[str | None, typer.Option("--name")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="rayjob (default), raycluster, job")] = None,
     team: Team = None,
-    region: Region = None,
+    region: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--region",
+            help="region of the cluster (default: the user config, else the team's largest quota); "
+            "repeat as REGION=REPLICA_GROUPS for a run across regions",
+        ),
+    ] = None,
+    home: Annotated[
+        str | None, typer.Option("--home", help="a run across regions: where its Lighthouse runs (default: the first)")
+    ] = None,
+    min_replicas: Annotated[
+        int | None, typer.Option("--min-replicas", help="a run across regions: the Lighthouse's quorum floor (1)")
+    ] = None,
+    force_per_step_sync: Annotated[
+        bool, typer.Option("--force-per-step-sync", help="allow DDP (a sync every step) across regions")
+    ] = False,
     pool: Annotated[str | None, typer.Option("--pool")] = None,
     image: Annotated[
         str | None,
@@ -175,8 +191,9 @@ def submit(
         "gpus_per_pod": gpus_per_pod, "replica_groups": replica_groups, "group_size": group_size,
         "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
+        "home": home, "min_replicas": min_replicas,
     }  # fmt: skip
-    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context)
+    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context, force_per_step_sync)
 
 
 @app.command()
@@ -210,15 +227,27 @@ def _submit(
     output: str,
     registry: str | None,
     context: str | None,
+    force_per_step_sync: bool = False,
 ) -> None:
     """What `submit` and `preflight` share: prepare, print the summary, then print or apply."""
-    from gkr.submit import flags_of, prepare
+    from gkr import multiregion
+    from gkr.submit import flags_of, prepare_job, read
     from gkr.summary import summary
 
     config, found = _registry(registry)
     with bad_input():
-        flags = flags_of(given, topology, no_preflight, env)
-        resolved, objects = prepare(file, flags, found, config.region, config.team)
+        flags = flags_of(given, topology, no_preflight, env, force_per_step_sync)
+        spec, origins = read(file, flags, config.team)
+        if spec.regions:
+            if context is not None or workdir is not None:
+                flag = "--context" if context is not None else "--workdir"
+                raise Invalid([f"flag {flag}: not for a run across regions yet (each region uses its GKE context)"])
+            run = multiregion.prepare(spec, origins, found)
+    if spec.regions:
+        _submit_run(run, found, dry_run, output)
+        return
+    with bad_input():
+        resolved, objects = prepare_job(spec, origins, found, config.region)
     print(summary(resolved, context), file=sys.stderr)
     package = None
     if workdir is not None:
@@ -248,6 +277,42 @@ def _submit(
         if package is not None:
             package.zip_path.unlink(missing_ok=True)
     print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+def _submit_run(run: Any, found: Located, dry_run: bool, output: str) -> None:
+    """A run across regions: the summary per region, then every cluster's objects printed, or applied all or nothing."""
+    from gkr import launch
+    from gkr.summary import run_summary
+
+    registry = found.registry
+    print(run_summary(run), file=sys.stderr)
+    if dry_run:
+        by_context = [(registry.context(run.home.resolved.region), o) for o in run.lighthouse]
+        by_context += [(registry.context(p.resolved.region), p.rayjob) for p in run.parts]
+        _print_per_cluster(by_context, output)
+        return
+    apis = {p.region: _connect(found, p.resolved.region, None) for p in run.parts}  # every context before any apply
+    try:
+        launch.submit(run, apis, lambda line: print(line, file=sys.stderr))
+    except launch.Failed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED) from None
+    regions = ", ".join(f"{p.region} ({registry.context(p.resolved.region)})" for p in run.parts)
+    print(f"submitted run {run.name} to {run.home.resolved.namespace} in {regions}", file=sys.stderr)
+
+
+def _print_per_cluster(objects: list[tuple[str, dict[str, Any]]], output: str) -> None:
+    """Objects for several clusters: YAML documents each headed by a `# context:` comment, or JSON {context: [...]}."""
+    choose(output, ("yaml", "json"), "--output")
+    if output == "json":
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for context, obj in objects:
+            grouped.setdefault(context, []).append(obj)
+        print(json.dumps(grouped, indent=2))
+        return
+    import yaml
+
+    sys.stdout.write("---\n".join(f"# context: {c}\n{yaml.safe_dump(o, sort_keys=False)}" for c, o in objects))
 
 
 def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
