@@ -404,7 +404,42 @@ def status(
     api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"reading {kind} {name}"):
         found = kube.get_job(api, namespace, kind, name)
-    _print([found.get("status", {})], output)
+    run = _run_of(found)
+    if run is None:
+        _print([found.get("status", {})], output)
+        return
+    from gkr import launch, views
+
+    apis, why = _run_clients(registry, run[1])
+    parts = {**launch.find(apis, namespace, run[0], run[2]), **why}
+    _print([views.run_status(run[0], run[2], {r: parts[r] for r in run[1]})], output)
+
+
+def _run_of(obj: dict[str, Any]) -> tuple[str, list[str], str] | None:
+    from gkr import lighthouse
+
+    return lighthouse.run_of(obj)
+
+
+def _run_clients(registry: str | None, regions: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """An API client for each region of a run that has a context here; for the others, why not (one line)."""
+    from gkr import kube
+
+    _, found = _registry(registry)
+    known = {r.name: r for r in found.registry.regions}
+    apis, why = {}, {}
+    for name in regions:
+        region = known.get(name)
+        if region is None:
+            why[name] = "unreachable: not a region of this registry"
+            continue
+        try:
+            apis[name] = kube.client(found.registry.context(region))
+        except kube.NoContext as exc:
+            why[name] = f"unreachable: {exc}; run: {found.registry.credentials_command(region)}"
+        except Exception as exc:
+            why[name] = f"unreachable: {kube.unreachable(exc)}"
+    return apis, why
 
 
 @app.command()
@@ -421,9 +456,31 @@ def delete(
 
     choose(kind, kube.KINDS, "--kind")
     api, namespace, _ = _target(registry, team, region, context)
+    run = None
+    if kind == "rayjob":  # a RayJob may be one region's part of a run: then the whole run goes
+        with api_errors(f"reading {kind} {name}"):
+            run = _run_of(kube.get_job(api, namespace, kind, name))
+    if run is not None:
+        _delete_run(registry, namespace, run)
+        return
     with api_errors(f"deleting {kind} {name}"):
         kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
+
+
+def _delete_run(registry: str | None, namespace: str, run: tuple[str, list[str], str]) -> None:
+    """Every region's RayJob of the run and its Lighthouse; what could not be reached is named, exit 1."""
+    from gkr import launch
+
+    name, regions, home = run
+    apis, why = _run_clients(registry, regions)
+    deleted, failed = launch.delete(apis, {**launch.find(apis, namespace, name, home), **why})
+    for line in deleted:
+        print(f"deleted {line}", file=sys.stderr)
+    if failed:
+        print(f"error: run {name} not wholly deleted: {'; '.join(failed)}; run `gkr delete` again", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED)
+    print(f"deleted run {name} in {', '.join(regions)}", file=sys.stderr)
 
 
 @app.command()
@@ -442,19 +499,47 @@ def logs(
     choose(role, kube.ROLE_SELECTORS, "--role")
     api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"finding the pods of {name}"):
-        names = kube.pods(api, namespace, name, role)
-    if not names:
+        found = kube.pod_metadata(api, namespace, name, role)
+    run = next((r for r in (_run_of({"metadata": m}) for m in found.values()) if r), None)
+    apis: dict[str, Any] = {"": api}
+    if run is not None:  # a run across regions: every region's pods, each line prefixed with its region
+        apis, why = _run_clients(registry, run[1])
+        for region_name, reason in why.items():
+            print(f"{region_name}: {reason}", file=sys.stderr)
+    pods: dict[str, list[str]] = {}
+    for where, client in apis.items():
+        with api_errors(f"finding the pods of {name}{f' in {where}' if where else ''}"):
+            pods[where] = sorted(found) if client is api and not where else kube.pods(client, namespace, name, role)
+    if not any(pods.values()):
         fail([f"no {role} pods for {name} in {namespace} (yet)"])
+
+    def label(where: str, pod: str) -> str:
+        return f"{where}/{pod}" if where else pod
+
     if not follow:
-        for pod in names:
-            sys.stdout.write(views.prefixed(pod, str(kube.log(api, namespace, pod, False))))
+        for where, names in pods.items():
+            for pod in names:
+                text = str(kube.log(apis[where], namespace, pod, False))
+                sys.stdout.write(views.prefixed(label(where, pod), text))
         return
 
-    def write(pod: str, line: str) -> None:
-        sys.stdout.write(f"[{pod}] {line}\n")
-        sys.stdout.flush()
+    import threading
 
-    kube.follow_logs(api, namespace, names, write)
+    lock = threading.Lock()
+
+    def follower(where: str) -> threading.Thread:
+        def write(pod: str, line: str) -> None:
+            with lock:
+                sys.stdout.write(f"[{label(where, pod)}] {line}\n")
+                sys.stdout.flush()
+
+        return threading.Thread(target=kube.follow_logs, args=(apis[where], namespace, pods[where], write), daemon=True)
+
+    threads = [follower(where) for where in pods if pods[where]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @app.command()

@@ -200,7 +200,7 @@ def list_run(api: Any, namespace: str, run: str, lighthouse: bool) -> list[dict[
         item.setdefault("apiVersion", "ray.io/v1")
         item.setdefault("kind", "RayJob")
     if lighthouse:
-        calls = (
+        calls: tuple[tuple[str, str, Callable[..., Any]], ...] = (
             ("apps/v1", "Deployment", k8s.AppsV1Api(api).list_namespaced_deployment),
             ("v1", "Service", k8s.CoreV1Api(api).list_namespaced_service),
         )

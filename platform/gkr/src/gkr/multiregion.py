@@ -210,7 +210,13 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
         Part(
             r,
             lighthouse.join(
-                rayjob, spec.name, r.region.name, regions, home_name, host, [d for k, d in dirs.items() if k != r.region.name]
+                rayjob,
+                spec.name,
+                r.region.name,
+                regions,
+                home_name,
+                host,
+                [d for k, d in dirs.items() if k != r.region.name],
             ),
         )
         for r, rayjob in rendered
@@ -219,7 +225,9 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
     missing = [p.region for p in parts if not p.resolved.region.pod_range]
     if missing:
         raise Invalid(
-            [f"the registry has no pod range for {', '.join(missing)}; regenerate it (`make generate` or `gkr registry fetch`)"]
+            [
+                f"the registry has no pod range for {', '.join(missing)}; regenerate it (`make generate` or `gkr registry fetch`)"
+            ]
         )
     if home.resolved.cpu_pool is None:
         raise _Problems([Problem(("home",), f"{home_name} has no CPU pool for the Lighthouse; pick another home")])

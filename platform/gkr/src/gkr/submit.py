@@ -55,7 +55,9 @@ def regions_of(values: list[str]) -> dict[str, Any]:
     for item in values:
         region, sep, count = item.partition("=")
         if not sep or not count.isdigit() or not count.isascii():
-            raise Invalid([f"flag --region: {item!r} is not REGION=REPLICA_GROUPS; give one region alone or each as R=N"])
+            raise Invalid(
+                [f"flag --region: {item!r} is not REGION=REPLICA_GROUPS; give one region alone or each as R=N"]
+            )
         if region in regions:
             raise Invalid([f"flag --region: {region} is given twice; give each region once"])
         regions[region] = {"replica_groups": int(count)}
