@@ -171,15 +171,16 @@ def delete_object(api: Any, obj: dict[str, Any]) -> bool:
 
     meta, kind = obj["metadata"], obj["kind"]
     body = k8s.V1DeleteOptions(propagation_policy="Foreground")
+    raw = {"body": body, "_preload_content": False}  # the answer is not needed, nor its model
     try:
         if kind == "Service":
-            k8s.CoreV1Api(api).delete_namespaced_service(meta["name"], meta["namespace"], body=body)
+            k8s.CoreV1Api(api).delete_namespaced_service(meta["name"], meta["namespace"], **raw)
         elif kind == "Deployment":
-            k8s.AppsV1Api(api).delete_namespaced_deployment(meta["name"], meta["namespace"], body=body)
+            k8s.AppsV1Api(api).delete_namespaced_deployment(meta["name"], meta["namespace"], **raw)
         else:
             group, version, plural = RESOURCES[(obj["apiVersion"], kind)]
             k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
-                group, version, meta["namespace"], plural, meta["name"], body=body
+                group, version, meta["namespace"], plural, meta["name"], **raw
             )
     except Exception as exc:
         if getattr(exc, "status", None) == 404:

@@ -45,8 +45,8 @@ def submit(
     run: Run,
     apis: dict[str, Any],
     say: Callable[[str], None],
-    wait_s: float = WAIT_S,
-    poll_s: float = POLL_S,
+    wait_s: float | None = None,
+    poll_s: float | None = None,
 ) -> Run:
     """Apply the run (apis: region -> API client of its cluster); the run as applied, or Failed after rolling back."""
     home_api = apis[run.home.region]
@@ -58,7 +58,9 @@ def submit(
             kube.apply(home_api, obj)
         service = next(o for o in run.lighthouse if o["kind"] == "Service")["metadata"]
         step = f"waiting for the Lighthouse's load balancer in {run.home.region}"
-        host = wait_for_ip(home_api, service["namespace"], service["name"], wait_s, poll_s)
+        host = wait_for_ip(
+            home_api, service["namespace"], service["name"], wait_s or WAIT_S, POLL_S if poll_s is None else poll_s
+        )
         say(f"lighthouse {service['name']} in {run.home.region}: {lighthouse.address(host)}")
         applied = run.with_host(host)
         for part in applied.parts:

@@ -144,11 +144,17 @@ def region_spec(spec: JobSpec, share: RegionShare) -> tuple[JobSpec | None, Prob
     """The job as one region runs it: pods from the region's replica groups of `group_size` GPUs."""
     size = spec.group_size or spec.gpus_per_pod
     gpus = share.replica_groups * size
+    if spec.gpus_per_pod % size and size % spec.gpus_per_pod:
+        return None, Problem(
+            ("group_size",),
+            f"group_size {size:,} would take part of two pods of {spec.gpus_per_pod} GPUs; a group fits in one pod "
+            f"or is whole pods: use a divisor or a multiple of {spec.gpus_per_pod}",
+        )
     if gpus % spec.gpus_per_pod:
         step = spec.gpus_per_pod // math.gcd(size, spec.gpus_per_pod)
         return None, Problem(
             ("regions", share.name, "replica_groups"),
-            f"{share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
+            f"in {share.name}: {share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
             f"of {spec.gpus_per_pod} GPUs; use a multiple of {step}",
         )
     local = replace(
@@ -179,7 +185,9 @@ def plan(spec: JobSpec, registry: Registry) -> tuple[list[tuple[Resolved, dict[s
     for share in spec.regions:
         local, problem = region_spec(spec, share)
         if local is None:
-            problems += [problem] if problem else []
+            if problem is not None and problem.line() not in lines:  # a group_size that fits no region: once
+                lines.add(problem.line())
+                problems.append(problem)
             continue
         resolved, found = resolve(local, registry)
         for p in (_in_region(p, share.name) for p in found):
