@@ -19,6 +19,7 @@ from click.testing import Result
 
 from fleet.gitops.teams import QUEUE_VIEWER_ROLE, RESEARCHER_ROLE, team_objects
 from fleet.load import load
+from gkr import launch
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES
 from tests.gkr.test_kube import EAST4, FakeApiServer, use_kubeconfig
@@ -151,7 +152,7 @@ def _run_across_regions(gkr: Callable[..., Result], tmp_path: Path, monkeypatch:
         threading.Thread(target=cluster.serve_forever, daemon=True).start()
     servers = {c: f"http://127.0.0.1:{s.server_port}" for c, s in clusters.items()}
     test_runs.write_kubeconfig(tmp_path, monkeypatch, servers)
-    monkeypatch.setattr(test_runs.launch, "POLL_S", 0.01)
+    monkeypatch.setattr(launch, "POLL_S", 0.01)
     where = ("--team", "research", "--region", "us-east4")
     commands = [
         ("submit", "-f", test_runs.EXAMPLE),

@@ -171,7 +171,7 @@ def delete_object(api: Any, obj: dict[str, Any]) -> bool:
 
     meta, kind = obj["metadata"], obj["kind"]
     body = k8s.V1DeleteOptions(propagation_policy="Foreground")
-    raw = {"body": body, "_preload_content": False}  # the answer is not needed, nor its model
+    raw: dict[str, Any] = {"body": body, "_preload_content": False}  # the answer is not needed, nor its model
     try:
         if kind == "Service":
             k8s.CoreV1Api(api).delete_namespaced_service(meta["name"], meta["namespace"], **raw)
