@@ -10,7 +10,7 @@ import yaml
 from fleet import names
 from fleet.gitops import argocd, kueue
 from fleet.gitops.check import ClusterTree
-from fleet.gitops.teams import DEFAULT_REQUESTS, RESEARCHER_ROLE, quota_hard
+from fleet.gitops.teams import DEFAULT_REQUESTS, LIGHTHOUSES_PER_TEAM, RESEARCHER_ROLE, quota_hard
 from fleet.gitops.validate import Finding
 from fleet.model import Fleet
 from tests.conftest import SHIPPED_SPEC
@@ -123,7 +123,9 @@ def test_the_namespace_quota_is_exactly_what_kueue_may_admit(
             assert int(hard[f"requests.{GPU}"]) == ceiling[GPU]
             assert int(hard["requests.cpu"]) == ceiling["cpu"]
             assert _amount(hard["requests.memory"]) == ceiling["memory"]
-            assert (hard["services.loadbalancers"], hard["services.nodeports"]) == ("0", "0")
+            # Only runs' Lighthouses (internal load balancers, the admission policy sees to that), each one node port.
+            lighthouses = str(LIGHTHOUSES_PER_TEAM)
+            assert (hard["services.loadbalancers"], hard["services.nodeports"]) == (lighthouses, lighthouses)
     # Europe: h200-a is pretraining's alone; the others reach only the shared spot pool.
     europe = fleet.regions[2]
     assert [int(quota_hard(quota_plan(fleet).team(europe.name, t.name))[f"requests.{GPU}"]) for t in fleet.teams] == [

@@ -31,4 +31,9 @@ def test_example_config_exists_and_composes(example: str) -> None:
 
 
 def test_every_example_with_a_command_is_checked() -> None:
-    assert RUNS == ["cpu-data-job.yaml", "flex-start-finetune.yaml", "pretrain-128-nodes.yaml"]
+    assert RUNS == [
+        "cpu-data-job.yaml",
+        "cross-region.yaml",
+        "flex-start-finetune.yaml",
+        "pretrain-128-nodes.yaml",
+    ]

@@ -15,7 +15,13 @@ CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 
 
 def test_every_example_has_a_golden_file() -> None:
-    assert CASES == ["cpu-data-job", "flex-start-finetune", "persistent-raycluster", "pretrain-128-nodes"]
+    assert CASES == [
+        "cpu-data-job",
+        "cross-region",
+        "flex-start-finetune",
+        "persistent-raycluster",
+        "pretrain-128-nodes",
+    ]
     assert sorted(p.stem for p in GOLDEN.glob("*.yaml")) == CASES
 
 

@@ -184,6 +184,8 @@ def test_list_status_delete(gkr: Callable[..., Result], kubeconfig: str) -> None
     ]
     assert methods[3:] == [
         ("GET", "/apis/ray.io/v1/namespaces/team-research/rayjobs/exp-1"),
+        # delete reads the RayJob first: one region's part of a run across regions takes the whole run with it
+        ("GET", "/apis/ray.io/v1/namespaces/team-research/rayjobs/exp-1"),
         ("DELETE", "/apis/ray.io/v1/namespaces/team-research/rayjobs/exp-1"),
     ]
     assert FakeApiServer.requests[-1]["body"]["propagationPolicy"] == "Foreground"

@@ -19,6 +19,7 @@ from click.testing import Result
 
 from fleet.gitops.teams import QUEUE_VIEWER_ROLE, RESEARCHER_ROLE, team_objects
 from fleet.load import load
+from gkr import launch
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES
 from tests.gkr.test_kube import EAST4, FakeApiServer, use_kubeconfig
@@ -32,9 +33,9 @@ KUBECTL_EXTRAS: dict[Access, str] = {
         (group, resource, "watch"): "kubectl get -w on what gkr submits"
         for group, resource in (("ray.io", "rayjobs"), ("ray.io", "rayclusters"), ("batch", "jobs"))
     },
-    ("", "services", "get"): "kubectl reads of the Service gkr creates for a multi-pod Job",
-    ("", "services", "list"): "kubectl reads of the Service gkr creates for a multi-pod Job",
-    ("", "services", "watch"): "kubectl reads of the Service gkr creates for a multi-pod Job",
+    ("", "services", "watch"): "kubectl get -w of the Services gkr creates (a multi-pod Job's, a run's Lighthouse)",
+    ("apps", "deployments", "get"): "kubectl describe of a run's Lighthouse",
+    ("apps", "deployments", "watch"): "kubectl get -w of a run's Lighthouse",
     ("", "pods", "get"): "kubectl describe pod",
     ("", "pods", "watch"): "kubectl get pods -w",
     ("", "pods", "delete"): "restart a hung pod; its Job or RayCluster recreates it, inside the same admission",
@@ -122,7 +123,7 @@ def _run_everything(gkr: Callable[..., Result], context: str) -> list[dict[str, 
 
     The examples name other regions: --context sends them all to the recording server.
     """
-    examples = sorted(EXAMPLES.glob("*.yaml"))
+    examples = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "cross-region.yaml")  # test_runs: all contexts
     commands: list[tuple[str, ...]] = [
         *(("submit", "-f", str(path), "--context", context) for path in examples),
         # A one-pod Job has no Service.
@@ -141,10 +142,41 @@ def _run_everything(gkr: Callable[..., Result], context: str) -> list[dict[str, 
     return FakeApiServer.requests
 
 
-def test_gkr_needs_exactly_what_the_researcher_roles_grant(gkr: Callable[..., Result], context: str) -> None:
-    requests = _run_everything(gkr, context)
+def _run_across_regions(gkr: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """A run across regions against test_runs' fake clusters: submit (the Lighthouse too), status, logs, delete."""
+    from tests.gkr import test_runs
+
+    log: list[dict[str, Any]] = []
+    clusters = {c: test_runs.Cluster(c, log) for c in (test_runs.CENTRAL, test_runs.EAST4)}
+    for cluster in clusters.values():
+        threading.Thread(target=cluster.serve_forever, daemon=True).start()
+    servers = {c: f"http://127.0.0.1:{s.server_port}" for c, s in clusters.items()}
+    test_runs.write_kubeconfig(tmp_path, monkeypatch, servers)
+    monkeypatch.setattr(launch, "POLL_S", 0.01)
+    where = ("--team", "research", "--region", "us-east4")
+    commands = [
+        ("submit", "-f", test_runs.EXAMPLE),
+        ("status", test_runs.RUN, *where),
+        ("logs", test_runs.RUN, *where),
+        ("delete", test_runs.RUN, *where),
+    ]
+    try:
+        for command in commands:
+            result = gkr(*command)
+            assert result.exit_code == 0 or command[0] == "logs", (command, result.stderr)  # no pods: exit 2
+    finally:
+        for cluster in clusters.values():
+            cluster.shutdown()
+    return log
+
+
+def test_gkr_needs_exactly_what_the_researcher_roles_grant(
+    gkr: Callable[..., Result], context: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "runs").mkdir()
+    requests = _run_everything(gkr, context) + _run_across_regions(gkr, tmp_path / "runs", monkeypatch)
     kinds = {r["path"].rsplit("/", 2)[-2] for r in requests if r["method"] == "PATCH"}
-    assert kinds == {"rayjobs", "rayclusters", "jobs", "services"}  # every kind gkr submits
+    assert kinds == {"rayjobs", "rayclusters", "jobs", "services", "deployments"}  # every kind gkr submits
     namespaced: set[Access] = set()
     cluster: set[Access] = set()
     for r in requests:

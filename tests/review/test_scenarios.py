@@ -16,6 +16,7 @@ import yaml
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.cli import main as meridian
+from fleet.gitops import admission
 from fleet.gitops.validate import crd_roots
 from review.cli import main as review_main
 from review.report import markdown
@@ -301,9 +302,12 @@ teams:
     )
     new = [c for c in r.clusters if c.cluster == "meridian-asia-south1"]
     assert {o.action for c in new for o in c.objects} == {"added"}
-    # The other clusters' registries now list the new region: the only change there.
+    # The other clusters' registries now list the new region, and their team load balancers (a run's
+    # Lighthouse) may admit its pod range: the only changes there.
+    services = ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "", admission.SERVICES)
     assert {c.cluster: [(o.key, o.action) for o in c.objects] for c in r.clusters if c not in new} == {
-        f"meridian-{region}": [(REGISTRY, "changed")] for region in ("us-central1", "us-east4", "europe-west1")
+        f"meridian-{region}": [(REGISTRY, "changed"), (services, "changed")]
+        for region in ("us-central1", "us-east4", "europe-west1")
     }
     assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
 

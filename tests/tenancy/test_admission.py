@@ -17,6 +17,7 @@ import cel
 import pytest
 import yaml
 
+from contract import names as contract_names
 from contract.registry import REGISTRY_NAMESPACE
 from fleet import names
 from fleet.gitops import admission
@@ -33,7 +34,10 @@ KINDS = {
     "Job": ("batch", "v1", "jobs"),
     "RayJob": ("ray.io", "v1", "rayjobs"),
     "RayCluster": ("ray.io", "v1", "rayclusters"),
+    "Deployment": ("apps", "v1", "deployments"),
+    "Service": ("", "v1", "services"),
 }
+REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
 TRAINER = "system:serviceaccount:team-research:trainer"  # a tenant's own workload identity
 AGENT = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{admission.WARDEN_AGENT_KSA}"
 WARDEN = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{names.WARDEN_KSA}"
@@ -122,6 +126,9 @@ def legitimate() -> Iterator[tuple[str, Request, Obj]]:
         if o["kind"] == "Job":
             pod = _pod(o, o["spec"]["template"], "0")
             yield f"{name} pod", request(pod, user=admission.JOB_CONTROLLER), pod
+        if o["kind"] == "Deployment":  # a run's Lighthouse: its pod comes from the ReplicaSet controller
+            pod = _pod(o, o["spec"]["template"], "0")
+            yield f"{name} pod", request(pod, user=REPLICASET_CONTROLLER), pod
         if o["kind"] == "RayJob":
             cluster = {
                 "apiVersion": "ray.io/v1",
@@ -305,6 +312,93 @@ PRIORITY_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
 }
 
 
+def lighthouse(kind: str) -> Obj:
+    """The cross-region example's Lighthouse Deployment or Service, as gkr renders it."""
+    found = (o for o in golden() if o["kind"] == kind and contract_names.RUN_LABEL in o["metadata"].get("labels", {}))
+    return copy.deepcopy(next(found))
+
+
+def _service(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    def attempts() -> Iterator[Attempt]:
+        service = lighthouse("Service")
+        edit(service)
+        yield Attempt(request(service), service)
+
+    return attempts
+
+
+def _external(s: Obj) -> None:
+    del s["metadata"]["annotations"][names.INTERNAL_LB_ANNOTATION]
+
+
+def _made_public() -> Iterator[Attempt]:
+    old = lighthouse("Service")
+    new = copy.deepcopy(old)
+    _external(new)
+    yield _update(old, new)
+
+
+SERVICE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "NodePort": _service(lambda s: s["spec"].update(type="NodePort")),
+    "external LoadBalancer": _service(_external),
+    "LoadBalancer marked External": _service(
+        lambda s: s["metadata"]["annotations"].update({names.INTERNAL_LB_ANNOTATION: "External"})
+    ),
+    "internal LoadBalancer open to the world": _service(
+        lambda s: s["spec"].update(loadBalancerSourceRanges=["0.0.0.0/0"])
+    ),
+    "internal LoadBalancer without source ranges": _service(lambda s: s["spec"].pop("loadBalancerSourceRanges")),
+    "LoadBalancer with another class": _service(
+        lambda s: s["spec"].update(loadBalancerClass="networking.gke.io/l4-regional-external")
+    ),
+    "ExternalName": _service(lambda s: s["spec"].update(type="ExternalName", externalName="evil.example.com")),
+    "ClusterIP with externalIPs": _service(lambda s: s["spec"].update(type="ClusterIP", externalIPs=["10.0.0.1"])),
+    "update making the Lighthouse public": _made_public,
+}
+
+
+def _deployment(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    def attempts() -> Iterator[Attempt]:
+        deployment = lighthouse("Deployment")
+        edit(deployment)
+        yield Attempt(request(deployment), deployment)
+
+    return attempts
+
+
+def _gpu(d: Obj) -> None:
+    d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][names.GPU_RESOURCE] = "8"
+
+
+DEPLOYMENT_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "requesting GPUs": _deployment(_gpu),
+    "GPUs in an init container": _deployment(
+        lambda d: d["spec"]["template"]["spec"].update(
+            initContainers=[{"name": "x", "image": "i", "resources": {"requests": {names.GPU_RESOURCE: "1"}}}]
+        )
+    ),
+    "pods without the queue label": _deployment(
+        lambda d: d["spec"]["template"]["metadata"]["labels"].pop(admission.QUEUE_LABEL)
+    ),
+    "pods in another team's queue": _deployment(
+        lambda d: d["spec"]["template"]["metadata"]["labels"].update({admission.QUEUE_LABEL: "pretraining"})
+    ),
+}
+
+
+def _deployment_pod_without_queue() -> Iterator[Attempt]:
+    deployment = lighthouse("Deployment")
+    deployment["spec"]["template"]["metadata"]["labels"].pop(admission.QUEUE_LABEL)
+    pod = _pod(deployment, deployment["spec"]["template"], "0")
+    yield Attempt(request(pod, user=REPLICASET_CONTROLLER), pod)
+
+
+QUEUE_ATTACKS["Deployment without queue label"] = lambda: iter(
+    [Attempt(request(d), d) for d in [_relabel(lighthouse("Deployment"), queue=None)]]
+)
+QUEUE_ATTACKS["ReplicaSet pod without queue label"] = _deployment_pod_without_queue
+
+
 def _ephemeral_debugger() -> Iterator[Attempt]:
     """`kubectl debug --profile=sysadmin` on a running team pod: a privileged ephemeral container."""
     job = gpu_job()
@@ -365,6 +459,8 @@ ALL_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     **{f"queue: {k}": v for k, v in QUEUE_ATTACKS.items()},
     **{f"priority: {k}": v for k, v in PRIORITY_ATTACKS.items()},
     **{f"node: {k}": v for k, v in NODE_ATTACKS.items()},
+    **{f"service: {k}": v for k, v in SERVICE_ATTACKS.items()},
+    **{f"deployment: {k}": v for k, v in DEPLOYMENT_ATTACKS.items()},
 }
 
 
@@ -387,9 +483,13 @@ def _expected_policy(case: str) -> str:
     """The policy meant to refuse a case: a regression moving it elsewhere is worth knowing about."""
     if case == "pod: pod PriorityClass":
         return admission.PRIORITIES
-    return {"pod": admission.POD_SECURITY, "queue": admission.QUEUES, "priority": admission.PRIORITIES}.get(
-        case.split(":", 1)[0], admission.AGENT_NODE
-    )
+    return {
+        "pod": admission.POD_SECURITY,
+        "queue": admission.QUEUES,
+        "priority": admission.PRIORITIES,
+        "service": admission.SERVICES,
+        "deployment": admission.DEPLOYMENTS,
+    }.get(case.split(":", 1)[0], admission.AGENT_NODE)
 
 
 def test_writable_host_mount_is_refused(
@@ -411,10 +511,23 @@ def test_gkr_golden_and_its_pods_are_admitted(
     _, req, o = next(x for x in legitimate() if x[0] == name)
     for region, policies in cluster_policies.items():
         outcomes = admit(policies, req, o, None, cluster_namespaces[region][req.namespace])
-        assert {p for p, _ in policies.items()} - {admission.AGENT_NODE} <= {x.policy for x in outcomes}, (
+        assert _meant_for(policies, req) <= {x.policy for x in outcomes}, (
             f"{region}: {name} is not checked by every team policy"
         )
         assert not [x for x in outcomes if x.denied], f"{region}: {name} refused: {outcomes}"
+
+
+def _meant_for(policies: Policies, req: Request) -> set[str]:
+    """The team policies whose rules name the request's resource."""
+    return {
+        name
+        for name, (policy, _) in policies.items()
+        if name != admission.AGENT_NODE
+        and any(
+            req.group in r["apiGroups"] and req.resource in r["resources"]
+            for r in policy["spec"]["matchConstraints"]["resourceRules"]
+        )
+    }
 
 
 def test_legitimate_updates_and_node_patches_are_admitted(
@@ -457,6 +570,8 @@ def test_expected_policies_are_deployed(cluster_policies: dict[str, Policies]) -
             admission.POD_SECURITY,
             admission.QUEUES,
             admission.PRIORITIES,
+            admission.SERVICES,
+            admission.DEPLOYMENTS,
             admission.AGENT_NODE,
         }, region
         for name, (policy, bindings) in policies.items():

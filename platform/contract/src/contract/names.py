@@ -80,6 +80,11 @@ DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"  # on a team names
 INTERFACES_ANNOTATION = "networking.gke.io/interfaces"  # GKE multi-network: a pod's extra NICs
 DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
 GCP_SERVICE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"  # Workload Identity binding of a KSA
+# GKE's internal passthrough Network Load Balancer, reachable from other regions: gkr puts both on a
+# run's Lighthouse Service, the team admission policy admits no other LoadBalancer (GKE docs,
+# "LoadBalancer Service parameters": https://cloud.google.com/kubernetes-engine/docs/concepts/service-load-balancer-parameters).
+INTERNAL_LB_ANNOTATION = "networking.gke.io/load-balancer-type"  # value "Internal"
+GLOBAL_ACCESS_ANNOTATION = "networking.gke.io/internal-load-balancer-allow-global-access"  # value "true"
 
 # --- What team pods may take from the host (gkr renders it, the cluster's admission policy allows only it)
 NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"  # the NVIDIA driver GKE installs; the gIB installer adds NCCL

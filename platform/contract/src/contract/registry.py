@@ -81,6 +81,9 @@ class Region:
     checkpoint_bucket: str
     pools: tuple[Pool, ...]
     cpu_pools: tuple[Pool, ...]  # Ray heads and CPU-only pods land here, never on GPU nodes
+    # The cluster's pod range (CIDR), from fleet's address plan: a run across regions lets exactly
+    # these reach its Lighthouse. Empty in a registry written before it existed.
+    pod_range: str = ""
 
 
 @dataclass(frozen=True)

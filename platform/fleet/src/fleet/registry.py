@@ -11,6 +11,7 @@ from contract import registry as r
 from fleet.catalog import MachineType, thresholds
 from fleet.load import LoadedFleet
 from fleet.model import CapacityMode, Fleet
+from fleet.planner import plan_addresses
 from fleet.quotaplan import QuotaPlan
 
 
@@ -34,6 +35,7 @@ def registry_of(loaded: LoadedFleet) -> r.Registry:
 
 def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
     """The registry of a validated fleet and the quota plan load() made for it."""
+    ranges = {r.region: r for r in plan_addresses(fleet)[0].regions}  # a validated fleet plans without problems
     regions = tuple(
         r.Region(
             name=region.name,
@@ -44,6 +46,7 @@ def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
                 for p in region.gpu_pools
             ),
             cpu_pools=tuple(r.Pool(p.name, "", None, False, p.max_nodes, machine(p.machine)) for p in region.cpu_pools),
+            pod_range=str(ranges[region.name].pods.cidr),
         )
         for region in fleet.regions
     )

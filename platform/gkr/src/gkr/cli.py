@@ -128,7 +128,23 @@ def submit(
     name: Annotated[str | None, typer.Option("--name")] = None,
     kind: Annotated[str | None, typer.Option("--kind", help="rayjob (default), raycluster, job")] = None,
     team: Team = None,
-    region: Region = None,
+    region: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--region",
+            help="region of the cluster (default: the user config, else the team's largest quota); "
+            "repeat as REGION=REPLICA_GROUPS for a run across regions",
+        ),
+    ] = None,
+    home: Annotated[
+        str | None, typer.Option("--home", help="a run across regions: where its Lighthouse runs (default: the first)")
+    ] = None,
+    min_replicas: Annotated[
+        int | None, typer.Option("--min-replicas", help="a run across regions: the Lighthouse's quorum floor (1)")
+    ] = None,
+    force_per_step_sync: Annotated[
+        bool, typer.Option("--force-per-step-sync", help="allow DDP (a sync every step) across regions")
+    ] = False,
     pool: Annotated[str | None, typer.Option("--pool")] = None,
     image: Annotated[
         str | None,
@@ -175,8 +191,9 @@ def submit(
         "gpus_per_pod": gpus_per_pod, "replica_groups": replica_groups, "group_size": group_size,
         "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
+        "home": home, "min_replicas": min_replicas,
     }  # fmt: skip
-    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context)
+    _submit(file, given, topology, no_preflight, env, workdir, dry_run, output, registry, context, force_per_step_sync)
 
 
 @app.command()
@@ -210,15 +227,27 @@ def _submit(
     output: str,
     registry: str | None,
     context: str | None,
+    force_per_step_sync: bool = False,
 ) -> None:
     """What `submit` and `preflight` share: prepare, print the summary, then print or apply."""
-    from gkr.submit import flags_of, prepare
+    from gkr import multiregion
+    from gkr.submit import flags_of, prepare_job, read
     from gkr.summary import summary
 
     config, found = _registry(registry)
     with bad_input():
-        flags = flags_of(given, topology, no_preflight, env)
-        resolved, objects = prepare(file, flags, found, config.region, config.team)
+        flags = flags_of(given, topology, no_preflight, env, force_per_step_sync)
+        spec, origins = read(file, flags, config.team)
+        if spec.regions:
+            if context is not None or workdir is not None:
+                flag = "--context" if context is not None else "--workdir"
+                raise Invalid([f"flag {flag}: not for a run across regions yet (each region uses its GKE context)"])
+            run = multiregion.prepare(spec, origins, found)
+    if spec.regions:
+        _submit_run(run, found, dry_run, output)
+        return
+    with bad_input():
+        resolved, objects = prepare_job(spec, origins, found, config.region)
     print(summary(resolved, context), file=sys.stderr)
     package = None
     if workdir is not None:
@@ -248,6 +277,42 @@ def _submit(
         if package is not None:
             package.zip_path.unlink(missing_ok=True)
     print(f"submitted {resolved.spec.kind} {resolved.spec.name} to {resolved.namespace}", file=sys.stderr)
+
+
+def _submit_run(run: Any, found: Located, dry_run: bool, output: str) -> None:
+    """A run across regions: the summary per region, then every cluster's objects printed, or applied all or nothing."""
+    from gkr import launch
+    from gkr.summary import run_summary
+
+    registry = found.registry
+    print(run_summary(run), file=sys.stderr)
+    if dry_run:
+        by_context = [(registry.context(run.home.resolved.region), o) for o in run.lighthouse]
+        by_context += [(registry.context(p.resolved.region), p.rayjob) for p in run.parts]
+        _print_per_cluster(by_context, output)
+        return
+    apis = {p.region: _connect(found, p.resolved.region, None) for p in run.parts}  # every context before any apply
+    try:
+        launch.submit(run, apis, lambda line: print(line, file=sys.stderr))
+    except launch.Failed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED) from None
+    regions = ", ".join(f"{p.region} ({registry.context(p.resolved.region)})" for p in run.parts)
+    print(f"submitted run {run.name} to {run.home.resolved.namespace} in {regions}", file=sys.stderr)
+
+
+def _print_per_cluster(objects: list[tuple[str, dict[str, Any]]], output: str) -> None:
+    """Objects for several clusters: YAML documents each headed by a `# context:` comment, or JSON {context: [...]}."""
+    choose(output, ("yaml", "json"), "--output")
+    if output == "json":
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for context, obj in objects:
+            grouped.setdefault(context, []).append(obj)
+        print(json.dumps(grouped, indent=2))
+        return
+    import yaml
+
+    sys.stdout.write("---\n".join(f"# context: {c}\n{yaml.safe_dump(o, sort_keys=False)}" for c, o in objects))
 
 
 def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
@@ -339,7 +404,42 @@ def status(
     api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"reading {kind} {name}"):
         found = kube.get_job(api, namespace, kind, name)
-    _print([found.get("status", {})], output)
+    run = _run_of(found)
+    if run is None:
+        _print([found.get("status", {})], output)
+        return
+    from gkr import launch, views
+
+    apis, why = _run_clients(registry, run[1])
+    parts = {**launch.find(apis, namespace, run[0], run[2]), **why}
+    _print([views.run_status(run[0], run[2], {r: parts[r] for r in run[1]})], output)
+
+
+def _run_of(obj: dict[str, Any]) -> tuple[str, list[str], str] | None:
+    from gkr import lighthouse
+
+    return lighthouse.run_of(obj)
+
+
+def _run_clients(registry: str | None, regions: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """An API client for each region of a run that has a context here; for the others, why not (one line)."""
+    from gkr import kube
+
+    _, found = _registry(registry)
+    known = {r.name: r for r in found.registry.regions}
+    apis, why = {}, {}
+    for name in regions:
+        region = known.get(name)
+        if region is None:
+            why[name] = "unreachable: not a region of this registry"
+            continue
+        try:
+            apis[name] = kube.client(found.registry.context(region))
+        except kube.NoContext as exc:
+            why[name] = f"unreachable: {exc}; run: {found.registry.credentials_command(region)}"
+        except Exception as exc:
+            why[name] = f"unreachable: {kube.unreachable(exc)}"
+    return apis, why
 
 
 @app.command()
@@ -356,9 +456,31 @@ def delete(
 
     choose(kind, kube.KINDS, "--kind")
     api, namespace, _ = _target(registry, team, region, context)
+    run = None
+    if kind == "rayjob":  # a RayJob may be one region's part of a run: then the whole run goes
+        with api_errors(f"reading {kind} {name}"):
+            run = _run_of(kube.get_job(api, namespace, kind, name))
+    if run is not None:
+        _delete_run(registry, namespace, run)
+        return
     with api_errors(f"deleting {kind} {name}"):
         kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
+
+
+def _delete_run(registry: str | None, namespace: str, run: tuple[str, list[str], str]) -> None:
+    """Every region's RayJob of the run and its Lighthouse; what could not be reached is named, exit 1."""
+    from gkr import launch
+
+    name, regions, home = run
+    apis, why = _run_clients(registry, regions)
+    deleted, failed = launch.delete(apis, {**launch.find(apis, namespace, name, home), **why})
+    for line in deleted:
+        print(f"deleted {line}", file=sys.stderr)
+    if failed:
+        print(f"error: run {name} not wholly deleted: {'; '.join(failed)}; run `gkr delete` again", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED)
+    print(f"deleted run {name} in {', '.join(regions)}", file=sys.stderr)
 
 
 @app.command()
@@ -377,19 +499,47 @@ def logs(
     choose(role, kube.ROLE_SELECTORS, "--role")
     api, namespace, _ = _target(registry, team, region, context)
     with api_errors(f"finding the pods of {name}"):
-        names = kube.pods(api, namespace, name, role)
-    if not names:
+        found = kube.pod_metadata(api, namespace, name, role)
+    run = next((r for r in (_run_of({"metadata": m}) for m in found.values()) if r), None)
+    apis: dict[str, Any] = {"": api}
+    if run is not None:  # a run across regions: every region's pods, each line prefixed with its region
+        apis, why = _run_clients(registry, run[1])
+        for region_name, reason in why.items():
+            print(f"{region_name}: {reason}", file=sys.stderr)
+    pods: dict[str, list[str]] = {}
+    for where, client in apis.items():
+        with api_errors(f"finding the pods of {name}{f' in {where}' if where else ''}"):
+            pods[where] = sorted(found) if client is api and not where else kube.pods(client, namespace, name, role)
+    if not any(pods.values()):
         fail([f"no {role} pods for {name} in {namespace} (yet)"])
+
+    def label(where: str, pod: str) -> str:
+        return f"{where}/{pod}" if where else pod
+
     if not follow:
-        for pod in names:
-            sys.stdout.write(views.prefixed(pod, str(kube.log(api, namespace, pod, False))))
+        for where, names in pods.items():
+            for pod in names:
+                text = str(kube.log(apis[where], namespace, pod, False))
+                sys.stdout.write(views.prefixed(label(where, pod), text))
         return
 
-    def write(pod: str, line: str) -> None:
-        sys.stdout.write(f"[{pod}] {line}\n")
-        sys.stdout.flush()
+    import threading
 
-    kube.follow_logs(api, namespace, names, write)
+    lock = threading.Lock()
+
+    def follower(where: str) -> threading.Thread:
+        def write(pod: str, line: str) -> None:
+            with lock:
+                sys.stdout.write(f"[{label(where, pod)}] {line}\n")
+                sys.stdout.flush()
+
+        return threading.Thread(target=kube.follow_logs, args=(apis[where], namespace, pods[where], write), daemon=True)
+
+    threads = [follower(where) for where in pods if pods[where]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @app.command()

@@ -112,6 +112,9 @@ def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
     if (obj["apiVersion"], obj["kind"]) == ("v1", "Service"):
         k8s.CoreV1Api(api).patch_namespaced_service(meta["name"], meta["namespace"], obj, **apply_args)
         return obj
+    if (obj["apiVersion"], obj["kind"]) == ("apps/v1", "Deployment"):
+        k8s.AppsV1Api(api).patch_namespaced_deployment(meta["name"], meta["namespace"], obj, **apply_args)
+        return obj
     group, version, plural = RESOURCES[(obj["apiVersion"], obj["kind"])]
     custom = k8s.CustomObjectsApi(api)
     return cast(
@@ -151,15 +154,82 @@ def delete_job(api: Any, namespace: str, kind: str, name: str) -> None:
         k8s.CoreV1Api(api).delete_namespaced_service(name, namespace)
 
 
+def read_service(api: Any, namespace: str, name: str) -> dict[str, Any]:
+    """A Service as the API sends it (status.loadBalancer included), not as the client models it."""
+    import json
+
+    from kubernetes import client as k8s
+
+    found: Any = k8s.CoreV1Api(api).read_namespaced_service(name, namespace, _preload_content=False)
+    body = json.loads(found.data)
+    return body if isinstance(body, dict) else {}
+
+
+def delete_object(api: Any, obj: dict[str, Any]) -> bool:
+    """Delete one object gkr applied (a RayJob, the Lighthouse's Deployment or Service); False if it was not there."""
+    from kubernetes import client as k8s
+
+    meta, kind = obj["metadata"], obj["kind"]
+    body = k8s.V1DeleteOptions(propagation_policy="Foreground")
+    raw: dict[str, Any] = {"body": body, "_preload_content": False}  # the answer is not needed, nor its model
+    try:
+        if kind == "Service":
+            k8s.CoreV1Api(api).delete_namespaced_service(meta["name"], meta["namespace"], **raw)
+        elif kind == "Deployment":
+            k8s.AppsV1Api(api).delete_namespaced_deployment(meta["name"], meta["namespace"], **raw)
+        else:
+            group, version, plural = RESOURCES[(obj["apiVersion"], kind)]
+            k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+                group, version, meta["namespace"], plural, meta["name"], **raw
+            )
+    except Exception as exc:
+        if getattr(exc, "status", None) == 404:
+            return False
+        raise
+    return True
+
+
+def list_run(api: Any, namespace: str, run: str, lighthouse: bool) -> list[dict[str, Any]]:
+    """A run's objects in one cluster: its RayJob, and in the home cluster the Lighthouse's Deployment and Service."""
+    import json
+
+    from kubernetes import client as k8s
+
+    selector = f"{names.RUN_LABEL}={run}"
+    found = list_jobs(api, namespace, "rayjob", selector)
+    for item in found:
+        item.setdefault("apiVersion", "ray.io/v1")
+        item.setdefault("kind", "RayJob")
+    if lighthouse:
+        calls: tuple[tuple[str, str, Callable[..., Any]], ...] = (
+            ("apps/v1", "Deployment", k8s.AppsV1Api(api).list_namespaced_deployment),
+            ("v1", "Service", k8s.CoreV1Api(api).list_namespaced_service),
+        )
+        for api_version, kind, call in calls:
+            body = json.loads(call(namespace, label_selector=selector, _preload_content=False).data)
+            for item in body.get("items", []) if isinstance(body, dict) else []:
+                found.append({**item, "apiVersion": api_version, "kind": kind})
+    return found
+
+
 ROLE_SELECTORS = {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type=worker", "all": ""}
 
 
 def pods(api: Any, namespace: str, job: str, role: str) -> list[str]:
+    return sorted(pod_metadata(api, namespace, job, role))
+
+
+def pod_metadata(api: Any, namespace: str, job: str, role: str) -> dict[str, dict[str, Any]]:
+    """pod name -> {labels, annotations} of a job's pods in one role."""
     from kubernetes import client as k8s
 
     selector = f"{names.JOB_LABEL}={job}{ROLE_SELECTORS[role]}"
     found = k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
-    return sorted(str(p.metadata.name) for p in found if p.metadata is not None and p.metadata.name)
+    return {
+        str(p.metadata.name): {"labels": p.metadata.labels or {}, "annotations": p.metadata.annotations or {}}
+        for p in found
+        if p.metadata is not None and p.metadata.name
+    }
 
 
 def log(api: Any, namespace: str, pod: str, follow: bool) -> Any:

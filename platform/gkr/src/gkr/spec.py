@@ -35,6 +35,14 @@ class Ray:
 
 
 @dataclass(frozen=True)
+class RegionShare:
+    """One region's part of a run across regions (gkr/multiregion.py): its replica groups."""
+
+    name: str
+    replica_groups: int
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     team: str
@@ -57,6 +65,11 @@ class JobSpec:
     datasets: tuple[str, ...] = ()  # the fleet's dataset buckets, each read-only at /data/<name>
     env: dict[str, str] = field(default_factory=dict)
     ray: Ray = field(default_factory=Ray)
+    # A run across regions (gkr/multiregion.py): one RayJob per region, one Lighthouse in `home`.
+    regions: tuple[RegionShare, ...] = ()
+    home: str | None = None  # where the Lighthouse runs; default the first of `regions`
+    min_replicas: int | None = None  # the Lighthouse's quorum floor (torchft --min_replicas); default 1
+    allow_per_step_sync: bool = False  # DDP across regions (a WAN round trip every step) only when forced
 
 
 class _Reader:
@@ -169,6 +182,7 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[Problem]]:
     if topology_data is not None:
         t = _Reader(topology_data, ("topology",), _names(Topology), problems)
         topology = Topology(t.choice("mode", TOPOLOGY_MODES, "preferred"), t.choice("level", TOPOLOGY_LEVELS, "block"))
+    regions = _regions(r.mapping("regions") or {}, problems)
     ray_data = r.mapping("ray") or {}
     y = _Reader(ray_data, ("ray",), _names(Ray), problems)
     ray = Ray(
@@ -201,5 +215,25 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[Problem]]:
         datasets=tuple(dict.fromkeys(datasets)),
         env={str(k): str(v) for k, v in env.items()},
         ray=ray,
+        regions=regions,
+        home=r.text("home"),
+        min_replicas=r.number("min_replicas", 1, None),
+        allow_per_step_sync=r.flag("allow_per_step_sync", False),
     )
     return (None if problems else spec), problems
+
+
+def _regions(data: dict[str, Any], problems: list[Problem]) -> tuple[RegionShare, ...]:
+    """`regions: {us-central1: {replica_groups: 4}, ...}`, in the order written (the first is the default home)."""
+    shares = []
+    for name, value in data.items():
+        path: Path = ("regions", str(name))
+        if not isinstance(value, dict):
+            problems.append(Problem(path, f"must be a mapping like {{replica_groups: 2}} (got {value!r})"))
+            continue
+        r = _Reader(value, path, _names(RegionShare)[1:], problems)
+        count = r.number("replica_groups", 1, None)
+        if count is None and "replica_groups" not in value:
+            problems.append(Problem((*path, "replica_groups"), "is required: how many replica groups run there"))
+        shares.append(RegionShare(str(name), count or 1))
+    return tuple(shares)

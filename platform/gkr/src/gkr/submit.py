@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 from contract.problem import Invalid, Problem
-from gkr.inputs import read_job
+from gkr.inputs import Origins, read_job
 from gkr.registry import Located
 from gkr.render import render
 from gkr.resolve import Resolved, resolve
+from gkr.spec import JobSpec
 from gkr.validate import schema_problems
 
 # An object over 1.5 MiB never lands: etcd refuses larger requests (its --max-request-bytes
@@ -33,6 +34,9 @@ FLAG_NAMES = {
     "priority": "--priority",
     "datasets": "--dataset",
     "command": "the command after --",
+    "regions": "--region",
+    "home": "--home",
+    "min_replicas": "--min-replicas",
 }
 
 
@@ -45,11 +49,42 @@ def one_line(lines: list[str]) -> list[str]:
     return [line.translate(_LINE_BREAKS) for line in lines]
 
 
+def regions_of(values: list[str]) -> dict[str, Any]:
+    """`--region us-central1=4 --region us-east4=2` as the job file's `regions:`; Invalid for a malformed one."""
+    regions: dict[str, Any] = {}
+    for item in values:
+        region, sep, count = item.partition("=")
+        if not sep or not count.isdigit() or not count.isascii():
+            raise Invalid(
+                [f"flag --region: {item!r} is not REGION=REPLICA_GROUPS; give one region alone or each as R=N"]
+            )
+        if region in regions:
+            raise Invalid([f"flag --region: {region} is given twice; give each region once"])
+        regions[region] = {"replica_groups": int(count)}
+    return regions
+
+
 def flags_of(
-    given: dict[str, Any], topology: str | None, no_preflight: bool, env: list[str] | None
+    given: dict[str, Any],
+    topology: str | None,
+    no_preflight: bool,
+    env: list[str] | None,
+    force_per_step_sync: bool = False,
 ) -> dict[str, tuple[str, Any]]:
-    """The flags that were given, as job keys -> (flag, value); Invalid for a malformed one."""
+    """The flags that were given, as job keys -> (flag, value); Invalid for a malformed one.
+
+    `region` may be a list (repeatable --region): one name is the region, as always; R=N entries are a run's regions.
+    """
+    given = dict(given)
+    region = given.get("region")
+    if isinstance(region, list):
+        one = len(region) == 1 and "=" not in region[0]
+        given["region"] = region[0] if one else None
+        if not one:
+            given["regions"] = regions_of(region)
     flags = {key: (FLAG_NAMES[key], value) for key, value in given.items() if value is not None}
+    if force_per_step_sync:
+        flags["allow_per_step_sync"] = ("--force-per-step-sync", True)
     if topology is not None:
         mode, _, level = topology.partition(":")
         flags["topology"] = ("--topology", {"mode": mode, "level": level or "block"})
@@ -89,16 +124,36 @@ def prepare(
     The user config's `default_team` and `default_region` fill what neither flags nor file say;
     the team only without a job file (a file names its own team, so it means the same for anyone).
     """
+    spec, origins = read(file, flags, default_team)
+    return prepare_job(spec, origins, found, default_region)
+
+
+def read(
+    file: str | None, flags: dict[str, tuple[str, Any]], default_team: str | None = None
+) -> tuple[JobSpec, Origins]:
+    """The job from file and flags (the user config's team only without a file); Invalid, one line each."""
     if file is None and default_team and "team" not in flags:
         flags = {**flags, "team": (FLAG_NAMES["team"], default_team)}
     try:
-        spec, origins = read_job(file, flags)
+        return read_job(file, flags)
     except Invalid as exc:
         raise Invalid(one_line(list(exc.lines))) from None
+
+
+def prepare_job(
+    spec: JobSpec, origins: Origins, found: Located, default_region: str | None
+) -> tuple[Resolved, list[dict[str, Any]]]:
+    """One job in one region: resolve, render, check."""
     resolved, problems = resolve(spec, found.registry, default_region)
     if problems or resolved is None:
         raise Invalid(one_line([origins.line(p) for p in problems]))
     objects = render(resolved)
+    check_rendered(resolved, objects, found, origins)
+    return resolved, objects
+
+
+def check_rendered(resolved: Resolved, objects: list[dict[str, Any]], found: Located, origins: Origins) -> None:
+    """What the cluster would refuse of rendered objects: their size, and the pinned schemas; Invalid."""
     oversized = _oversized(resolved, objects)
     if oversized:
         field, message = oversized
@@ -106,7 +161,6 @@ def prepare(
     invalid = [line for obj in objects for line in schema_problems(obj, found.schemas)]
     if invalid:
         raise Invalid(one_line([f"rendered manifest: {line}" for line in invalid]))
-    return resolved, objects
 
 
 def _oversized(r: Resolved, objects: list[dict[str, Any]]) -> tuple[str, str] | None:

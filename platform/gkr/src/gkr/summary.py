@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from contract import names
 from gkr import groups
 from gkr.resolve import Resolved
 
@@ -28,3 +31,20 @@ def summary(r: Resolved, context: str | None = None) -> str:
     where = f"{s.kind} {s.name} -> {context or r.context} (namespace {r.namespace}, queue {r.queue}, priority {r.priority}, pool {r.pool.name})"
     extra = "" if s.kind == "job" else f"; Ray head {s.ray.head_cpus} CPU, {s.ray.head_memory_gib} GiB"
     return f"{where}\n{gpus}; {cpus}; {memory}{extra}"
+
+
+def run_summary(run: Any) -> str:
+    """A run across regions (gkr.multiregion.Run): the Lighthouse, then each region's two lines."""
+    from gkr import lighthouse
+
+    home = run.home.resolved
+    service = next(o for o in run.lighthouse if o["kind"] == "Service")
+    ranges = ", ".join(service["spec"]["loadBalancerSourceRanges"])
+    regions = ", ".join(f"{p.region}{' (home)' if p is run.home else ''}" for p in run.parts)
+    gpus = sum(p.resolved.gpus for p in run.parts)
+    head = (
+        f"run {run.name} across {regions}: {gpus:,} GPUs, optimizer {run.optimizer}\n"
+        f"lighthouse {lighthouse.name(run.name)} -> {home.context} (internal load balancer with global access, "
+        f"port {names.LIGHTHOUSE_PORT}, from {ranges})"
+    )
+    return "\n".join([head, *(summary(p.resolved) for p in run.parts)])

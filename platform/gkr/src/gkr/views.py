@@ -101,3 +101,29 @@ def job_row(kind: str, item: dict[str, Any]) -> list[str]:
 
 def prefixed(pod: str, text: str) -> str:
     return "".join(f"[{pod}] {line}\n" for line in text.splitlines())
+
+
+def object_state(obj: dict[str, Any]) -> str:
+    """One object of a run, in a few words: a RayJob's state, the Lighthouse's readiness and address."""
+    status = obj.get("status") or {}
+    if obj.get("kind") == "Deployment":
+        return f"{status.get('readyReplicas', 0)}/{(obj.get('spec') or {}).get('replicas', 1)} ready"
+    if obj.get("kind") == "Service":
+        ingress = (status.get("loadBalancer") or {}).get("ingress") or [{}]
+        ip = ingress[0].get("ip") if isinstance(ingress[0], dict) else None
+        return f"{ip}:{names.LIGHTHOUSE_PORT}" if ip else "no load balancer IP yet"
+    state = status.get("jobDeploymentStatus") or "Pending"
+    return f"{state} ({status['jobStatus']})" if status.get("jobStatus") else str(state)
+
+
+def run_status(run: str, home: str, found: dict[str, list[dict[str, Any]] | str]) -> dict[str, Any]:
+    """`gkr status` of a run across regions: per region its objects and their state, or why it did not answer."""
+    regions: dict[str, Any] = {}
+    for region, objects in found.items():
+        if isinstance(objects, str):
+            regions[region] = objects
+            continue
+        regions[region] = {
+            f"{o.get('kind', 'RayJob').lower()}/{o['metadata']['name']}": object_state(o) for o in objects
+        } or "nothing found (deleted, or not submitted here)"
+    return {"run": run, "home": home, "regions": regions}

@@ -11,6 +11,9 @@ bound to every namespace labelled as a team's.
   (https://kubernetes.io/docs/concepts/security/pod-security-standards/#baseline);
 - queues: every workload names its team's LocalQueue, so Kueue admits it;
 - priorities: no Kueue priority class above the team's ceiling, no pod PriorityClass at all;
+- services: ClusterIP (headless included) or an internal load balancer open only to the fleet's pod
+  ranges, never NodePort, ExternalName, external IPs or a public load balancer (a run's Lighthouse);
+- deployments (a run's Lighthouse): through the team's queue, pods included, and no GPUs;
 - the Warden node agent patches only its own Node.
 
 The per-team facts (queue, allowed priority classes) are baked into the expressions from the spec:
@@ -75,6 +78,8 @@ TEAM_SELECTOR = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exi
 POD_SECURITY = "meridian-team-pod-security"
 QUEUES = "meridian-team-queues"
 PRIORITIES = "meridian-team-priorities"
+SERVICES = "meridian-team-services"
+DEPLOYMENTS = "meridian-team-deployments"
 AGENT_NODE = "meridian-warden-agent-own-node"
 
 
@@ -105,6 +110,7 @@ WORKLOADS = (
     ("", "v1", ("pods",)),
     ("batch", "v1", ("jobs",)),
     ("ray.io", "v1", ("rayjobs", "rayclusters")),
+    ("apps", "v1", ("deployments",)),
 )
 
 # The pod specs an object holds: a Pod's own, a Job's template, a RayCluster's head and worker
@@ -112,7 +118,7 @@ WORKLOADS = (
 # do; checking templates refuses a bad job when it is submitted instead of when its pods fail.
 TEMPLATES = """\
 request.resource.resource == 'pods' ? [object.spec] :
-request.resource.resource == 'jobs' ? [object.spec.template.spec] :
+request.resource.resource in ['jobs', 'deployments'] ? [object.spec.template.spec] :
 request.resource.resource == 'rayclusters' ?
   [object.spec.headGroupSpec.template.spec] +
   (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, g.template.spec) : []) :
@@ -297,6 +303,82 @@ def priority_policy(fleet: Fleet) -> Obj:
     return _policy(PRIORITIES, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
+def pod_ranges(fleet: Fleet) -> list[str]:
+    """Every cluster's pod range, from the address plan: the only sources a team's load balancer may admit."""
+    from fleet.planner import plan_addresses
+
+    return sorted(str(r.pods.cidr) for r in plan_addresses(fleet)[0].regions)
+
+
+def service_policy(fleet: Fleet) -> Obj:
+    """Team Services stay inside the fleet's network.
+
+    ClusterIP (and headless) as before; a LoadBalancer only as GKE's internal passthrough load balancer
+    (the annotation; no loadBalancerClass, which would choose another implementation) with
+    loadBalancerSourceRanges inside the fleet's pod ranges, which GKE turns into the load balancer's
+    firewall rule (GKE docs, "LoadBalancer Service parameters"). NodePort would open a port on every
+    node, ExternalName and external IPs redirect traffic meant for others (CVE-2020-8554).
+    """
+    internal = _cel(names.INTERNAL_LB_ANNOTATION)
+    validations = [
+        _validation(
+            "!has(object.spec.type) || object.spec.type == 'ClusterIP' || (object.spec.type == 'LoadBalancer' && "
+            f"has(object.metadata.annotations) && {internal} in object.metadata.annotations && "
+            f"object.metadata.annotations[{internal}] == 'Internal' && !has(object.spec.loadBalancerClass))",
+            f"team Services are ClusterIP, or LoadBalancer with {names.INTERNAL_LB_ANNOTATION}: Internal "
+            "(no loadBalancerClass); never NodePort, ExternalName or a public load balancer",
+        ),
+        _validation(
+            "!has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
+            "(has(object.spec.loadBalancerSourceRanges) && size(object.spec.loadBalancerSourceRanges) > 0 && "
+            f"object.spec.loadBalancerSourceRanges.all(r, r in {_cel(pod_ranges(fleet))}))",
+            f"a team load balancer admits only the fleet's pod ranges: set loadBalancerSourceRanges to some of "
+            f"{', '.join(pod_ranges(fleet))}",
+        ),
+        _validation(
+            "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+            "team Services may not set externalIPs",
+        ),
+    ]
+    return _policy(SERVICES, _rules([("", "v1", ("services",))], ("CREATE", "UPDATE")), [], validations)
+
+
+def deployment_policy(fleet: Fleet) -> Obj:
+    """A team Deployment (a run's Lighthouse) holds no GPU, and its pods go through the team's queue.
+
+    A Deployment never finishes and recreates its pods forever, one Kueue workload each with no gang
+    admission: GPUs held that way would sit outside every job's life cycle. Its pods are created by the
+    ReplicaSet controller, which copies the template's labels, so the queue label must be there too
+    (the queue policy refuses the pods otherwise, later and less clearly).
+    """
+    queues = {team.name: names.local_queue(team.name) for team in fleet.teams}
+    gpu = _cel(names.GPU_RESOURCE)
+    no_gpu = (
+        f"!has(c.resources) || ((!has(c.resources.requests) || !({gpu} in c.resources.requests)) && "
+        f"(!has(c.resources.limits) || !({gpu} in c.resources.limits)))"
+    )
+    labels = "object.spec.template.metadata.labels"
+    variables = [
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {"name": "templates", "expression": TEMPLATES},
+        {"name": "containers", "expression": CONTAINERS},
+    ]
+    validations = [
+        _validation(_each_container(no_gpu), f"team Deployments may not request {names.GPU_RESOURCE}; use a job"),
+        {
+            "expression": f"has(object.spec.template.metadata) && has({labels}) && {_cel(QUEUE_LABEL)} in {labels} && "
+            f"variables.team in {_cel(queues)} && {labels}[{_cel(QUEUE_LABEL)}] == {_cel(queues)}[variables.team]",
+            "message": f"a team Deployment's pod template must carry {QUEUE_LABEL}: <the team's LocalQueue>",
+            "messageExpression": f"'a Deployment in ' + request.namespace + ' must carry {QUEUE_LABEL}: ' + "
+            f"{_cel(queues)}[variables.team] + ' in its pod template too'",
+            "reason": "Forbidden",
+        },
+    ]
+    return _policy(
+        DEPLOYMENTS, _rules([("apps", "v1", ("deployments",))], ("CREATE", "UPDATE")), variables, validations
+    )
+
+
 def agent_node_policy() -> Obj:
     """Warden's node agent may change only the Node its pod runs on.
 
@@ -354,7 +436,13 @@ def _binding(policy: str, namespaced: bool = True) -> Obj:
 def team_policies(fleet: Fleet, region: Region) -> list[Obj]:
     """The tenancy policies and their bindings, for the `teams` application."""
     del region  # the same in every cluster today; kept in the signature like the other generators
-    policies = [pod_security_policy(), queue_policy(fleet), priority_policy(fleet)]
+    policies = [
+        pod_security_policy(),
+        queue_policy(fleet),
+        priority_policy(fleet),
+        service_policy(fleet),
+        deployment_policy(fleet),
+    ]
     return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
 
 

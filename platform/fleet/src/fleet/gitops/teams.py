@@ -14,6 +14,9 @@ DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
 RW = ["get", "list", "watch", "create", "patch", "delete"]
+# A run across regions puts one Lighthouse Service (an internal load balancer, one node port) in its home
+# cluster's team namespace; the admission policy admits no other load balancer and no NodePort Service.
+LIGHTHOUSES_PER_TEAM = 4
 READ = ["get", "list", "watch"]
 # Containers that declare no requests (gkr's preflight init container, sidecars injected by GKE) get
 # these, so the quota below admits them and Kueue and the quota count the same thing.
@@ -33,6 +36,8 @@ def researcher_role() -> Obj:
         {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayclusters"], "verbs": list(RW)},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": list(RW)},
         {"apiGroups": [""], "resources": ["services"], "verbs": list(RW)},
+        # A run's Lighthouse (gkr/lighthouse.py); the admission policy keeps Deployments on CPU and in the queue.
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": list(RW)},
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": list(READ)},
@@ -57,15 +62,17 @@ def quota_hard(quotas: TeamQuota) -> dict[str, str]:
     """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits).
 
     Every pod in a team namespace goes through Kueue (manageJobsWithoutQueueName), so this only bites
-    when Kueue is bypassed or broken; no public load balancers or node ports either.
+    when Kueue is bypassed or broken. Load balancers: a few Lighthouses of runs across regions, each an
+    internal one with its node port (the Service quota counts a LoadBalancer's ports as node ports unless
+    allocateLoadBalancerNodePorts is false); the admission policy refuses every other kind.
     """
     ceiling = quotas.admissible
     return {
         f"requests.{names.GPU_RESOURCE}": str(ceiling[names.GPU_RESOURCE]),
         "requests.cpu": str(ceiling["cpu"]),
         "requests.memory": f"{ceiling['memory']}Gi",
-        "services.loadbalancers": "0",
-        "services.nodeports": "0",
+        "services.loadbalancers": str(LIGHTHOUSES_PER_TEAM),
+        "services.nodeports": str(LIGHTHOUSES_PER_TEAM),
     }
 
 
