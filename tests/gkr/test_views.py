@@ -43,12 +43,28 @@ def test_job_rows_name_the_state_and_queue() -> None:
     labels = {"kueue.x-k8s.io/queue-name": "research"}
     assert views.job_row(
         "rayjob", {"metadata": {"name": "a", "labels": labels}, "status": {"jobDeploymentStatus": "Running"}}
-    ) == ["rayjob", "a", "Running", "research"]
+    ) == ["rayjob", "a", "Running", "research", ""]
     assert views.job_row("raycluster", {"metadata": {"name": "b"}, "status": {"state": "ready"}})[2] == "ready"
     job = {
         "metadata": {"name": "c"},
         "status": {"conditions": [{"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "True"}]},
     }
-    assert views.job_row("job", job)[2:] == ["Complete", ""]
+    assert views.job_row("job", job)[2:] == ["Complete", "", ""]
     assert views.job_row("job", {"metadata": {"name": "d"}})[2] == "Pending"
     assert views.prefixed("p", "one\ntwo\n") == "[p] one\n[p] two\n"
+
+
+def test_a_regions_part_of_a_run_is_listed_with_the_run_and_its_regions() -> None:
+    from contract.names import RUN_LABEL
+    from gkr.lighthouse import HOME_ANNOTATION, REGIONS_ANNOTATION
+
+    part = {
+        "metadata": {
+            "name": "llm-us-east4",
+            "labels": {RUN_LABEL: "llm"},
+            "annotations": {REGIONS_ANNOTATION: "us-central1,us-east4", HOME_ANNOTATION: "us-central1"},
+        }
+    }
+    assert views.job_row("rayjob", part)[4] == "llm: us-central1*, us-east4"
+    forged = {"metadata": {"name": "x", "labels": {RUN_LABEL: "llm"}, "annotations": {HOME_ANNOTATION: "elsewhere"}}}
+    assert views.job_row("rayjob", forged)[4] == ""  # a hand-edited label alone does not make a run

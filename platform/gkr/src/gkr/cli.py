@@ -381,10 +381,14 @@ def list_jobs(
         return
     from rich.table import Table
 
-    table = Table("kind", "name", "status", "queue")
+    table = Table("kind", "name", "status", "queue", "run (* home)")
     for kind, item in rows:
         table.add_row(*views.job_row(kind, item))
     _console().print(table)
+    if any(views.run_cell(item) for _, item in rows):
+        _console().print(
+            "a run spans regions: `gkr status NAME` shows every region's part, `gkr delete NAME` removes all"
+        )
 
 
 @app.command()

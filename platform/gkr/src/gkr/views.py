@@ -96,7 +96,18 @@ def job_row(kind: str, item: dict[str, Any]) -> list[str]:
         or next((c["type"] for c in status.get("conditions", []) if c.get("status") == "True"), "Pending")
     )
     queue = item["metadata"].get("labels", {}).get(names.QUEUE_LABEL, "")
-    return [kind, item["metadata"]["name"], str(state), queue]
+    return [kind, item["metadata"]["name"], str(state), queue, run_cell(item)]
+
+
+def run_cell(item: dict[str, Any]) -> str:
+    """For a RayJob that is one region's part of a run: the run and its regions, the home one starred."""
+    from gkr.lighthouse import run_of
+
+    found = run_of(item)
+    if found is None:
+        return ""
+    run, regions, home = found
+    return f"{run}: " + ", ".join(f"{r}*" if r == home else r for r in regions)
 
 
 def prefixed(pod: str, text: str) -> str:
