@@ -405,11 +405,11 @@ TWO_RANK_GROUP = textwrap.dedent(
 )
 
 
-def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
-    root, rendezvous = tmp_path / "ckpt", tmp_path / "rendezvous"
+def _two_ranks(program: str, root: Path, rendezvous: Path) -> list[dict[str, Any]]:
+    """Run ``program`` as ranks 0 and 1 of a gloo group; each prints a JSON report as its last line."""
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-W", "ignore", "-c", TWO_RANK_GROUP, str(root), str(rendezvous), str(rank)],
+            [sys.executable, "-W", "ignore", "-c", program, str(root), str(rendezvous), str(rank)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -421,6 +421,12 @@ def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, f"rank {rank}: {err[-3000:]}"
         reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
+    root = tmp_path / "ckpt"
+    reports = _two_ranks(TWO_RANK_GROUP, root, tmp_path / "rendezvous")
     for rank, report in enumerate(reports):
         assert report["latest"] == 2
         assert report["mine"] == 20 + rank
@@ -472,21 +478,8 @@ SHARDED_NONFINITE = textwrap.dedent(
 
 def test_a_nonfinite_shard_on_one_rank_is_refused_on_every_rank_of_the_group(tmp_path: Path) -> None:
     """Each rank checks its own shard; the group agrees in one all-reduce, not one collective per tensor."""
-    root, rendezvous = tmp_path / "ckpt", tmp_path / "rendezvous"
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-W", "ignore", "-c", SHARDED_NONFINITE, str(root), str(rendezvous), str(rank)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    reports = []
-    for rank, proc in enumerate(ranks):
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, f"rank {rank}: {err[-3000:]}"
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+    root = tmp_path / "ckpt"
+    reports = _two_ranks(SHARDED_NONFINITE, root, tmp_path / "rendezvous")
     assert reports[1]["refused"] == "refusing to checkpoint step 5: non-finite values in model.w"
     assert reports[0]["refused"] == (
         "refusing to checkpoint step 5: non-finite values in 1 tensor(s) on another rank of the group"
