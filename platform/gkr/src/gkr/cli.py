@@ -618,6 +618,91 @@ def clusters(
     _console().print(table)
 
 
+@app.command()
+def health(
+    region: Annotated[
+        list[str] | None, typer.Option("--region", help="only this region (repeatable; default: every region)")
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kubeconfig context for the one region chosen")
+    ] = None,
+    nodes: Annotated[bool, typer.Option("--nodes", help="also one line per node")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="the whole report as JSON (schema meridian.health/v1)")
+    ] = False,
+    due_after: Annotated[
+        float | None,
+        typer.Option("--due-after", help="days after its last deep check a node is due (default: Warden's cadence)"),
+    ] = None,
+    registry: RegistryPath = None,
+) -> None:
+    """Operators: per cluster and pool, nodes by Warden state, deep checks due, failures in the last 7 days."""
+    import math
+    import time
+
+    from gkr import health as report
+    from gkr import health_read, kube
+
+    _, found = _registry(registry)
+    reg = found.registry
+    known = {r.name: r for r in reg.regions}
+    if due_after is not None and not (math.isfinite(due_after) and 0 < due_after <= 3650):
+        fail([f"--due-after {due_after}: a number of days in (0, 3650]"])
+    unknown = [r for r in region or [] if r not in known]
+    if unknown:
+        from contract.problem import one_of
+
+        fail([f"--region {unknown[0]}: {one_of(known, unknown[0])}"])
+    chosen = [known[r] for r in dict.fromkeys(region)] if region else list(reg.regions)
+    if context is not None and len(chosen) != 1:
+        fail(["--context names one cluster's context: give one --region with it"])
+    now = time.time()
+    clusters = []
+    for r in chosen:
+        target = context or reg.context(r)
+        where = {"region": r.name, "cluster": r.cluster, "context": target}
+        try:
+            read = health_read.read(
+                kube.client(target), LIVE_TIMEOUT_S, None if due_after is None else due_after * 86400
+            )
+        except Exception as exc:
+            why = kube.unreachable(exc)
+            fix = f"; run: {reg.credentials_command(r)}" if why in ("no context", "no kubeconfig") else ""
+            clusters.append(report.unreachable_report(where, why + fix))
+            continue
+        listed = report.nodes_of(read.nodes, read.events, now, read.cadence["seconds"])
+        clusters.append(report.cluster_report(where, listed, read.cadence, read.notes))
+    whole = report.report(clusters, now)
+    if as_json:
+        print(json.dumps(whole, indent=2))
+    else:
+        _health_table(whole, nodes)
+    if any(not c["reachable"] for c in clusters):
+        raise typer.Exit(Exit.FAILED)
+
+
+def _health_table(whole: dict[str, Any], nodes: bool) -> None:
+    from rich.table import Table
+
+    from gkr import health as report
+
+    table = Table(*report.POOL_HEADER)
+    for cluster in whole["clusters"]:
+        for row in cluster.get("pools", []):
+            table.add_row(*report.pool_cells(cluster, row))
+    _console().print(table)
+    for cluster in whole["clusters"]:
+        if not cluster["reachable"]:
+            print(f"{cluster['region']}: unreachable ({cluster['error']})")
+            continue
+        days = cluster["cadence"]["seconds"] / 86400
+        print(f"{cluster['region']}: due after {days:g} days ({cluster['cadence']['source']})")
+        for note in cluster["notes"]:
+            print(f"{cluster['region']}: note: {note}")
+        for node in cluster["nodes"] if nodes else []:
+            print(report.node_line(node))
+
+
 @registry_app.command("fetch")
 def registry_fetch(
     region: Annotated[str | None, typer.Option("--region", help="the region's GKE context")] = None,

@@ -338,3 +338,50 @@ def port_forward(kubectl_path: str, context: str, namespace: str, service: str, 
         f"service/{service}",
         f"{local_port}:{DASHBOARD_PORT}",
     ]
+
+
+PAGE_SIZE = 500  # list pages: a 5,000-node cluster answers in ten bounded replies, not one
+MAX_ITEMS = 50_000  # and a list stops (and says so) past this many objects
+
+
+class HttpError(Exception):
+    """The API server answered with an error status (`status` is read by `unreachable`)."""
+
+    def __init__(self, status: int, path: str) -> None:
+        super().__init__(f"HTTP {status} from GET {path}")
+        self.status = status
+
+
+def get_json(api: Any, path: str, query: list[tuple[str, str]], timeout: float) -> dict[str, Any]:
+    """GET a path as JSON (raw: the report reads a few fields of many objects); HttpError on an error status."""
+    import json
+
+    method, url, headers, body, _ = api.param_serialize(
+        "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+    )
+    response = api.call_api(method, url, headers, body, _request_timeout=timeout)
+    data = response.read()
+    if not 200 <= response.status < 300:
+        raise HttpError(response.status, path)
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError):
+        raise HttpError(response.status, f"{path} (reply is not JSON)") from None
+    return found if isinstance(found, dict) else {}
+
+
+def list_pages(api: Any, path: str, query: list[tuple[str, str]], timeout: float) -> tuple[list[dict[str, Any]], bool]:
+    """Every item of a list, PAGE_SIZE at a time (limit/continue); (items, True) when it stopped at MAX_ITEMS."""
+    page, most = PAGE_SIZE, MAX_ITEMS
+    items: list[dict[str, Any]] = []
+    token: Any = ""
+    while True:
+        found = get_json(api, path, [*query, ("limit", str(page)), *([("continue", token)] if token else [])], timeout)
+        batch = found.get("items")
+        items.extend(i for i in (batch if isinstance(batch, list) else []) if isinstance(i, dict))
+        meta = found.get("metadata")
+        token = meta.get("continue") if isinstance(meta, dict) else None
+        if not token or not isinstance(token, str):
+            return items, False
+        if len(items) >= most:
+            return items, True
