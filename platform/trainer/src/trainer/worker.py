@@ -102,7 +102,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
             if step % cfg.run.log_every == 0 or step == trainer.target:
                 events.write(
                     "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
-                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step),
+                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step), **ft.link_stats(),
                 )  # fmt: skip
                 if lead:
                     raise_high_water(cfg, group, step)
@@ -117,6 +117,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         "inner_steps": trainer.next_batch,
         "weights": trainer.weights_digest(),
         "bytes_sent": ft.bytes_sent(),
+        **ft.link_stats(),
         "loss": round(trainer.eval_loss(), 4),
         "goodput": goodput.report(),
     }
