@@ -29,7 +29,7 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-class LinkWork(dist._Work):  # type: ignore[misc]  # torch's private base, as torchft's own works
+class LinkWork(dist.Work):  # the base of every collective's work, as torchft's own
     """A collective's work that completes at ``deadline`` (time.monotonic) at the earliest."""
 
     def __init__(self, inner: Any, deadline: float) -> None:
@@ -54,7 +54,7 @@ class LinkWork(dist._Work):  # type: ignore[misc]  # torch's private base, as to
         return bool(self.inner.is_completed()) and time.monotonic() >= self.deadline
 
     def get_future(self) -> torch.futures.Future[Any]:
-        inner = self.inner.get_future()
+        inner: torch.futures.Future[Any] = self.inner.get_future()
         if time.monotonic() >= self.deadline:
             return inner
         held: torch.futures.Future[Any] = torch.futures.Future()
