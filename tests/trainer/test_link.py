@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from trainer.config import ConfigError, compose
-from trainer.link import Link, allreduce_s, latency_s, transfer_s, wire_bytes
+from trainer.link import Link, allreduce_s, inner_step_s, latency_s, transfer_s, wire_bytes
 
 from tests.trainer.conftest import CONFIG, events, final, run
 
@@ -82,3 +82,12 @@ def test_an_emulated_link_holds_each_ddp_step_back_by_rtt_plus_bytes_over_bandwi
         # What the emulator booked shows in the measured step time (it sleeps at least that long).
         assert commits[-1] - commits[0] >= (len(commits) - 1) * per_call
         assert not math.isnan(report["loss"])
+
+
+def test_the_throughput_model_counts_only_the_communication_compute_does_not_hide() -> None:
+    # 1 MB over 8 Gbit/s (1 ms) and 10 ms RTT between 2 groups: 11 ms per sync.
+    assert inner_step_s(0.1, 1, 10**6, 2, 10, 8) == pytest.approx(0.111)  # DDP: every step
+    assert inner_step_s(0.1, 10, 10**6, 2, 10, 8) == pytest.approx(0.1011)  # DiLoCo: once per 10
+    assert inner_step_s(0.005, 10, 10**6, 2, 10, 8, overlap_steps=1) == pytest.approx(0.0056)  # 6 ms exposed
+    assert inner_step_s(0.1, 10, 10**6, 2, 10, 8, overlap_steps=1) == pytest.approx(0.1)  # hidden
+    assert inner_step_s(0.1, 1, 10**6, 1, 10, 8) == pytest.approx(0.1)  # one group: no link

@@ -77,3 +77,17 @@ class Link:
         self.horizon = max(self.horizon, done)
         self.wire += sent
         return done
+
+
+def inner_step_s(
+    compute_s: float, steps_per_sync: int, payload: int, groups: int, rtt_ms: float, gbps: float, overlap_steps: int = 0
+) -> float:
+    """Seconds per inner step of a run that syncs ``payload`` bytes every ``steps_per_sync`` inner steps.
+
+    DDP: ``steps_per_sync`` 1 (this trainer waits for the gradients after the backward pass). DiLoCo:
+    ``sync_every``. Streaming DiLoCo: ``sync_every / fragments`` with a fragment's bytes, and torchft
+    starts each fragment's all-reduce ``fragment_sync_delay`` inner steps before it waits for it
+    (``overlap_steps``): only what the link takes beyond those steps' compute is exposed.
+    """
+    exposed = max(0.0, allreduce_s(payload, groups, rtt_ms, gbps) - overlap_steps * compute_s)
+    return compute_s + exposed / steps_per_sync
