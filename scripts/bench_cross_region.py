@@ -21,6 +21,7 @@ It is a model of the link, not a measurement of GCP's network.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -72,7 +73,7 @@ def setups(sync_every: list[int], streaming_every: int) -> list[Setup]:
             streaming_every // f,
             1 / f,
             d,
-        )  # fmt: skip
+        )
     )
     return out
 
@@ -102,7 +103,7 @@ def measure(run_dir: Path, setup: Setup) -> Measured:
     events = read_events(run_dir, 0)
     commits = [e["time"] for e in events if e["event"] == "commit"]
     final = next(e for e in events if e["event"] == "final")
-    intervals = [b - a for a, b in zip(commits, commits[1:], strict=False)]
+    intervals = [b - a for a, b in itertools.pairwise(commits)]
     return Measured(
         compute_s=statistics.median(intervals) / setup.steps_per_sync,
         bytes_per_sync=round(final["bytes_sent"] / len(commits)),
