@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
+import torch
 from trainer.config import ConfigError, compose
+from trainer.counted_pg import LinkWork
 from trainer.link import Link, allreduce_s, inner_step_s, latency_s, transfer_s, wire_bytes
 
 from tests.trainer.conftest import CONFIG, events, final, run
@@ -91,3 +94,37 @@ def test_the_throughput_model_counts_only_the_communication_compute_does_not_hid
     assert inner_step_s(0.005, 10, 10**6, 2, 10, 8, overlap_steps=1) == pytest.approx(0.0056)  # 6 ms exposed
     assert inner_step_s(0.1, 10, 10**6, 2, 10, 8, overlap_steps=1) == pytest.approx(0.1)  # hidden
     assert inner_step_s(0.1, 1, 10**6, 1, 10, 8) == pytest.approx(0.1)  # one group: no link
+
+
+class _Done:
+    """A collective's work that has already completed with ``value`` (or failed with ``error``)."""
+
+    def __init__(self, value: object = None, error: Exception | None = None) -> None:
+        self.future: torch.futures.Future[object] = torch.futures.Future()
+        if error is None:
+            self.future.set_result(value)
+        else:
+            self.future.set_exception(error)
+
+    def wait(self, timeout: object = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def get_future(self) -> torch.futures.Future[object]:
+        return self.future
+
+
+def test_a_held_work_completes_at_its_deadline_through_wait_and_through_its_future() -> None:
+    deadline = time.monotonic() + 0.05
+    work = LinkWork(_Done("sum"), deadline)
+    assert not work.is_completed()
+    assert work.get_future().wait() == "sum"
+    assert time.monotonic() >= deadline  # the future was held back until then
+    later = LinkWork(_Done(), time.monotonic() + 0.05)
+    assert later.wait()
+    assert later.is_completed()
+    failed = LinkWork(_Done(error=RuntimeError("peer gone")), time.monotonic() + 60)
+    with pytest.raises(RuntimeError, match="peer gone"):
+        failed.get_future().wait()  # a failure is not held back
