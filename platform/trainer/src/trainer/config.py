@@ -55,6 +55,10 @@ class FaultTolerance:
     # dropped the dead member (heartbeat timeout) and the survivors have re-formed the quorum.
     restart_delay_s: float = 5.0
     device: Literal["cpu", "cuda"] = "cpu"
+    # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
+    # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
+    link_rtt_ms: float = 0.0
+    link_gbps: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ def _cross_checks(config: Config) -> Config:
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)
+    _link_checks(config)
     if not 0 <= config.optim.outer_momentum < 1:
         raise ConfigError(f"optim.outer_momentum: must be in [0, 1), got {config.optim.outer_momentum}")
     if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
@@ -239,6 +244,15 @@ def _cross_checks(config: Config) -> Config:
     if config.optim.algorithm == "diloco" and config.optim.fragments > config.model.layers:
         raise ConfigError(f"optim.fragments: {config.optim.fragments} > model.layers {config.model.layers}")
     return config
+
+
+def _link_checks(config: Config) -> None:
+    for key in ("link_rtt_ms", "link_gbps"):
+        value = getattr(config.ft, key)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"ft.{key}: must be a finite number >= 0 (0: no emulated link), got {value}")
+    if (config.ft.link_rtt_ms or config.ft.link_gbps) and not config.ft.enabled:
+        raise ConfigError("ft.link_rtt_ms: the link emulator delays the cross-group all-reduce; set ft.enabled=true")
 
 
 def _model_checks(config: Config) -> None:

@@ -5,7 +5,7 @@ The trainer makes the same calls either way, so it has no branches on whether fa
 * ``begin_step`` / ``sync_gradients`` / ``report_error`` / ``step``: one inner step's protocol;
 * ``register_state``: the trainer's ``state_dict``/``load_state_dict``, which a healing peer fetches;
 * ``running``: the context the training loop runs in (DiLoCo's, once the resumed state is final);
-* ``current_step``, ``num_participants``, ``failure``, ``bytes_sent``, ``state_dict``: what happened.
+* ``current_step``, ``num_participants``, ``failure``, ``bytes_sent``, ``link_stats``, ``state_dict``: what happened.
 
 With torchft each replica group has a Manager (its own TCPStore; gloo on CPU, NCCL on GPU) that
 joins the Lighthouse's quorum, heals the group from a live peer and decides per step whether it
@@ -68,6 +68,9 @@ class FaultTolerance(Protocol):
 
     def bytes_sent(self) -> int:
         """Bytes this group handed to all-reduces so far: the communication its steps cost."""
+
+    def link_stats(self) -> dict[str, float]:
+        """With the link emulator on (``ft.link_*``): the bytes it put on the wire and the seconds it was busy; else {}."""
 
     def state_dict(self) -> dict[str, int]:
         """The committed-step counters, for checkpoints (the torchft Manager's state_dict)."""
@@ -162,6 +165,9 @@ class NoFaultTolerance:
     def bytes_sent(self) -> int:
         return 0
 
+    def link_stats(self) -> dict[str, float]:
+        return {}
+
     def state_dict(self) -> dict[str, int]:
         # The torchft Manager's keys: a checkpoint resumes whether fault tolerance was on or off.
         return {"step": self.step_count, "batches_committed": self.batches_committed}
@@ -193,7 +199,9 @@ class Torchft:
 
         from trainer.counted_pg import counted_process_group
 
-        self.pg = counted_process_group(cfg.ft.device, timedelta(seconds=cfg.ft.timeout_s))
+        self.pg = counted_process_group(
+            cfg.ft.device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
+        )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         else:  # a one-process group: a store of its own
@@ -267,6 +275,10 @@ class Torchft:
 
     def bytes_sent(self) -> int:
         return int(self.pg.bytes_sent)
+
+    def link_stats(self) -> dict[str, float]:
+        link = self.pg.link
+        return {"link_wire_bytes": link.wire, "link_busy_s": round(link.busy_s, 6)} if link.enabled else {}
 
     def state_dict(self) -> dict[str, int]:
         state: dict[str, int] = self.manager.state_dict()

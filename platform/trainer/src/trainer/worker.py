@@ -107,7 +107,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
             if step % cfg.run.log_every == 0 or step == trainer.target:
                 events.write(
                     "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
-                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step),
+                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step), **ft.link_stats(),
                 )  # fmt: skip
                 if lead:
                     raise_high_water(cfg, group, step)
@@ -123,6 +123,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         "weights": trainer.weights_digest(),  # streaming DiLoCo: differs between groups by design (README)
         "fragments": synced_at,
         "bytes_sent": ft.bytes_sent(),
+        **ft.link_stats(),
         "loss": round(trainer.eval_loss(), 4),
         "goodput": goodput.report(),
     }
