@@ -287,7 +287,9 @@ def _region_checks(config: Config) -> None:
     if ft.region and not _REGION.fullmatch(ft.region):
         raise ConfigError(f"ft.region: {ft.region[:80]!r} is not a region name (lowercase letters, digits, '-')")
     if ft.lighthouse and not _LIGHTHOUSE.fullmatch(ft.lighthouse):
-        raise ConfigError(f"ft.lighthouse: {ft.lighthouse[:80]!r} is not an address; set ft.lighthouse=http://host:port")
+        raise ConfigError(
+            f"ft.lighthouse: {ft.lighthouse[:80]!r} is not an address; set ft.lighthouse=http://host:port"
+        )
     if ft.cross_group_backend == "nccl" and ft.device == "cpu":
         raise ConfigError("ft.cross_group_backend: nccl needs ft.device=cuda; set it to auto or gloo")
     for i, entry in enumerate(checkpoint.resume_from):

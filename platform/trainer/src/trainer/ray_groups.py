@@ -23,8 +23,9 @@ from typing import Any
 import ray
 from ray.train._internal.utils import get_address_and_port
 from ray.train.backend import Backend, BackendConfig
-from contract.names import LIGHTHOUSE_ENV
 from ray.train.torch import TorchConfig
+
+from contract.names import LIGHTHOUSE_ENV
 
 
 def _set_env(env: dict[str, str]) -> None:

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from contract.names import LIGHTHOUSE_ENV
-
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, outcome_line
 from trainer.goodput import combine, dumps

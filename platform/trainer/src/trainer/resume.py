@@ -53,7 +53,9 @@ def other_regions(cfg: Config) -> list[Root]:
         except Exception as error:  # unreachable or unreadable: this region starts without it
             log.warning("checkpoint.resume_from %s: not readable, skipped (%s: %s)", base, type(error).__name__, error)
             continue
-        groups = sorted({int(m.group(1)) for p in found if (m := _GROUP_DIR.fullmatch(p.rstrip("/").rsplit("/", 1)[-1]))})
+        groups = sorted(
+            {int(m.group(1)) for p in found if (m := _GROUP_DIR.fullmatch(p.rstrip("/").rsplit("/", 1)[-1]))}
+        )
         roots += [Root(base, g) for g in groups]
     return roots
 
