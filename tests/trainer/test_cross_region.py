@@ -53,13 +53,21 @@ def _kill_tree(launcher: subprocess.Popen[str], run_dir: Path) -> float:
     return time.time()
 
 
-def _pids(run_dir: Path) -> list[int]:
-    return [pid for pids in json.loads((run_dir / "ranks.json").read_text()).values() for pid in pids]
-
-
-def _signal(pids: list[int], sig: signal.Signals) -> None:
+@contextmanager
+def _paused(run_dir: Path) -> Iterator[None]:
+    """A region's ranks stopped (SIGSTOP) for the block: a test's control over who may run ahead, not a fault."""
+    pids = [pid for pids in json.loads((run_dir / "ranks.json").read_text()).values() for pid in pids]
     for pid in pids:
-        os.kill(pid, sig)
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def _starts(tmp_path: Path, name: str) -> int:
+    return sum(e["event"] == "started" for e in events(tmp_path, name, 0))
 
 
 def _wait(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: str, within_s: float = 600) -> None:
@@ -75,11 +83,16 @@ def test_a_region_dies_the_other_commits_alone_and_the_region_returns_and_heals(
     launched: list[tuple[subprocess.Popen[str], Path]] = []
     with lighthouse(tmp_path) as address:
         try:
-            # Region a names the Lighthouse on its command line, region b gets it from gkr's environment.
+            # Region a names the Lighthouse on its command line, region b gets it from gkr's environment. a waits,
+            # stopped, while b starts, so neither can train far alone before both are in the quorum.
             a = start(tmp_path, "region-a", *REGION, "ft.region=a", f"ft.lighthouse={address}")
+            launched.append((a, runs / "region-a"))
+            _wait(lambda: _starts(tmp_path, "region-a") == 1, a, "region a started")
             b_env = {LIGHTHOUSE_ENV: address, REGION_ENV: "b"}
-            b = start(tmp_path, "region-b", *REGION, env=b_env)
-            launched += [(a, runs / "region-a"), (b, runs / "region-b")]
+            with _paused(runs / "region-a"):
+                b = start(tmp_path, "region-b", *REGION, env=b_env)
+                launched.append((b, runs / "region-b"))
+                _wait(lambda: _starts(tmp_path, "region-b") == 1, b, "region b started")
             killed_at, returned_at = _kill_and_return(tmp_path, a, b, b_env, launched)
             out_a, _ = a.communicate(timeout=600)
             out_b, _ = launched[-1][0].communicate(timeout=600)
@@ -129,21 +142,13 @@ def _kill_and_return(
 
     _wait(alone, a, "region a committing alone")
     # Region a waits, stopped, while region b's processes start (import torch, build the model): however
-    # slow this machine is, a cannot finish before b is back. b's first quorum may leave the paused a out;
-    # b heals as soon as it shares one with a, which has most of the run still to go.
-    paused = _pids(runs / "region-a")
-    _signal(paused, signal.SIGSTOP)
-    try:
+    # slow or fast this machine is, a cannot finish before b is back. b's first quorum may leave the paused a
+    # out; b heals as soon as it shares one with a, which has most of the run still to go.
+    with _paused(runs / "region-a"):
         returned_at = time.time()
         b = start(tmp_path, "region-b", *REGION, env=b_env)
         launched.append((b, runs / "region-b"))
-
-        def back() -> bool:
-            return len([e for e in events(tmp_path, "region-b", 0) if e["event"] == "started"]) == 2
-
-        _wait(back, b, "region b started again")
-    finally:
-        _signal(paused, signal.SIGCONT)
+        _wait(lambda: _starts(tmp_path, "region-b") == 2, b, "region b started again")
     return killed_at, returned_at
 
 
