@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -28,13 +29,15 @@ def overrides(tmp_path: Path, name: str, *extra: str) -> list[str]:
     ]
 
 
-def start(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen[str]:
+def start(tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """The driver as a user runs it; ``env`` adds to this process's environment (gkr's variables)."""
     command = [sys.executable, str(TRAIN), str(CONFIG), *overrides(tmp_path, name, *extra)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    environ = None if env is None else os.environ | env
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ)
 
 
-def run(tmp_path: Path, name: str, *extra: str, timeout: float = 300) -> str:
-    proc = start(tmp_path, name, *extra)
+def run(tmp_path: Path, name: str, *extra: str, timeout: float = 300, env: dict[str, str] | None = None) -> str:
+    proc = start(tmp_path, name, *extra, env=env)
     out, _ = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, out[-3000:]
     return out
@@ -74,10 +77,12 @@ def assert_same(actual: Any, expected: Any, where: str = "state") -> None:
         assert actual == expected, where
 
 
-def wait_for(proc: subprocess.Popen[str], tmp_path: Path, name: str, event: str, step: int, within_s: float) -> None:
-    """Until group 1 of run `name` has logged `event` at `step` or later: the moment the fault tests kill it."""
+def wait_for(
+    proc: subprocess.Popen[str], tmp_path: Path, name: str, event: str, step: int, within_s: float, group: int = 1
+) -> None:
+    """Until `group` of run `name` has logged `event` at `step` or later: the moment the fault tests kill it."""
     deadline = time.monotonic() + within_s
-    while not any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, 1)):
+    while not any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, group)):
         assert proc.poll() is None, f"the run ended before step {step}"
         assert time.monotonic() < deadline, f"the run never reached step {step}"
         time.sleep(0.1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
@@ -59,6 +60,14 @@ class FaultTolerance:
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
     link_rtt_ms: float = 0.0
     link_gbps: float = 0.0
+    # --- A run across regions (issue 19; regions.py) ---
+    # The run's Lighthouse (http://host:port; default $TORCHFT_LIGHTHOUSE): set, no launcher starts one.
+    lighthouse: str = ""
+    # This launcher's region (default $MERIDIAN_REGION): replica ids become "<region>/<group>".
+    region: str = ""
+    # Across groups: auto = gloo over the pod network when ft.region is set (RDMA does not cross regions),
+    # else NCCL on GPU; gloo on CPU always.
+    cross_group_backend: Literal["auto", "nccl", "gloo"] = "auto"
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,10 @@ class Checkpoint:
     # Train from step 0 although checkpoint.dir has step data of which nothing verifies (refused
     # otherwise). It deletes nothing up front; a verified checkpoint, if any, is still resumed from.
     start_over: bool = False
+    # --- A run across regions (issue 19; resume.py) ---
+    # Other regions' checkpoint dirs (default $MERIDIAN_RESUME_FROM, comma-separated): read, never written;
+    # resume takes the newest verified checkpoint of these and of dir.
+    resume_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,10 @@ def _convert(key: str, value: Any, kind: Any) -> Any:
             choices = ", ".join(str(c) for c in get_args(kind))
             raise ConfigError(f"{key}: {value!r} is not one of {choices}; set {key}=<one of them>")
         return value
+    if origin is tuple and get_args(kind)[-1] is Ellipsis:  # a list of any length
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}; set {key}=[a,b]")
+        return tuple(_convert(f"{key}[{i}]", v, get_args(kind)[0]) for i, v in enumerate(value))
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(get_args(kind)):
             raise ConfigError(f"{key}: expected a list of {len(get_args(kind))} numbers, got {value!r}")
@@ -233,6 +250,7 @@ def _cross_checks(config: Config) -> Config:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)
     _link_checks(config)
+    _region_checks(config)
     if not 0 <= config.optim.outer_momentum < 1:
         raise ConfigError(f"optim.outer_momentum: must be in [0, 1), got {config.optim.outer_momentum}")
     if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
@@ -272,6 +290,41 @@ def _model_checks(config: Config) -> None:
         raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if config.data.kind == "text" and m.vocab < 256:
         raise ConfigError(f"model.vocab: {m.vocab} < 256, but data=text has byte tokens (0-255); set model.vocab>=256")
+
+
+_REGION = re.compile(r"[a-z][a-z0-9-]{0,62}")  # a GCP region name (us-east4) or a test's ("a")
+_LIGHTHOUSE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]{1,255}")  # torchft's form: http://host:port
+
+
+def _region_checks(config: Config) -> None:
+    ft, checkpoint = config.ft, config.checkpoint
+    if ft.region and not _REGION.fullmatch(ft.region):
+        raise ConfigError(f"ft.region: {ft.region[:80]!r} is not a region name (lowercase letters, digits, '-')")
+    if ft.lighthouse and not _LIGHTHOUSE.fullmatch(ft.lighthouse):
+        raise ConfigError(
+            f"ft.lighthouse: {ft.lighthouse[:80]!r} is not an address; set ft.lighthouse=http://host:port"
+        )
+    if ft.cross_group_backend == "nccl" and ft.device == "cpu":
+        raise ConfigError("ft.cross_group_backend: nccl needs ft.device=cuda; set it to auto or gloo")
+    for i, entry in enumerate(checkpoint.resume_from):
+        if not entry.strip() or "," in entry or len(entry) > 1000 or any(ord(c) < 32 for c in entry):
+            raise ConfigError(
+                f"checkpoint.resume_from[{i}]: {entry[:80]!r} is not a checkpoint directory "
+                "(one path or URL, no commas or control characters)"
+            )
+
+
+def environment_defaults(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """A run across regions from gkr's environment, where the configuration leaves the setting empty."""
+    from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
+
+    ft, checkpoint = dict(data.get("ft") or {}), dict(data.get("checkpoint") or {})
+    for section, key, env in ((ft, "lighthouse", LIGHTHOUSE_ENV), (ft, "region", REGION_ENV)):
+        if not section.get(key) and environ.get(env, "").strip():
+            section[key] = environ[env].strip()
+    if not checkpoint.get("resume_from") and environ.get(RESUME_FROM_ENV, "").strip():
+        checkpoint["resume_from"] = [d.strip() for d in environ[RESUME_FROM_ENV].split(",") if d.strip()]
+    return data | {"ft": ft, "checkpoint": checkpoint}
 
 
 def peak_from_env(config: Config, environ: Mapping[str, str]) -> Config:
@@ -315,7 +368,8 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
         lines = [line.strip().rstrip(":.") for line in text.splitlines() if line.strip()]
         raise ConfigError(f"{path.name}: {'; '.join(lines) or type(error).__name__}") from None
     assert isinstance(data, dict)
-    return peak_from_env(from_dict({str(k): v for k, v in data.items()}), os.environ)
+    data = environment_defaults({str(k): v for k, v in data.items()}, os.environ)
+    return peak_from_env(from_dict(data), os.environ)
 
 
 def _shape_from_environment(overrides: list[str]) -> list[str]:

@@ -96,9 +96,14 @@ def fault_tolerance(cfg: Config, where: Rank, lighthouse: str) -> FaultTolerance
 
 
 def start_lighthouse(cfg: Config) -> Lighthouse:
-    """The torchft Lighthouse for the local launcher (Ray runs its own); a stand-in when fault tolerance is off."""
+    """The torchft Lighthouse for the local launcher (Ray runs its own); a stand-in when fault tolerance is off.
+
+    With ``ft.lighthouse`` (a run across regions: gkr's one Lighthouse for the run) none is started here.
+    """
     if not cfg.ft.enabled:
         return NoLighthouse()
+    if cfg.ft.lighthouse:
+        return ExternalLighthouse(cfg.ft.lighthouse)
     from torchft.coordination import LighthouseServer
 
     server: Lighthouse = LighthouseServer(
@@ -114,6 +119,19 @@ def start_lighthouse(cfg: Config) -> Lighthouse:
 class NoLighthouse:
     def address(self) -> str:
         return ""
+
+    def shutdown(self) -> None:
+        return None
+
+
+class ExternalLighthouse:
+    """The run's Lighthouse, started and stopped by someone else."""
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+
+    def address(self) -> str:
+        return self._address
 
     def shutdown(self) -> None:
         return None
@@ -198,9 +216,14 @@ class Torchft:
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
+        from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
+        for key, value in cross_group_environment(cfg).items():
+            os.environ.setdefault(key, value)  # the pod's own setting wins
+        # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (regions.py).
+        backend_device = "cuda" if cross_group_backend(cfg) == "nccl" else "cpu"
         self.pg = counted_process_group(
-            cfg.ft.device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
+            backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
         )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
@@ -223,7 +246,7 @@ class Torchft:
             store_addr=address,
             store_port=port,
             lighthouse_addr=lighthouse,
-            replica_id=f"{cfg.run.name}-{where.group}",
+            replica_id=replica_id(cfg, where.group),
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,

@@ -6,7 +6,9 @@ Ray release forms larger groups, this backend does the grouping itself: workers 
 so ``group_size`` consecutive world ranks are one group (with ``group_size`` = GPUs per pod, one
 node); each group gets its own rendezvous (the group's first worker's address and a free port there)
 and ``group.join_group`` builds the group's process group from it, exactly as the local launcher's
-per-group store. The Lighthouse is a Ray actor started by the driver.
+per-group store. The Lighthouse is a Ray actor started by the driver, or, in a run across regions
+(``ft.lighthouse``), the run's own, and then groups of one worker use this backend too: Ray's
+``TorchftConfig`` always starts a Lighthouse of its own.
 
 What differs from the local launcher: Ray Train restarts its whole worker group when a worker dies,
 so a dead rank takes every group down, and all of them resume from the newest durable checkpoint
@@ -22,6 +24,8 @@ import ray
 from ray.train._internal.utils import get_address_and_port
 from ray.train.backend import Backend, BackendConfig
 from ray.train.torch import TorchConfig
+
+from contract.names import LIGHTHOUSE_ENV
 
 
 def _set_env(env: dict[str, str]) -> None:
@@ -46,7 +50,7 @@ class _GroupsBackend(Backend):
                     "MASTER_ADDR": addr,
                     "MASTER_PORT": str(port),
                     "RANK": str(rank),
-                    "TORCHFT_LIGHTHOUSE": backend_config.lighthouse,
+                    LIGHTHOUSE_ENV: backend_config.lighthouse,
                 }
                 pending.append(worker_group.execute_single_async(first + rank, _set_env, env))
         ray.get(pending)

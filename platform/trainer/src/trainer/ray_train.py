@@ -1,9 +1,10 @@
 """Run a training job under Ray Train: TorchTrainer with torchft.
 
 Replica groups of one worker (``ft.group_size=1``): Ray's ``TorchftConfig`` runs the torchft
-Lighthouse as an actor, hands its address to the workers ($TORCHFT_LIGHTHOUSE) and restarts a failed
-worker alone, which heals from a live peer like a local group does. Groups of several workers (one per
-GPU): ``ray_groups.GroupsConfig`` (its docstring says what differs). In the cluster, gkr submits this
+Lighthouse as an actor, hands its address to the workers (contract.names.LIGHTHOUSE_ENV) and restarts a
+failed worker alone, which heals from a live peer like a local group does. Groups of several workers (one
+per GPU), and any group shape in a run across regions (``ft.lighthouse``: the run's Lighthouse, no actor):
+``ray_groups.GroupsConfig`` (its docstring says what differs). In the cluster, gkr submits this
 as a RayJob (platform/trainer/README.md).
 """
 
@@ -14,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from contract.names import LIGHTHOUSE_ENV
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, outcome_line
 from trainer.goodput import combine, dumps
@@ -32,7 +34,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
     if cfg.ft.group_size > 1:
         group, _ = group_of(group, cfg.ft.group_size)
         os.environ["LOCAL_RANK"] = str(context.get_local_rank())  # which of the node's GPUs (group.join_group)
-    report = train(cfg, group, os.environ.get("TORCHFT_LIGHTHOUSE", ""))  # set by the backend
+    report = train(cfg, group, os.environ.get(LIGHTHOUSE_ENV, ""))  # set by the backend
     ray.train.report({"step": report["step"], "loss": report["loss"], "goodput": report["goodput"]["goodput"]})
 
 
@@ -50,8 +52,10 @@ def trainer(cfg: Config, lighthouse: str = "") -> Any:
 
     backend = "nccl" if cfg.ft.device == "cuda" else "gloo"
     torch_config: Any
-    if cfg.ft.group_size > 1:
-        torch_config = GroupsConfig(backend=backend, group_size=cfg.ft.group_size, lighthouse=lighthouse)
+    if cfg.ft.group_size > 1 or (cfg.ft.enabled and cfg.ft.lighthouse):
+        torch_config = GroupsConfig(
+            backend=backend, group_size=cfg.ft.group_size, lighthouse=lighthouse or cfg.ft.lighthouse
+        )
     elif cfg.ft.enabled:
         torch_config = TorchftConfig(lighthouse_kwargs=_lighthouse_kwargs(cfg), backend=backend)
     else:
@@ -88,8 +92,8 @@ def launch(cfg: Config) -> int:
     follower = threading.Thread(target=_follow, args=(console, done), daemon=True)
     lighthouse = None
     try:
-        address = ""
-        if cfg.ft.group_size > 1 and cfg.ft.enabled:
+        address = cfg.ft.lighthouse  # a run across regions: the run's Lighthouse, none of our own
+        if cfg.ft.group_size > 1 and cfg.ft.enabled and not address:
             from trainer.ray_groups import start_lighthouse
 
             lighthouse, address = start_lighthouse(_lighthouse_kwargs(cfg))

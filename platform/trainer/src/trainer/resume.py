@@ -1,39 +1,92 @@
-"""Which checkpoint a run starts from: the newest one of any replica group that verifies, or none.
+"""Which checkpoint a run starts from: the newest one that verifies, of any replica group and any region, or none.
 
 ``start_refusal`` is train.py's check before anything starts; ``newest_verified`` is what each group
 loads. A newer checkpoint that fails verification is skipped with its reason, never loaded.
+
+The candidates are every group's directory in ``checkpoint.dir`` (this run's own, the only one it writes)
+and in each of ``checkpoint.resume_from`` (other regions' directories of the same run, read only): a
+region that starts again, or for the first time, takes up where the run got furthest. Another region's
+directory that cannot be listed (its bucket unreachable, no permission) is one warning and skipped: a
+region must be able to start while another is down.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 from trainer.checkpoint import Checkpointer
 from trainer.config import Config
 
+log = logging.getLogger("trainer")
+_GROUP_DIR = re.compile(r"group-(\d{1,6})")
 
-def group_roots(cfg: Config) -> list[str]:
-    return [f"{cfg.checkpoint.dir.rstrip('/')}/group-{g}" for g in range(cfg.ft.replica_groups)]
+
+class Root(NamedTuple):
+    """One group's checkpoints: ``group-<group>`` under ``base`` (a checkpoint.dir, this run's or another region's)."""
+
+    base: str
+    group: int
+
+    @property
+    def url(self) -> str:
+        return f"{self.base.rstrip('/')}/group-{self.group}"
 
 
-def newest_verified(cfg: Config, on_skip: Callable[[int, int, str], None]) -> tuple[Checkpointer, int] | None:
-    """The newest checkpoint of any group that verifies; ``on_skip(group, step, reason)`` for newer ones that do not.
+def group_roots(cfg: Config) -> list[Root]:
+    return [Root(cfg.checkpoint.dir, g) for g in range(cfg.ft.replica_groups)]
+
+
+def other_regions(cfg: Config) -> list[Root]:
+    """Every group directory found in each of ``checkpoint.resume_from`` (other regions may have other shapes)."""
+    import fsspec  # type: ignore[import-untyped]
+
+    own = cfg.checkpoint.dir.rstrip("/")
+    roots = []
+    for base in dict.fromkeys(d for d in cfg.checkpoint.resume_from if d.rstrip("/") != own):
+        try:
+            fs, path = fsspec.core.url_to_fs(base)
+            fs.invalidate_cache(path)
+            found = fs.glob(f"{path.rstrip('/')}/group-*")
+        except Exception as error:  # unreachable or unreadable: this region starts without it
+            log.warning("checkpoint.resume_from %s: not readable, skipped (%s: %s)", base, type(error).__name__, error)
+            continue
+        groups = sorted(
+            {int(m.group(1)) for p in found if (m := _GROUP_DIR.fullmatch(p.rstrip("/").rsplit("/", 1)[-1]))}
+        )
+        roots += [Root(base, g) for g in groups]
+    return roots
+
+
+def newest_verified(cfg: Config, on_skip: Callable[[Root, int, str], None]) -> tuple[Checkpointer, int, Root] | None:
+    """The newest checkpoint of any group and region that verifies; ``on_skip(root, step, reason)`` for newer ones that do not.
 
     The caller closes the Checkpointer it gets.
     """
-    checkpointers = [Checkpointer(root) for root in group_roots(cfg)]
-    candidates = sorted(((s, g) for g, c in enumerate(checkpointers) for s in c.committed()), reverse=True)
+    roots = group_roots(cfg) + other_regions(cfg)
+    checkpointers = [Checkpointer(root.url) for root in roots]
+    candidates = sorted(((s, i) for i, c in enumerate(checkpointers) for s in _committed(c, roots[i])), reverse=True)
     found = None
-    for step, g in candidates:
-        reason = checkpointers[g].verify(step)
+    for step, i in candidates:
+        reason = checkpointers[i].verify(step)
         if reason is None:
-            found = (checkpointers[g], step)
+            found = (checkpointers[i], step, roots[i])
             break
-        on_skip(g, step, reason)
+        on_skip(roots[i], step, reason)
     for c in checkpointers:
         if found is None or c is not found[0]:
             c.close()
     return found
+
+
+def _committed(checkpointer: Checkpointer, root: Root) -> list[int]:
+    try:
+        return checkpointer.committed()
+    except Exception as error:  # another region's bucket went away between listing and reading
+        log.warning("checkpoint.resume_from %s: not readable, skipped (%s: %s)", root.url, type(error).__name__, error)
+        return []
 
 
 def start_refusal(cfg: Config) -> str | None:
@@ -43,19 +96,24 @@ def start_refusal(cfg: Config) -> str | None:
     restart at step 0 and overwrite that history without a word.
     """
     skipped: list[str] = []
-    found = newest_verified(cfg, lambda g, s, r: skipped.append(f"group-{g} step {s}: {r}"))
+    found = newest_verified(cfg, lambda root, s, r: skipped.append(f"{_label(cfg, root)} step {s}: {r}"))
     if found is not None:
         found[0].close()
         return None
     if cfg.checkpoint.start_over:
         return None
-    if not any(_has_step_data(root) for root in group_roots(cfg)):
+    if not any(_has_step_data(root.url) for root in group_roots(cfg)):
         return None
     why = skipped[0] if skipped else "no COMMITTED marker"
     return (
         f"checkpoint.dir {cfg.checkpoint.dir}: step-* directories but no checkpoint that verifies ({why}); "
         "move the directory away to keep it, or set checkpoint.start_over=true to train from step 0 there"
     )
+
+
+def _label(cfg: Config, root: Root) -> str:
+    """group-<n> in this run's checkpoint.dir, the full URL in another region's."""
+    return f"group-{root.group}" if root.base == cfg.checkpoint.dir else root.url
 
 
 def _has_step_data(root: str) -> bool:

@@ -22,7 +22,7 @@ from trainer.goodput import Goodput
 from trainer.group import checkpoint_group, join_group, leave_group
 from trainer.kube_events import FailureReporter
 from trainer.nonfinite import NonFiniteStop
-from trainer.resume import newest_verified
+from trainer.resume import Root, newest_verified
 from trainer.runs import EventLog, high_water, raise_high_water, run_dir
 from trainer.trainer import Trainer
 
@@ -56,8 +56,6 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         process_group=checkpoint_group(where),  # each rank writes its own shards
     )
     resumed = _resume(cfg, trainer, events)
-    if resumed is not None:
-        events.write("resumed", step=resumed)
     replays_up_to = high_water(cfg, group)
     with ft.running(trainer.fragments, trainer.inner, trainer.outer):
         goodput.add("startup", goodput.clock() - started)
@@ -153,22 +151,23 @@ def _checkpoint_event(events: EventLog, event: CheckpointEvent) -> None:
 
 
 def _resume(cfg: Config, trainer: Trainer, events: EventLog) -> int | None:
-    """Load the newest verified durable checkpoint of any group (never a staged-only or corrupt one).
+    """Load the newest verified durable checkpoint of any group and region (never a staged-only or corrupt one).
 
     None when there is none. Each newer one that fails verification is one log line and one
     ``checkpoint_skipped`` event with its group, step and reason.
     """
 
-    def skipped(g: int, step: int, reason: str) -> None:
-        log.warning("skipping checkpoint group-%d step %d: %s", g, step, reason)
-        events.write("checkpoint_skipped", group=g, step=step, reason=reason)
+    def skipped(root: Root, step: int, reason: str) -> None:
+        log.warning("skipping checkpoint %s step %d: %s", root.url, step, reason)
+        events.write("checkpoint_skipped", group=root.group, dir=root.base, step=step, reason=reason)
 
     found = newest_verified(cfg, skipped)
     if found is None:
         return None
-    checkpointer, step = found
+    checkpointer, step, root = found
     with checkpointer:
         state = trainer.state_dict()  # the live structure, optimizer state filled in: DCP loads into it in place
         checkpointer.load(step, state)
     trainer.load_state_dict(state)
+    events.write("resumed", step=step, dir=root.base, from_group=root.group)  # dir: this run's or another region's
     return step
