@@ -8,6 +8,19 @@ plan (fleet.quotaplan), which also sets the team namespaces' ResourceQuotas
 
 Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
 toleration and no GPU quota; idle CPU quota is borrowed like GPU quota.
+
+Warden's idle-node sweeps (issue 21) queue in a ClusterQueue of their own in
+the same cohort, with no quota of their own: every sweep borrows quota teams
+leave idle, so the teams' queues reclaim it (`reclaimWithinCohort: Any`) and,
+when they borrow themselves, preempt it as the lowest priority
+(`borrowWithinCohort: LowerPriority`); the sweep queue itself never preempts
+anything (every policy `Never`). Kueue "Preemption"
+(https://kueue.sigs.k8s.io/docs/concepts/preemption/) and "Cluster Queue",
+section Preemption (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#preemption).
+A Job with a queue-name label is managed by Kueue in any namespace:
+managedJobsNamespaceSelector only exempts jobs without one, and pod-based
+integrations (Kueue Configuration v1beta2 API,
+https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/).
 """
 
 from __future__ import annotations
@@ -172,6 +185,59 @@ def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
     return obj(API, "ClusterQueue", team.name, labels={names.TEAM_LABEL: team.name}, spec=spec)
 
 
+SWEEP_PRIORITY_OFFSET = 100  # the sweeps' WorkloadPriorityClass sits this far below the fleet's lowest
+SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the scheduler too preempts a sweep's pod
+
+
+def sweep_objects(fleet: Fleet, region: Region) -> list[Obj]:
+    """The queue, priorities and LocalQueue of Warden's sweeps (module docstring), on the region's GPU pools.
+
+    Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
+    when they join; a ProvisioningRequest for a check would make a node, not check one.
+    """
+    pools = [p for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
+    resources = ((GPU, 0), ("cpu", 0), ("memory", "0Gi"))
+    flavors = [{"name": p.name, "resources": [{"name": r, "nominalQuota": q} for r, q in resources]} for p in pools]
+    never = "Never"
+    queue = obj(
+        API,
+        "ClusterQueue",
+        names.SWEEP_QUEUE,
+        spec={
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.WARDEN_NAMESPACE}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": [GPU, "cpu", "memory"], "flavors": flavors}],
+            "preemption": {
+                "reclaimWithinCohort": never,
+                "borrowWithinCohort": {"policy": never},
+                "withinClusterQueue": never,
+            },
+        },
+    )
+    lowest = min(p.value for p in fleet.priorities) - SWEEP_PRIORITY_OFFSET
+    return [
+        queue,
+        obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE}),
+        obj(
+            API,
+            "WorkloadPriorityClass",
+            names.SWEEP_PRIORITY,
+            value=lowest,
+            description="Warden's idle-node sweeps: below every job, so any job preempts them",
+        ),
+        obj(
+            "scheduling.k8s.io/v1",
+            "PriorityClass",
+            names.SWEEP_PRIORITY,
+            value=SWEEP_POD_PRIORITY,
+            preemptionPolicy="Never",
+            globalDefault=False,
+            description="Warden's idle-node sweeps: never preempt, preempted by any pod",
+        ),
+    ]
+
+
 def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
@@ -216,4 +282,4 @@ def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 spec={"clusterQueue": team.name},
             )
         )
-    return objects
+    return objects + sweep_objects(fleet, region)
