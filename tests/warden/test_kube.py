@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from contract import health
 from contract import warden as config
+from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
 from contract.names import WARDEN_PHASE_LABEL as PHASE_LABEL
 from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
 from contract.registry import Thresholds
@@ -183,14 +185,26 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     spec = job["spec"]["template"]["spec"]
     assert spec["nodeName"] == bad
     assert spec["tolerations"] == [{"operator": "Exists"}]
-    assert spec["containers"][0]["command"] == [
+    # The quick checks first, then the burn-in deep check (DCGM level 3), both with the node's GPUs.
+    assert spec["initContainers"][0]["command"] == [
         "preflight",
         "run",
         "--expect-gpus=8",
         "--min-tflops=600",
         "--min-busbw-gbps=368",
     ]
+    assert spec["containers"][0]["command"] == [
+        "preflight",
+        "run",
+        "--deep",
+        "--level",
+        "3",
+        "--termination-log",
+        "/dev/termination-log",
+    ]
+    assert spec["initContainers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert job["spec"]["activeDeadlineSeconds"] == POLICY.deep_check_timeout_s
 
     # Preflight passes: uncordon, taint removed, old preflight failure annotation cleared.
     job["status"] = {"succeeded": 1}
@@ -198,6 +212,10 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     mark = len(api.requests)
     warden.round()
     assert record_of(cluster, bad).phase == "healthy"
+    # The burn-in's result goes onto the Node with the record, in the same patch.
+    check = health.loads(api.nodes[bad]["metadata"]["annotations"][DEEP_CHECK], "test")
+    assert (check.kind, check.verdict, check.level, check.time) == ("burn_in", "pass", 3, clock.now)
+    assert warden.metrics.deep_checks.get(pool="h200-a", kind="burn_in", verdict="pass") == 1
     uncordon = [r for r in cluster.mutations(mark) if r.body and "spec" in r.body]
     assert uncordon[0].body == {
         "metadata": {
