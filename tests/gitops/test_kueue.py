@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from fleet.capacity import cpu_pool_capacity
-from fleet.gitops.kueue import kueue_objects
+from fleet.gitops.kueue import kueue_objects, sweep_local_queue
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
 from fleet.quotaplan import apportion
@@ -110,8 +110,10 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
         ("team-pretraining", "pretraining"),
         ("team-research", "research"),
         ("team-evals", "evals"),
-        ("warden", "warden-sweep"),
     }
+    meta = sweep_local_queue()["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("warden-sweep", "warden")
+    assert sweep_local_queue()["spec"] == {"clusterQueue": "warden-sweep"}
     # The sweeps borrow only (no quota of their own, so every team reclaims them) and never preempt.
     assert sweep["metadata"]["name"] == "warden-sweep"
     assert sweep["spec"]["cohortName"] == "meridian"

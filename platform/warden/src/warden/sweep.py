@@ -86,7 +86,9 @@ def plan(
         node = by_name.get(job.node)
         if job.state in ("pass", "fail"):
             result.finished.append(job)
-        elif job.state == "waiting" and (node is None or node.idle_since is None or now - job.created >= ADMIT_WAIT_S):
+        elif job.state == "waiting" and (
+            node is None or node.idle_since is None or 0 < job.created <= now - ADMIT_WAIT_S
+        ):
             result.give_up.append(job)  # a job has the node (Kueue preempted the sweep), or it never started
         else:
             active.append(job)

@@ -35,10 +35,13 @@ class Sweeper:
         kube: Kube,
         policy: Policy,
         metrics: WardenMetrics,
+        store: Callable[[dict[str, Any]], None] = lambda node: None,
         namespace: str = names.WARDEN_NAMESPACE,
         list_every_s: float = 300.0,
     ) -> None:
+        """`store`: where a Node Warden patched goes (the watch cache), so the next round sees the new check."""
         self.kube, self.policy, self.metrics, self.namespace = kube, policy, metrics, namespace
+        self.store = store
         self.list_every_s = list_every_s
         self.idle_since: dict[str, float] = {}
         self.listed_at = -math.inf
@@ -119,7 +122,9 @@ class Sweeper:
         try:
             pods = job_pods(self.kube, self.namespace, job.name) if verdict == "fail" else []
             value = deepcheck.record("sweep", verdict, now, pods)
-            self.kube.patch_node(job.node, {"metadata": {"annotations": {names.DEEP_CHECK_ANNOTATION: value}}})
+            self.store(
+                self.kube.patch_node(job.node, {"metadata": {"annotations": {names.DEEP_CHECK_ANNOTATION: value}}})
+            )
             self.metrics.deep_checks.inc(pool=job.pool, kind="sweep", verdict=verdict)
             self._delete(job)  # recorded: the Job has said what it had to
         except LeaseLost:

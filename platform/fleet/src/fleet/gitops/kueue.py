@@ -190,7 +190,7 @@ SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the sche
 
 
 def sweep_objects(fleet: Fleet, region: Region) -> list[Obj]:
-    """The queue, priorities and LocalQueue of Warden's sweeps (module docstring), on the region's GPU pools.
+    """The queue and priorities of Warden's sweeps (module docstring), on the region's GPU pools.
 
     Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
     when they join; a ProvisioningRequest for a check would make a node, not check one.
@@ -218,7 +218,6 @@ def sweep_objects(fleet: Fleet, region: Region) -> list[Obj]:
     lowest = min(p.value for p in fleet.priorities) - SWEEP_PRIORITY_OFFSET
     return [
         queue,
-        obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE}),
         obj(
             API,
             "WorkloadPriorityClass",
@@ -236,6 +235,12 @@ def sweep_objects(fleet: Fleet, region: Region) -> list[Obj]:
             description="Warden's idle-node sweeps: never preempt, preempted by any pod",
         ),
     ]
+
+
+def sweep_local_queue() -> Obj:
+    """The sweeps' LocalQueue, in Warden's namespace: shipped with Warden (its project may write there;
+    the fleet-config project may not, as that namespace allows privileged pods), a wave after the queues."""
+    return obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE})
 
 
 def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:

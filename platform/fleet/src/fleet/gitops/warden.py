@@ -8,6 +8,7 @@ from contract.signals import SIGNAL_ACTIONS, default_actions
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import thresholds
+from fleet.gitops.kueue import sweep_local_queue
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 
@@ -80,4 +81,5 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
             data={contract.FILE: contract.dumps(config(fleet, region))},
         ),
         critical_pod_quota(region),
+        sweep_local_queue(),
     ]
