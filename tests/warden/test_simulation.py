@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from warden.policy import Policy, Signal
+from warden.simsweeps import FleetWeek
 from warden.simulate import SimCluster
 from warden.state import Budget, Facts, Record, decide
 
@@ -114,3 +115,25 @@ def test_record_round_trips_through_the_node() -> None:
     assert labels == {"meridian.dev/warden-state": "draining"}
     assert Record.from_annotations(annotations) == record
     assert Record.from_annotations({}) == Record()
+
+
+def test_a_week_of_sweeps_finds_every_latent_fault_within_the_cadence_and_never_displaces_a_job() -> None:
+    """1,280 nodes, jobs at 60% of each pool, 40 latent faults (20 GPUs failing only DCGM, 20 slow NICs
+    failing only the multi-node check) present from the start, last checks spread over the past week."""
+    week = FleetWeek.build(POOLS, POLICY, step_s=600.0)
+    week.sweep_s = 1200.0
+    faulty = week.inject_latent(40)
+    # Found within the cadence plus the longest wait for the node to be idle long enough.
+    bound = POLICY.sweep_every_s + week.max_job_s + POLICY.sweep_idle_s + 2 * 3600
+    week.run_until(bound)
+    assert sorted(week.found) == sorted(faulty)
+    assert all(found <= bound for found in week.found.values())
+    assert week.max_check_age <= bound  # and every node in service was checked within it
+    assert week.over_budget == 0  # sweeps and remediations together never past the share limit
+    assert week.displaced_jobs == 0  # a sweep never takes a node from a job
+    assert week.preemptions  # jobs did preempt sweeps ...
+    late = bound - week.max_job_s - POLICY.sweep_idle_s - 2 * week.sweep_s
+    for node, when in week.preemptions:  # ... and each was retried once its node was idle again
+        if when <= late:
+            assert any(n == node and at > when for n, at in week.starts), node
+    assert week.sim.phases()["healthy"] == 1280  # every faulty node was replaced and burned in again

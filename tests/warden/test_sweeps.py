@@ -65,7 +65,7 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
     clock.now += 601
     mark = len(api.requests)
     w.round()
-    (create,) = [r for r in cluster.mutations(mark)]
+    (create,) = cluster.mutations(mark)
     assert (create.method, create.path, create.auth) == ("POST", JOBS, "Bearer warden-test-token")
     job = create.body
     assert job["metadata"]["name"] == sweep_job_name("due", clock.now)
@@ -78,7 +78,7 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
         "kueue.x-k8s.io/priority-class": "warden-sweep",
     }
     spec = job["spec"]
-    assert spec["suspend"] is True and spec["backoffLimit"] == 0
+    assert (spec["suspend"], spec["backoffLimit"]) == (True, 0)
     assert spec["activeDeadlineSeconds"] == 7200
     assert spec["podFailurePolicy"] == {
         "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
@@ -132,7 +132,8 @@ def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Clu
         "application/merge-patch+json",
     )
     value = patch.body["metadata"]["annotations"][DEEP_CHECK]
-    assert set(patch.body) == {"metadata"} and set(patch.body["metadata"]) == {"annotations"}
+    assert list(patch.body) == ["metadata"]
+    assert list(patch.body["metadata"]) == ["annotations"]
     assert health.loads(value, "test") == health.DeepCheck(time=clock.now, kind="sweep", verdict="pass", level=2)
     assert (delete.method, delete.path, delete.query) == (
         "DELETE",
@@ -272,7 +273,7 @@ def test_joining_nodes_burn_in_within_the_pool_bound_and_outside_the_breaker(clu
     w.round()
     a, b = record_of(cluster, "new-a"), record_of(cluster, "new-b")
     assert (a.phase, a.burn_in, b.phase, b.burn_in) == ("probation", True, "probation", True)
-    assert api.nodes["new-a"]["spec"]["unschedulable"] and api.nodes["new-b"]["spec"]["unschedulable"]
+    assert [api.nodes[n]["spec"]["unschedulable"] for n in ("new-a", "new-b")] == [True, True]
     assert list(api.jobs) == [probation_job_name("new-a", a.since)]  # one burn-in at a time in the pool
     assert [record_of(cluster, f"n-{i}").phase for i in range(3)] == ["healthy"] * 3
     # Two nodes out of service in a pool of five, over its budget of one: burn-ins do not count, a fault does.
@@ -294,7 +295,7 @@ def test_joining_nodes_burn_in_within_the_pool_bound_and_outside_the_breaker(clu
     job["status"] = {"succeeded": 1}
     clock.now += 30
     w.round()
-    assert record_of(cluster, "new-a").phase == "healthy" and not record_of(cluster, "new-a").burn_in
+    assert (record_of(cluster, "new-a").phase, record_of(cluster, "new-a").burn_in) == ("healthy", False)
     check = health.loads(api.nodes["new-a"]["metadata"]["annotations"][DEEP_CHECK], "test")
     assert (check.kind, check.verdict, check.level) == ("burn_in", "pass", 3)
     clock.now += 30

@@ -68,12 +68,13 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # Kueue's: the WorkloadPriorit
 WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, for selectors and dashboards
 WARDEN_OPT_OUT_LABEL = "meridian.dev/warden-opt-out"  # an operator keeps Warden's hands off a node
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # the kubelet's: the node's name
 # Kueue's topology levels on GKE, widest first.
 TOPOLOGY_LEVELS = (
     "cloud.google.com/gce-topology-block",
     "cloud.google.com/gce-topology-subblock",
     "cloud.google.com/gce-topology-host",
-    "kubernetes.io/hostname",
+    HOSTNAME_LABEL,
 )
 
 # --- Annotations ----------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def sweep_job(node: dict[str, Any], policy: Policy, namespace: str, now: float) 
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": name, names.NODE_POOL_LABEL: pool},
+                    "nodeSelector": {names.HOSTNAME_LABEL: name, names.NODE_POOL_LABEL: pool},
                     "tolerations": GPU_TOLERATIONS,
                     "priorityClassName": names.SWEEP_PRIORITY,
                     "restartPolicy": "Never",

@@ -189,15 +189,30 @@ SWEEP_PRIORITY_OFFSET = 100  # the sweeps' WorkloadPriorityClass sits this far b
 SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the scheduler too preempts a sweep's pod
 
 
-def sweep_objects(fleet: Fleet, region: Region) -> list[Obj]:
+def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     """The queue and priorities of Warden's sweeps (module docstring), on the region's GPU pools.
 
     Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
     when they join; a ProvisioningRequest for a check would make a node, not check one.
     """
-    pools = [p for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
-    resources = ((GPU, 0), ("cpu", 0), ("memory", "0Gi"))
-    flavors = [{"name": p.name, "resources": [{"name": r, "nominalQuota": q} for r, q in resources]} for p in pools]
+    pools = [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
+    # It may borrow everything the teams hold in the pool (stated, as every queue's limit is), nothing of its own.
+    held: dict[str, dict[str, int]] = {pool: {GPU: 0, "cpu": 0, "memory": 0} for pool in pools}
+    for team in fleet.teams:
+        for flavor, quota in quotas.team(region.name, team.name).nominal.items():
+            for resource, amount in quota.items():
+                if flavor in held:
+                    held[flavor][resource] += amount
+    flavors = [
+        {
+            "name": pool,
+            "resources": [
+                {"name": r, "nominalQuota": _quantity(r, 0), "borrowingLimit": _quantity(r, amount)}
+                for r, amount in held[pool].items()
+            ],
+        }
+        for pool in pools
+    ]
     never = "Never"
     queue = obj(
         API,
@@ -287,4 +302,4 @@ def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 spec={"clusterQueue": team.name},
             )
         )
-    return objects + sweep_objects(fleet, region)
+    return objects + sweep_objects(fleet, region, quotas)
