@@ -27,6 +27,7 @@ from warden.state import Facts, Record
 from warden.sweep import Candidate, SweepJob, plan
 
 HOUR = 3600.0
+START = 30 * 86400.0  # the simulation's first instant: past checks need times after 1970 to be read as checks
 JOB_SIZES = (1, 2, 4, 8, 16, 32)
 
 
@@ -57,7 +58,7 @@ class FleetWeek:
     rng: random.Random = field(default_factory=lambda: random.Random(21))
     latent: dict[str, tuple[str, float]] = field(default_factory=dict)  # node -> (gpu|nic, when it appeared)
     check_of: dict[str, health.DeepCheck | None] = field(default_factory=dict)  # node -> its annotation, as read
-    found: dict[str, float] = field(default_factory=dict)  # node -> when a deep check first failed on it
+    found: dict[str, float] = field(default_factory=dict)  # node -> how long after its fault a check failed
     job_of: dict[str, Job] = field(default_factory=dict)
     idle_since: dict[str, float] = field(default_factory=dict)
     queue: dict[str, deque[Job]] = field(default_factory=dict)
@@ -71,12 +72,12 @@ class FleetWeek:
     @staticmethod
     def build(pools: dict[str, int], policy: Policy, step_s: float = 300.0, seed: int = 21) -> FleetWeek:
         sim = SimCluster.build(pools, policy)
-        sim.step_s = step_s
+        sim.step_s, sim.now = step_s, START
         week = FleetWeek(sim, policy, rng=random.Random(seed))
         for node in sim.nodes.values():  # steady state: last checks spread over the past cadence
-            week._record(node, "sweep", "pass", -week.rng.uniform(0, policy.sweep_every_s))
+            week._record(node, "sweep", "pass", START - week.rng.uniform(0, policy.sweep_every_s))
             node.pods = 0
-            week.idle_since[node.name] = 0.0
+            week.idle_since[node.name] = START
         week.queue = {pool: deque() for pool in pools}
         return week
 
@@ -215,7 +216,7 @@ class FleetWeek:
         for job in decided.finished:
             self._record(self.sim.nodes[job.node], "sweep", "pass" if job.state == "pass" else "fail", now)
             if job.state == "fail":
-                self.found.setdefault(job.node, now)
+                self.found.setdefault(job.node, now - self.latent[job.node][1])
             del self.sweeps[job.node]
         for job in decided.give_up:
             del self.sweeps[job.node]
@@ -236,6 +237,7 @@ class FleetWeek:
             if check is not None and self._in_service(name, records[name]):
                 self.max_check_age = max(self.max_check_age, self.sim.now - check.time)
 
-    def run_until(self, end: float) -> None:
+    def run_for(self, duration: float) -> None:
+        end = self.sim.now + duration
         while self.sim.now < end:
             self.step()
