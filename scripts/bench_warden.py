@@ -171,6 +171,7 @@ def correlated_round(share: float, simulated_limiter: bool) -> tuple[float, floa
 def latent_fault_search(policy: Policy, seeds: int) -> None:
     found: list[float] = []
     missed = preempted = over = displaced = 0
+    oldest = 0.0
     for seed in range(seeds):
         week = FleetWeek.build(POOLS, policy, step_s=600.0, seed=21 + seed)
         week.sweep_s = 1200.0
@@ -183,13 +184,15 @@ def latent_fault_search(policy: Policy, seeds: int) -> None:
             over + week.over_budget,
             displaced + week.displaced_jobs,
         )
+        oldest = max(oldest, week.max_check_age)
     hours = sorted(t / 3600 for t in found)
     p95 = hours[max(0, round(0.95 * len(hours)) - 1)]
     print(
         f"latent faults found by idle sweeps (every {policy.sweep_every_s / 86400:.0f} days, idle {policy.sweep_idle_s / 60:.0f} min, "
         f"jobs at 60%): {len(found)} of {len(found) + missed} over {seeds} seed(s); time to find median "
         f"{statistics.median(hours):.1f} h, p95 {p95:.1f} h, max {hours[-1]:.1f} h; {preempted} sweeps preempted by jobs, "
-        f"{displaced} jobs displaced by sweeps, {over} instants over the budget"
+        f"{displaced} jobs displaced by sweeps, {over} instants over the budget; oldest check of a node in service "
+        f"{oldest / 86400:.1f} days"
     )
 
 
