@@ -58,6 +58,8 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
     pool_of(cluster, 38)
     api.nodes["due"] = node("due")  # never checked
     api.nodes["busy"] = node("busy")  # never checked, but a job uses its GPUs
+    queued = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"}
+    api.nodes["flex"] = node("flex", spec={"taints": [queued]})  # flex-start: burned in, never swept
     api.pods = [pod("train-0", "busy"), pod("gib-x", "due", gpus=0, daemonset=True)]
     w = warden(cluster)
     w.round()

@@ -232,7 +232,12 @@ class Warden:
 
         def in_service(name: str) -> bool:
             f = facts[name]
-            return records[name].phase == "healthy" and not f.opted_out and not f.cordoned_by_other
+            return (
+                records[name].phase == "healthy"
+                and not f.opted_out
+                and not f.cordoned_by_other
+                and not _flex(nodes[name])
+            )
 
         try:
             self.sweeper.round(nodes, in_service, out, decided.blocked_pools, now)
@@ -241,6 +246,11 @@ class Warden:
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("sweeps not carried out this round: %s", error)
+
+
+def _flex(node: dict[str, Any]) -> bool:
+    """A flex-start node: made for one workload and gone with it, burned in when it joins, never swept."""
+    return any(t.get("key") == names.QUEUED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
 
 
 def _pool(node: Any) -> str:
