@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from warden.policy import Policy
 from warden.sweep import ADMIT_WAIT_S, Candidate, SweepJob, plan
@@ -69,3 +70,14 @@ def test_preempted_unadmitted_and_finished_sweeps() -> None:
     assert decided.running == Counter({"a": 3})
     assert len(decided.start) == 1
     assert not {"a-001", "a-002", "a-003", "a-004", "a-005"} & set(decided.start)  # not again in the same round
+
+
+def test_hostile_pods_and_jobs_are_skipped_not_fatal() -> None:
+    from warden.deepcheck import failures, job_state
+
+    odd: list[Any] = [None, [], {"status": []}, {"status": {"containerStatuses": [{"state": {"terminated": []}}]}}]
+    assert [f.evidence for f in failures(odd)] == ["the check's pod is unreadable"] * 2  # the others say nothing
+    terminated = {"exitCode": 1, "message": "{" * 100_000}  # nested past the parser
+    bad = {"status": {"containerStatuses": [{"state": {"terminated": terminated}}]}}
+    assert failures([bad])[0].evidence == "no readable preflight report"
+    assert job_state({"status": {"conditions": ["Failed"]}}) == "waiting"

@@ -127,14 +127,17 @@ def failures(pods: list[dict[str, Any]]) -> tuple[health.Failure, ...]:
     """The failing checks from preflight's termination messages in the Job's pods (written by the kubelet)."""
     found: list[health.Failure] = []
     for pod in pods:
-        for status in [
-            *((pod.get("status") or {}).get("initContainerStatuses") or []),
-            *((pod.get("status") or {}).get("containerStatuses") or []),
-        ]:
-            terminated = ((status or {}).get("state") or {}).get("terminated") or {}
-            if terminated.get("exitCode") in (0, None):
-                continue
-            found.append(_failure(terminated.get("message")))
+        try:
+            statuses = [
+                *((pod.get("status") or {}).get("initContainerStatuses") or []),
+                *((pod.get("status") or {}).get("containerStatuses") or []),
+            ]
+            for status in statuses:
+                terminated = ((status or {}).get("state") or {}).get("terminated") or {}
+                if terminated.get("exitCode") not in (0, None):
+                    found.append(_failure(terminated.get("message")))
+        except (AttributeError, TypeError):  # a pod not shaped like one: its report is not readable
+            found.append(health.Failure("deep_check", evidence="the check's pod is unreadable"))
     return tuple(found[:8]) or (health.Failure("deep_check", evidence="the check's Job failed without a report"),)
 
 

@@ -246,6 +246,9 @@ class Warden:
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("sweeps not carried out this round: %s", error)
+        except Exception as error:  # the round's decisions stand; sweeps are tried again next round
+            self.metrics.node_errors.inc(stage="sweep")
+            log.warning("sweeps not carried out this round: %s: %s", type(error).__name__, str(error)[:200])
 
 
 def _flex(node: dict[str, Any]) -> bool:

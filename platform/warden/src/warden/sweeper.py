@@ -4,7 +4,9 @@ Idleness is read from one list of the cluster's live pods every `list_every_s`
 (a job's GPU pod on a node makes it busy; DaemonSet pods and Warden's own
 checks do not). It is kept in memory only: a restarted Warden waits
 sweep_idle_s again before it sweeps, which delays checks and never puts one
-on a busy node. A failed list or Job listing means no sweep starts this round.
+on a busy node. A failed list or Job listing means no sweep starts this round
+(the sweeps last seen still count against the budget); a pod or Job not
+shaped like one is skipped and counted (`warden_node_errors_total{stage="sweep"}`).
 """
 
 from __future__ import annotations
@@ -45,41 +47,56 @@ class Sweeper:
         self.list_every_s = list_every_s
         self.idle_since: dict[str, float] = {}
         self.listed_at = -math.inf
-        self.jobs: list[SweepJob] | None = None  # this round's sweep Jobs; None when they could not be read
+        self.jobs: list[SweepJob] = []  # the sweep Jobs as last listed
+        self.jobs_read = False  # listed this round: only then do sweeps start or end
 
     def observe(self, nodes: Collection[str], now: float) -> None:
         """Refresh which nodes are idle (every list_every_s) and read the sweep Jobs (every round)."""
         if now - self.listed_at >= self.list_every_s:
             try:
                 pods = self.kube.request("GET", "/api/v1/pods", [("fieldSelector", LIVE)]).get("items", [])
-                busy = {str(p.get("spec", {}).get("nodeName")) for p in pods if self._a_job(p)}
+                busy = {node for node in (self._busy(p) for p in pods) if node}
                 self.idle_since = {n: self.idle_since.get(n, now) for n in nodes if n not in busy}
                 self.listed_at = now
             except ApiError as error:
                 self.metrics.api_errors.inc()
                 log.warning("pods not listed; no node counts as idle until they are: %s", error)
                 self.idle_since, self.listed_at = {}, -math.inf
-        self.jobs = None
+        self.jobs_read = False
         if not self.policy.sweeps:
             return
         try:
             path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
             items = self.kube.request("GET", path, [("labelSelector", f"app.kubernetes.io/name={deepcheck.SWEEP_APP}")])
-            self.jobs = [j for j in (deepcheck.sweep_of(i) for i in items.get("items", [])) if j is not None]
+            self.jobs = [j for j in (self._sweep(i) for i in items.get("items", [])) if j is not None]
+            self.jobs_read = True
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("sweep Jobs not listed; no sweep starts this round: %s", error)
 
-    def _a_job(self, pod: dict[str, Any]) -> bool:
-        meta = pod.get("metadata") or {}
-        return meta.get("namespace") != self.namespace and evictable(pod) and uses_gpus(pod)
+    def _busy(self, pod: Any) -> str | None:
+        """The node a job's GPU pod holds; None for DaemonSet pods, Warden's own, and anything unreadable."""
+        try:
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") != self.namespace and evictable(pod) and uses_gpus(pod):
+                return str(pod["spec"]["nodeName"])
+        except (AttributeError, TypeError, KeyError):
+            self.metrics.node_errors.inc(stage="sweep")
+        return None
+
+    def _sweep(self, job: Any) -> SweepJob | None:
+        try:
+            return deepcheck.sweep_of(job)
+        except (AttributeError, TypeError):
+            self.metrics.node_errors.inc(stage="sweep")
+            return None
 
     def idle(self, name: str) -> bool:
         return name in self.idle_since
 
     def running(self) -> Counter[str]:
-        """Sweeps holding budget now, by pool (all of them while the Jobs cannot be read: none start then)."""
-        return Counter(j.pool for j in self.jobs or [] if j.state in ("waiting", "running"))
+        """Sweeps holding budget now, by pool (as last listed, when this round's listing failed)."""
+        return Counter(j.pool for j in self.jobs if j.state in ("waiting", "running"))
 
     def round(
         self,
@@ -90,7 +107,7 @@ class Sweeper:
         now: float,
     ) -> SweepPlan | None:
         """Plan and carry out this round's sweeps; None when the Jobs could not be read."""
-        if self.jobs is None:
+        if not self.jobs_read:
             return None
         candidates = []
         for name, node in nodes.items():
