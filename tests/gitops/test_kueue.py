@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from fleet.capacity import cpu_pool_capacity
-from fleet.gitops.kueue import kueue_objects
+from fleet.gitops.kueue import kueue_objects, sweep_local_queue
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
 from fleet.quotaplan import apportion
@@ -40,7 +40,9 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
     old, new = _kueue_docs(fleet, "meridian-us-east4"), _kueue_docs(changed, "meridian-us-east4")
     differing = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
     # The CPU pool follows the GPU quotas, so every queue's share of it moves; GPU quota only in research's.
-    assert {b["metadata"]["name"] for _, b in differing} == {"pretraining", "research", "evals"}
+    # Warden's sweep queue may borrow what the teams hold, which follows the quotas too.
+    assert {b["metadata"]["name"] for _, b in differing} == {"pretraining", "research", "evals", "warden-sweep"}
+    differing = [(a, b) for a, b in differing if b["metadata"]["name"] != "warden-sweep"]
     # Every queue's borrowing limits follow the others' nominal quota.
     for a, b in differing:
         assert b["kind"] == "ClusterQueue"
@@ -79,9 +81,10 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
     assert {q["spec"]["cohortName"] for q in by_kind["ClusterQueue"]} == {"meridian"}
-    assert [q["metadata"]["name"] for q in by_kind["ClusterQueue"]] == ["pretraining", "research", "evals"]
-    assert {q["spec"]["preemption"]["reclaimWithinCohort"] for q in by_kind["ClusterQueue"]} == {"Any"}
-    for queue in by_kind["ClusterQueue"]:
+    *teams, sweep = by_kind["ClusterQueue"]
+    assert [q["metadata"]["name"] for q in teams] == ["pretraining", "research", "evals"]
+    assert {q["spec"]["preemption"]["reclaimWithinCohort"] for q in teams} == {"Any"}
+    for queue in teams:
         assert queue["spec"]["admissionChecksStrategy"] == {
             "admissionChecks": [{"name": "dws-prov", "onFlavors": ["h200-flex"]}]
         }
@@ -103,12 +106,31 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
         ("high", 10000),
         ("standard", 1000),
         ("preemptible", 100),
+        ("warden-sweep", 0),  # Warden's sweeps: below every job
     ]
     assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in by_kind["LocalQueue"]} == {
         ("team-pretraining", "pretraining"),
         ("team-research", "research"),
         ("team-evals", "evals"),
     }
+    meta = sweep_local_queue()["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("warden-sweep", "warden")
+    assert sweep_local_queue()["spec"] == {"clusterQueue": "warden-sweep"}
+    # The sweeps borrow only (no quota of their own, so every team reclaims them) and never preempt.
+    assert sweep["metadata"]["name"] == "warden-sweep"
+    assert sweep["spec"]["cohortName"] == "meridian"
+    assert sweep["spec"]["preemption"] == {
+        "reclaimWithinCohort": "Never",
+        "borrowWithinCohort": {"policy": "Never"},
+        "withinClusterQueue": "Never",
+    }
+    (group,) = sweep["spec"]["resourceGroups"]
+    assert [f["name"] for f in group["flavors"]] == ["h200-a"]  # flex-start pools are burned in, not swept
+    assert all(r["nominalQuota"] in (0, "0Gi") for r in group["flavors"][0]["resources"])
+    assert group["flavors"][0]["resources"][0] == {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 3072}
+    assert "admissionChecksStrategy" not in sweep["spec"]
+    (pod_priority,) = by_kind["PriorityClass"]
+    assert (pod_priority["value"], pod_priority["preemptionPolicy"]) == (-1000, "Never")
 
 
 def test_regions_without_flex_pools_have_no_admission_check(fleet: Fleet) -> None:
@@ -145,6 +167,7 @@ def test_a_cpu_flavor_per_cpu_pool_without_the_gpu_toleration(fleet: Fleet) -> N
 def test_cpu_quota_adds_up_to_each_cpu_pool(fleet: Fleet) -> None:
     for region in fleet.regions:
         queues = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ClusterQueue")
+        queues.pop("warden-sweep")  # no quota of its own
         for pool in region.cpu_pools:
             capacity = cpu_pool_capacity(pool)
             quotas = [_flavor_quota(q, pool.name) for q in queues.values()]
@@ -182,6 +205,8 @@ def test_gpu_flavors_are_unchanged_by_cpu_pools(fleet: Fleet) -> None:
         new = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ClusterQueue")
         cpu = {p.name for p in region.cpu_pools}
         for name, queue in new.items():
+            if name == "warden-sweep":
+                continue  # GPU flavors only, no quota
             (group,) = queue["spec"]["resourceGroups"]
             (old_group,) = old[name]["spec"]["resourceGroups"]
             assert [f for f in group["flavors"] if f["name"] not in cpu] == old_group["flavors"]

@@ -178,7 +178,8 @@ def test_a_cluster_queue_serves_only_its_team_namespace(
         namespaces = _namespace_labels(tree)
         for queue in (o for o in tree.apps["kueue-config"] if o["kind"] == "ClusterQueue"):
             selected = {ns for ns, labels in namespaces.items() if selects(queue["spec"]["namespaceSelector"], labels)}
-            assert selected == {names.team_namespace(queue["metadata"]["name"])}
+            team = queue["metadata"]["name"] != names.SWEEP_QUEUE  # Warden's sweeps: its namespace only
+            assert selected == ({names.team_namespace(queue["metadata"]["name"])} if team else {names.WARDEN_NAMESPACE})
         # Each team's LocalQueue sits in its own namespace and points at its own ClusterQueue.
         for local in (o for o in tree.apps["kueue-config"] if o["kind"] == "LocalQueue"):
             assert local["metadata"]["namespace"] == names.team_namespace(local["spec"]["clusterQueue"])

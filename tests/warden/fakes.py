@@ -134,6 +134,17 @@ def pod(
     return merge_patch(obj, extra)  # type: ignore[no-any-return]
 
 
+def _labelled(items: list[dict[str, Any]], selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Items matching a `key=value` label selector (the only form Warden lists by), in one namespace if given."""
+    key, _, value = selector.partition("=")
+    return [
+        i
+        for i in items
+        if (i["metadata"].get("labels") or {}).get(key) == value
+        and (namespace is None or i["metadata"].get("namespace") == namespace)
+    ]
+
+
 class _Handler(BaseHTTPRequestHandler):
     state: Any  # ApiState or ComputeState: has .requests
 
@@ -214,10 +225,15 @@ class FakeApiServer(_Handler):
                 (p for p in s.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[3], parts[5])), None
             )
             return self._reply(200, found) if found else self._reply(404, {"kind": "Status", "code": 404})
-        if r.path == "/api/v1/pods":
+        if r.path == "/api/v1/pods":  # one node's live pods, or every live pod (all the fake's pods are live)
             wanted = dict(f.split("=", 1) for f in r.query["fieldSelector"].split(",") if "!=" not in f)
-            items = [p for p in s.pods if p["spec"]["nodeName"] == wanted["spec.nodeName"]]
+            node = wanted.get("spec.nodeName")
+            items = [p for p in s.pods if node is None or p["spec"]["nodeName"] == node]
             return self._reply(200, {"items": items})
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and parts[4] == "pods":
+            return self._reply(200, {"items": _labelled(s.pods, r.query.get("labelSelector", ""), parts[3])})
+        if parts[:2] == ["apis", "batch"] and parts[-1] == "jobs":
+            return self._reply(200, {"items": _labelled(list(s.jobs.values()), r.query.get("labelSelector", ""))})
         if r.path == "/api/v1/events":
             reason = r.query["fieldSelector"].removeprefix("reason=")
             return self._reply(200, {"items": [e for e in s.events if e.get("reason") == reason]})

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from contract import health
 from contract import warden as config
+from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
 from contract.names import WARDEN_PHASE_LABEL as PHASE_LABEL
 from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
 from contract.registry import Thresholds
@@ -183,14 +185,26 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     spec = job["spec"]["template"]["spec"]
     assert spec["nodeName"] == bad
     assert spec["tolerations"] == [{"operator": "Exists"}]
-    assert spec["containers"][0]["command"] == [
+    # The quick checks first, then the burn-in deep check (DCGM level 3), both with the node's GPUs.
+    assert spec["initContainers"][0]["command"] == [
         "preflight",
         "run",
         "--expect-gpus=8",
         "--min-tflops=600",
         "--min-busbw-gbps=368",
     ]
+    assert spec["containers"][0]["command"] == [
+        "preflight",
+        "run",
+        "--deep",
+        "--level",
+        "3",
+        "--termination-log",
+        "/dev/termination-log",
+    ]
+    assert spec["initContainers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert job["spec"]["activeDeadlineSeconds"] == POLICY.deep_check_timeout_s
 
     # Preflight passes: uncordon, taint removed, old preflight failure annotation cleared.
     job["status"] = {"succeeded": 1}
@@ -198,6 +212,10 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     mark = len(api.requests)
     warden.round()
     assert record_of(cluster, bad).phase == "healthy"
+    # The burn-in's result goes onto the Node with the record, in the same patch.
+    check = health.loads(api.nodes[bad]["metadata"]["annotations"][DEEP_CHECK], "test")
+    assert (check.kind, check.verdict, check.level, check.time) == ("burn_in", "pass", 3, clock.now)
+    assert warden.metrics.deep_checks.get(pool="h200-a", kind="burn_in", verdict="pass") == 1
     uncordon = [r for r in cluster.mutations(mark) if r.body and "spec" in r.body]
     assert uncordon[0].body == {
         "metadata": {
@@ -440,6 +458,10 @@ def _with(**fields: Any) -> str:
         (_with(unhealthy_share_limit="lots"), "unhealthy_share_limit: 'lots' is not a number"),
         (_with(unhealthy_share_limit=0.9), "unhealthy_share_limit: 0.9 is not in (0, 0.5]"),
         (_with(window_s=-1), "window_s: -1.0 is not a positive number of seconds"),
+        (_with(sweep_every_s=60), "sweep_every_s: 60.0 is not within [3600, 3.1536e+07] seconds"),
+        (_with(sweep_max_per_pool=-1), "sweep_max_per_pool: -1 is below 0"),
+        (_with(burn_in_max_per_pool=0), "burn_in_max_per_pool: 0 is below 1"),
+        (_with(burn_in="yes"), "burn_in: 'yes' is not true or false"),
         (_with(xid_actions={"79": "explode"}), "xid_actions.79: 'explode' is not one of 'none'"),
         (_with(xid_actions={"0x4f": "reboot"}), "key '0x4f' is not an integer"),
         (_with(signal_actions={"gremlins": "reboot"}), "key 'gremlins' is not one of 'sxid'"),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from warden.policy import Policy, Signal
-from warden.simulate import SimCluster
+from warden.simsweeps import FleetWeek
+from warden.simulate import SimCluster, SimNode
 from warden.state import Budget, Facts, Record, decide
 
 POOLS = {"a": 768, "b": 384, "c": 128}  # 1,280 nodes x 8 GPUs
@@ -114,3 +117,47 @@ def test_record_round_trips_through_the_node() -> None:
     assert labels == {"meridian.dev/warden-state": "draining"}
     assert Record.from_annotations(annotations) == record
     assert Record.from_annotations({}) == Record()
+
+
+def test_a_hundred_joining_nodes_burn_in_a_few_at_a_time_without_blocking_repairs() -> None:
+    policy = replace(POLICY, burn_in_max_per_pool=4)
+    sim = SimCluster.build({"a": 128}, policy)
+    for i in range(100):  # a pool scaled from 128 to 228 at once
+        sim.nodes[f"new-{i:03d}"] = SimNode(f"new-{i:03d}", "a", pods=0, joined=True)
+    sim.inject("a-0005", xid(95))  # and a fault in service meanwhile
+    running = []  # burn-in checks under way after each round
+    for step in range(120):
+        sim.step()
+        running.append(sum(n.joined and n.preflight is not None and n.cordoned for n in sim.nodes.values()))
+        if step == 0:
+            # Quarantined at once though 100 joining nodes are out of service (the budget is 11): they do
+            # not count against the breaker; and every joining node is out of service from the start.
+            assert sim.nodes["a-0005"].touched["cordon"] == 1
+            assert all(sim.nodes[f"new-{i:03d}"].cordoned for i in range(100))
+    assert max(running) == 4
+    assert all(n.touched["preflight"] == 1 for n in sim.nodes.values() if n.joined)  # each burned in once
+    assert sim.phases()["healthy"] == 228  # all in service, the fault repaired too
+
+
+def test_a_week_of_sweeps_finds_every_latent_fault_within_the_cadence_and_never_displaces_a_job() -> None:
+    """1,280 nodes, jobs at 60% of each pool, 40 latent faults (20 GPUs failing only DCGM, 20 slow NICs
+    failing only the multi-node check) present from the start, last checks spread over the past week."""
+    week = FleetWeek.build(POOLS, POLICY, step_s=600.0)
+    week.sweep_s = 1200.0
+    faulty = week.inject_latent(40)
+    # Found within the cadence plus the longest wait for the node to be idle long enough.
+    bound = POLICY.sweep_every_s + week.max_job_s + POLICY.sweep_idle_s + 2 * 3600
+    week.run_for(bound)
+    assert sorted(week.found) == sorted(faulty)
+    assert all(found <= bound for found in week.found.values())  # seconds from the fault to the failed check
+    # A node in service whose jobs follow one another with less than sweep_idle_s between them waits
+    # longer: the oldest check seen was 9.9 days old (a cadence of 7); nothing forces a busy node idle.
+    assert week.max_check_age <= POLICY.sweep_every_s + 3 * 86400
+    assert week.over_budget == 0  # sweeps and remediations together never past the share limit
+    assert week.displaced_jobs == 0  # a sweep never takes a node from a job
+    assert week.preemptions  # jobs did preempt sweeps ...
+    late = week.sim.now - week.max_job_s - POLICY.sweep_idle_s - 2 * week.sweep_s
+    for node, when in week.preemptions:  # ... and each was retried once its node was idle again
+        if when <= late:
+            assert any(n == node and at > when for n, at in week.starts), node
+    assert week.sim.phases()["healthy"] == 1280  # every faulty node was replaced and burned in again

@@ -26,6 +26,12 @@ def local_queue(team: str) -> str:
     return team
 
 
+# Idle-node sweeps (issue 21): Warden's deep checks run as the lowest-priority Kueue workloads, in Warden's
+# namespace, through their own LocalQueue and ClusterQueue, which borrow idle quota and never preempt.
+SWEEP_QUEUE = "warden-sweep"  # the LocalQueue (in WARDEN_NAMESPACE) and the ClusterQueue it points at
+SWEEP_PRIORITY = "warden-sweep"  # the Kueue WorkloadPriorityClass and the pod PriorityClass, below every job's
+
+
 # Multi-network names pods use (annotation networking.gke.io/interfaces): eth1 on
 # the gVNIC network, eth2..eth9 on rdma-0..rdma-7.
 GVNIC_NETWORK_OBJECT = "gvnic-1"
@@ -62,12 +68,13 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # Kueue's: the WorkloadPriorit
 WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, for selectors and dashboards
 WARDEN_OPT_OUT_LABEL = "meridian.dev/warden-opt-out"  # an operator keeps Warden's hands off a node
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # the kubelet's: the node's name
 # Kueue's topology levels on GKE, widest first.
 TOPOLOGY_LEVELS = (
     "cloud.google.com/gce-topology-block",
     "cloud.google.com/gce-topology-subblock",
     "cloud.google.com/gce-topology-host",
-    "kubernetes.io/hostname",
+    HOSTNAME_LABEL,
 )
 
 # --- Annotations ----------------------------------------------------------------------------------
@@ -76,6 +83,7 @@ PREFLIGHT_FAILURE_ANNOTATION = "meridian.dev/preflight-failure"  # `preflight ru
 WARDEN_RECORD_ANNOTATION = _WARDEN  # Warden's record of a node (JSON), on the Node
 PROBATION_NODE_ANNOTATION = "meridian.dev/node"  # the node a probation pod checks
 DEEP_CHECK_ANNOTATION = "meridian.dev/deep-check"  # a Node's last deep check (JSON, contract.health), by Warden
+DEEP_CHECK_NODE_LABEL = "meridian.dev/deep-check-node"  # on a sweep Job: the node it checks (listed by it)
 DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"  # on a team namespace
 INTERFACES_ANNOTATION = "networking.gke.io/interfaces"  # GKE multi-network: a pod's extra NICs
 DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"

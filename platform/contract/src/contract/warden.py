@@ -51,6 +51,16 @@ class Config:
     maintenance_lead_s: float = 3600.0  # drain this long before GKE's scheduled host maintenance
     probation_image: str = ""  # runs `preflight run` on a repaired node before it returns
     pools: dict[str, Thresholds] = field(default_factory=dict)  # GPU pool -> what its machines must measure
+    # Deep checks (issue 21): `preflight run --deep` at DCGM level 3 on joining and repaired nodes (burn-in),
+    # level 2 on idle nodes (sweeps), as Jobs that end after deep_check_timeout_s.
+    burn_in: bool = True  # a node that joins, or comes back from a repair, returns only after a burn-in passes
+    burn_in_max_per_pool: int = 4  # joining nodes running their burn-in at once, per pool
+    burn_in_max_age_s: float = 86400.0  # a node without Warden's records joins if created this recently
+    sweeps: bool = True  # deep-check idle nodes as preemptible Kueue workloads
+    sweep_every_s: float = 7 * 86400.0  # a node is due once its last deep check is this old (or it has none)
+    sweep_idle_s: float = 3600.0  # and no job has used its GPUs for this long
+    sweep_max_per_pool: int = 2  # sweeps at once per pool, within the share limit with everything else out
+    deep_check_timeout_s: float = 7200.0  # a deep check Job's activeDeadlineSeconds
 
     def action_for(self, kind: str, code: int | None = None) -> Action:
         """What a signal calls for: Xids by code, the others by kind, anything unknown `unknown_action`."""
@@ -76,12 +86,24 @@ def problems(config: Config) -> list[str]:
             out.append(f"{f.name}: {value} is not a finite number")
     if not 0 < config.unhealthy_share_limit <= 0.5:
         out.append(f"unhealthy_share_limit: {config.unhealthy_share_limit} is not in (0, 0.5]")
-    for name in ("max_per_pool", "max_per_cluster", "repeat_count", "nccl_failures"):
+    for name in ("max_per_pool", "max_per_cluster", "repeat_count", "nccl_failures", "burn_in_max_per_pool"):
         if getattr(config, name) < 1:
             out.append(f"{name}: {getattr(config, name)} is below 1")
     for name in ("window_s", "repeat_window_s", "drain_grace_s", "remediate_timeout_s", "maintenance_lead_s"):
         if not getattr(config, name) > 0:
             out.append(f"{name}: {getattr(config, name)} is not a positive number of seconds")
+    if config.sweep_max_per_pool < 0:
+        out.append(f"sweep_max_per_pool: {config.sweep_max_per_pool} is below 0")
+    # A sweep more often than hourly, or an idle wait under a minute, would keep nodes from jobs for checks;
+    # a deep check needs minutes (DCGM level 3 on 8 GPUs) and must end within a day.
+    for name, low, high in (
+        ("burn_in_max_age_s", 60.0, 30 * 86400.0),
+        ("sweep_every_s", 3600.0, 365 * 86400.0),
+        ("sweep_idle_s", 60.0, 7 * 86400.0),
+        ("deep_check_timeout_s", 300.0, 86400.0),
+    ):
+        if not low <= getattr(config, name) <= high:
+            out.append(f"{name}: {getattr(config, name)} is not within [{low:g}, {high:g}] seconds")
     return out
 
 

@@ -204,6 +204,15 @@ class WardenPolicy(Base):
     )  # NCCL failure Events from one node within the window
     # Drain before GKE's host maintenance.
     maintenance_lead_minutes: Int = Field(default=round(_WARDEN.maintenance_lead_s / 60), ge=5, le=1440)
+    # Deep checks (issue 21): burn-in of joining and repaired nodes, sweeps of idle ones; ranges as contract.warden's.
+    burn_in: Bool = _WARDEN.burn_in
+    burn_in_max_per_pool: Int = Field(default=_WARDEN.burn_in_max_per_pool, ge=1)
+    burn_in_max_age_hours: Int = Field(default=round(_WARDEN.burn_in_max_age_s / 3600), ge=1, le=720)
+    sweeps: Bool = _WARDEN.sweeps
+    sweep_every_days: Int = Field(default=round(_WARDEN.sweep_every_s / 86400), ge=1, le=365)
+    sweep_idle_minutes: Int = Field(default=round(_WARDEN.sweep_idle_s / 60), ge=1, le=10080)
+    sweep_max_per_pool: Int = Field(default=_WARDEN.sweep_max_per_pool, ge=0)
+    deep_check_timeout_minutes: Int = Field(default=round(_WARDEN.deep_check_timeout_s / 60), ge=5, le=1440)
 
 
 class Registry(Base):

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contract import names
+from warden.deepcheck import BURN_IN_LEVEL, container, deep_command
 from warden.gce import Compute, instance_of
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.metrics import WardenMetrics
@@ -60,6 +61,12 @@ def evictable(pod: dict[str, Any]) -> bool:
 def uses_gpus(pod: dict[str, Any]) -> bool:
     containers = pod.get("spec", {}).get("containers") or []
     return any(names.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {}) for c in containers)
+
+
+def job_pods(kube: Kube, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The pods of one of Warden's Jobs (their termination messages say what failed)."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    return list(kube.request("GET", path, [("labelSelector", f"job-name={job}")]).get("items", []))
 
 
 def is_cordoned(node: dict[str, Any]) -> bool:
@@ -104,7 +111,8 @@ class Actuator:
 
     # Decisions
 
-    def apply(self, node: dict[str, Any], before: Record, decision: Decision) -> None:
+    def apply(self, node: dict[str, Any], before: Record, decision: Decision, deep_check: str | None = None) -> None:
+        """Carry out one decision; `deep_check` (the annotation of a burn-in that just finished) joins the record."""
         name = str(node["metadata"]["name"])
         if not self.policy.dry_run and not self.backoff.ready(name):
             log.info("%s: backing off after failures; decided again next round", name)
@@ -129,6 +137,8 @@ class Actuator:
             return
         try:
             labels, annotations = after.to_annotations()
+            if deep_check is not None:
+                annotations[names.DEEP_CHECK_ANNOTATION] = deep_check
             current = self.kube.patch_node(name, {"metadata": {"labels": labels, "annotations": annotations}})
             self.cache.store(current)
             if after.phase in CORDONED and not is_cordoned(current) and "cordon" not in verbs:
@@ -189,7 +199,8 @@ class Actuator:
                 self.cordon(node)
             if record.phase == "draining":
                 self.evict(pods)
-            if record.phase == "probation" and probation == "missing":
+            # A joining node's burn-in waits for the pool's bound: the state machine starts it.
+            if record.phase == "probation" and probation == "missing" and not record.burn_in:
                 self.start_probation(node, record)
             self.backoff.succeeded(name)
         except LeaseLost:
@@ -236,6 +247,15 @@ class Actuator:
     def probation_job(self, node: dict[str, Any], record: Record) -> dict[str, Any]:
         name, pool = node["metadata"]["name"], (node["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL, "")
         gpus = str((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, "0"))
+        quick = container(
+            "preflight", self.policy.probation_image, ["preflight", "run", *self.policy.probation_args(pool)], gpus
+        )
+        # With burn-in, the quick checks first, then the deep check (DCGM level 3, NCCL across nodes, RDMA links).
+        deep = container("deep-check", self.policy.probation_image, deep_command(BURN_IN_LEVEL), gpus)
+        pod: dict[str, Any] = (
+            {"initContainers": [quick], "containers": [deep]} if self.policy.burn_in else {"containers": [quick]}
+        )
+        deadline = max(1800, int(self.policy.deep_check_timeout_s)) if self.policy.burn_in else 1800
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -247,7 +267,7 @@ class Actuator:
             },
             "spec": {
                 "backoffLimit": 0,
-                "activeDeadlineSeconds": 1800,
+                "activeDeadlineSeconds": deadline,
                 "ttlSecondsAfterFinished": 86400,
                 "template": {
                     "metadata": {"labels": {"app.kubernetes.io/name": "warden-probation"}},
@@ -256,16 +276,7 @@ class Actuator:
                         "restartPolicy": "Never",
                         "automountServiceAccountToken": False,
                         "tolerations": [{"operator": "Exists"}],
-                        "containers": [
-                            {
-                                "name": "preflight",
-                                "image": self.policy.probation_image,
-                                "command": ["preflight", "run", *self.policy.probation_args(pool)],
-                                "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
-                                "resources": {"limits": {names.GPU_RESOURCE: gpus}},
-                                "volumeMounts": [{"name": "nvidia", "mountPath": "/usr/local/nvidia"}],
-                            }
-                        ],
+                        **pod,
                         "volumes": [{"name": "nvidia", "hostPath": {"path": NVIDIA_HOST}}],
                     },
                 },
@@ -292,6 +303,9 @@ class Actuator:
             return "pass"
         failed = any(c.get("type") == "Failed" and c.get("status") == "True" for c in status.get("conditions") or [])
         return "fail" if failed or status.get("failed") else None
+
+    def job_pods(self, job: str) -> list[dict[str, Any]]:
+        return job_pods(self.kube, self.namespace, job)
 
     # Events
 

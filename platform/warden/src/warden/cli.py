@@ -102,6 +102,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     from warden.nodecache import NodeCache
     from warden.ratelimit import TokenBucket
     from warden.service import Warden, serve, serve_http
+    from warden.sweeper import Sweeper
 
     if args.qps <= 0 or args.burst < 1:
         return _bad("--qps must be > 0 and --burst >= 1")
@@ -116,7 +117,9 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     metrics = WardenMetrics()
     cache = NodeCache(kube, resync_s=args.resync_seconds)
     compute = Compute(guard=elector.check)
-    warden = Warden(kube, policy, cache, Actuator(kube, compute, policy, cache, metrics), metrics)
+    sweeper = Sweeper(kube, policy, metrics, cache.store) if policy.sweeps or policy.burn_in else None
+    actuator = Actuator(kube, compute, policy, cache, metrics)
+    warden = Warden(kube, policy, cache, actuator, metrics, sweeper=sweeper)
     if not args.once:
         serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.registry.render())})
         serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})

@@ -12,14 +12,19 @@ never be repaired. A pool with nothing out of service may always take one.
 A round may decide only some nodes (`only`: those a watch event just
 touched) and still count every node's phase, so the budget is the same one
 a full round would use.
+
+Deep checks (issue 21): idle sweeps running now (`sweeping`, per pool) count
+as out of service, so sweeps and remediations together stay within the share
+limit. Joining nodes on their burn-in (Record.burn_in) never served and do not
+count against it; their checks are bounded by policy.burn_in_max_per_pool.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 from warden.policy import Policy, Signal
 from warden.state import Budget, Decision, Facts, Record, decide
@@ -40,6 +45,7 @@ class NodeView:
 class Round:
     decisions: dict[str, Decision]
     blocked: int  # suspects the circuit breaker kept in service
+    blocked_pools: Counter[str] = field(default_factory=Counter)  # the same, by pool
 
 
 def allowed_out(size: int, share: float) -> int:
@@ -47,13 +53,31 @@ def allowed_out(size: int, share: float) -> int:
     return max(1, math.floor(size * share + 1e-9))
 
 
-def run_round(nodes: list[NodeView], policy: Policy, now: float, only: Collection[str] | None = None) -> Round:
+def counts_out(record: Record) -> bool:
+    """Whether a node counts against the share limit: out of service, and not a joining node's burn-in."""
+    return record.phase in OUT_OF_SERVICE and not record.burn_in
+
+
+def burning_in(view: NodeView) -> bool:
+    """A joining node whose burn-in check runs (or was just started)."""
+    return view.record.burn_in and view.record.phase == "probation" and not view.facts.check_missing
+
+
+def run_round(
+    nodes: list[NodeView],
+    policy: Policy,
+    now: float,
+    only: Collection[str] | None = None,
+    sweeping: Mapping[str, int] | None = None,
+) -> Round:
     pool_size = Counter(n.pool for n in nodes)
-    out = Counter(n.pool for n in nodes if n.record.phase in OUT_OF_SERVICE)
+    out = Counter(n.pool for n in nodes if counts_out(n.record))
+    out.update(sweeping or {})
+    burning = Counter(n.pool for n in nodes if burning_in(n))
     busy = Counter(n.pool for n in nodes if n.record.phase == "remediating")
     total_out, total_busy, cluster = sum(out.values()), sum(busy.values()), len(nodes)
     decisions: dict[str, Decision] = {}
-    blocked = 0
+    blocked, blocked_pools = 0, Counter[str]()
     # Nodes already on their way first, so finishing work frees budget before new work takes it.
     share = policy.unhealthy_share_limit
     pool_cap = {pool: allowed_out(size, share) for pool, size in pool_size.items()}
@@ -65,15 +89,19 @@ def run_round(nodes: list[NodeView], policy: Policy, now: float, only: Collectio
         budget = Budget(
             may_quarantine=out[node.pool] == 0 or within,
             may_remediate=busy[node.pool] < max(1, policy.max_per_pool) and total_busy < max(1, policy.max_per_cluster),
+            may_burn_in=burning[node.pool] < policy.burn_in_max_per_pool,
         )
         decision = decide(node.record, list(node.signals), node.facts, now, policy, budget)
         before, after = node.record.phase, decision.record.phase
-        if before not in OUT_OF_SERVICE and after in OUT_OF_SERVICE:
+        was_out, is_out = counts_out(node.record), counts_out(decision.record)
+        if is_out and not was_out:
             out[node.pool] += 1
             total_out += 1
-        elif before in OUT_OF_SERVICE and after not in OUT_OF_SERVICE:
+        elif was_out and not is_out:
             out[node.pool] -= 1
             total_out -= 1
+        if any(c.verb == "preflight" for c in decision.commands) and decision.record.burn_in:
+            burning[node.pool] += 1
         if before != "remediating" and after == "remediating":
             busy[node.pool] += 1
             total_busy += 1
@@ -82,6 +110,7 @@ def run_round(nodes: list[NodeView], policy: Policy, now: float, only: Collectio
             total_busy -= 1
         if after == "suspect" and not decision.commands:
             blocked += 1
+            blocked_pools[node.pool] += 1
         if decision.commands or decision.record != node.record:
             decisions[node.name] = decision
-    return Round(decisions, blocked)
+    return Round(decisions, blocked, blocked_pools)

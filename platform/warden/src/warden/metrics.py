@@ -78,3 +78,7 @@ class WardenMetrics:
         self.ignored = r.counter(
             names.WARDEN_SIGNALS_IGNORED, "Tenant reports (NCCL Events, preflight messages) ignored, by reason."
         )
+        self.deep_checks = r.counter(
+            names.WARDEN_DEEP_CHECKS, "Deep checks (burn-in and idle sweeps) finished, by pool, kind and verdict."
+        )
+        self.sweeps_running = r.gauge(names.WARDEN_SWEEPS_RUNNING, "Idle-node sweep checks running now, by pool.")

@@ -4,7 +4,9 @@ Signals come from the Node itself: the agent's conditions
 (names.XID_CONDITION, names.SXID_CONDITION), Ready, preflight's failure
 annotation (only principals that may patch Nodes write it), GPUs missing
 from allocatable and GKE's scheduled-maintenance label; NCCL failure Events and failed preflight init
-containers of team pods are checked by warden.trust and passed in.
+containers of team pods are checked by warden.trust and passed in. A failed
+deep check that Warden recorded on the Node (names.DEEP_CHECK_ANNOTATION, an
+idle sweep's or a burn-in's) is a `preflight` signal like preflight's own.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import math
 from datetime import datetime
 from typing import Any
 
-from contract import names
+from contract import health, names
+from contract.problem import Invalid
 from contract.signals import Kind
 from warden.controller import NodeView
 from warden.policy import Policy, Signal
@@ -45,6 +48,40 @@ def parse_time(value: str) -> float:
     except (ValueError, OverflowError, OSError):
         return 0.0
     return at if 0 <= at <= MAX_TIME else 0.0
+
+
+def last_deep_check(annotations: dict[str, str]) -> health.DeepCheck | None:
+    """The Node's last deep check; None when it has none or it cannot be read (then it counts as never checked)."""
+    raw = annotations.get(names.DEEP_CHECK_ANNOTATION)
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        check = health.loads(raw, names.DEEP_CHECK_ANNOTATION)
+    except (Invalid, ValueError, RecursionError):
+        return None
+    return check if math.isfinite(check.time) and 0 <= check.time <= MAX_TIME else None
+
+
+def deep_check_signal(check: health.DeepCheck | None) -> Signal | None:
+    """A failed deep check, as the signal it is to the policy (at its time, so it is acted on once)."""
+    if check is None or check.verdict != "fail":
+        return None
+    first = check.failures[0] if check.failures else None
+    what = f"{first.check}{'' if first.gpu is None else f' gpu {first.gpu}'}" if first else "failed"
+    return Signal("preflight", detail=f"deep check ({check.kind}): {what}", at=check.time)
+
+
+def joined(node: dict[str, Any], now: float, policy: Policy) -> bool:
+    """New to Warden: no record, no deep check, and a Node created within policy.burn_in_max_age_s.
+
+    Nodes that were there before Warden (first deploy) are older: they are swept, not burned in.
+    """
+    meta = node.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if annotations.get(names.WARDEN_RECORD_ANNOTATION) or annotations.get(names.DEEP_CHECK_ANNOTATION):
+        return False
+    created = parse_time(str(meta.get("creationTimestamp", "")))
+    return created > 0 and now - created <= policy.burn_in_max_age_s
 
 
 def signals(
@@ -82,6 +119,8 @@ def signals(
         found.append(Signal("maintenance", detail=f"host maintenance at {maintenance}"))
     if nccl_failures >= policy.nccl_failures:
         found.append(Signal("nccl_errors", detail=f"{nccl_failures} NCCL failures"))
+    if deep := deep_check_signal(last_deep_check(meta.get("annotations") or {})):
+        found.append(deep)
     return tuple(found)
 
 
@@ -94,6 +133,8 @@ def view(
     probation: str | None = None,
     nccl_failures: int = 0,
     preflight: tuple[str, float] | None = None,
+    idle: bool = False,
+    check_missing: bool = False,
 ) -> NodeView:
     meta, status = node.get("metadata", {}), node.get("status", {})
     labels = meta.get("labels") or {}
@@ -107,6 +148,9 @@ def view(
         preflight=probation,
         opted_out=labels.get(names.WARDEN_OPT_OUT_LABEL) == "true",
         cordoned_by_other=bool(spec.get("unschedulable")) and not warden_taint,
+        joined=policy.burn_in and joined(node, now, policy),
+        idle=idle,
+        check_missing=check_missing,
     )
     return NodeView(
         name=meta["name"],
@@ -147,6 +191,7 @@ def signal_key(node: dict[str, Any]) -> tuple[Any, ...]:
     return (
         conditions,
         str(annotations.get(names.PREFLIGHT_FAILURE_ANNOTATION, ""))[:512],
+        str(annotations.get(names.DEEP_CHECK_ANNOTATION, ""))[:512],
         str(labels.get(names.MAINTENANCE_LABEL, "")),
         str(labels.get(names.WARDEN_OPT_OUT_LABEL, "")),
         str((status.get("capacity") or {}).get(names.GPU_RESOURCE, "")),

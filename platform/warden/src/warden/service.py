@@ -8,6 +8,12 @@ record, a Node not shaped like one, a failed or timed-out read) ends a
 round: that node is held for a person or read again next round, and the
 rest go on. A watch event with a new signal starts a round for that node
 after a short debounce; the safety budget still counts the whole pool.
+
+With a Sweeper (issue 21), a full round also reads which nodes jobs use and
+the idle sweeps' Jobs: running sweeps count against the pool's budget, a
+joining idle node starts its burn-in, a finished burn-in is recorded on the
+Node with the record, and after the decisions warden.sweep's plan is carried
+out within what the round left of the budget.
 """
 
 from __future__ import annotations
@@ -21,15 +27,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
-from warden.actions import Actuator
-from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
+from warden import deepcheck
+from warden.actions import Actuator, probation_job_name
+from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
 from warden.metrics import WardenMetrics
 from warden.nodecache import EventWatch, NodeCache
 from warden.observe import is_gpu_node, read_node_record, view
 from warden.policy import Policy
-from warden.state import PHASES, Facts, Record
+from warden.state import PHASES, Decision, Facts, Record
+from warden.sweeper import Sweeper
 from warden.trust import Verdicts, nccl_failures, preflight_failures
 
 log = logging.getLogger(__package__)
@@ -82,9 +90,10 @@ class Warden:
         actuator: Actuator,
         metrics: WardenMetrics,
         clock: Callable[[], float] = time.time,
+        sweeper: Sweeper | None = None,
     ) -> None:
         self.kube, self.policy, self.cache, self.actuator, self.metrics = kube, policy, cache, actuator, metrics
-        self.clock = clock
+        self.clock, self.sweeper = clock, sweeper
 
     def _tenant_reports(self, now: float) -> Verdicts:
         """Tenants' reports, each checked against the pod the cluster placed (warden.trust).
@@ -133,7 +142,8 @@ class Warden:
         pods, probation = self._node_reads(name, record) if decide else ([], None)
         finished = probation if probation in ("pass", "fail") else None
         nccl, preflight = verdicts.nccl[name], verdicts.preflight.get(name)
-        found = view(node, record, now, self.policy, len(pods), finished, nccl, preflight)
+        idle = self.sweeper is not None and self.sweeper.idle(name)
+        found = view(node, record, now, self.policy, len(pods), finished, nccl, preflight, idle, probation == "missing")
         return found, [p for p in pods if p], probation
 
     def round(self, only: Collection[str] | None = None) -> Round:
@@ -148,6 +158,8 @@ class Warden:
                 self.metrics.node_errors.inc(stage="observe")
                 log.warning("skipped a node object Warden cannot read: %s", type(error).__name__)
         verdicts = self._tenant_reports(started)
+        if self.sweeper is not None and only is None:
+            self.sweeper.observe(nodes, started)
         views: list[NodeView] = []
         seen: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
         for name, node in nodes.items():
@@ -163,7 +175,8 @@ class Warden:
                 found, pods, probation = NodeView(name, _pool(node), Record("held", reason=why), Facts(), ()), [], None
             views.append(found)
             seen[name] = (pods, probation)
-        decided = run_round(views, self.policy, started, only)
+        sweeping = self.sweeper.running() if self.sweeper is not None else None
+        decided = run_round(views, self.policy, started, only, sweeping)
         phases: Counter[str] = Counter()
         for v in views:
             decision = decided.decisions.get(v.name)
@@ -171,12 +184,15 @@ class Warden:
             if only is not None and v.name not in only:
                 continue
             if decision is not None:
-                self.actuator.apply(nodes[v.name], v.record, decision)
+                burn_in = self._burn_in_result(v, decision, seen[v.name][1], started)
+                self.actuator.apply(nodes[v.name], v.record, decision, burn_in)
             else:
                 self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
         for phase in PHASES:
             self.metrics.nodes.set(phases[phase], phase=phase)
         self.metrics.blocked.set(decided.blocked)
+        if self.sweeper is not None and only is None and self.policy.sweeps:
+            self._sweeps(nodes, views, decided, started)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.set(self.clock() - started)
         out = sum(phases[p] for p in OUT_OF_SERVICE)
@@ -188,6 +204,56 @@ class Warden:
             len(decided.decisions),
         )
         return decided
+
+    def _burn_in_result(self, v: NodeView, decision: Decision, probation: str | None, now: float) -> str | None:
+        """The deep check annotation of a burn-in (probation) that just finished; counted once, as it is recorded."""
+        if not self.policy.burn_in or v.record.phase != "probation" or decision.record.phase == "probation":
+            return None
+        if probation not in ("pass", "fail"):
+            return None
+        pods: list[dict[str, Any]] = []
+        if probation == "fail":
+            try:
+                pods = self.actuator.job_pods(probation_job_name(v.name, v.record.since))
+            except ApiError as error:  # the verdict stands; only the detail is missing
+                self.metrics.api_errors.inc()
+                log.warning("%s: burn-in pods not read: %s", v.name, error)
+        if not self.policy.dry_run:
+            self.metrics.deep_checks.inc(pool=v.pool, kind="burn_in", verdict=probation)
+        return deepcheck.record("burn_in", "pass" if probation == "pass" else "fail", now, pods)
+
+    def _sweeps(self, nodes: dict[str, dict[str, Any]], views: list[NodeView], decided: Round, now: float) -> None:
+        assert self.sweeper is not None
+        records = {
+            v.name: (decided.decisions[v.name].record if v.name in decided.decisions else v.record) for v in views
+        }
+        out = Counter(v.pool for v in views if counts_out(records[v.name]))
+        facts = {v.name: v.facts for v in views}
+
+        def in_service(name: str) -> bool:
+            f = facts[name]
+            return (
+                records[name].phase == "healthy"
+                and not f.opted_out
+                and not f.cordoned_by_other
+                and not _flex(nodes[name])
+            )
+
+        try:
+            self.sweeper.round(nodes, in_service, out, decided.blocked_pools, now)
+        except LeaseLost:
+            raise
+        except ApiError as error:
+            self.metrics.api_errors.inc()
+            log.warning("sweeps not carried out this round: %s", error)
+        except Exception as error:  # the round's decisions stand; sweeps are tried again next round
+            self.metrics.node_errors.inc(stage="sweep")
+            log.warning("sweeps not carried out this round: %s: %s", type(error).__name__, str(error)[:200])
+
+
+def _flex(node: dict[str, Any]) -> bool:
+    """A flex-start node: made for one workload and gone with it, burned in when it joins, never swept."""
+    return any(t.get("key") == names.QUEUED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
 
 
 def _pool(node: Any) -> str:

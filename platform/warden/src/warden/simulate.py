@@ -14,6 +14,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
+from contract import names
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
 from warden.policy import Policy, Signal
 from warden.state import Facts, Record
@@ -32,6 +33,7 @@ class SimNode:
     fault: Signal | None = None
     fault_needs_new_machine: bool = False
     preflight: str | None = None
+    joined: bool = False  # a new node: burned in once Warden sees it (no record yet)
     touched: Counter[str] = field(default_factory=Counter)  # commands carried out, by verb
 
 
@@ -69,7 +71,15 @@ class SimCluster:
                 node.ready = True
             record = Record.from_annotations(node.annotations)
             signals = (node.fault,) if node.fault is not None and record.phase in ("healthy", "suspect") else ()
-            facts = Facts(ready=node.ready, boot_id=str(node.boot), pods=node.pods, preflight=node.preflight)
+            facts = Facts(
+                ready=node.ready,
+                boot_id=str(node.boot),
+                pods=node.pods,
+                preflight=node.preflight,
+                joined=node.joined and names.WARDEN_RECORD_ANNOTATION not in node.annotations,
+                idle=node.pods == 0,
+                check_missing=record.phase == "probation" and node.preflight is None,
+            )
             out.append(NodeView(node.name, node.pool, record, facts, signals))
         return out
 

@@ -15,6 +15,14 @@ Everything Warden knows about a node lives in the Node's own annotation
 (names.WARDEN_RECORD_ANNOTATION) and label (names.WARDEN_PHASE_LABEL), so a
 restarted Warden neither forgets nor repeats: a reboot is asked for once,
 with the boot id it must change.
+
+Burn-in (issue 21): a node that joins (no record, no deep check, created
+within policy.burn_in_max_age_s) and is idle goes straight to probation,
+cordoned, flagged `burn_in`; its deep check starts when the pool's burn-in
+concurrency allows. Such a node never served, so it does not count against
+the circuit breaker (controller). Its failure takes the policy's action for
+a failed preflight, as any other node's would. Every probation runs the
+burn-in deep check when policy.burn_in is set (warden.actions).
 """
 
 from __future__ import annotations
@@ -75,6 +83,9 @@ class Record:
     # The node was already unschedulable, without Warden's record, when Warden cordoned it:
     # a person's cordon, which returning the node must leave in place.
     person_cordon: bool = False
+    # A node that joined and has not yet passed its first burn-in: out of service, but never counted
+    # by the circuit breaker (it never took a job); the flag goes when the node first returns.
+    burn_in: bool = False
 
     def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
         """(labels, annotations) to write on the Node, always within what from_annotations accepts."""
@@ -116,9 +127,9 @@ def _parse(raw: str | None) -> tuple[Record, str | None]:
         remediations = data.get("remediations", [])
         if not isinstance(remediations, list) or len(remediations) > MAX_REMEDIATIONS:
             raise Unreadable(f"remediations: not a list of at most {MAX_REMEDIATIONS} times")
-        person_cordon = data.get("person_cordon", False)
-        if not isinstance(person_cordon, bool):
-            raise Unreadable("person_cordon: not true or false")
+        person_cordon, burn_in = data.get("person_cordon", False), data.get("burn_in", False)
+        if not isinstance(person_cordon, bool) or not isinstance(burn_in, bool):
+            raise Unreadable("person_cordon, burn_in: not true or false")
         record = Record(
             phase=_choice(data.get("phase"), "phase", PHASES),
             since=_time(data.get("since", 0.0), "since"),
@@ -128,6 +139,7 @@ def _parse(raw: str | None) -> tuple[Record, str | None]:
             remediations=tuple(_time(t, "remediations[]") for t in remediations),
             handled=_time(data.get("handled", 0.0), "handled"),
             person_cordon=person_cordon,
+            burn_in=burn_in,
         )
     except (ValueError, RecursionError) as error:  # Unreadable is a ValueError
         why = f"unreadable {names.WARDEN_RECORD_ANNOTATION} annotation: {str(error)[:200]}"
@@ -145,6 +157,9 @@ class Facts:
     preflight: str | None = None  # "pass" or "fail" once a probation preflight finished
     opted_out: bool = False
     cordoned_by_other: bool = False  # unschedulable without Warden's taint: someone else cordoned it
+    joined: bool = False  # new to Warden: no record, no deep check, created within burn_in_max_age_s
+    idle: bool = False  # no job's pod uses its GPUs (as of the last pod listing)
+    check_missing: bool = False  # on probation and no deep check Job exists for it
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,7 @@ class Budget:
 
     may_quarantine: bool
     may_remediate: bool
+    may_burn_in: bool = True  # the pool's burn-in concurrency allows one more joining node's check
 
 
 @dataclass(frozen=True)
@@ -188,6 +204,8 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
 
     if phase == "healthy":
         if action == "none":
+            if policy.burn_in and facts.joined and facts.idle:
+                return _join(record, now, budget, facts.cordoned_by_other)
             return Decision(record)
         if action == "restart_pods":
             handled = replace(record, handled=max(record.handled, *(s.at for s in signals)))
@@ -231,13 +249,15 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         return Decision(replace(record, phase="probation", since=now), (Command("preflight", "probation"),))
     if phase == "probation":
         if facts.preflight is None:
+            if record.burn_in and facts.check_missing and budget.may_burn_in:
+                return Decision(record, (Command("preflight", "burn-in"),))  # its turn within the pool's bound
             return Decision(record)
         if facts.preflight == "pass":
-            healthy = replace(record, phase="healthy", since=now, action="none", reason="", boot_id="", handled=now)
+            healthy = replace(
+                record, phase="healthy", since=now, action="none", reason="", boot_id="", handled=now, burn_in=False
+            )
             return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
-        escalated: Action = (
-            "review" if record.action == "replace" or _repeat_offender(record, now, policy) else "replace"
-        )
+        escalated = _after_failed_check(record, now, policy)
         return Decision(
             replace(
                 record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"
@@ -245,6 +265,30 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
             (Command("event", f"probation failed: escalating to {escalated}"),),
         )
     return Decision(record)  # held: until a person clears the record
+
+
+def _after_failed_check(record: Record, now: float, policy: Policy) -> Action:
+    """What a failed probation or burn-in calls for: the next step up from the remediation that was tried.
+
+    A joining node's burn-in tried nothing yet: the policy's action for a failed preflight, at least a
+    reboot (a node that failed a deep check cannot simply return).
+    """
+    if record.action == "replace" or _repeat_offender(record, now, policy):
+        return "review"
+    if record.action == "none":
+        return _worst([policy.action_for("preflight"), "reboot"])
+    return "replace"
+
+
+def _join(record: Record, now: float, budget: Budget, cordoned_by_other: bool) -> Decision:
+    """A joining node: out of service until its burn-in passes; the check starts when the pool's bound allows."""
+    joining = replace(
+        record, phase="probation", since=now, reason="burn-in", burn_in=True, person_cordon=cordoned_by_other
+    )
+    commands = [Command("cordon", "burn-in"), Command("event", "joined: out of service until its burn-in passes")]
+    if budget.may_burn_in:
+        commands.append(Command("preflight", "burn-in"))
+    return Decision(joining, tuple(commands))
 
 
 def decide_suspect(record: Record, now: float, budget: Budget, cordoned_by_other: bool = False) -> Decision:

@@ -363,6 +363,8 @@ def projects(fleet: Fleet) -> list[Obj]:
         "destinations": destinations("default", "kube-system", "kueue-system", IMAGES_NAMESPACE, *team_namespaces),
         "clusterResourceWhitelist": [
             {"group": "", "kind": "Namespace", "name": IMAGES_NAMESPACE},  # name-restricted (Argo CD >= 3.x)
+            # Warden's sweeps' pod priority: below every pod, never preempting (fleet.gitops.kueue); grants nothing.
+            {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": names.SWEEP_PRIORITY},
             *_kinds(
                 ("networking.gke.io", "GKENetworkParamSet"),
                 ("networking.gke.io", "Network"),

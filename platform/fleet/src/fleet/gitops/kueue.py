@@ -8,6 +8,19 @@ plan (fleet.quotaplan), which also sets the team namespaces' ResourceQuotas
 
 Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
 toleration and no GPU quota; idle CPU quota is borrowed like GPU quota.
+
+Warden's idle-node sweeps (issue 21) queue in a ClusterQueue of their own in
+the same cohort, with no quota of their own: every sweep borrows quota teams
+leave idle, so the teams' queues reclaim it (`reclaimWithinCohort: Any`) and,
+when they borrow themselves, preempt it as the lowest priority
+(`borrowWithinCohort: LowerPriority`); the sweep queue itself never preempts
+anything (every policy `Never`). Kueue "Preemption"
+(https://kueue.sigs.k8s.io/docs/concepts/preemption/) and "Cluster Queue",
+section Preemption (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#preemption).
+A Job with a queue-name label is managed by Kueue in any namespace:
+managedJobsNamespaceSelector only exempts jobs without one, and pod-based
+integrations (Kueue Configuration v1beta2 API,
+https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/).
 """
 
 from __future__ import annotations
@@ -174,6 +187,79 @@ def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
     return obj(API, "ClusterQueue", team.name, labels={names.TEAM_LABEL: team.name}, spec=spec)
 
 
+SWEEP_PRIORITY_OFFSET = 100  # the sweeps' WorkloadPriorityClass sits this far below the fleet's lowest
+SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the scheduler too preempts a sweep's pod
+
+
+def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
+    """The queue and priorities of Warden's sweeps (module docstring), on the region's GPU pools.
+
+    Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
+    when they join; a ProvisioningRequest for a check would make a node, not check one.
+    """
+    pools = [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
+    # It may borrow everything the teams hold in the pool (stated, as every queue's limit is), nothing of its own.
+    held: dict[str, dict[str, int]] = {pool: {GPU: 0, "cpu": 0, "memory": 0} for pool in pools}
+    for team in fleet.teams:
+        for flavor, quota in quotas.team(region.name, team.name).nominal.items():
+            for resource, amount in quota.items():
+                if flavor in held:
+                    held[flavor][resource] += amount
+    flavors = [
+        {
+            "name": pool,
+            "resources": [
+                {"name": r, "nominalQuota": _quantity(r, 0), "borrowingLimit": _quantity(r, amount)}
+                for r, amount in held[pool].items()
+            ],
+        }
+        for pool in pools
+    ]
+    never = "Never"
+    queue = obj(
+        API,
+        "ClusterQueue",
+        names.SWEEP_QUEUE,
+        spec={
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.WARDEN_NAMESPACE}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [{"coveredResources": [GPU, "cpu", "memory"], "flavors": flavors}],
+            "preemption": {
+                "reclaimWithinCohort": never,
+                "borrowWithinCohort": {"policy": never},
+                "withinClusterQueue": never,
+            },
+        },
+    )
+    lowest = min(p.value for p in fleet.priorities) - SWEEP_PRIORITY_OFFSET
+    return [
+        queue,
+        obj(
+            API,
+            "WorkloadPriorityClass",
+            names.SWEEP_PRIORITY,
+            value=lowest,
+            description="Warden's idle-node sweeps: below every job, so any job preempts them",
+        ),
+        obj(
+            "scheduling.k8s.io/v1",
+            "PriorityClass",
+            names.SWEEP_PRIORITY,
+            value=SWEEP_POD_PRIORITY,
+            preemptionPolicy="Never",
+            globalDefault=False,
+            description="Warden's idle-node sweeps: never preempt, preempted by any pod",
+        ),
+    ]
+
+
+def sweep_local_queue() -> Obj:
+    """The sweeps' LocalQueue, in Warden's namespace: shipped with Warden (its project may write there;
+    the fleet-config project may not, as that namespace allows privileged pods), a wave after the queues."""
+    return obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE})
+
+
 def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
@@ -218,4 +304,4 @@ def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 spec={"clusterQueue": team.name},
             )
         )
-    return objects
+    return objects + sweep_objects(fleet, region, quotas)

@@ -8,6 +8,7 @@ from contract.signals import SIGNAL_ACTIONS, default_actions
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import thresholds
+from fleet.gitops.kueue import sweep_local_queue
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 
@@ -36,6 +37,14 @@ def config(fleet: Fleet, region: Region) -> contract.Config:
         nccl_failures=w.nccl_failures,
         maintenance_lead_s=w.maintenance_lead_minutes * 60.0,
         probation_image=fleet.versions.trainer_image,
+        burn_in=w.burn_in,
+        burn_in_max_per_pool=w.burn_in_max_per_pool,
+        burn_in_max_age_s=w.burn_in_max_age_hours * 3600.0,
+        sweeps=w.sweeps,
+        sweep_every_s=w.sweep_every_days * 86400.0,
+        sweep_idle_s=w.sweep_idle_minutes * 60.0,
+        sweep_max_per_pool=w.sweep_max_per_pool,
+        deep_check_timeout_s=w.deep_check_timeout_minutes * 60.0,
         pools={p.name: thresholds(p.machine) for p in region.gpu_pools},
     )
 
@@ -72,4 +81,5 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
             data={contract.FILE: contract.dumps(config(fleet, region))},
         ),
         critical_pod_quota(region),
+        sweep_local_queue(),
     ]

@@ -1,0 +1,179 @@
+"""Idle sweeps on a real cluster: which nodes jobs use, the sweep Jobs, and carrying out warden.sweep's plan.
+
+Idleness is read from one list of the cluster's live pods every `list_every_s`
+(a job's GPU pod on a node makes it busy; DaemonSet pods and Warden's own
+checks do not). It is kept in memory only: a restarted Warden waits
+sweep_idle_s again before it sweeps, which delays checks and never puts one
+on a busy node. A failed list or Job listing means no sweep starts this round
+(the sweeps last seen still count against the budget); a pod or Job not
+shaped like one is skipped and counted (`warden_node_errors_total{stage="sweep"}`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Collection
+from typing import Any
+
+from contract import names
+from contract.health import Verdict
+from warden import deepcheck
+from warden.actions import evictable, job_pods, uses_gpus
+from warden.kube import ApiError, Kube, LeaseLost
+from warden.metrics import WardenMetrics
+from warden.observe import last_deep_check
+from warden.policy import Policy
+from warden.sweep import Candidate, SweepJob, SweepPlan, plan
+
+log = logging.getLogger(__package__)
+LIVE = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Sweeper:
+    def __init__(
+        self,
+        kube: Kube,
+        policy: Policy,
+        metrics: WardenMetrics,
+        store: Callable[[dict[str, Any]], None] = lambda node: None,
+        namespace: str = names.WARDEN_NAMESPACE,
+        list_every_s: float = 300.0,
+    ) -> None:
+        """`store`: where a Node Warden patched goes (the watch cache), so the next round sees the new check."""
+        self.kube, self.policy, self.metrics, self.namespace = kube, policy, metrics, namespace
+        self.store = store
+        self.list_every_s = list_every_s
+        self.idle_since: dict[str, float] = {}
+        self.listed_at = -math.inf
+        self.jobs: list[SweepJob] = []  # the sweep Jobs as last listed
+        self.jobs_read = False  # listed this round: only then do sweeps start or end
+
+    def observe(self, nodes: Collection[str], now: float) -> None:
+        """Refresh which nodes are idle (every list_every_s) and read the sweep Jobs (every round)."""
+        if now - self.listed_at >= self.list_every_s:
+            try:
+                pods = self.kube.request("GET", "/api/v1/pods", [("fieldSelector", LIVE)]).get("items", [])
+                busy = {node for node in (self._busy(p) for p in pods) if node}
+                self.idle_since = {n: self.idle_since.get(n, now) for n in nodes if n not in busy}
+                self.listed_at = now
+            except ApiError as error:
+                self.metrics.api_errors.inc()
+                log.warning("pods not listed; no node counts as idle until they are: %s", error)
+                self.idle_since, self.listed_at = {}, -math.inf
+        self.jobs_read = False
+        if not self.policy.sweeps:
+            return
+        try:
+            path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
+            items = self.kube.request("GET", path, [("labelSelector", f"app.kubernetes.io/name={deepcheck.SWEEP_APP}")])
+            self.jobs = [j for j in (self._sweep(i) for i in items.get("items", [])) if j is not None]
+            self.jobs_read = True
+        except ApiError as error:
+            self.metrics.api_errors.inc()
+            log.warning("sweep Jobs not listed; no sweep starts this round: %s", error)
+
+    def _busy(self, pod: Any) -> str | None:
+        """The node a job's GPU pod holds; None for DaemonSet pods, Warden's own, and anything unreadable."""
+        try:
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") != self.namespace and evictable(pod) and uses_gpus(pod):
+                return str(pod["spec"]["nodeName"])
+        except (AttributeError, TypeError, KeyError):
+            self.metrics.node_errors.inc(stage="sweep")
+        return None
+
+    def _sweep(self, job: Any) -> SweepJob | None:
+        try:
+            return deepcheck.sweep_of(job)
+        except (AttributeError, TypeError):
+            self.metrics.node_errors.inc(stage="sweep")
+            return None
+
+    def idle(self, name: str) -> bool:
+        return name in self.idle_since
+
+    def running(self) -> Counter[str]:
+        """Sweeps holding budget now, by pool (as last listed, when this round's listing failed)."""
+        return Counter(j.pool for j in self.jobs if j.state in ("waiting", "running"))
+
+    def round(
+        self,
+        nodes: dict[str, dict[str, Any]],
+        in_service: Callable[[str], bool],
+        out: Counter[str],
+        blocked: Counter[str],
+        now: float,
+    ) -> SweepPlan | None:
+        """Plan and carry out this round's sweeps; None when the Jobs could not be read."""
+        if not self.jobs_read:
+            return None
+        candidates = []
+        for name, node in nodes.items():
+            meta = node.get("metadata") or {}
+            check = last_deep_check(meta.get("annotations") or {})
+            pool = str((meta.get("labels") or {}).get(names.NODE_POOL_LABEL, ""))
+            candidates.append(
+                Candidate(name, pool, in_service(name), self.idle_since.get(name), check.time if check else None)
+            )
+        decided = plan(candidates, self.jobs, out, blocked, self.policy, now)
+        for job in decided.finished:
+            self._finish(job, now)
+        for job in decided.give_up:
+            log.info(
+                "%s: sweep %s given up (preempted, not admitted, or budget needed): due again later", job.node, job.name
+            )
+            self._delete(job)
+        for name in decided.start:
+            self._start(nodes[name], now)
+        for pool in {c.pool for c in candidates}:
+            self.metrics.sweeps_running.set(decided.running[pool], pool=pool)
+        return decided
+
+    def _finish(self, job: SweepJob, now: float) -> None:
+        verdict: Verdict = "pass" if job.state == "pass" else "fail"
+        log.info("%s: sweep %s: %s", job.node, job.name, verdict)
+        if self.policy.dry_run:
+            return
+        try:
+            pods = job_pods(self.kube, self.namespace, job.name) if verdict == "fail" else []
+            value = deepcheck.record("sweep", verdict, now, pods)
+            self.store(
+                self.kube.patch_node(job.node, {"metadata": {"annotations": {names.DEEP_CHECK_ANNOTATION: value}}})
+            )
+            self.metrics.deep_checks.inc(pool=job.pool, kind="sweep", verdict=verdict)
+            self._delete(job)  # recorded: the Job has said what it had to
+        except LeaseLost:
+            raise
+        except ApiError as error:  # recorded next round: the Job is still there
+            self.metrics.api_errors.inc()
+            log.warning("%s: sweep result not recorded yet: %s", job.node, error)
+
+    def _start(self, node: dict[str, Any], now: float) -> None:
+        name = node["metadata"]["name"]
+        log.info("%ssweep of idle node %s", "dry-run " * self.policy.dry_run, name)
+        if self.policy.dry_run:
+            return
+        try:
+            self.kube.create(
+                f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
+                deepcheck.sweep_job(node, self.policy, self.namespace, now),
+            )
+        except LeaseLost:
+            raise
+        except ApiError as error:
+            if error.status != 409:
+                self.metrics.api_errors.inc()
+                log.warning("%s: sweep not started: %s", name, error)
+
+    def _delete(self, job: SweepJob) -> None:
+        if self.policy.dry_run:
+            return
+        try:
+            self.kube.delete(f"/apis/batch/v1/namespaces/{self.namespace}/jobs/{job.name}")
+        except LeaseLost:
+            raise
+        except ApiError as error:
+            self.metrics.api_errors.inc()
+            log.warning("%s: sweep Job %s not deleted: %s", job.node, job.name, error)
