@@ -137,6 +137,10 @@ REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region
 LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: the run's Lighthouse address (http://host:port)
 RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comma-separated): resume takes the newest
 LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Service and the network rule use it
+# The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
+# ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports
+# (8080 metrics export, 8265 dashboard, 6379 GCS, 10001 client, 52365 agent), DCGM's 9400 and Warden's 9090.
+TRAINER_METRICS_PORT = 9464
 
 # --- Metric names ---------------------------------------------------------------------------------
 WARDEN_TRANSITIONS = "warden_transitions_total"

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
+from preflight.exposition import CONTENT_TYPE
 from warden.actions import Actuator
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
 from warden.kube import ApiError, Kube, LeaseLost
@@ -85,6 +86,7 @@ class Warden:
     ) -> None:
         self.kube, self.policy, self.cache, self.actuator, self.metrics = kube, policy, cache, actuator, metrics
         self.clock = clock
+        self.pools: set[str] = set()  # every pool a round has seen, for warden_nodes
 
     def _tenant_reports(self, now: float) -> Verdicts:
         """Tenants' reports, each checked against the pod the cluster placed (warden.trust).
@@ -164,22 +166,24 @@ class Warden:
             views.append(found)
             seen[name] = (pods, probation)
         decided = run_round(views, self.policy, started, only)
-        phases: Counter[str] = Counter()
+        phases: Counter[tuple[str, str]] = Counter()
         for v in views:
             decision = decided.decisions.get(v.name)
-            phases[(decision.record if decision else v.record).phase] += 1
+            phases[v.pool, (decision.record if decision else v.record).phase] += 1
             if only is not None and v.name not in only:
                 continue
             if decision is not None:
                 self.actuator.apply(nodes[v.name], v.record, decision)
             else:
                 self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
-        for phase in PHASES:
-            self.metrics.nodes.set(phases[phase], phase=phase)
+        self.pools |= {v.pool for v in views}  # a pool that empties reads 0, not its last count
+        for pool in sorted(self.pools):
+            for phase in PHASES:
+                self.metrics.nodes.set(phases[pool, phase], pool=pool, phase=phase)
         self.metrics.blocked.set(decided.blocked)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.set(self.clock() - started)
-        out = sum(phases[p] for p in OUT_OF_SERVICE)
+        out = sum(n for (_, phase), n in phases.items() if phase in OUT_OF_SERVICE)
         log.info(
             "round%s: %d GPU nodes, %d out of service, %d decisions",
             "" if only is None else f" for {len(only)} node(s)",
@@ -203,7 +207,7 @@ def serve_http(port: int, routes: dict[str, Callable[[], tuple[int, str]]]) -> T
             code, text = routes.get(self.path, lambda: (404, "not found\n"))()
             body = text.encode()
             self.send_response(code)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Type", CONTENT_TYPE)  # the client library's text format
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
