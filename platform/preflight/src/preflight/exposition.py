@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from contract.metrics import Metric
 
 # The library adds a `<counter>_created` series per counter; the catalog does not declare it and no query uses it.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
 
@@ -34,8 +34,8 @@ class Family:
         elif metric.kind == "gauge":
             self.collector = Gauge(metric.name, metric.help, labels, registry=registry)
         else:
-            extra = {"buckets": buckets} if buckets else {}
-            self.collector = Histogram(metric.name, metric.help, labels, registry=registry, **extra)
+            bounds = buckets or Histogram.DEFAULT_BUCKETS
+            self.collector = Histogram(metric.name, metric.help, labels, registry=registry, buckets=bounds)
 
     def _child(self, labels: dict[str, Any]) -> Any:
         return self.collector.labels(**{k: str(v) for k, v in labels.items()}) if labels else self.collector
@@ -97,6 +97,7 @@ def check(catalog: Iterable[Metric], text: str) -> list[str]:
     for name in sorted(set(want) & set(got)):
         kind, labels = got[name]
         if kind != want[name][0] or (labels and labels != want[name][1]):
-            problems.append(f"{name}: exposed as {kind} {sorted(labels)}, declared {want[name][0]} {sorted(want[name][1])}")
+            problems.append(
+                f"{name}: exposed as {kind} {sorted(labels)}, declared {want[name][0]} {sorted(want[name][1])}"
+            )
     return problems
-
