@@ -101,3 +101,10 @@ def check(catalog: Iterable[Metric], text: str) -> list[str]:
                 f"{name}: exposed as {kind} {sorted(labels)}, declared {want[name][0]} {sorted(want[name][1])}"
             )
     return problems
+
+
+def table(catalog: Iterable[Metric]) -> str:
+    """The catalog as a Markdown table, for a component's README (a test keeps the README's copy current)."""
+    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{m.name}` | {m.kind} | {', '.join(m.labels) or '-'} | {m.help} |" for m in catalog]
+    return "\n".join(rows) + "\n"
