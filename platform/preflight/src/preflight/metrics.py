@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +25,7 @@ class PreflightMetrics:
         found = families(metrics.PREFLIGHT, self.registry)
         self.checks = found["meridian_preflight_checks_total"]
         self.last_run = found["meridian_preflight_last_run_timestamp_seconds"]
-        self.server: object | None = None
+        self.server: Any = None
 
     def serve(self, port: int) -> int:
         self.server, bound = serve(self.registry, port)
