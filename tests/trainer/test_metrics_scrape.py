@@ -110,7 +110,7 @@ def _wandb_history(path: Path) -> list[dict[str, object]]:
         _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         chunk, pos = chunk + data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
             record.ParseFromString(chunk)
             chunk = b""
             if record.WhichOneof("record_type") == "history":

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Iterator
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract import metrics
 from preflight.exposition import check, table
 from tests.conftest import REPO
-from tests.warden.fakes import node
-from tests.warden.test_kube import Cluster, cluster, xid_condition  # noqa: F401 (the fixture)
+from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, node, serving
+from tests.warden.test_kube import Cluster, xid_condition
 from warden.metrics import WardenMetrics
 from warden.service import serve_http
 from warden.state import PHASES
+
+
+@pytest.fixture(name="cluster")
+def _cluster() -> Iterator[Cluster]:
+    api, gce = ApiState(), ComputeState()
+    with serving(FakeApiServer, api) as url, serving(FakeCompute, gce) as gce_url:
+        yield Cluster(api, gce, url, gce_url)
 
 
 def test_every_family_is_the_catalogs_even_before_anything_happened() -> None:
