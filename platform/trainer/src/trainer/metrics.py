@@ -122,7 +122,10 @@ class RunMetrics:
         except OSError as error:  # another group on this machine holds it (the local launcher)
             log.info("metrics port %d unavailable (%s); serving on a free port", port, error.strerror)
             self.server, self.port = serve(self.registry, 0)
-        port_file.write_text(f"{self.port}\n")
+        port_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = port_file.with_name(port_file.name + ".partial")
+        partial.write_text(f"{self.port}\n")
+        partial.replace(port_file)  # whole or absent: a reader never sees an empty file
 
     def finish(self, textfile: Path) -> None:
         """The final values to `textfile` (Prometheus text format); stop serving, close the sinks."""
