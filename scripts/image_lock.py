@@ -3,7 +3,7 @@
 An image installs only what its component needs, at exactly the versions and
 hashes `make test` tested: the closure of the component's dependencies (and
 of the meridian-* components it depends on), cut out of dev.lock. The
-dependency graph is read from the installed distributions' metadata in .venv.
+dependency graph is read from the components' pyprojects and the installed distributions' metadata in .venv.
 
     python scripts/image_lock.py warden            # writes requirements/warden.lock
     python scripts/image_lock.py warden --check    # exit 1 if the committed lock is stale
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tomllib
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -35,10 +36,19 @@ def lock_entries(text: str) -> dict[str, str]:
     return {name: text[start:end].rstrip() + "\n" for (start, name), end in zip(starts, ends, strict=True)}
 
 
+def _declared(name: str) -> list[str] | None:
+    """A meridian-* component's dependencies from its pyproject: the source, newer than an installed copy's metadata."""
+    for path in [*REPO.glob("platform/*/pyproject.toml")]:
+        project = tomllib.loads(path.read_text())["project"]
+        if canonicalize_name(project["name"]) == name:
+            return list(project.get("dependencies", []))
+    return None
+
+
 def requires(name: str) -> list[str]:
-    """Runtime dependencies of an installed distribution, markers evaluated for the image."""
+    """Runtime dependencies of a distribution, markers evaluated for the image."""
     out: list[str] = []
-    for line in metadata.requires(name) or []:
+    for line in _declared(name) or metadata.requires(name) or []:
         req = Requirement(line)
         if req.marker is None or req.marker.evaluate(ENVIRONMENT):
             out.append(canonicalize_name(req.name))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -68,6 +69,15 @@ def test_a_data_path_that_is_not_there_or_too_short(tmp_path: Path) -> None:
     assert short is not None
     assert "has 3 bytes, fewer than one sequence" in short
     assert preconditions.data_path_exists(cfg(tmp_path, "data=text")) is None  # the packaged corpus
+
+
+def test_wandb_must_be_installed_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert preconditions.wandb_installed(cfg(tmp_path, "logging.wandb=true")) is None  # the dev install has it
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert preconditions.wandb_installed(cfg(tmp_path)) is None  # off: never looked for
+    problem = preconditions.wandb_installed(cfg(tmp_path, "logging.wandb=true"))
+    assert problem is not None
+    assert problem.startswith("logging.wandb: wandb is not installed;")
 
 
 def test_the_shape_must_divide_and_other_parts_add_their_own_checks(

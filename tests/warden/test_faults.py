@@ -177,7 +177,7 @@ def test_hostile_nodes_and_records_never_end_a_round(cluster: Cluster) -> None:
     warden.actuator.event = lambda *args: None  # type: ignore[method-assign]
     decided = warden.round()
     assert record_of(cluster, "n-01").phase == "quarantined"  # the real fault is handled all the same
-    held = warden.metrics.nodes.get(phase="held")
+    held = sum(warden.metrics.nodes.get(pool=pool, phase="held") for pool in warden.pools)
     assert held == 3  # n-02, n-03 (unreadable records) and n-04 (unreadable Node)
     assert warden.metrics.node_errors.get(stage="record") == 2
     assert warden.metrics.node_errors.get(stage="observe") == 2  # n-04 held, n-05 skipped

@@ -238,7 +238,7 @@ def test_dry_run_changes_nothing_and_counts_decisions(cluster: Cluster) -> None:
     assert cluster.mutations() == []
     assert cluster.gce.requests == []
     assert warden.metrics.commands.get(verb="cordon", carried_out="false") == 3
-    assert 'warden_commands_total{carried_out="false",verb="cordon"} 3' in warden.metrics.registry.render()
+    assert 'warden_commands_total{carried_out="false",verb="cordon"} 3.0' in warden.metrics.render()
 
 
 def test_a_pdb_refusal_is_retried_and_api_errors_are_repaired_next_round(cluster: Cluster) -> None:

@@ -143,7 +143,7 @@ def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Clu
         {"propagationPolicy": "Background"},
     )
     assert w.metrics.deep_checks.get(pool="h200-a", kind="sweep", verdict="pass") == 1
-    assert 'warden_deep_checks_total{kind="sweep",pool="h200-a",verdict="pass"} 1' in w.metrics.registry.render()
+    assert 'warden_deep_checks_total{kind="sweep",pool="h200-a",verdict="pass"} 1.0' in w.metrics.render()
     clock.now += 30
     w.round()
     assert api.jobs == {}  # checked now: not due for sweep_every_s

@@ -71,7 +71,7 @@ def test_a_forged_event_naming_another_node_is_not_counted(cluster: Cluster) -> 
     assert ignored.get(reason="nccl_other_namespace") == 1
     assert ignored.get(reason="nccl_other_pod") == 1
     assert ignored.get(reason="nccl_malformed") == 1
-    assert "warden_signals_ignored_total" in warden.metrics.registry.render()
+    assert "warden_signals_ignored_total" in warden.metrics.render()
     # Warden asked the API server for the pods the Events named, in their namespaces.
     gets = {r.path for r in cluster.api.requests if r.method == "GET" and "/namespaces/" in r.path}
     assert gets == {"/api/v1/namespaces/research/pods/attacker-0", "/api/v1/namespaces/research/pods/ghost"}

@@ -35,6 +35,7 @@ from preflight.checks import check_gpu_state, check_kernel_log
 from preflight.collective import CollectiveSettings, check_allreduce
 from preflight.compute import ComputeSettings, check_compute
 from preflight.environment import Settings, check_checkpoint_mount, check_nccl, check_rdma_interfaces, check_shm
+from preflight.metrics import PreflightMetrics
 from preflight.node import annotate
 from preflight.report import Result, as_json, exit_code, lines, node_annotation, termination_message
 
@@ -198,6 +199,12 @@ def _parser() -> argparse.ArgumentParser:
         help="on failure, write the failing check as JSON here (a pod's terminationMessagePath), for Warden",
     )
     run.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve the results as Prometheus metrics here while it runs"
+    )
+    run.add_argument(
+        "--metrics-file", metavar="FILE", help="write the results as Prometheus metrics here (a textfile collector's)"
+    )
+    run.add_argument(
         "--annotate",
         action="store_true",
         help="on failure, annotate this Node (NODE_NAME) for Warden; needs a service account that may patch Nodes",
@@ -243,7 +250,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     selected = args.check or [*CHECKS, *(DEEP_CHECKS if args.deep else ())]
-    results = [ALL_CHECKS[name](args) for name in selected]
+    live = PreflightMetrics()
+    if args.metrics_port is not None:
+        live.serve(args.metrics_port)
+    results = []
+    for name in selected:
+        results.append(ALL_CHECKS[name](args))
+        live.record(results[-1])
+    try:
+        live.finish(args.metrics_file)
+    except OSError as exc:
+        print(f"warning: could not write {args.metrics_file} ({exc}); the report below still stands", file=sys.stderr)
     node = os.environ.get("NODE_NAME", os.uname().nodename)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     print(

@@ -11,11 +11,11 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from contract.names import PEAK_TFLOPS_ENV
+from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT
 
 
 class ConfigError(Exception):
@@ -36,6 +36,9 @@ class Run:
     # for the first `inject_nan_times` attempts of that step in each replica-group process.
     inject_nan_at_step: int = 0
     inject_nan_times: int = 1
+    # Rank 0 of each group serves contract.metrics.TRAINER here (0: any free port; -1: off); when taken (groups
+    # sharing a machine) it falls back to a free one. The bound port is in the run dir: metrics-<group>.port.
+    metrics_port: int = TRAINER_METRICS_PORT
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,15 @@ class Perf:
 
 
 @dataclass(frozen=True)
+class Logging:
+    """Weights & Biases: each logging window's run metrics, per group (trainer/wandb_sink.py); off by default."""
+
+    wandb: bool = False
+    wandb_project: str = "meridian"
+    wandb_entity: str = ""  # "": the API key's default entity
+
+
+@dataclass(frozen=True)
 class Config:
     run: Run
     ft: FaultTolerance
@@ -144,6 +156,7 @@ class Config:
     optim: Optim
     perf: Perf
     extra: dict[str, Any]  # keys added with `+` that the schema does not know: kept for the user's code
+    logging: Logging = field(default_factory=Logging)
 
 
 # Bounds a value must respect: key -> (check, what it must be).
@@ -246,6 +259,8 @@ def _cross_checks(config: Config) -> Config:
             f"data.batch_size: {config.data.batch_size} is not a multiple of ft.group_size {config.ft.group_size} "
             "(each rank of a group takes an equal part of the group's batch)"
         )
+    if not -1 <= config.run.metrics_port <= 65535:
+        raise ConfigError(f"run.metrics_port: {config.run.metrics_port} is not a port (0: any free one, -1: off)")
     if config.run.inject_nan_at_step < 0:
         raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)

@@ -67,13 +67,6 @@ class Goodput:
         lost = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items() if k != "productive" and v)
         return f"goodput {run}: {self.goodput:.1%} ({self.seconds['productive']:.1f}s productive of {self.total:.1f}s; {lost or 'nothing lost'})"
 
-    def prometheus(self, run: str, group: str) -> str:
-        labels = f'run="{run}",replica_group="{group}"'
-        lines = ["# TYPE meridian_goodput_ratio gauge", f"meridian_goodput_ratio{{{labels}}} {self.goodput:.6f}"]
-        lines.append("# TYPE meridian_train_seconds_total counter")
-        lines += [f'meridian_train_seconds_total{{{labels},bucket="{k}"}} {v:.3f}' for k, v in self.seconds.items()]
-        return "\n".join(lines) + "\n"
-
 
 def combine(reports: list[dict[str, object]]) -> dict[str, object]:
     """A run's goodput from its replica groups' reports (sums of seconds and steps)."""

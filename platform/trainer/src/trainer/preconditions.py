@@ -9,6 +9,7 @@ trainer adds its own check by appending a function to ``CHECKS``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import uuid
 from collections.abc import Callable
@@ -83,7 +84,14 @@ def checkpoint_dir_writable(cfg: Config) -> str | None:
     return None
 
 
-CHECKS: list[Check] = [device_exists, data_path_exists, shape_divides, checkpoint_dir_writable]
+def wandb_installed(cfg: Config) -> str | None:
+    """logging.wandb needs the optional extra; found here, not as a group's crash after start-up."""
+    if cfg.logging.wandb and importlib.util.find_spec("wandb") is None:
+        return "logging.wandb: wandb is not installed; pip install 'meridian-trainer[wandb]' or set logging.wandb=false"
+    return None
+
+
+CHECKS: list[Check] = [device_exists, data_path_exists, shape_divides, checkpoint_dir_writable, wandb_installed]
 
 
 def first_problem(cfg: Config, checks: list[Check] | None = None) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,15 @@ def committed_target(cfg: Config) -> int:
 class EventLog:
     """Appends one group's events; line-buffered, so a group that is killed loses at most its last line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, observe: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file = path.open("a", buffering=1)
+        self.observe = observe  # the live metrics (trainer.metrics), updated from the same events
 
     def write(self, event: str, **fields: Any) -> None:
         self.file.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+        if self.observe is not None:
+            self.observe(event, fields)
 
 
 def read_events(run_dir: Path, group: int) -> list[dict[str, Any]]:

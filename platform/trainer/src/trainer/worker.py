@@ -21,6 +21,8 @@ from trainer.ft import fault_tolerance
 from trainer.goodput import Goodput
 from trainer.group import checkpoint_group, join_group, leave_group
 from trainer.kube_events import FailureReporter
+from trainer.metrics import observer
+from trainer.metrics import start as start_metrics
 from trainer.nonfinite import NonFiniteStop
 from trainer.resume import Root, newest_verified
 from trainer.runs import EventLog, high_water, raise_high_water, run_dir
@@ -40,7 +42,10 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     started = goodput.clock()
     where = join_group(cfg, group)
     lead = where.rank == 0  # writes the group's events and reports
-    events = EventLog(run_dir(cfg) / (f"events-{group}.jsonl" if lead else f"ranks/events-{group}-{where.rank}.jsonl"))
+    live = start_metrics(cfg, group, goodput, run_dir(cfg)) if lead else None
+    events = EventLog(
+        run_dir(cfg) / (f"events-{group}.jsonl" if lead else f"ranks/events-{group}-{where.rank}.jsonl"), observer(live)
+    )
     ft = fault_tolerance(cfg, where, lighthouse)
     trainer = Trainer(cfg, group, ft, where)
 
@@ -127,8 +132,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     }
     events.write("final", **report)
     if lead:
-        # Prometheus text format, for node-exporter's textfile collector or a push.
-        (run_dir(cfg) / f"goodput-{group}.prom").write_text(goodput.prometheus(cfg.run.name, str(group)))
+        if live is not None:  # the final metrics in Prometheus text format, for a textfile collector or a push
+            live.finish(run_dir(cfg) / f"goodput-{group}.prom")
         log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
     ft.shutdown()
     leave_group(where)

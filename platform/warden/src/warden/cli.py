@@ -121,7 +121,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     actuator = Actuator(kube, compute, policy, cache, metrics)
     warden = Warden(kube, policy, cache, actuator, metrics, sweeper=sweeper)
     if not args.once:
-        serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.registry.render())})
+        serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.render())})
         serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})
     logging.getLogger(__package__).info("warden %s: dry_run=%s", identity, policy.dry_run)
     serve(warden, elector, stop, round_s=args.round_seconds, once=args.once)

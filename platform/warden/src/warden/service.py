@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
+from preflight.exposition import CONTENT_TYPE
 from warden import deepcheck
 from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
@@ -94,6 +95,8 @@ class Warden:
     ) -> None:
         self.kube, self.policy, self.cache, self.actuator, self.metrics = kube, policy, cache, actuator, metrics
         self.clock, self.sweeper = clock, sweeper
+        self.pools: set[str] = set()  # every pool a round has seen, for warden_nodes
+        self.xids_counted: dict[str, float] = {}  # node -> time of the newest Xid counted in warden_xids_total
 
     def _tenant_reports(self, now: float) -> Verdicts:
         """Tenants' reports, each checked against the pod the cluster placed (warden.trust).
@@ -175,12 +178,13 @@ class Warden:
                 found, pods, probation = NodeView(name, _pool(node), Record("held", reason=why), Facts(), ()), [], None
             views.append(found)
             seen[name] = (pods, probation)
+        self._count_xids(views, started)
         sweeping = self.sweeper.running() if self.sweeper is not None else None
         decided = run_round(views, self.policy, started, only, sweeping)
-        phases: Counter[str] = Counter()
+        phases: Counter[tuple[str, str]] = Counter()
         for v in views:
             decision = decided.decisions.get(v.name)
-            phases[(decision.record if decision else v.record).phase] += 1
+            phases[v.pool, (decision.record if decision else v.record).phase] += 1
             if only is not None and v.name not in only:
                 continue
             if decision is not None:
@@ -188,14 +192,16 @@ class Warden:
                 self.actuator.apply(nodes[v.name], v.record, decision, burn_in)
             else:
                 self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
-        for phase in PHASES:
-            self.metrics.nodes.set(phases[phase], phase=phase)
+        self.pools |= {v.pool for v in views}  # a pool that empties reads 0, not its last count
+        for pool in sorted(self.pools):
+            for phase in PHASES:
+                self.metrics.nodes.set(phases[pool, phase], pool=pool, phase=phase)
         self.metrics.blocked.set(decided.blocked)
         if self.sweeper is not None and only is None and self.policy.sweeps:
             self._sweeps(nodes, views, decided, started)
         self.metrics.rounds.inc()
         self.metrics.round_seconds.set(self.clock() - started)
-        out = sum(phases[p] for p in OUT_OF_SERVICE)
+        out = sum(n for (_, phase), n in phases.items() if phase in OUT_OF_SERVICE)
         log.info(
             "round%s: %d GPU nodes, %d out of service, %d decisions",
             "" if only is None else f" for {len(only)} node(s)",
@@ -204,6 +210,19 @@ class Warden:
             len(decided.decisions),
         )
         return decided
+
+    def _count_xids(self, views: list[NodeView], now: float) -> None:
+        """warden_xids_total: each Xid an agent condition lists, once (by its time), within the policy's window.
+
+        DCGM on GKE exports no Xid series with the node pool, so the per-pool Xid rate alert reads this.
+        """
+        for v in views:
+            since = newest = self.xids_counted.get(v.name, now - self.policy.window_s)
+            for signal in v.signals:
+                if signal.kind == "xid" and signal.code is not None and signal.at > since:
+                    self.metrics.xids.inc(pool=v.pool, xid=str(signal.code))
+                    newest = max(newest, signal.at)
+            self.xids_counted[v.name] = newest
 
     def _burn_in_result(self, v: NodeView, decision: Decision, probation: str | None, now: float) -> str | None:
         """The deep check annotation of a burn-in (probation) that just finished; counted once, as it is recorded."""
@@ -269,7 +288,7 @@ def serve_http(port: int, routes: dict[str, Callable[[], tuple[int, str]]]) -> T
             code, text = routes.get(self.path, lambda: (404, "not found\n"))()
             body = text.encode()
             self.send_response(code)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Type", CONTENT_TYPE)  # the client library's text format
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
