@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import Result
 
 from gkr import kube
 from tests.gkr.conftest import EXAMPLES
+from tests.gkr.jsonhandler import JsonHandler
 from tests.gkr.test_kube import EAST4, use_kubeconfig
 
 GET_CREDENTIALS = (
@@ -77,17 +76,9 @@ def test_piped_tables_are_not_cut_to_80_columns(gkr: Callable[..., Result]) -> N
     assert any("quota pretraining" in r and "quota evals" in r for r in rows)  # every column, on one line
 
 
-class _Unauthorized(BaseHTTPRequestHandler):
+class _Unauthorized(JsonHandler):
     def do_GET(self) -> None:
-        data = json.dumps({"kind": "Status", "code": 401, "reason": "Unauthorized"}).encode()
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self._reply({"kind": "Status", "code": 401, "reason": "Unauthorized"}, 401)
 
 
 @pytest.fixture

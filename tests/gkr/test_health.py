@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +19,7 @@ from contract import health as deep
 from contract import names
 from contract import warden as policy
 from gkr import health, health_read
+from tests.gkr.jsonhandler import JsonHandler
 from tests.gkr.test_kube import EAST4
 
 CENTRAL1 = "gke_meridian-train-prod_us-central1_meridian-us-central1"
@@ -90,7 +91,7 @@ EVENTS = [
 CONFIG = policy.dumps(policy.DEFAULTS)
 
 
-class FakeApiServer(BaseHTTPRequestHandler):
+class FakeApiServer(JsonHandler):
     requests: ClassVar[list[dict[str, Any]]] = []
     config: ClassVar[int | str] = CONFIG  # an int: that status instead
 
@@ -112,17 +113,6 @@ class FakeApiServer(BaseHTTPRequestHandler):
         start, size = int(query.get("continue", "0")), int(query["limit"])
         token = str(start + size) if start + size < len(items) else ""
         self._reply({"items": items[start : start + size], "metadata": {"continue": token} if token else {}})
-
-    def _reply(self, payload: dict[str, Any], status: int = 200) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
@@ -16,9 +16,10 @@ from click.testing import Result
 
 from gkr import kube
 from tests.gkr.conftest import EXAMPLES
+from tests.gkr.jsonhandler import JsonHandler
 
 
-class FakeApiServer(BaseHTTPRequestHandler):
+class FakeApiServer(JsonHandler):
     requests: ClassVar[list[dict[str, Any]]] = []
     queues: ClassVar[list[dict[str, Any]]] = []
 
@@ -36,14 +37,6 @@ class FakeApiServer(BaseHTTPRequestHandler):
         }
         FakeApiServer.requests.append(request)
         return request
-
-    def _reply(self, payload: dict[str, Any], status: int = 200) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_PATCH(self) -> None:
         self._reply(self._record()["body"])
@@ -92,9 +85,6 @@ class FakeApiServer(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._record()
         self._reply({"kind": "Status", "apiVersion": "v1", "status": "Success"})
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

@@ -53,6 +53,17 @@ def sweep_jobs(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {j["metadata"]["labels"]["meridian.dev/deep-check-node"]: j for j in cluster.api.jobs.values()}
 
 
+def due_node_swept(cluster: Cluster, node_fields: dict[str, Any] | None = None) -> tuple[Warden, dict[str, Any]]:
+    """39 nodes in service and one due for a sweep; two rounds 601 s apart: the sweep Job for it exists."""
+    pool_of(cluster, 39)
+    cluster.api.nodes["due"] = node("due", **(node_fields or {}))
+    w = warden(cluster)
+    w.round()
+    cluster.clock.now += 601
+    w.round()
+    return w, sweep_jobs(cluster)["due"]
+
+
 def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(cluster: Cluster) -> None:
     api, clock = cluster.api, cluster.clock
     pool_of(cluster, 38)
@@ -115,13 +126,7 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
 
 def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Cluster) -> None:
     api, clock = cluster.api, cluster.clock
-    pool_of(cluster, 39)
-    api.nodes["due"] = node("due", **checked(clock.now - 8 * DAY))  # last checked 8 days ago
-    w = warden(cluster)
-    w.round()
-    clock.now += 601
-    w.round()
-    job = sweep_jobs(cluster)["due"]
+    w, job = due_node_swept(cluster, checked(clock.now - 8 * DAY))  # last checked 8 days ago
     job["spec"]["suspend"] = False
     job["status"] = {"succeeded": 1}
     clock.now += 900
@@ -151,13 +156,7 @@ def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Clu
 
 def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: Cluster) -> None:
     api, clock = cluster.api, cluster.clock
-    pool_of(cluster, 39)
-    api.nodes["due"] = node("due")
-    w = warden(cluster)
-    w.round()
-    clock.now += 601
-    w.round()
-    job = sweep_jobs(cluster)["due"]
+    w, job = due_node_swept(cluster)
     name = job["metadata"]["name"]
     job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
     report = {"schema": "meridian.preflight/v1", "check": "dcgm_diag", "gpu": 3, "summary": "Memory test failed"}
@@ -188,13 +187,7 @@ def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: C
 
 def test_a_sweep_preempted_by_a_job_is_given_up_not_failed_and_retried_later(cluster: Cluster) -> None:
     api, clock = cluster.api, cluster.clock
-    pool_of(cluster, 39)
-    api.nodes["due"] = node("due")
-    w = warden(cluster)
-    w.round()
-    clock.now += 601
-    w.round()
-    job = sweep_jobs(cluster)["due"]
+    w, job = due_node_swept(cluster)
     job["spec"]["suspend"], job["status"] = False, {"active": 1, "ready": 1}
     clock.now += 30
     w.round()
