@@ -63,6 +63,7 @@ TEAM_LABEL = "meridian.dev/team"  # every team pod and job, set by gkr and enfor
 JOB_LABEL = "meridian.dev/job"  # every object of one gkr job
 RUN_LABEL = "meridian.dev/run"  # every object, in every cluster, of one run that spans regions
 REGION_LABEL = "meridian.dev/region"  # which region's share of a multi-region run an object is
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # KubeRay's: "head" or "worker" on a Ray pod
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's: the LocalQueue a workload is submitted to
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # Kueue's: the WorkloadPriorityClass
 WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, for selectors and dashboards

@@ -212,7 +212,11 @@ def list_run(api: Any, namespace: str, run: str, lighthouse: bool) -> list[dict[
     return found
 
 
-ROLE_SELECTORS = {"head": ",ray.io/node-type=head", "worker": ",ray.io/node-type=worker", "all": ""}
+ROLE_SELECTORS = {
+    "head": f",{names.RAY_NODE_TYPE_LABEL}=head",
+    "worker": f",{names.RAY_NODE_TYPE_LABEL}=worker",
+    "all": "",
+}
 
 
 def pods(api: Any, namespace: str, job: str, role: str) -> list[str]:

@@ -33,7 +33,7 @@ METRICS_READER = "meridian-metrics-reader"
 # GMP's collectors run as this account and read the secret a PodMonitoring names themselves (prometheus-engine
 # v0.17.2 examples/inference-optimized-gateway/secret.yaml grants them get, list and watch on it).
 GMP_COLLECTOR = {"kind": "ServiceAccount", "name": "collector", "namespace": "gmp-system"}
-RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # KubeRay's: head or worker
+RAY_NODE_TYPE_LABEL = names.RAY_NODE_TYPE_LABEL
 
 
 def _endpoint(port: int, **extra: Any) -> dict[str, Any]:
