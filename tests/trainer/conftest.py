@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -86,3 +88,15 @@ def wait_for(
         assert proc.poll() is None, f"the run ended before step {step}"
         assert time.monotonic() < deadline, f"the run never reached step {step}"
         time.sleep(0.1)
+
+
+def kill_and_finish(proc: subprocess.Popen[str], tmp_path: Path, name: str, group: int, timeout: float) -> float:
+    """SIGKILL the process of `group` (rank 1 of it when the group has several ranks: the launcher takes the
+    group down with it) and let the run finish; returns when it was killed. The run must end with 0."""
+    out_dir = tmp_path / "runs" / name
+    ranks = json.loads((out_dir / "ranks.json").read_text())[str(group)]
+    os.kill(ranks[1] if len(ranks) > 1 else ranks[0], signal.SIGKILL)
+    killed_at = time.time()
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-3000:]
+    return killed_at

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import time
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, run, start, wait_for
+from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
 
 COMMON = ("run.steps=240", "ft.replica_groups=2", "ft.min_replicas=2", "checkpoint.every=100000")
 
@@ -33,11 +29,7 @@ def test_a_killed_diloco_group_heals_and_finishes_with_the_survivors_weights(tmp
         "checkpoint.every=100000", "ft.restart_delay_s=2",
     )  # fmt: skip
     wait_for(proc, tmp_path, "heal", "commit", 8, within_s=180)
-    pids = json.loads((tmp_path / "runs" / "heal" / "pids.json").read_text())
-    os.kill(pids["1"], signal.SIGKILL)
-    killed_at = time.time()
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-3000:]
+    killed_at = kill_and_finish(proc, tmp_path, "heal", 1, timeout=300)
     assert any(e["event"] == "healed" and e["time"] > killed_at for e in events(tmp_path, "heal", 1))
     reports = [final(tmp_path, "heal", g) for g in (0, 1)]
     assert [(r["step"], r["inner_steps"]) for r in reports] == [(30, 300), (30, 300)]

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, start, wait_for
+from tests.trainer.conftest import events, final, kill_and_finish, start, wait_for
 
 STEPS = 400
 
@@ -21,11 +18,7 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
         tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.replica_groups=2", "ft.restart_delay_s=2"
     )
     wait_for(proc, tmp_path, name, "step", 40, within_s=180)
-    pids = json.loads((tmp_path / "runs" / name / "pids.json").read_text())
-    os.kill(pids["1"], signal.SIGKILL)
-    killed_at = time.time()
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-3000:]
+    killed_at = kill_and_finish(proc, tmp_path, name, 1, timeout=300)
 
     # Every committed step is recorded with its participants. The survivor (which may have
     # joined late and healed first) commits every step from its first to the last, one by one.

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
 from trainer.checkpoint import MARKER, step_dir
 
-from tests.trainer.conftest import events, final, run, start, wait_for
+from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
@@ -23,11 +20,7 @@ def test_a_killed_rank_takes_its_group_down_and_the_group_heals(tmp_path: Path) 
     name = "shardkill"
     proc = start(tmp_path, name, f"run.steps={STEPS}", "checkpoint.every=1000", "ft.restart_delay_s=2", *SHAPE)
     wait_for(proc, tmp_path, name, "step", 20, within_s=240)
-    ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
-    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
-    killed_at = time.time()
-    out, _ = proc.communicate(timeout=400)
-    assert proc.returncode == 0, out[-3000:]
+    killed_at = kill_and_finish(proc, tmp_path, name, 1, timeout=400)  # rank 1 of group 1, and with it rank 0
 
     survivor = [e for e in events(tmp_path, name, 0) if e["event"] == "commit"]
     steps = [e["step"] for e in survivor]
@@ -113,11 +106,7 @@ def test_a_killed_rank_in_streaming_diloco_heals_its_group_mid_period(tmp_path: 
     name = "shardstreamkill"
     proc = start(tmp_path, name, "run.steps=64", "ft.restart_delay_s=2", *STREAMING)
     wait_for(proc, tmp_path, name, "commit", 4, within_s=240)
-    ranks = json.loads((tmp_path / "runs" / name / "ranks.json").read_text())
-    os.kill(ranks["1"][1], signal.SIGKILL)  # rank 1 of group 1: the launcher takes rank 0 down with it
-    killed_at = time.time()
-    out, _ = proc.communicate(timeout=400)
-    assert proc.returncode == 0, out[-3000:]
+    killed_at = kill_and_finish(proc, tmp_path, name, 1, timeout=400)  # rank 1 of group 1, and with it rank 0
 
     replaced = events(tmp_path, name, 1)
     assert len([e for e in replaced if e["event"] == "started"]) == 2

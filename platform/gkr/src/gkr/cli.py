@@ -230,7 +230,6 @@ def _submit(
     force_per_step_sync: bool = False,
 ) -> None:
     """What `submit` and `preflight` share: prepare, print the summary, then print or apply."""
-    from gkr import multiregion
     from gkr.submit import flags_of, prepare_job, read
     from gkr.summary import summary
 
@@ -242,6 +241,8 @@ def _submit(
             if context is not None or workdir is not None:
                 flag = "--context" if context is not None else "--workdir"
                 raise Invalid([f"flag {flag}: not for a run across regions yet (each region uses its GKE context)"])
+            from gkr import multiregion  # runs across regions only: a one-region submit never loads it
+
             run = multiregion.prepare(spec, origins, found)
     if spec.regions:
         _submit_run(run, found, dry_run, output)
