@@ -1,6 +1,7 @@
 """Run a command of this checkout with this checkout's own code.
 
     python scripts/run_checkout.py NAME [ARGS...]
+    python scripts/run_checkout.py --module MODULE:FUNCTION PROG [ARGS...]
 
 NAME is a console script of this checkout, as its `pyproject.toml` files
 declare it (`[project.scripts]` of `platform/*/` and `infra/`): for example
@@ -9,7 +10,12 @@ or `meridian plan --json`. Before anything of the project is imported, the
 checkout's own package folders (each distribution's `src/`, and `infra/`) go
 first on sys.path, ahead of what the environment has installed, which may be
 another checkout's code, installed editable. Third-party packages still come
-from the environment.
+from the environment. A console script that two `pyproject.toml` files declare
+is refused (a new folder must not redefine a command).
+
+`--module` names the function itself instead of a console script, so nothing a
+checkout declares decides what runs: scripts/plan_side.py, which the plan
+review runs in each checkout, calls its commands this way.
 
 This is how the plan review runs BASE with BASE's code and HEAD with HEAD's,
 without setting PYTHONPATH: it runs each checkout's copy of this file.
@@ -42,25 +48,46 @@ def code_paths() -> list[str]:
     return paths
 
 
+class Redefined(Exception):
+    """Two distributions of this checkout declare the same console script."""
+
+
 def entry_points() -> dict[str, str]:
     """Console script name -> `module:function`, from this checkout's pyproject.toml files."""
     scripts: dict[str, str] = {}
-    for _, data in _projects():
-        scripts |= data.get("project", {}).get("scripts", {})
+    declared: dict[str, Path] = {}
+    for folder, data in _projects():
+        for name, target in data.get("project", {}).get("scripts", {}).items():
+            if name in declared:
+                raise Redefined(
+                    f"{(folder / 'pyproject.toml').relative_to(ROOT)}: console script {name} is already declared by "
+                    f"{(declared[name] / 'pyproject.toml').relative_to(ROOT)}; rename one of them"
+                )
+            scripts[name], declared[name] = target, folder
     return scripts
 
 
-def main(argv: list[str]) -> int:
-    scripts = entry_points()
-    if not argv or argv[0] not in scripts:
-        names = ", ".join(sorted(scripts))
-        print(f"usage: {Path(__file__).name} NAME [ARGS...]; NAME is one of this checkout's: {names}", file=sys.stderr)
-        return 2
-    module, _, function = scripts[argv[0]].partition(":")
+def _call(target: str, argv: list[str]) -> int:
+    module, _, function = target.partition(":")
     sys.path[:0] = code_paths()
     sys.argv = list(argv)  # as the installed console script sees them
     result = getattr(import_module(module), function)()
     return result if isinstance(result, int) else 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--module"] and len(argv) >= 3 and ":" in argv[1]:
+        return _call(argv[1], argv[2:])
+    try:
+        scripts = entry_points()
+    except Redefined as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not argv or argv[0] not in scripts:
+        names = ", ".join(sorted(scripts))
+        print(f"usage: {Path(__file__).name} NAME [ARGS...]; NAME is one of this checkout's: {names}", file=sys.stderr)
+        return 2
+    return _call(scripts[argv[0]], argv)
 
 
 if __name__ == "__main__":

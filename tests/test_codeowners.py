@@ -6,6 +6,7 @@ import fnmatch
 
 from fleet.gitops import argocd
 from fleet.load import load
+from review.inputs import plan_inputs
 from tests.conftest import REPO, SHIPPED
 
 CODEOWNERS = REPO / ".github/CODEOWNERS"
@@ -48,6 +49,31 @@ def test_the_privileged_projects_sources_in_this_repository_are_owned() -> None:
     assert unowned == []
     # What those overlays are built from, and what generates them.
     for path in ("kustomize/base/warden/agent.yaml", "platform/fleet/src/fleet/gitops/teams.py", "fleet.yaml"):
+        assert _owned(path), path
+
+
+def _example(pattern: str) -> str:
+    """A path under a plan input, as CODEOWNERS must cover it."""
+    return (pattern + "any/file") if pattern.endswith("/") else pattern.replace("*", "zz-new")
+
+
+def test_every_path_the_plan_review_reads_is_owned() -> None:
+    # Derived like the review derives what it compares (review.inputs): the planning code and its local
+    # dependencies from the pyproject files, the trees Argo CD syncs, the review's machinery.
+    inputs = plan_inputs(REPO)
+    for must in (
+        "platform/review/",
+        "platform/contract/",
+        "scripts/",
+        "requirements/",
+        "kustomize/",
+        "infra/",
+        ".github/",
+    ):
+        assert must in inputs
+    unowned = [p for p in inputs if not _owned(_example(p))]
+    assert unowned == []
+    for path in ("kustomize/base/image-prepull/daemonset.yaml", "kustomize/components/x/kustomization.yaml"):
         assert _owned(path), path
 
 

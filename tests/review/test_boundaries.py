@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from review import review as review_module
-from review.snapshot import LAUNCHER, Snapshot, take
+from review.snapshot import LAUNCHER, PRODUCER, Snapshot, take
 from tests.conftest import REPO
 
 
@@ -133,23 +133,24 @@ def test_the_launcher_runs_its_checkouts_code_before_the_installed_one(tmp_path:
     )
 
 
-def test_each_side_runs_through_its_checkouts_launcher_without_pythonpath(
+def test_each_side_is_planned_by_its_own_producer_without_pythonpath(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[list[str], Path, dict[str, str]]] = []
 
     def run(args: list[str], cwd: Path, env: dict[str, str], **_: Any) -> subprocess.CompletedProcess[str]:
         calls.append((args, cwd, env))
-        return subprocess.CompletedProcess(args, 0, "{}" if "plan" in args else "", "")
+        Path(args[-1]).write_text(
+            '{"format": "meridian-plan-side/1", "plan": {}, "stacks": {}, '
+            '"generate_check": {"returncode": 0, "stderr": ""}}'
+        )
+        return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(subprocess, "run", run)  # what snapshot._run calls
+    monkeypatch.setattr(subprocess, "run", run)  # what snapshot.produce calls
     root = tmp_path / "checkout"
-    (root / "infra/meridian_infra").mkdir(parents=True)
-    (root / "infra/meridian_infra/synth.py").write_text("")
-    (root / "scripts").mkdir()
-    (root / LAUNCHER).write_text("")
+    (root / "scripts").mkdir(parents=True)
+    (root / PRODUCER).write_text("")
     (root / "fleet.yaml").write_text("")
-    fleet = str(root / "fleet.yaml")
     for inherited in ("/somewhere/else", None):
         if inherited is None:
             monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -157,15 +158,46 @@ def test_each_side_runs_through_its_checkouts_launcher_without_pythonpath(
             monkeypatch.setenv("PYTHONPATH", inherited)
         calls.clear()
         take(root, "BASE main", tmp_path / "out")
-        launcher = [sys.executable, str(root / LAUNCHER)]
+        # By its file path, not by a console script any distribution of the checkout could redefine.
         assert [args for args, _, _ in calls] == [
-            [*launcher, "meridian", "plan", "--json", "--fleet", fleet],
-            [*launcher, "meridian", "generate", "--check", "--fleet", fleet, "--root", "."],
-            [*launcher, "meridian-synth", "--fleet", fleet, "--outdir", str(tmp_path / "out/cdktf.out")],
+            [sys.executable, str(root / PRODUCER), "--out", str(tmp_path / "out/side.json")]
         ]
         assert {cwd for _, cwd, _ in calls} == {root}
         # Passed on as the review got it: neither set nor rewritten.
-        assert [env.get("PYTHONPATH") for _, _, env in calls] == [inherited] * 3
+        assert [env.get("PYTHONPATH") for _, _, env in calls] == [inherited]
+
+
+def test_the_producer_calls_its_commands_by_module() -> None:
+    # The producer names each function itself: a checkout's pyproject.toml files cannot swap what runs.
+    text = (REPO / PRODUCER).read_text()
+    assert 'FLEET_CLI, SYNTH = "fleet.cli:main", "meridian_infra.synth:main"' in text
+    assert '"--module", target' in text
+
+
+def test_a_command_two_distributions_declare_is_refused(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path / "base", "base")
+    # A new folder whose pyproject redefines a command: the later definition used to win.
+    (root / "platform/zz-lint/src/zz").mkdir(parents=True)
+    (root / "platform/zz-lint/pyproject.toml").write_text(
+        '[project.scripts]\nmeridian = "zz.cli:main"\n[tool.setuptools.packages.find]\nwhere = ["src"]\n'
+    )
+    run = subprocess.run(
+        [sys.executable, str(root / LAUNCHER), "meridian", "plan"], capture_output=True, text=True, check=False
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (
+        2,
+        "",
+        "error: platform/zz-lint/pyproject.toml: console script meridian is already declared by "
+        "platform/fleet/pyproject.toml; rename one of them\n",
+    )
+    # Named by module, the function runs whatever the pyproject files say.
+    run = subprocess.run(
+        [sys.executable, str(root / LAUNCHER), "--module", "fleet.cli:main", "meridian", "plan"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (7, f"base {root / 'platform/fleet/src/fleet/cli.py'} ['plan']\n")
 
 
 def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,18 +219,22 @@ def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch:
     base = git("rev-parse", "HEAD")
     (repo / "scripts").mkdir()
     shutil.copy2(REPO / LAUNCHER, repo / LAUNCHER)
+    shutil.copy2(REPO / PRODUCER, repo / PRODUCER)
     seen: list[str] = []
 
     def fake_take(root: Path, side: str, *_: Any, **__: Any) -> Snapshot:
-        seen.append((root / LAUNCHER).read_text())
+        seen.extend([(root / LAUNCHER).read_text(), (root / PRODUCER).read_text()])
         return Snapshot(None, notes=[f"{side} taken"])
 
     monkeypatch.setattr(review_module, "take", fake_take)
-    sha, taken = review_module.base_snapshot(repo, base, tmp_path / "work", "kubectl")
+    sha, taken, changed = review_module.base_snapshot(repo, base, tmp_path / "work", "kubectl")
     assert sha == base
-    assert seen == [(REPO / LAUNCHER).read_text()]
+    assert seen == [(REPO / LAUNCHER).read_text(), (REPO / PRODUCER).read_text()]
     assert taken.notes == [
         f"BASE {base} has no scripts/run_checkout.py: HEAD's ran BASE's own code",
+        f"BASE {base} has no scripts/plan_side.py: HEAD's ran BASE's own code",
         f"BASE {base} taken",
     ]
+    # The new helpers (untracked here) are review machinery: reported whatever they say.
+    assert changed == ["scripts/plan_side.py", "scripts/run_checkout.py"]
     assert not (tmp_path / "work/base").exists()  # the worktree, and the copy in it, are gone

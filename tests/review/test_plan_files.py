@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from typing import Any
 
-import yaml
-
 from review.snapshot import stale_generated
 from review.terraform import Change, diff_plan, diff_stacks, forcing, replacement_attributes
-from tests.conftest import REPO
 
 
 def _rc(address: str, kind: str, actions: list[str], before: Any, after: Any) -> dict[str, Any]:
@@ -134,27 +130,6 @@ def test_replacement_table_covers_the_guarded_types() -> None:
         "google_compute_network",
     } <= set(table)
     assert "node_config.machine_type" in table["google_container_node_pool"]
-
-
-def test_workflow_runs_the_review_and_posts_it() -> None:
-    workflow = yaml.safe_load((REPO / ".github/workflows/plan-review.yml").read_text())
-    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
-    assert "pull_request" in triggers
-    steps = workflow["jobs"]["review"]["steps"]
-    run = "\n".join(step.get("run", "") for step in steps)
-    # The script itself, after `make setup`: make would turn its exit 3 into 2 (test_scenarios runs this line).
-    assert re.search(r"\.venv/bin/python scripts/review.py --base \"origin/\$\{\{ github.base_ref \}\}\"", run)
-    assert "make review" not in run
-    names = [step.get("run", "").strip() for step in steps]
-    assert names.index("make setup") < next(i for i, s in enumerate(steps) if s.get("id") == "review")
-    assert "--body-file review.md" in run
-    assert any(step.get("if") == "steps.review.outputs.exit == '3'" for step in steps)
-    assert next(s for s in steps if "checkout" in s.get("uses", ""))["with"]["fetch-depth"] == 0
-    makefile = (REPO / "Makefile").read_text()
-    assert re.search(
-        r"^review: .*\n\t@\$\(BIN\)/python scripts/review.py --base \$\(BASE\) --out review.md", makefile, re.M
-    )
-    assert (REPO / "scripts/review.py").is_file()
 
 
 def test_stale_generated_is_one_line() -> None:

@@ -2,119 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
-from fleet.cli import main as meridian
 from fleet.gitops import admission
-from fleet.gitops.validate import crd_roots
 from review.cli import main as review_main
 from review.report import markdown
-from review.review import Review, review
-from review.snapshot import Snapshot
-from tests.conftest import REPO
+from review.review import review
+from tests.review.conftest import KUBECTL, Sandbox, git, replace_once, reset, scenario
 
-KUBECTL = str(Path(sys.executable).parent / "kubectl")
 # The registry ConfigMap in every cluster holds the whole fleet's registry (fleet.gitops.registry), so a
 # change to any region's pools or any team's quota changes it in every cluster.
 REGISTRY = ("", "ConfigMap", REGISTRY_NAMESPACE, REGISTRY_CONFIGMAP)
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Snapshot]]:
-    """A git repository holding this repository's tracked files, committed once as the base."""
-    repo = tmp_path_factory.mktemp("review") / "repo"
-    for rel in git(REPO, "ls-files").splitlines():
-        if (REPO / rel).is_file():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, repo / rel)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "add", "-A")
-    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "base")
-    return repo, git(repo, "rev-parse", "HEAD"), {}
-
-
-def reset(repo: Path, base: str) -> None:
-    git(repo, "reset", "-q", "--hard", base)
-    git(repo, "clean", "-qfd")
-
-
-def scenario(sandbox: tuple[Path, str, dict[str, Snapshot]], edit: Callable[[str], str]) -> Review:
-    repo, base, cache = sandbox
-    reset(repo, base)
-    spec = repo / "fleet.yaml"
-    spec.write_text(edit(spec.read_text()))
-    assert meridian(["generate", "--fleet", str(spec), "--root", str(repo)]) == 0
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "change")
-    return review(repo, base, kubectl=KUBECTL, cache=cache)
-
-
-def replace_once(old: str, new: str) -> Callable[[str], str]:
-    def edit(text: str) -> str:
-        assert text.count(old) == 1, old
-        return text.replace(old, new)
-
-    return edit
-
-
-WORKFLOW = REPO / ".github" / "workflows" / "plan-review.yml"
-
-
-def workflow_steps() -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = yaml.safe_load(WORKFLOW.read_text())["jobs"]["review"]["steps"]
-    return steps
-
-
-def run_workflow_review(repo: Path, base: str) -> dict[str, str]:
-    """The workflow's review step, verbatim, in `repo` whose BASE is `origin/main`; returns its step outputs."""
-    (step,) = [s for s in workflow_steps() if s.get("id") == "review"]
-    script = step["run"].replace("${{ github.base_ref }}", "main")
-    assert "${{" not in script, script
-    git(repo, "update-ref", "refs/remotes/origin/main", base)
-    (repo / ".venv").unlink(missing_ok=True)
-    (repo / ".venv").symlink_to(REPO / ".venv")  # `make setup` in CI; cleaned with the other untracked files
-    output = repo.parent / "github_output"
-    output.write_text("")
-    (repo.parent / "step.sh").write_text(script)
-    result = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(repo.parent / "step.sh")],  # GitHub's `bash` shell
-        cwd=repo,
-        # The workflow's step before fetches the pinned CRDs into the checkout; here, this checkout's serve.
-        env={**os.environ, "GITHUB_OUTPUT": str(output), "MERIDIAN_CRDS": os.pathsep.join(map(str, crd_roots(REPO)))},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr  # `set +e`: the step itself never fails
-    return dict(line.split("=", 1) for line in output.read_text().splitlines())
-
-
-def holds(condition: str, outputs: dict[str, str]) -> bool:
-    """A workflow `if:` of `steps.review.outputs.exit == '3'` comparisons joined by `&&`."""
-    results = []
-    for term in condition.split("&&"):
-        m = re.fullmatch(r"\s*steps\.review\.outputs\.(\w+) (==|!=) '([^']*)'\s*", term)
-        assert m, f"not a comparison this test understands: {term!r}"
-        results.append((outputs.get(m[1], "") == m[3]) == (m[2] == "=="))
-    return all(results)
-
-
-def test_growing_a_pool_is_not_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_growing_a_pool_is_not_destructive(sandbox: Sandbox) -> None:
     r = scenario(
         sandbox,
         replace_once("        zone: us-east4-b\n        nodes: 384", "        zone: us-east4-b\n        nodes: 448"),
@@ -129,7 +33,7 @@ def test_growing_a_pool_is_not_destructive(sandbox: tuple[Path, str, dict[str, S
     assert r.access == []  # nobody new can reach anything
 
 
-def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
     edit = replace_once(
         "      - name: h200-flex\n        machine_type: a3-ultragpu-8g\n        zone: us-central1-b",
         "      - name: h200-flex\n        machine_type: a3-megagpu-8g\n        zone: us-central1-c",
@@ -142,17 +46,11 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: tuple[Path, str, 
         (c.path, c.before, c.after) for c in pool.changes
     ]
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
-    # What CI does with it: the workflow's own review step, run as GitHub runs it, must see exit 3.
-    repo, base, _ = sandbox
-    outputs = run_workflow_review(repo, base)
-    assert outputs == {"exit": "3"}  # CI asks for a second approval
-    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in (repo / "review.md").read_text()
-    conditions = {step.get("name"): step.get("if", "") for step in workflow_steps()}
-    assert holds(conditions["Destructive changes need a second approval"], outputs)
-    assert not holds(conditions["Review failed"], outputs)
+    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in markdown(r)
+    assert (r.exit_code, r.labels) == (3, ["destructive"])
 
 
-def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_moving_a_range_is_destructive(sandbox: Sandbox) -> None:
     edit = replace_once("  - name: us-east4\n", "  - name: us-east4\n    network: {nodes: 10.200.0.0/20}\n")
     r = scenario(sandbox, edit)
     assert (
@@ -167,7 +65,7 @@ def test_moving_a_range_is_destructive(sandbox: tuple[Path, str, dict[str, Snaps
     ]
 
 
-def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_changing_a_kueue_quota(sandbox: Sandbox) -> None:
     r = scenario(
         sandbox, replace_once("quota: {us-central1: 1024, us-east4: 768,", "quota: {us-central1: 1024, us-east4: 512,")
     )
@@ -204,7 +102,7 @@ def test_changing_a_kueue_quota(sandbox: tuple[Path, str, dict[str, Snapshot]]) 
 
 
 def test_a_spec_change_without_make_generate_is_refused(
-    sandbox: tuple[Path, str, dict[str, Snapshot]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The Kubernetes side is built from the committed tree, which here still has the old quota:
     # without the refusal the report said "No change in any cluster".
@@ -226,7 +124,7 @@ def test_a_spec_change_without_make_generate_is_refused(
     assert not out.exists()
 
 
-def test_each_side_is_synthesized_with_its_own_infra_code(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_each_side_is_synthesized_with_its_own_infra_code(sandbox: Sandbox) -> None:
     # BASE and HEAD each change the same line of infra code, differently: neither this checkout's code nor the
     # environment's has either text, so the diff shows only if each side ran its own (scripts/run_checkout.py).
     repo, base, cache = sandbox
@@ -255,7 +153,7 @@ def test_each_side_is_synthesized_with_its_own_infra_code(sandbox: tuple[Path, s
     assert r.clusters == []
 
 
-def test_adding_a_region_opens_every_region_to_its_pods(sandbox: tuple[Path, str, dict[str, Snapshot]]) -> None:
+def test_adding_a_region_opens_every_region_to_its_pods(sandbox: Sandbox) -> None:
     region = """  - name: asia-south1
     zones: [asia-south1-a, asia-south1-b, asia-south1-c]
     cluster:
@@ -314,9 +212,7 @@ teams:
     assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
 
 
-def test_cli_exit_codes_and_report(
-    sandbox: tuple[Path, str, dict[str, Snapshot]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_exit_codes_and_report(sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo, base, _ = sandbox
     reset(repo, base)
     out = tmp_path / "review.md"

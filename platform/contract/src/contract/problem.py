@@ -21,6 +21,7 @@ class Exit(IntEnum):
     FAILED = 1  # the input was fine; the cluster, a check or the job said no
     USAGE = 2  # bad input: one line per problem, nothing applied
     DESTRUCTIVE = 3  # the plan review found a change that destroys something
+    NEEDS_OWNER = 4  # the plan review found a change a code owner must approve (access, versions, the review itself)
 
 
 @dataclass(frozen=True)

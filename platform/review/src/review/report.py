@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from review.capacity import Delta
 from review.kubernetes import label
@@ -14,6 +15,12 @@ ESTIMATE = (
     "replacement-forcing attributes in `platform/review/src/review/replacement.yaml`; "
     "without a real `terraform plan` they can miss provider-side replacements."
 )
+
+
+# GitHub refuses a comment body over 65,536 characters; the summary stays well under it.
+COMMENT_LIMIT = 65_536
+BUDGET = 60_000
+LINE = 600  # one summary line at most: a longer one is cut, the full report has it whole
 
 
 def _value(v: object) -> str:
@@ -115,3 +122,74 @@ def terminal(r: Review) -> str:
     if len(out) == 1:
         out.append("  no change")
     return "\n".join(out) + "\n"
+
+
+def _outcome(r: Review) -> str:
+    words = {3: "DESTRUCTIVE", 4: "a code owner must approve", 0: "nothing flagged"}
+    labels = ", ".join(r.labels) or "none"
+    return f"**Outcome: {words[int(r.exit_code)]}** (exit {int(r.exit_code)}; labels: {labels})"
+
+
+def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
+    """What the comment shows, most important first."""
+    yield (
+        "Review machinery changed: this review ran BASE's code, not the pull request's",
+        [f"- `{path}`" for path in r.machinery],
+    )
+    yield "Destructive", [f"- **{line}**" for line in r.destructive]
+    yield (
+        "Security (widens access; a code owner must approve)",
+        [f"- {line}" for line in r.security if not line.startswith("review machinery:")],
+    )
+    changed_regions = [d for d in r.regions if d.before != d.after]
+    yield (
+        "Capacity (GPUs)",
+        (
+            ["| region | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(changed_regions)]
+            if changed_regions
+            else []
+        ),
+    )
+    changed_teams = [d for d in r.teams if d.before != d.after]
+    yield (
+        "Team quotas (GPUs)",
+        (
+            ["| team quota | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(changed_teams)]
+            if changed_teams
+            else []
+        ),
+    )
+    counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]
+    for cluster in r.clusters:
+        c = Counter(o.action for o in cluster.objects)
+        counts.append(
+            f"- kubernetes `{cluster.cluster}`: "
+            + ", ".join(f"{c[a]} {a}" for a in ("added", "changed", "removed") if c[a])
+        )
+    yield "Changes per region and cluster", counts
+
+
+def summary(r: Review, report_url: str = "", budget: int = BUDGET) -> str:
+    """The pull request comment: within GitHub's limit, flagged lines first; the full report is linked."""
+    where = f"[the full report]({report_url})" if report_url else "the full report (`review.md`)"
+    head = [f"## Meridian plan review: {r.base} -> {r.head}", "", _outcome(r), "", f"Everything is in {where}.", ""]
+    head += [f"_{note}_" for note in r.notes]
+    out, used = head, sum(len(line) + 1 for line in head)
+    for title, lines in _sections(r):
+        if not lines:
+            continue
+        block = ["", f"### {title}", ""]
+        used += sum(len(line) + 1 for line in block)
+        out += block
+        for shown, line in enumerate(lines):
+            line = line if len(line) <= LINE else line[: LINE - 3] + "..."
+            if used + len(line) + 1 > budget - 200:  # room for the "more" line of each section still to come
+                more = f"- ... {len(lines) - shown:,} more in {where}"
+                out.append(more)
+                used += len(more) + 1
+                break
+            out.append(line)
+            used += len(line) + 1
+    if not (r.machinery or r.destructive or r.security):
+        out += ["", "No destructive change, nothing for a code owner."]
+    return "\n".join(out).rstrip() + "\n"

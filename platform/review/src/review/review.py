@@ -1,4 +1,10 @@
-"""Compare HEAD (the working tree) with BASE (a temporary git worktree)."""
+"""Compare HEAD (the working tree, or the pull request's checkout) with BASE (a temporary git worktree).
+
+This module and everything it calls are the deciding code: in the workflow they
+come from the base branch. HEAD's code only ever runs as HEAD's
+scripts/plan_side.py, in a process (in GitHub, a job) of its own, and what it
+writes is read as data.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.problem import Exit
 from review.access import access_changes
 from review.capacity import Delta, capacity_deltas
+from review.inputs import changed_inputs, machinery
 from review.kubernetes import ClusterDiff, diff_clusters
-from review.snapshot import LAUNCHER, ReviewError, Snapshot, take
+from review.snapshot import LAUNCHER, PRODUCER, ReviewError, Snapshot, take
 from review.terraform import StackDiff, diff_plan, diff_stacks
 
 
@@ -26,6 +34,12 @@ class Review:
     teams: list[Delta]
     notes: list[str] = field(default_factory=list)
     access: list[str] = field(default_factory=list)  # firewall rules created, removed or altered (access.py)
+    changed: list[str] = field(default_factory=list)  # files the change touches that the review reads (inputs.py)
+
+    @property
+    def machinery(self) -> list[str]:
+        """Changed files that run or judge the review itself: shown first, and an owner must approve them."""
+        return machinery(self.changed)
 
     @property
     def destructive(self) -> list[str]:
@@ -39,6 +53,21 @@ class Review:
                     lines += [f"{cluster.cluster}: {flag}" for flag in o.flags]
         return lines
 
+    @property
+    def security(self) -> list[str]:
+        """Changes that widen who may do or reach what."""
+        return []
+
+    @property
+    def labels(self) -> list[str]:
+        flagged = (("destructive", self.destructive), ("security", self.machinery + self.security))
+        return [name for name, lines in flagged if lines]
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing flagged; 3 destructive (whatever else); 4 flagged for a code owner's approval only."""
+        return Exit.DESTRUCTIVE if self.destructive else Exit.NEEDS_OWNER if self.labels else Exit.OK
+
 
 def _git(repo: Path, *args: str) -> str:
     result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
@@ -47,39 +76,60 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[str, Snapshot]:
+BaseCache = dict[str, tuple[Snapshot, list[str]]]  # BASE commit -> its snapshot, and the inputs HEAD changed
+
+
+def changed_files(repo: Path, sha: str) -> list[str]:
+    """Files HEAD (working tree included, untracked files too) differs in from `sha`, by git, not by HEAD's code."""
+    tracked = _git(repo, "diff", "--name-only", "--no-renames", sha).splitlines()
+    untracked = _git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
+    return sorted({*tracked, *untracked} - {""})
+
+
+def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[str, Snapshot, list[str]]:
+    """(commit, snapshot, changed plan inputs): BASE, in a temporary worktree, planned by its own producer."""
     sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
     tree = workdir / "base"
     _git(repo, "worktree", "add", "--detach", str(tree), sha)
     try:
         notes = []
-        if not (tree / LAUNCHER).is_file() and (repo / LAUNCHER).is_file():
-            # A BASE from before the launcher: HEAD's copy runs BASE's code just as well (it reads where from
-            # its own location), so the temporary worktree gets one.
-            (tree / LAUNCHER).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / LAUNCHER, tree / LAUNCHER)
-            notes.append(f"BASE {base} has no {LAUNCHER.as_posix()}: HEAD's ran BASE's own code")
+        for helper in (LAUNCHER, PRODUCER):
+            if not (tree / helper).is_file() and (repo / helper).is_file():
+                # A BASE from before the helper: HEAD's copy runs BASE's own code just as well (it reads where
+                # from its own location), so the temporary worktree gets one.
+                (tree / helper).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(repo / helper, tree / helper)
+                notes.append(f"BASE {base} has no {helper.as_posix()}: HEAD's ran BASE's own code")
         snapshot = take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
         snapshot.notes[:0] = notes
-        return sha, snapshot
+        return sha, snapshot, changed_inputs(tree, changed_files(repo, sha))
     finally:
         _git(repo, "worktree", "remove", "--force", str(tree))
 
 
 def review(
-    repo: Path, base: str, plans: Path | None = None, kubectl: str = "kubectl", cache: dict[str, Snapshot] | None = None
+    repo: Path,
+    base: str,
+    plans: Path | None = None,
+    kubectl: str = "kubectl",
+    cache: BaseCache | None = None,
+    head_plan: Path | None = None,
 ) -> Review:
-    """`cache` keeps BASE snapshots by commit, for callers that review several heads against one base."""
+    """`head_plan`: HEAD's plan document, made by HEAD's scripts/plan_side.py in a job of its own (the
+    workflow); without it, HEAD's producer runs here. `cache` keeps BASE by commit, for callers that
+    review several heads against one base."""
     with tempfile.TemporaryDirectory(prefix="meridian-review-") as tmp:
         work = Path(tmp)
         sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
-        after = take(repo, "HEAD", work / "head-out", kubectl)  # first: a stale HEAD is refused before BASE costs
+        # First: a stale HEAD is refused before BASE costs anything.
+        after = take(repo, "HEAD", work / "head-out", kubectl, document=head_plan)
         if cache is not None and sha in cache:
-            before = cache[sha]
+            before, _ = cache[sha]
+            changed = changed_inputs(repo, changed_files(repo, sha))
         else:
-            sha, before = base_snapshot(repo, sha, work, kubectl)
+            sha, before, changed = base_snapshot(repo, sha, work, kubectl)
             if cache is not None:
-                cache[sha] = before
+                cache[sha] = (before, changed)
     stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes
     if plans is not None:
@@ -102,4 +152,5 @@ def review(
         teams,
         notes,
         access_changes(before.stacks, after.stacks),
+        changed,
     )

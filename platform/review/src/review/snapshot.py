@@ -1,21 +1,20 @@
-"""Everything the review compares, taken from one checkout with that checkout's own code.
+"""Everything the review compares, taken from one checkout.
 
-BASE is reviewed with BASE's generator and stacks, not HEAD's: each checkout's
-plan, generator check and synthesis run as that checkout's own commands
-(`meridian`, and infra's entry point `meridian-synth`) through its
-`scripts/run_checkout.py`, which puts the checkout's own code first; the review
-passes its environment on unchanged (PYTHONPATH included) but for where to find
-the CRDs. Kubernetes objects are built from the
-checkout's committed tree, because that is what Argo CD syncs; so a HEAD whose
-committed tree is stale against its own fleet.yaml (`make generate` not run) is
-refused: its report would otherwise say "no change" for a pool, team or region
-that the merge then half-applies. A stale BASE is what is deployed, so it is
-compared as committed, with a note.
+What needs the checkout's own code (its fleet plan, whether its generated tree
+is current, its synthesized Terraform) comes from the checkout's
+scripts/plan_side.py, run by that file's path as a process of its own, and is
+read back as untrusted data (review.side); in GitHub the pull request's
+document is made in a job without write rights and handed over as an
+artifact. What Argo CD applies, the committed Kubernetes tree, the review
+renders itself with its own code, because that is what Argo CD syncs: so a
+HEAD whose committed tree is stale against its own fleet.yaml (`make
+generate` not run) is refused, as its report would otherwise say "no change"
+for a pool, team or region that the merge then half-applies. A stale BASE is
+what is deployed, so it is compared as committed, with a note.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 from fleet.gitops.argocd import CLUSTERS_DIR
 from fleet.gitops.check import load_cluster
 from fleet.gitops.validate import crd_roots
+from review import side as side_document
 from review.kubernetes import Clusters
 from review.terraform import Stacks
 
@@ -42,24 +42,36 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
 
 
-LAUNCHER = Path("scripts/run_checkout.py")  # in every checkout: runs its console scripts with its own code
+LAUNCHER = Path("scripts/run_checkout.py")  # in every checkout: runs its commands with its own code
+PRODUCER = Path("scripts/plan_side.py")  # in every checkout: its side of the review, as one JSON document
 
 
-def _run(command: str, args: list[str], root: Path) -> subprocess.CompletedProcess[str]:
-    """`command` (a console script of the checkout at `root`) with that checkout's code, in `root`."""
+def produce(root: Path, side: str, out: Path) -> side_document.Side:
+    """Run the checkout's own producer by its file path; read what it wrote as data."""
     env = {
         **os.environ,
         # A BASE worktree lies in a temporary folder, beside no CRDs: look where this checkout looks too.
         "MERIDIAN_CRDS": os.pathsep.join(str(p) for p in crd_roots(root)),
     }
-    return subprocess.run(
-        [sys.executable, str(root / LAUNCHER), command, *args],
+    result = subprocess.run(
+        [sys.executable, str(root / PRODUCER), "--out", str(out)],
         cwd=root,
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise ReviewError(f"{side}: {lines[-1] if lines else f'{PRODUCER} exited {result.returncode}'}")
+    return read_side(out, side)
+
+
+def read_side(path: Path, side: str) -> side_document.Side:
+    try:
+        return side_document.load(path)
+    except side_document.SideError as exc:
+        raise ReviewError(f"{side}: {exc}") from None
 
 
 def stale_generated(side: str, check: subprocess.CompletedProcess[str]) -> str | None:
@@ -77,38 +89,33 @@ def stale_generated(side: str, check: subprocess.CompletedProcess[str]) -> str |
     )
 
 
-def take(root: Path, side: str, workdir: Path, kubectl: str = "kubectl", require_current: bool = True) -> Snapshot:
-    """`require_current`: refuse (ReviewError) when the committed generated tree is stale; else note it."""
-    fleet = root / "fleet.yaml"
-    if not fleet.is_file():
+def take(
+    root: Path,
+    side: str,
+    workdir: Path,
+    kubectl: str = "kubectl",
+    require_current: bool = True,
+    document: Path | None = None,
+) -> Snapshot:
+    """`document`: the side's plan document, already made (the pull request's, from its own job); else
+    the checkout's producer makes it here. `require_current`: refuse (ReviewError) a stale generated tree."""
+    if not (root / "fleet.yaml").is_file():
         return Snapshot(None, notes=[f"{side} has no fleet.yaml: everything counts as added"])
-    if not (root / LAUNCHER).is_file():
-        raise ReviewError(
-            f"{side}: no {LAUNCHER.as_posix()}, through which the review runs its commands with its own code: "
-            "rebase it onto a main that has it"
-        )
-    result = _run("meridian", ["plan", "--json", "--fleet", str(fleet)], root)
-    if result.returncode != 0:
-        raise ReviewError(
-            f"{side}: `meridian plan` failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
-        )
-    snapshot = Snapshot(json.loads(result.stdout))
-    check = _run("meridian", ["generate", "--check", "--fleet", str(fleet), "--root", "."], root)
-    problem = stale_generated(side, check)
+    if document is None:
+        if not (root / PRODUCER).is_file():
+            raise ReviewError(
+                f"{side}: no {PRODUCER.as_posix()}, which plans it for the review: rebase it onto a main that has it"
+            )
+        workdir.mkdir(parents=True, exist_ok=True)
+        made = produce(root, side, workdir / "side.json")
+    else:
+        made = read_side(document, side)
+    snapshot = Snapshot(made.plan, made.stacks)
+    problem = stale_generated(side, subprocess.CompletedProcess([], made.generate_returncode, "", made.generate_stderr))
     if problem is not None and require_current:
         raise ReviewError(problem)
     if problem is not None:
         snapshot.notes.append(f"{problem}; compared as committed, which is what Argo CD applies")
-    if (root / "infra" / "meridian_infra" / "synth.py").is_file():
-        out = workdir / "cdktf.out"
-        result = _run("meridian-synth", ["--fleet", str(fleet), "--outdir", str(out)], root)
-        if result.returncode != 0:
-            raise ReviewError(f"{side}: synthesis failed: {result.stderr.strip()[-500:]}")
-        snapshot.stacks = {
-            p.parent.name: json.loads(p.read_text()) for p in sorted((out / "stacks").glob("*/cdk.tf.json"))
-        }
-    else:
-        snapshot.notes.append(f"{side} has no Terraform stacks")
     clusters_dir = root / CLUSTERS_DIR
     for cluster_dir in sorted(p for p in clusters_dir.glob("*") if p.is_dir()) if clusters_dir.is_dir() else []:
         tree, findings = load_cluster(root, cluster_dir.name, kubectl)

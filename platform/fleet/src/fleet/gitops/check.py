@@ -62,8 +62,16 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
     if root is None:
         return tree, [Finding(cluster, f"{root_file.relative_to(repo)} holds no Application named root")]
     own_repo = root["spec"]["source"]["repoURL"]
+    root_path = _inside(repo, root["spec"]["source"].get("path", ""))
+    if root_path is None:
+        return tree, [
+            Finding(
+                cluster,
+                f"root application's source path {root['spec']['source'].get('path')} lies outside the repository",
+            )
+        ]
     try:
-        tree.argocd += build(repo / root["spec"]["source"]["path"], kubectl)
+        tree.argocd += build(root_path, kubectl)
     except BuildError as exc:
         return tree, [Finding(cluster, str(exc))]
     for app in tree.argocd:
@@ -73,7 +81,12 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
         if source.get("repoURL") != own_repo:
             tree.upstream[name] = source
             continue
-        path = repo / source.get("path", "")
+        path = _inside(repo, source.get("path", ""))
+        if path is None:
+            findings.append(
+                Finding(f"{cluster}/{name}", f"source path {source.get('path')} lies outside the repository")
+            )
+            continue
         if not path.is_dir():
             findings.append(Finding(f"{cluster}/{name}", f"source path {source.get('path')} does not exist"))
             continue
@@ -82,6 +95,16 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
         except BuildError as exc:
             findings.append(Finding(f"{cluster}/{name}", str(exc)))
     return tree, findings
+
+
+def _inside(repo: Path, relative: object) -> Path | None:
+    """The folder an application's source path names, or None when it leaves the repository.
+
+    The plan review renders a pull request's committed tree with its own code: an
+    absolute or `..` path must not make it read (and post) files from elsewhere.
+    """
+    path = (repo / str(relative)).resolve()
+    return path if path.is_relative_to(repo.resolve()) else None
 
 
 def check_tree(fleet: Fleet, region: Region, tree: ClusterTree, crds: CrdSchemas) -> list[Finding]:
