@@ -88,10 +88,8 @@ def gpu_hold(cluster: dict[str, Any], now: datetime) -> str:
 def _stack_changes(
     stack: str, before: dict[str, Any], after: dict[str, Any], now: datetime
 ) -> Iterator[tuple[str, VersionChange]]:
-    old_clusters, new_clusters = (
-        _of_kind(before, "google_container_cluster"),
-        _of_kind(after, "google_container_cluster"),
-    )
+    old_clusters = _of_kind(before, "google_container_cluster")
+    new_clusters = _of_kind(after, "google_container_cluster")
     for address, cluster in new_clusters.items():
         if address not in old_clusters:
             continue
@@ -115,20 +113,22 @@ def _stack_changes(
         if address not in old_pools:
             continue
         old, new = _node_facts(old_pools[address]), _node_facts(pool)
-        moved = [k for k in new if old[k] != new[k]]
+        moved = [k for k in dict.fromkeys([*old, *new]) if old.get(k) != new.get(k)]
         if not moved:
             continue
         reference = _CLUSTER_REF.search(str(pool.get("cluster", "")))
         cluster = new_clusters.get(reference.group(1), {}) if reference else {}
         note = ""
-        if _is_gpu(pool):
+        if _is_gpu(pool) and "version" in moved:
             # Exclusions hold back GKE's automatic upgrades, never a version Terraform sets.
-            note = "a version set here is applied by Terraform" if "version" in moved else gpu_hold(cluster, now)
+            note = "applied by Terraform: maintenance exclusions do not hold it back"
+        elif _is_gpu(pool):
+            note = gpu_hold(cluster, now)
         change = VersionChange(
             f"node pool {pool.get('name', address)}",
             (),
-            ", ".join(_fact(k, old[k]) for k in moved),
-            ", ".join(_fact(k, new[k]) for k in moved),
+            ", ".join(_fact(k, old.get(k)) for k in moved),
+            ", ".join(_fact(k, new.get(k)) for k in moved),
             note,
             True,
         )
@@ -207,6 +207,8 @@ def _fact(key: str, value: Any) -> str:
 
 
 def _text(value: Any) -> str:
+    if value is None:
+        return "unset"
     return value if isinstance(value, str) else json.dumps(value)
 
 
