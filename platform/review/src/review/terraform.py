@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources as package_files
 from ipaddress import IPv4Network
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -150,14 +150,22 @@ def _one(value: Any) -> dict[str, Any]:
 _HOLDS_NODES = {"NO_UPGRADES": 2, "NO_MINOR_OR_NODE_UPGRADES": 1, "NO_MINOR_UPGRADES": 0}
 
 
-def _exclusions(cluster: dict[str, Any]) -> dict[str, tuple[str | None, int]]:
-    """Exclusion name -> (end time, or None until end of support; how much it holds back)."""
+class Exclusion(NamedTuple):
+    start: str | None
+    end: str | None  # None: until the end of support of the cluster's minor
+    holds: int  # 2: every upgrade, 1: minor and node upgrades, 0: minor upgrades only
+
+
+def exclusions(cluster: dict[str, Any]) -> dict[str, Exclusion]:
+    """A cluster's maintenance exclusions by name (synthesized JSON or plan state)."""
     policy = _one(cluster.get("maintenance_policy"))
     out = {}
     for e in policy.get("maintenance_exclusion") or []:
         options = _one(e.get("exclusion_options"))
         end = None if options.get("end_time_behavior") == "UNTIL_END_OF_SUPPORT" else e.get("end_time")
-        out[str(e.get("exclusion_name"))] = (end, _HOLDS_NODES.get(str(options.get("scope")), 2))
+        out[str(e.get("exclusion_name"))] = Exclusion(
+            e.get("start_time"), end, _HOLDS_NODES.get(str(options.get("scope")), 2)
+        )
     return out
 
 
@@ -167,14 +175,14 @@ def exclusion_risks(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     They hold node upgrades off training capacity (the pools auto-upgrade, as a release
     channel requires): without them GKE may upgrade, and so recreate, GPU nodes mid-run.
     """
-    old, new = _exclusions(before), _exclusions(after)
+    old, new = exclusions(before), exclusions(after)
     name = before.get("name", "?")
     risks = []
-    for exclusion, (end, holds) in old.items():
+    for exclusion, (_, end, holds) in old.items():
         if exclusion not in new:
             what = "removes"
         else:
-            new_end, new_holds = new[exclusion]
+            _, new_end, new_holds = new[exclusion]
             shorter = new_end is not None and (end is None or str(new_end) < str(end))
             if not shorter and new_holds >= holds:
                 continue
