@@ -207,16 +207,23 @@ def _rule_widening(old: Obj | None, new: Obj, kind: str) -> list[str]:
         ]
         targets += [(u, "", v) for u in rule.get("nonResourceURLs") or [] for v in rule.get("verbs") or []]
         fresh = [t for t in targets if not _covered(old_rules, rule, t)]
-        if not fresh:
-            continue
-        verbs = _words((v for _, _, v in fresh), "every verb")
-        resources = [r for _, r, _ in fresh if r]
-        if resources:
-            named = f" named {', '.join(rule['resourceNames'])}" if rule.get("resourceNames") else ""
-            groups = _words((g or "core" for g, r, _ in fresh if r), "every API group")
-            out.append(f"grants {verbs} on {_words(resources, 'every resource')}{named} in {groups}")
-        if urls := [g for g, r, _ in fresh if not r]:
-            out.append(f"grants {verbs} on URLs {_words(urls, 'every URL')}")
+        verbs: dict[tuple[str, str], set[str]] = {}  # (API group, resource) or (URL, "") -> verbs newly granted
+        for group, resource, verb in fresh:
+            verbs.setdefault((group, resource), set()).add(verb)
+        said: dict[tuple[str, str, bool], list[str]] = {}  # (verbs, API group, URL) -> resources or URLs
+        for (group, resource), newly in verbs.items():
+            url = not resource
+            said.setdefault((_words(newly, "every verb"), "" if url else group or "core", url), []).append(
+                group if url else resource
+            )
+        named = f" named {', '.join(map(str, rule['resourceNames']))}" if rule.get("resourceNames") else ""
+        for (words, group, url), what in said.items():
+            where = (
+                f"URLs {_words(what, 'every URL')}"
+                if url
+                else f"{_words(what, 'every resource')}{named} in {_words([group], 'every API group')}"
+            )
+            out.append(f"grants {words} on {where}")
     if kind == "ClusterRole":
         selectors = (new.get("aggregationRule") or {}).get("clusterRoleSelectors")
         if selectors and selectors != ((old or {}).get("aggregationRule") or {}).get("clusterRoleSelectors"):
@@ -386,11 +393,15 @@ def _allowances(policy: Obj, direction: str) -> list[tuple[Obj | None, Obj | Non
 
 
 def _cidr_within(inner: Obj, outer: Obj) -> bool:
+    """Whether every address `inner` admits, `outer` admits too (its exceptions apart from `inner` do not matter)."""
+    kept = set(inner.get("except") or [])
     try:
-        within = ip_network(str(inner.get("cidr"))).subnet_of(ip_network(str(outer.get("cidr"))))  # type: ignore[arg-type]
+        cidr = ip_network(str(inner.get("cidr")))
+        return cidr.subnet_of(ip_network(str(outer.get("cidr")))) and all(  # type: ignore[arg-type]
+            e in kept or not cidr.overlaps(ip_network(str(e))) for e in outer.get("except") or []
+        )
     except (ValueError, TypeError):
-        within = inner.get("cidr") == outer.get("cidr")
-    return within and set(outer.get("except") or []) <= set(inner.get("except") or [])
+        return inner.get("cidr") == outer.get("cidr") and set(outer.get("except") or []) <= kept
 
 
 def _peer_covered(peer: Obj | None, old: Obj | None) -> bool:
