@@ -97,9 +97,9 @@ def _switches(table: tuple[tuple[str, Any, Any, str, str], ...], old: Obj, new: 
     return out
 
 
-def _containers(pod: Obj) -> dict[str, tuple[str, Obj]]:
-    """ "container trainer" -> the container, for every kind of container."""
-    return {f"{what} {c.get('name')}": (what, c) for field, what in _CONTAINERS.items() for c in _dicts(pod.get(field))}
+def _containers(pod: Obj) -> dict[str, Obj]:
+    """ "init container setup" -> the container, for every kind of container."""
+    return {f"{what} {c.get('name')}": c for field, what in _CONTAINERS.items() for c in _dicts(pod.get(field))}
 
 
 def _context(pod: Obj, container: Obj) -> Obj:
@@ -122,7 +122,7 @@ def _host_paths(pod: Obj) -> dict[str, bool]:
         if isinstance(v.get("hostPath"), dict)
     }
     out = dict.fromkeys(volumes.values(), False)
-    for _, container in _containers(pod).values():
+    for container in _containers(pod).values():
         for mount in _dicts(container.get("volumeMounts")):
             if mount.get("name") in volumes and mount.get("readOnly") is not True:
                 out[volumes[mount["name"]]] = True
@@ -138,8 +138,8 @@ def pod_widening(old: Obj | None, new: Obj) -> list[str]:
     if old is not None and account != was:
         out.append(f"runs as service account {account} (was {was}), with its rights")
     old_containers = _containers(before)
-    for name, (_, container) in _containers(new).items():
-        old_container = old_containers.get(name, (None, {}))[1]
+    for name, container in _containers(new).items():
+        old_container = old_containers.get(name, {})
         was_ctx, now_ctx = _context(before, old_container), _context(new, container)
         said = _switches(_CONTAINER_SWITCHES, was_ctx, now_ctx)
         if added := _caps(now_ctx, "add") - _caps(was_ctx, "add"):
