@@ -18,6 +18,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -33,7 +34,10 @@ CONTAINER = "google/services/container"
 RESOURCES = {
     "google_container_cluster": (f"{CONTAINER}/resource_container_cluster.go", "ResourceContainerCluster"),
     "google_container_node_pool": (f"{CONTAINER}/resource_container_node_pool.go", "ResourceContainerNodePool"),
-    "google_compute_subnetwork": ("google/services/compute/resource_compute_subnetwork.go", "ResourceComputeSubnetwork"),
+    "google_compute_subnetwork": (
+        "google/services/compute/resource_compute_subnetwork.go",
+        "ResourceComputeSubnetwork",
+    ),
     "google_compute_network": ("google/services/compute/resource_compute_network.go", "ResourceComputeNetwork"),
     "google_storage_bucket": ("google/services/storage/resource_storage_bucket.go", "ResourceStorageBucket"),
 }
@@ -122,12 +126,12 @@ class Package:
 
     def add(self, items: list[Item]) -> None:
         starts = [i for i, it in enumerate(items) if it in ("func", "var", "type", "const", "import")]
-        for start, end in zip(starts, [*starts[1:], len(items)], strict=True):
+        for start, end in zip(starts, [*starts, len(items)][1:], strict=True):
             decl = items[start:end]
             if decl[0] == "var":
                 body = decl[1].items if isinstance(decl[1], Group) else decl[1:]
                 names = [i for i, it in enumerate(body) if i + 1 < len(body) and body[i + 1] == "="]
-                for n, nxt in zip(names, [*names[1:], len(body)], strict=True):
+                for n, nxt in zip(names, [*names, len(body)][1:], strict=True):
                     self.values[str(body[n])] = body[n + 2 : nxt]
             elif decl[0] == "func" and isinstance(decl[1], str) and isinstance(decl[-1], Group):
                 self.bodies[decl[1]] = decl[-1]
@@ -228,15 +232,20 @@ def git_show(git_dir: Path, *args: str) -> str:
     return result.stdout
 
 
-def extract(git_dir: Path) -> dict[str, Any]:
-    """Per resource type: sorted ForceNew paths, ForceNew blocks, conditional ForceNew, what could not be read."""
+def extract(
+    read: Callable[[str], str],
+    resources: dict[str, tuple[str, str]] = RESOURCES,
+    shared: list[str] = SHARED,
+) -> dict[str, Any]:
+    """Per resource type: sorted ForceNew paths, ForceNew blocks, conditional ForceNew, what could not be read.
+
+    `read` gives a file's Go source by its path in the provider repository.
+    """
     packages: dict[str, Package] = {}
-    parsed: dict[str, list[Item]] = {}
-    for path in sorted({f for f, _ in RESOURCES.values()} | set(SHARED)):
-        parsed[path] = tree(tokens(git_show(git_dir, "show", f"HEAD:{path}")))
-        packages.setdefault(path.rsplit("/", 1)[0], Package()).add(parsed[path])
+    for path in sorted({f for f, _ in resources.values()} | set(shared)):
+        packages.setdefault(path.rsplit("/", 1)[0], Package()).add(tree(tokens(read(path))))
     out: dict[str, Any] = {"force_new": {}, "force_new_blocks": {}, "force_new_if": {}, "unresolved": {}}
-    for kind, (path, function) in RESOURCES.items():
+    for kind, (path, function) in resources.items():
         pkg = packages[path.rsplit("/", 1)[0]]
         resource = _literal(pkg, [f"{function}()"], "Resource")
         if resource is None or "Schema" not in fields(resource):
@@ -300,7 +309,7 @@ def document(git_dir: Path) -> dict[str, Any]:
         },
         "pinned": pin,
         "note": note,
-        **extract(git_dir),
+        **extract(lambda path: git_show(git_dir, "show", f"{commit}:{path}")),
     }
 
 
