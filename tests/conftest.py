@@ -1,14 +1,17 @@
-"""Shared fixtures: the repository root, the shipped fleet spec, and spec editing helpers."""
+"""Shared fixtures: the repository root, the shipped fleet spec, spec editing helpers, and its one synthesis."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from meridian_infra.report import Stacks
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "fleet.yaml"
@@ -29,3 +32,16 @@ def write_spec(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("infra") / "cdktf.out"
+
+
+@pytest.fixture(scope="session")
+def stacks(synth_dir: Path) -> Stacks:
+    """The shipped fleet synthesized once per session (tests/infra, tests/review); read it, never edit it."""
+    from meridian_infra.synth import synth  # imported here: most test folders never synthesize
+
+    return synth(SHIPPED, synth_dir)
