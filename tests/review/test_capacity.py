@@ -196,3 +196,11 @@ def test_shipped_pool_moved_to_another_zone_is_destructive(stacks: Stacks) -> No
         "(3,072 H200 moved)"
     ]
     assert destructive_lines(diff_stacks(stacks, head), capacity) == capacity.destructive
+
+
+def test_zones_a_plan_does_not_know_yet_are_no_move() -> None:
+    after = pool("h200-a", [], 200)
+    plan = _plan(pool("h200-a", ["us-east4-b"], 200), after)
+    capacity = terraform_capacity(BASE, BASE, {"us-east4": plan})
+    assert [c.moved for c in capacity.pools] == [False]
+    assert capacity.destructive == []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meridian_infra.report import pool_capacity
-from review.terraform import NODE_POOL, StackDiff, Stacks, short_gpu
+from review.terraform import NODE_POOL, StackDiff, Stacks, nested_block, short_gpu
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,9 @@ class PoolChange:
 
     @property
     def moved(self) -> bool:
-        return bool(self.before and self.after and set(self.before.locations) != set(self.after.locations))
+        """Zones differ on both sides (a plan may not know HEAD's zones yet: no zones is no move)."""
+        old, new = self.before, self.after
+        return bool(old and new and old.locations and new.locations and old.locations != new.locations)
 
     @property
     def destructive(self) -> str:
@@ -123,8 +125,7 @@ class Capacity:
 
 def _pool(stack: str, address: str, body: dict[str, Any]) -> Pool:
     nodes, gpus, gpu_type = pool_capacity(body)
-    config = body.get("node_config") or {}
-    config = (config[0] if config else {}) if isinstance(config, list) else config
+    config = nested_block(body.get("node_config"))
     return Pool(
         stack,
         address,
@@ -158,14 +159,17 @@ def plan_pools(stack: str, plan: dict[str, Any]) -> tuple[Pools, Pools]:
     return sides
 
 
+def _region_gpus(pools: Pools) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (stack, _), pool in pools.items():
+        out[stack] = out.get(stack, 0) + pool.gpus
+    return out
+
+
 def capacity_changes(before: Pools, after: Pools) -> Capacity:
     """Region GPU deltas (stacks that hold a pool on either side, HEAD's order first) and changed pools."""
     keys = [*after, *(k for k in before if k not in after)]
-    stacks = list(dict.fromkeys(stack for stack, _ in keys))
-    regions = _deltas(
-        {s: sum(p.gpus for (t, _), p in before.items() if t == s) for s in stacks if any(t == s for t, _ in before)},
-        {s: sum(p.gpus for (t, _), p in after.items() if t == s) for s in stacks if any(t == s for t, _ in after)},
-    )
+    regions = _deltas(_region_gpus(before), _region_gpus(after))
     pools = [
         PoolChange(s, a, before.get((s, a)), after.get((s, a)))
         for s, a in keys

@@ -174,7 +174,7 @@ def describe_loss(
     return f"{verb} {label} {name}{scope}: {nodes:,} nodes, {gpus:,} GPUs"
 
 
-def _one(value: Any) -> dict[str, Any]:
+def nested_block(value: Any) -> dict[str, Any]:
     """A nested block: an object in synthesized JSON, a one-item list in a plan."""
     if isinstance(value, list):
         value = value[0] if value else {}
@@ -187,10 +187,10 @@ _HOLDS_NODES = {"NO_UPGRADES": 2, "NO_MINOR_OR_NODE_UPGRADES": 1, "NO_MINOR_UPGR
 
 def _exclusions(cluster: dict[str, Any]) -> dict[str, tuple[str | None, int]]:
     """Exclusion name -> (end time, or None until end of support; how much it holds back)."""
-    policy = _one(cluster.get("maintenance_policy"))
+    policy = nested_block(cluster.get("maintenance_policy"))
     out = {}
     for e in policy.get("maintenance_exclusion") or []:
-        options = _one(e.get("exclusion_options"))
+        options = nested_block(e.get("exclusion_options"))
         end = None if options.get("end_time_behavior") == "UNTIL_END_OF_SUPPORT" else e.get("end_time")
         out[str(e.get("exclusion_name"))] = (end, _HOLDS_NODES.get(str(options.get("scope")), 2))
     return out
