@@ -1,14 +1,21 @@
-"""Shared fixtures: the repository root, the shipped fleet spec, and spec editing helpers."""
+"""Shared fixtures: the repository root, the shipped fleet spec, spec editing helpers, and the session's one
+synthesis and one render of every cluster's committed tree."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from fleet.gitops.check import ClusterTree
+    from fleet.gitops.validate import CrdSchemas, Finding
+    from fleet.model import Fleet
+    from meridian_infra.report import Stacks
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "fleet.yaml"
@@ -29,3 +36,41 @@ def write_spec(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("infra") / "cdktf.out"
+
+
+@pytest.fixture(scope="session")
+def stacks(synth_dir: Path) -> Stacks:
+    """The shipped fleet synthesized once per session (tests/infra, tests/review); read it, never edit it."""
+    from meridian_infra.synth import synth  # imported here: most test folders never synthesize
+
+    return synth(SHIPPED, synth_dir)
+
+
+@pytest.fixture(scope="session")
+def fleet() -> Fleet:
+    from fleet.load import load
+
+    return load(SHIPPED).fleet
+
+
+@pytest.fixture(scope="session")
+def crds(fleet: Fleet) -> CrdSchemas:
+    from fleet.gitops.validate import CrdSchemas, crd_folders, crd_roots
+
+    return CrdSchemas(crd_folders(fleet), crd_roots(REPO))
+
+
+@pytest.fixture(scope="session")
+def trees(fleet: Fleet) -> dict[str, tuple[ClusterTree, list[Finding]]]:
+    """Every cluster's committed Argo CD tree, built once per session (tests/gitops, tenancy, review)."""
+    import sys
+
+    from fleet.gitops.check import load_tree
+
+    kubectl = str(Path(sys.executable).parent / "kubectl")
+    return {region.name: load_tree(REPO, fleet, region, kubectl) for region in fleet.regions}

@@ -25,7 +25,8 @@ def resources(stack: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def pool_capacity(body: dict[str, Any]) -> tuple[int, int, str]:
-    """Nodes, GPUs and GPU type a node pool holds at full size.
+    """Nodes, GPUs and GPU type a node pool holds at full size: node_count per zone, or the
+    autoscaling maximum (total, or per zone).
 
     `body` is the pool as synthesized JSON has it (nested blocks as objects) or as a
     `terraform show -json` plan has it (nested blocks as one-item lists); the plan
@@ -34,10 +35,13 @@ def pool_capacity(body: dict[str, Any]) -> tuple[int, int, str]:
     autoscaling = body.get("autoscaling")
     if isinstance(autoscaling, list):
         autoscaling = autoscaling[0] if autoscaling else None
+    zones = max(1, len(body.get("node_locations") or []))
     if autoscaling and autoscaling.get("total_max_node_count"):
         nodes = int(autoscaling["total_max_node_count"])
+    elif autoscaling and autoscaling.get("max_node_count"):  # per-zone limits (the shipped pools use totals)
+        nodes = int(autoscaling["max_node_count"]) * zones
     else:
-        nodes = int(body.get("node_count") or 0) * max(1, len(body.get("node_locations") or []))
+        nodes = int(body.get("node_count") or 0) * zones
     config = body.get("node_config") or {}
     if isinstance(config, list):
         config = config[0] if config else {}

@@ -10,8 +10,6 @@ import pytest
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import Finding as TreeFinding
 from review.security import Finding, pod_specs, security_findings
-from tests.gitops.conftest import fleet, trees  # noqa: F401 - the shared session fixtures
-from tests.infra.conftest import stacks, synth_dir  # noqa: F401 - the shared session fixtures
 
 Obj = dict[str, Any]
 
@@ -493,15 +491,15 @@ def test_iam_policies_are_read_from_their_policy_document() -> None:
 Trees = dict[str, tuple[ClusterTree, list[TreeFinding]]]
 
 
-def _clusters(trees: Trees) -> dict[str, list[Obj]]:  # noqa: F811
+def _clusters(trees: Trees) -> dict[str, list[Obj]]:
     return {region: [copy.deepcopy(o) for _, o in tree.objects()] for region, (tree, _) in trees.items()}
 
 
-def test_the_shipped_tree_compared_with_itself_says_nothing(trees: Trees, stacks: dict[str, Any]) -> None:  # noqa: F811
+def test_the_shipped_tree_compared_with_itself_says_nothing(trees: Trees, stacks: dict[str, Any]) -> None:
     assert security_findings(_clusters(trees), _clusters(trees), stacks, copy.deepcopy(stacks)) == []
 
 
-def test_issue_26_a_privileged_prepull_with_the_host_root_is_flagged_in_every_cluster(trees: Trees) -> None:  # noqa: F811
+def test_issue_26_a_privileged_prepull_with_the_host_root_is_flagged_in_every_cluster(trees: Trees) -> None:
     before, after = _clusters(trees), _clusters(trees)
     for objects in after.values():
         (prepull,) = [
@@ -523,7 +521,7 @@ def test_issue_26_a_privileged_prepull_with_the_host_root_is_flagged_in_every_cl
     assert len(findings) == len(trees) > 1
 
 
-def test_ssh_from_a_pod_range_is_a_finding(stacks: dict[str, Any]) -> None:  # noqa: F811
+def test_ssh_from_a_pod_range_is_a_finding(stacks: dict[str, Any]) -> None:
     after = copy.deepcopy(stacks)
     region, pods = "us-central1", "10.16.0.0/13"  # us-east4's pods
     after[region]["resource"]["google_compute_firewall"]["ssh"] = _fw("ssh-from-pods", "tcp", [pods], ["22"])

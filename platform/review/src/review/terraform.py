@@ -1,14 +1,19 @@
 """What a change does to each Terraform stack: from synthesized JSON (an estimate) or a real plan.
 
-Resources are compared by `type.name`. A changed attribute that is listed in
-`replacement.yaml` for the resource's type, or a removed cluster, node pool,
-subnetwork or network, is destructive; the report says what it takes down.
+Resources are compared by `type.name`. A changed attribute that forces replacement, or a
+removed cluster, node pool, subnetwork or network, is destructive; the report says what it
+takes down. What forces replacement: the pinned provider's ForceNew attributes
+(`provider_forcenew.json`, read from its Go source by scripts/provider_forcenew.py), the ones
+its CustomizeDiff forces on some changes (taken as always, except where `_grows_in_place`
+knows better), and `replacement.yaml`: in-place updates that recreate every node of a pool.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources as package_files
 from ipaddress import IPv4Network
 from typing import Any, NamedTuple
@@ -19,6 +24,7 @@ from fleet.catalog import MACHINE_TYPES
 from meridian_infra.report import pool_capacity
 
 Stacks = dict[str, dict[str, Any]]
+NODE_POOL = "google_container_node_pool"
 GUARDED = (
     "google_container_cluster",
     "google_container_node_pool",
@@ -27,10 +33,38 @@ GUARDED = (
 )
 
 
-def replacement_attributes() -> dict[str, list[str]]:
-    text = package_files.files("review").joinpath("replacement.yaml").read_text(encoding="utf-8")
-    data: dict[str, list[str]] = yaml.safe_load(text)
+def _package_text(name: str) -> str:
+    return package_files.files("review").joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def provider_forcenew() -> dict[str, Any]:
+    """The provider schema's replacement data (see scripts/provider_forcenew.py for its keys)."""
+    data: dict[str, Any] = json.loads(_package_text("provider_forcenew.json"))
     return data
+
+
+def recreating_attributes() -> dict[str, dict[str, dict[str, str]]]:
+    """type -> attribute -> {why, source}: in-place updates that recreate or move every node of a pool."""
+    data: dict[str, dict[str, dict[str, str]]] = yaml.safe_load(_package_text("replacement.yaml"))
+    return data
+
+
+def replacement_attributes() -> dict[str, list[str]]:
+    """type -> attributes whose change replaces the resource, or every node of a pool."""
+    schema = provider_forcenew()
+    recreating = recreating_attributes()
+    kinds = [*schema["force_new"], *(k for k in recreating if k not in schema["force_new"])]
+    return {
+        kind: sorted(
+            {
+                *schema["force_new"].get(kind, []),
+                *(c["path"] for c in schema["force_new_if"].get(kind, [])),
+                *recreating.get(kind, {}),
+            }
+        )
+        for kind in kinds
+    }
 
 
 @dataclass(frozen=True)
@@ -112,7 +146,8 @@ def _resources(stack: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     }
 
 
-def _short_gpu(gpu_type: str) -> str:
+def short_gpu(gpu_type: str) -> str:
+    """ "nvidia-h200-141gb" -> "H200" (the machine catalog's model name)."""
     models = {m.gpu_type: m.gpu_model for m in MACHINE_TYPES.values() if m.gpu_type}
     return models.get(gpu_type, gpu_type or "GPU")
 
@@ -125,7 +160,7 @@ def describe_loss(
     if kind == "google_container_node_pool":
         nodes, gpus, gpu_type = pool_capacity(body)
         where = ", ".join(body.get("node_locations") or [stack])
-        gpu_text = f", {gpus:,} {_short_gpu(gpu_type)}" if gpus else ""
+        gpu_text = f", {gpus:,} {short_gpu(gpu_type)}" if gpus else ""
         return f"{verb} node pool {name} in {where}: {nodes:,} nodes{gpu_text}"
     pools = [b for k, b in all_resources.values() if k == "google_container_node_pool"]
     nodes = sum(pool_capacity(b)[0] for b in pools)
@@ -139,7 +174,7 @@ def describe_loss(
     return f"{verb} {label} {name}{scope}: {nodes:,} nodes, {gpus:,} GPUs"
 
 
-def _one(value: Any) -> dict[str, Any]:
+def nested_block(value: Any) -> dict[str, Any]:
     """A nested block: an object in synthesized JSON, a one-item list in a plan."""
     if isinstance(value, list):
         value = value[0] if value else {}
@@ -158,10 +193,10 @@ class Exclusion(NamedTuple):
 
 def exclusions(cluster: dict[str, Any]) -> dict[str, Exclusion]:
     """A cluster's maintenance exclusions by name (synthesized JSON or plan state)."""
-    policy = _one(cluster.get("maintenance_policy"))
+    policy = nested_block(cluster.get("maintenance_policy"))
     out = {}
     for e in policy.get("maintenance_exclusion") or []:
-        options = _one(e.get("exclusion_options"))
+        options = nested_block(e.get("exclusion_options"))
         end = None if options.get("end_time_behavior") == "UNTIL_END_OF_SUPPORT" else e.get("end_time")
         out[str(e.get("exclusion_name"))] = Exclusion(
             e.get("start_time"), end, _HOLDS_NODES.get(str(options.get("scope")), 2)
