@@ -227,7 +227,7 @@ def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch:
         return Snapshot(None, notes=[f"{side} taken"])
 
     monkeypatch.setattr(review_module, "take", fake_take)
-    sha, taken, changed = review_module.base_snapshot(repo, base, tmp_path / "work", "kubectl")
+    sha, taken, inputs = review_module.base_snapshot(repo, base, tmp_path / "work", "kubectl")
     assert sha == base
     assert seen == [(REPO / LAUNCHER).read_text(), (REPO / PRODUCER).read_text()]
     assert taken.notes == [
@@ -235,6 +235,7 @@ def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch:
         f"BASE {base} has no scripts/plan_side.py: HEAD's ran BASE's own code",
         f"BASE {base} taken",
     ]
-    # The new helpers (untracked here) are review machinery: reported whatever they say.
-    assert changed == ["scripts/plan_side.py", "scripts/run_checkout.py"]
+    # What BASE's review reads: the helpers HEAD brought (untracked here) are machinery, reported first.
+    assert "scripts/" in inputs
+    assert review_module.changed_files(repo, base) == ["scripts/plan_side.py", "scripts/run_checkout.py"]
     assert not (tmp_path / "work/base").exists()  # the worktree, and the copy in it, are gone

@@ -39,7 +39,11 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
         "      - name: h200-flex\n        machine_type: a3-megagpu-8g\n        zone: us-central1-c",
     )
     r = scenario(sandbox, edit)
-    assert r.destructive == ["us-central1: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200"]
+    # One line for the pool, from what Terraform will do: it is recreated elsewhere, with other GPUs.
+    assert r.destructive == [
+        "us-central1: node pool h200-flex moves from us-central1-b to us-central1-c: "
+        "128 nodes, 1,024 H200 -> 128 nodes, 1,024 H100 (-1,024 H200)"
+    ]
     pool = next(x for d in r.stacks for x in d.resources if x.address == "google_container_node_pool.pool_h200-flex")
     assert pool.action == "replace"
     assert ("node_config.machine_type", "a3-ultragpu-8g", "a3-megagpu-8g") in [

@@ -67,6 +67,7 @@ def matches(path: str, pattern: str) -> bool:
 
 
 def changed_inputs(root: Path, paths: list[str]) -> list[str]:
+    """The paths among `paths` that the review of the checkout at `root` reads."""
     inputs = plan_inputs(root)
     return [p for p in paths if any(matches(p, i) for i in inputs)]
 

@@ -11,9 +11,10 @@ from review.review import Review
 from review.terraform import StackDiff
 
 ESTIMATE = (
-    "Terraform changes are **estimated** from the synthesized configurations and the "
-    "replacement-forcing attributes in `platform/review/src/review/replacement.yaml`; "
-    "without a real `terraform plan` they can miss provider-side replacements."
+    "Terraform changes are **estimated** from the synthesized configurations, the pinned provider's "
+    "`ForceNew` attributes (`platform/review/src/review/provider_forcenew.json`) and the in-place updates "
+    "that recreate or move a pool's nodes (`replacement.yaml`); without a real `terraform plan` they can "
+    "miss a whole `ForceNew` block added or removed."
 )
 
 
@@ -37,8 +38,25 @@ def _delta_rows(deltas: list[Delta]) -> list[str]:
     return [f"| {d.name} | {d.before:,} | {d.after:,} | {d.after - d.before:+,} |" for d in deltas]
 
 
+def _pool_rows(r: Review) -> list[str]:
+    rows = []
+    for change in r.capacity.pools:
+        old, new = change.before, change.after
+        if old and new and (old.gpus, old.locations) == (new.gpus, new.locations):
+            continue
+        before = f"{old.size()} in {', '.join(old.locations)}" if old else "(none)"
+        after = f"{new.size()} in {', '.join(new.locations)}" if new else "(none)"
+        name = new.name if new else old.name if old else change.address
+        rows.append(f"| {change.stack} | {name} | {before} | {after} |")
+    return ["| region | pool | before | after |", "|---|---|---|---|", *rows] if rows else []
+
+
 def markdown(r: Review) -> str:
-    out = [f"## Meridian plan review: {r.base} -> {r.head}", ""]
+    out = [f"## Meridian plan review: {r.base} -> {r.head}", "", _outcome(r), ""]
+    if r.machinery:
+        out += ["> [!WARNING]", "> **The review's own machinery changes** (this review ran BASE's code, not these):"]
+        out += [f"> - `{path}`" for path in r.machinery]
+        out.append("")
     destructive = r.destructive
     if destructive:
         out += [f"> [!CAUTION]\n> **DESTRUCTIVE: {len(destructive)} change(s) take capacity down**", ">"]
@@ -46,13 +64,24 @@ def markdown(r: Review) -> str:
         out.append("")
     else:
         out += ["No destructive change.", ""]
+    if r.findings:
+        out += ["### Security (widens access; a code owner must approve)", ""]
+        out += [f"- {f.scope}: {f.what}" for f in r.findings]
+        out.append("")
     out += [f"_{note}_" for note in r.notes]
+    out += ["### Versions", ""]
+    out += [f"- {v.line()}{' — **owner approves**' if v.approval else ''}" for v in r.versions] or [
+        "No version changes."
+    ]
+    out.append("")
     out += [
-        "### Capacity (GPUs)",
+        "### Capacity (GPUs, from what Terraform will do)",
         "",
         "| region | before | after | change |",
         "|---|---:|---:|---:|",
         *_delta_rows(r.regions),
+        "",
+        *_pool_rows(r),
         "",
     ]
     out += ["| team quota | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(r.teams), ""]
@@ -117,8 +146,10 @@ def terminal(r: Review) -> str:
             + ", ".join(f"{counts[a]} {a}" for a in ("added", "changed", "removed") if counts[a])
         )
         out += [f"    ! {f}" for o in cluster.flagged for f in o.flags]
-    for line in r.destructive:
-        out.append(f"  DESTRUCTIVE {line}")
+    out += [f"  MACHINERY {path} (this review ran BASE's code)" for path in r.machinery]
+    out += [f"  SECURITY {line}" for line in r.security]
+    out += [f"  UPGRADE {line}" for line in r.upgrades]
+    out += [f"  DESTRUCTIVE {line}" for line in r.destructive]
     if len(out) == 1:
         out.append("  no change")
     return "\n".join(out) + "\n"
@@ -130,6 +161,11 @@ def _outcome(r: Review) -> str:
     return f"**Outcome: {words[int(r.exit_code)]}** (exit {int(r.exit_code)}; labels: {labels})"
 
 
+def _changed_table(heading: str, deltas: list[Delta]) -> list[str]:
+    rows = _delta_rows([d for d in deltas if d.before != d.after])
+    return [f"| {heading} | before | after | change |", "|---|---:|---:|---:|", *rows] if rows else []
+
+
 def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
     """What the comment shows, most important first."""
     yield (
@@ -137,28 +173,10 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
         [f"- `{path}`" for path in r.machinery],
     )
     yield "Destructive", [f"- **{line}**" for line in r.destructive]
-    yield (
-        "Security (widens access; a code owner must approve)",
-        [f"- {line}" for line in r.security if not line.startswith("review machinery:")],
-    )
-    changed_regions = [d for d in r.regions if d.before != d.after]
-    yield (
-        "Capacity (GPUs)",
-        (
-            ["| region | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(changed_regions)]
-            if changed_regions
-            else []
-        ),
-    )
-    changed_teams = [d for d in r.teams if d.before != d.after]
-    yield (
-        "Team quotas (GPUs)",
-        (
-            ["| team quota | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(changed_teams)]
-            if changed_teams
-            else []
-        ),
-    )
+    yield "Security (widens access; a code owner must approve)", [f"- {line}" for line in r.security]
+    yield "Versions", [f"- {v.line()}{' — **owner approves**' if v.approval else ''}" for v in r.versions]
+    yield "Capacity (GPUs)", _changed_table("region", r.regions)
+    yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
     counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]
     for cluster in r.clusters:
         c = Counter(o.action for o in cluster.objects)
@@ -190,6 +208,6 @@ def summary(r: Review, report_url: str = "", budget: int = BUDGET) -> str:
                 break
             out.append(line)
             used += len(line) + 1
-    if not (r.machinery or r.destructive or r.security):
+    if not r.labels:
         out += ["", "No destructive change, nothing for a code owner."]
     return "\n".join(out).rstrip() + "\n"

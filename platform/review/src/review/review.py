@@ -14,14 +14,17 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from contract.problem import Exit
 from review.access import access_changes
-from review.capacity import Delta, capacity_deltas
-from review.inputs import changed_inputs, machinery
+from review.capacity import Capacity, Delta, capacity_deltas, destructive_lines, terraform_capacity
+from review.inputs import machinery, matches, plan_inputs
 from review.kubernetes import ClusterDiff, diff_clusters
+from review.security import Finding, security_findings
 from review.snapshot import LAUNCHER, PRODUCER, ReviewError, Snapshot, take
 from review.terraform import StackDiff, diff_plan, diff_stacks
+from review.versions import VersionChange, version_changes
 
 
 @dataclass
@@ -35,6 +38,10 @@ class Review:
     notes: list[str] = field(default_factory=list)
     access: list[str] = field(default_factory=list)  # firewall rules created, removed or altered (access.py)
     changed: list[str] = field(default_factory=list)  # files the change touches that the review reads (inputs.py)
+    capacity: Capacity = field(default_factory=lambda: Capacity([], []))  # GPUs per region and pool (capacity.py)
+    findings: list[Finding] = field(default_factory=list)  # what the change widens (security.py)
+    versions: list[VersionChange] = field(default_factory=list)  # what it upgrades (versions.py)
+    new_scopes: set[str] = field(default_factory=set)  # clusters and stacks only HEAD has
 
     @property
     def machinery(self) -> list[str]:
@@ -43,7 +50,9 @@ class Review:
 
     @property
     def destructive(self) -> list[str]:
-        lines = [f"{d.stack}: {r.destructive}" for d in self.stacks for r in d.destructive]
+        """What takes capacity or data down: Terraform's deletions and replacements, any GPU capacity lost or
+        moved (whatever caused it), deleted namespaces and CRDs."""
+        lines = destructive_lines(self.stacks, self.capacity)
         for cluster in self.clusters:
             for o in cluster.objects:
                 kind = o.key[1]
@@ -55,12 +64,26 @@ class Review:
 
     @property
     def security(self) -> list[str]:
-        """Changes that widen who may do or reach what."""
-        return []
+        """Changes that widen who may do or reach what; a new cluster or stack's grants as one line each."""
+        lines = [f"{f.scope}: {f.what}" for f in self.findings if f.scope not in self.new_scopes]
+        for scope in sorted(self.new_scopes):
+            count = sum(f.scope == scope for f in self.findings)
+            if count:
+                lines.append(f"{scope}: new, with {count} access grants of its own (each in the full report)")
+        return lines
+
+    @property
+    def upgrades(self) -> list[str]:
+        """Version changes a code owner approves: control planes, nodes, charts, weakened image pins."""
+        return [v.line() for v in self.versions if v.approval]
 
     @property
     def labels(self) -> list[str]:
-        flagged = (("destructive", self.destructive), ("security", self.machinery + self.security))
+        flagged = (
+            ("destructive", self.destructive),
+            ("security", self.machinery + self.security),
+            ("upgrade", self.upgrades),
+        )
         return [name for name, lines in flagged if lines]
 
     @property
@@ -76,7 +99,7 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-BaseCache = dict[str, tuple[Snapshot, list[str]]]  # BASE commit -> its snapshot, and the inputs HEAD changed
+BaseCache = dict[str, tuple[Snapshot, list[str]]]  # BASE commit -> its snapshot and what it reads (inputs.py)
 
 
 def changed_files(repo: Path, sha: str) -> list[str]:
@@ -87,7 +110,8 @@ def changed_files(repo: Path, sha: str) -> list[str]:
 
 
 def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[str, Snapshot, list[str]]:
-    """(commit, snapshot, changed plan inputs): BASE, in a temporary worktree, planned by its own producer."""
+    """(commit, snapshot, what it reads): BASE, in a temporary worktree, planned by its own producer; what
+    the review reads is BASE's list (inputs.py), so a pull request cannot take a path out of it."""
     sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
     tree = workdir / "base"
     _git(repo, "worktree", "add", "--detach", str(tree), sha)
@@ -102,7 +126,7 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
                 notes.append(f"BASE {base} has no {helper.as_posix()}: HEAD's ran BASE's own code")
         snapshot = take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
         snapshot.notes[:0] = notes
-        return sha, snapshot, changed_inputs(tree, changed_files(repo, sha))
+        return sha, snapshot, plan_inputs(tree)
     finally:
         _git(repo, "worktree", "remove", "--force", str(tree))
 
@@ -124,23 +148,25 @@ def review(
         # First: a stale HEAD is refused before BASE costs anything.
         after = take(repo, "HEAD", work / "head-out", kubectl, document=head_plan)
         if cache is not None and sha in cache:
-            before, _ = cache[sha]
-            changed = changed_inputs(repo, changed_files(repo, sha))
+            before, inputs = cache[sha]
         else:
-            sha, before, changed = base_snapshot(repo, sha, work, kubectl)
+            sha, before, inputs = base_snapshot(repo, sha, work, kubectl)
             if cache is not None:
-                cache[sha] = (before, changed)
+                cache[sha] = (before, inputs)
+        changed = [path for path in changed_files(repo, sha) if any(matches(path, i) for i in inputs)]
     stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes
+    raw: dict[str, dict[str, Any]] = {}
     if plans is not None:
-        planned = {p.stem: diff_plan(p.stem, json.loads(p.read_text())) for p in sorted(plans.glob("*.json"))}
+        raw = {p.stem: json.loads(p.read_text()) for p in sorted(plans.glob("*.json"))}
+        planned = {stem: diff_plan(stem, plan) for stem, plan in raw.items()}
         if not planned:
             raise ReviewError(
                 f"{plans}: no <stack>.json plan files (terraform show -json); pass the folder that holds them"
             )
         stacks = [planned.pop(d.stack, d) for d in stacks] + list(planned.values())
         stacks = [d for d in stacks if d.resources]
-    regions, teams = capacity_deltas(before.plan, after.plan)
+    capacity = terraform_capacity(before.stacks, after.stacks, raw)
     head = _git(repo, "rev-parse", "--short", "HEAD")
     dirty = " + uncommitted changes" if _git(repo, "status", "--porcelain", "--untracked-files=no") else ""
     return Review(
@@ -148,9 +174,13 @@ def review(
         f"HEAD ({head}){dirty}",
         stacks,
         diff_clusters(before.clusters, after.clusters),
-        regions,
-        teams,
+        capacity.regions,
+        capacity_deltas(before.plan, after.plan)[1],  # team quotas: what fleet.yaml gives Kueue
         notes,
         access_changes(before.stacks, after.stacks),
         changed,
+        capacity,
+        security_findings(before.clusters, after.clusters, before.stacks, after.stacks),
+        version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
+        {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
     )
