@@ -25,7 +25,15 @@ import tomllib
 from pathlib import Path
 
 DATA = ("fleet.yaml", "kustomize/", "argocd/", "generated/")
-MACHINERY = ("platform/review/", "scripts/", "requirements/", ".github/", "Makefile", "platform/*/pyproject.toml")
+MACHINERY = (
+    "platform/review/",
+    "scripts/",
+    "requirements/",
+    ".github/",
+    "Makefile",
+    "platform/*/pyproject.toml",
+    "infra/pyproject.toml",
+)
 REVIEW = "meridian-review"
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -55,8 +63,11 @@ def plan_code(root: Path) -> list[str]:
 
 
 def plan_inputs(root: Path) -> list[str]:
-    """Every path whose change the review must see: folders end in `/`, patterns as CODEOWNERS writes them."""
-    return sorted({*DATA, *MACHINERY, *plan_code(root)})
+    """Every path whose change the review must see: folders end in `/`, patterns as CODEOWNERS writes them
+    (an entry inside a listed folder is left out: the folder covers it)."""
+    every = {*DATA, *MACHINERY, *plan_code(root)}
+    folders = [e for e in every if e.endswith("/")]
+    return sorted(e for e in every if not any(e != f and e.startswith(f) for f in folders))
 
 
 def matches(path: str, pattern: str) -> bool:
