@@ -107,9 +107,12 @@ def test_a_privileged_hand_written_daemonset_is_flagged_in_every_cluster(sandbox
             ),
         ],
     )
-    flagged = {line.split(":")[0] for line in r.security if "trainer-image-prepull" in line}
-    assert flagged == set(CLUSTERS)
-    assert all("becomes privileged" in line and "mounts host path / read-write" in line for line in r.security)
+    assert {f.scope for f in r.findings if "trainer-image-prepull" in f.what} == set(CLUSTERS)
+    # The same change in every cluster: one line in the comment, naming them.
+    assert r.security == [
+        f"{', '.join(CLUSTERS)}: DaemonSet.apps meridian-images/trainer-image-prepull container trainer becomes "
+        "privileged; mounts host path / read-write"
+    ]
     assert (r.exit_code, r.labels) == (4, ["security"])
 
 
@@ -121,8 +124,7 @@ def test_the_lighthouse_port_in_the_contract_opens_a_firewall_port(sandbox: Sand
         [("platform/contract/src/contract/names.py", "LIGHTHOUSE_PORT = 29510", "LIGHTHOUSE_PORT = 22")],
     )
     assert "platform/contract/src/contract/names.py" in r.changed
-    ssh = [line for line in r.security if "tcp:22" in line]
-    assert {line.split(":")[0] for line in ssh} >= {"us-central1", "us-east4", "europe-west1"}
+    assert {f.scope for f in r.findings if "tcp:22" in f.what} >= {"us-central1", "us-east4", "europe-west1"}
     assert r.exit_code == 4
 
 
@@ -142,6 +144,8 @@ def test_a_huge_change_still_fits_a_comment_with_its_destructive_lines(sandbox: 
     r = review(repo, base, kubectl=KUBECTL, cache=cache)
     comment = summary(r, "https://ci.example/run/1")
     assert len(comment) < COMMENT_LIMIT
+    # Each new team's namespace is one security line (its role bindings and policies are in the full report).
+    assert sum(line.startswith("new namespace team") for line in r.security) == 40
     assert "us-central1: deletes node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200" in comment
     assert comment.index("### Destructive") < comment.index("### Changes per region and cluster")
     assert "[the full report](https://ci.example/run/1)" in comment

@@ -64,13 +64,22 @@ class Review:
 
     @property
     def security(self) -> list[str]:
-        """Changes that widen who may do or reach what; a new cluster or stack's grants as one line each."""
-        lines = [f"{f.scope}: {f.what}" for f in self.findings if f.scope not in self.new_scopes]
-        for scope in sorted(self.new_scopes):
-            count = sum(f.scope == scope for f in self.findings)
-            if count:
-                lines.append(f"{scope}: new, with {count} access grants of its own (each in the full report)")
-        return lines
+        """Changes that widen who may do or reach what, one line each, folded where they repeat: the same
+        change in several clusters is one line naming them; a new cluster, stack or namespace (a new team)
+        is one line with how many grants it brings (each is in the full report)."""
+        lines: dict[str, list[str]] = {}
+        bundles: dict[str, int] = {}
+        for f in self.findings:
+            if f.scope in self.new_scopes:
+                bundles[f"{f.scope}: new"] = bundles.get(f"{f.scope}: new", 0) + 1
+            elif f.new_in:
+                bundles[f"new namespace {f.new_in}"] = bundles.get(f"new namespace {f.new_in}", 0) + 1
+            else:
+                lines.setdefault(f.what, []).append(f.scope)
+        folded = [f"{', '.join(scopes)}: {what}" for what, scopes in lines.items()]
+        return folded + [
+            f"{what}, with {n} access grants of its own (each in the full report)" for what, n in bundles.items()
+        ]
 
     @property
     def upgrades(self) -> list[str]:

@@ -29,6 +29,7 @@ from review.kubernetes import Clusters, Obj, key, label
 class Finding:
     scope: str  # the cluster or the stack
     what: str  # the object and exactly what widened
+    new_in: str = ""  # the namespace, when the object is new and so is its namespace (a new team, say)
 
 
 def _dicts(value: Any) -> list[Obj]:
@@ -529,13 +530,15 @@ def cluster_findings(cluster: str, before: list[Obj], after: list[Obj], names: d
             if k[1] == "ClusterRole" and k[3] and o.get("aggregationRule")
         },
     }
+    added_namespaces = {k[3] for k in new if k[1] == "Namespace" and not k[0] and k not in old}
     out = []
     for k in [*new, *(k for k in old if k not in new)]:
         if old.get(k) == new.get(k):
             continue
         if said := _object(k, old.get(k), new.get(k), context):
             prefix = "new " if k not in old else ""
-            out.append(Finding(cluster, f"{prefix}{label(k)} {'; '.join(said)}"))
+            fresh = k[2] if k not in old and k[2] in added_namespaces else ""
+            out.append(Finding(cluster, f"{prefix}{label(k)} {'; '.join(said)}", fresh))
     out += [
         Finding(cluster, f"namespace {ns} has no NetworkPolicy left: all its traffic is admitted")
         for ns in _unprotected(before, after)
