@@ -161,9 +161,9 @@ class Elector:
                 self._won(sent_at)
                 return True
             spec = lease.get("spec")
-            observed = _record(spec)
+            holder, observed = holder_of(spec), _record(spec)
             if observed != self._seen:
-                if holder_of(spec) == UNREADABLE:
+                if holder == UNREADABLE:
                     log.warning(
                         "lease %s/%s: unreadable record, held until %ss from now",
                         self.namespace,
@@ -171,7 +171,6 @@ class Elector:
                         self.duration,
                     )
                 self._seen, self._seen_at = observed, sent_at
-            holder = holder_of(spec)
             # client-go: held while observedTime + LeaseDuration is after now; ours, not the record's.
             if holder is not None and holder != self.identity and sent_at - self._seen_at <= self.duration:
                 self._lost()
