@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from typing import Any
 
 import promql_parser
 import pytest
@@ -12,9 +14,10 @@ from contract import names
 from fleet.gitops import kueue
 from fleet.gitops.monitoring import monitoring_objects, queries, rules, upstream
 from fleet.gitops.monitoring.dashboards import HEALTHY, STATES, boards, dashboard_files
-from fleet.gitops.monitoring.scrape import trainer
+from fleet.gitops.monitoring.scrape import scrape_objects, trainer
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
+from tests.gitops import relabel
 from warden.state import PHASES
 
 ALERTS = {a.name: a for a in rules.ALERTS}
@@ -77,6 +80,21 @@ def test_warden_series_count_only_the_leader() -> None:
         assert names.WARDEN_LEADER in queries.selected(ALERTS[name].expr), name
 
 
+def test_warden_leadership_alerts_cover_none_and_two() -> None:
+    """No leader (including no replica reporting at all) and more than one: each an alert with its runbook."""
+    none = _binary(ALERTS["WardenNoLeader"].expr)
+    assert str(none.op) == "unless"
+    assert none.modifier is not None
+    assert none.modifier.matching is not None
+    assert list(none.modifier.matching.labels) == ["cluster"]
+    assert queries.selected(str(none.lhs)) == ["kube_pod_status_phase"]  # a cluster is there whether Warden is
+    assert queries.selected(str(none.rhs)) == [names.WARDEN_LEADER]
+    two = _binary(ALERTS["WardenSplitLeadership"].expr)
+    assert queries.selected(str(two.lhs)) == [names.WARDEN_LEADER]
+    assert str(two.rhs) == "1"
+    assert all(ALERTS[a].severity == "critical" for a in ("WardenNoLeader", "WardenSplitLeadership"))
+
+
 def test_monitoring_objects_validate_against_the_pinned_gmp_crds(crds: CrdSchemas, fleet: Fleet) -> None:
     objects = monitoring_objects()
     kinds = {o["kind"] for o in objects}
@@ -129,3 +147,101 @@ def test_dashboards_are_built_by_the_sdk_and_templated(fleet: Fleet) -> None:
     assert "run" in {v["name"] for v in run["templating"]["list"]}
     exprs = [t["expr"] for p in run["panels"] if p["type"] != "row" for t in p["targets"]]
     assert all('run=~"$run"' in e for e in exprs)
+
+
+def _every_query(fleet: Fleet) -> list[str]:
+    return [a.expr for a in rules.ALERTS] + [q for board in boards(fleet) for q in board.queries]
+
+
+def test_every_query_that_keys_on_run_keys_on_its_namespace_too(fleet: Fleet) -> None:
+    """A run's name is its team's choice: another team's run of the same name must never merge with it or page it."""
+    exprs = _every_query(fleet)
+    assert sum(bool(re.search(r"\brun\b", e)) for e in exprs) > 10
+    assert [p for e in exprs for p in queries.run_scoping(e)] == []
+
+
+def test_the_run_scoping_check_names_what_merges_runs() -> None:
+    assert queries.run_scoping('sum by (cluster, namespace, run) (x{namespace=~"a", run=~"b"})') == []
+    assert queries.run_scoping("sum by (cluster) (x)") == []
+    for bad in (
+        "sum by (cluster, run) (x)",
+        "sum without (namespace) (x)",
+        "x / on (cluster, run) y",
+        "x / ignoring (namespace) y",
+        'x{run="llama"}',
+    ):
+        assert len(queries.run_scoping(bad)) == 1, bad
+
+
+def _trainer_pod(namespace: str, team_label: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "llama-worker-0",
+            "namespace": namespace,
+            "labels": {names.TEAM_LABEL: team_label, names.JOB_LABEL: "llama"},
+        },
+        "spec": {"nodeName": "gke-h200-a-1"},
+    }
+
+
+def _commit_series(**labels: str) -> dict[str, str]:
+    return {"__name__": rules.LAST_COMMIT, "run": "llama", "region": "us-central1", "group": "0", **labels}
+
+
+def test_a_pod_cannot_claim_another_teams_metrics() -> None:
+    """evals' pod says it is pretraining's, in its pod labels and its series' labels: the series stays evals'."""
+    forged = _commit_series(team="pretraining", namespace="team-pretraining", pod="pretraining-worker-0")
+    stored = relabel.scrape(trainer(), _trainer_pod(names.team_namespace("evals"), "pretraining"), forged)
+    assert stored is not None
+    assert stored["team"] == "evals"
+    assert stored["namespace"] == names.team_namespace("evals")
+    assert stored["pod"] == "llama-worker-0"
+    assert not [k for k, v in stored.items() if "pretraining" in v], stored  # no exported_* copy of the claim
+    # The honest pod of the same run name is a different series: the alerts and the run dashboard key on both.
+    honest = relabel.scrape(
+        trainer(), _trainer_pod(names.team_namespace("pretraining"), "pretraining"), _commit_series()
+    )
+    assert honest is not None
+    assert (honest["namespace"], honest["team"]) == ("team-pretraining", "pretraining")
+    assert (honest["namespace"], honest["run"]) != (stored["namespace"], stored["run"])
+
+
+def test_a_team_label_outside_a_team_namespace_is_not_a_team() -> None:
+    pod = _trainer_pod("default", "pretraining")
+    assert relabel.scrape(trainer(), pod, _commit_series(team="pretraining")) is None
+
+
+def test_the_relabel_interpreter_follows_prometheus() -> None:
+    rule = {"sourceLabels": ["a", "b"], "regex": "x-(.*);(.+)", "targetLabel": "c", "replacement": "${1}/$2"}
+    assert relabel.apply([rule], {"a": "x-1", "b": "2"}) == {"a": "x-1", "b": "2", "c": "1/2"}
+    assert relabel.apply([rule], {"a": "y-1", "b": "2", "c": "kept"})["c"] == "kept"  # type: ignore[index]
+    assert relabel.apply([{"action": "keep", "sourceLabels": ["a"], "regex": "x"}], {"a": "xx"}) is None  # anchored
+    assert relabel.apply([{"action": "labeldrop", "regex": "exported_.+"}], {"exported_a": "1", "a": "2"}) == {"a": "2"}
+    monitoring = {"kind": "PodMonitoring", "metadata": {"name": "m"}, "spec": {"endpoints": [{"port": 1}]}}
+    pod = {"metadata": {"name": "p", "namespace": "n"}}
+    assert relabel.scrape(monitoring, pod, {"__name__": "x", "namespace": "forged", "job": "j"}) == {
+        "__name__": "x",
+        "exported_namespace": "forged",
+        "exported_job": "j",
+        "namespace": "n",
+        "job": "m",
+        "instance": "p:1",
+        "project_id": "p",
+        "location": "l",
+        "cluster": "c",
+    }
+
+
+def test_the_scrape_relabelling_is_what_gmp_accepts() -> None:
+    """prometheus-engine v0.17.2 pod_config.go convertRelabelingRule: no rule writes or drops a protected label."""
+    for o in scrape_objects():
+        if o["kind"] not in ("PodMonitoring", "ClusterPodMonitoring"):
+            continue
+        for endpoint in o["spec"]["endpoints"]:
+            for rule in endpoint.get("metricRelabeling", []):
+                action = rule.get("action", "replace")
+                assert action in ("replace", "keep", "drop", "labeldrop"), rule
+                if action == "replace":
+                    assert rule["targetLabel"] not in relabel.PROTECTED, rule
+                if action == "labeldrop":
+                    assert not [p for p in relabel.PROTECTED if re.fullmatch(rule["regex"], p)], rule

@@ -17,10 +17,22 @@ may start, whatever the round is doing. These are client-go's defaults
 tools/leaderelection). Like client-go, this is not a fencing token: a request
 that leaves in time but is delayed in the network for more than the margin
 could still land late.
+
+Whatever the record says, expiry uses this elector's own lease_duration_s, never the record's
+leaseDurationSeconds: a negative one would let a standby take over at once while the holder still acts, a
+malformed one used to fail every try (the holder's too) and leave no leader. Older client-go did the same
+(tryAcquireOrRenew: `le.observedTime.Add(le.config.LeaseDuration)`); current client-go reads the record's value
+and relies on the API server refusing leaseDurationSeconds <= 0 (pkg/apis/coordination/validation
+ValidateLeaseSpec), which a test double or a future bug need not. A record this elector cannot read (no object
+spec, a holder that is not a string) is held by someone unknown until lease_duration_s after this elector first
+saw it, like any other holder: never taken at once, never left forever. What this elector writes is always
+valid (its own duration, fresh or parseable times, transitions >= 0), so the API server never refuses a renewal
+over a field someone else broke.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -34,8 +46,36 @@ from warden.kube import ApiError, Kube, LeaseLost
 log = logging.getLogger(__package__)
 
 
+MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # metav1.MicroTime as the API server writes it (RFC 3339, microseconds, UTC)
+UNREADABLE = "<unreadable>"  # a holder no pod can be named (no "<" in a DNS name): never this elector
+
+
 def micro_time(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(epoch, UTC).strftime(MICRO_TIME)
+
+
+def _is_micro_time(value: object) -> bool:
+    try:
+        return isinstance(value, str) and bool(datetime.strptime(value, MICRO_TIME))
+    except ValueError:
+        return False
+
+
+def holder_of(spec: object) -> str | None:
+    """Who holds a Lease with this spec: None if nobody (no spec, no or empty holder), UNREADABLE if unknowable."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        return UNREADABLE
+    holder = spec.get("holderIdentity")
+    if holder is None or holder == "":
+        return None
+    return holder if isinstance(holder, str) else UNREADABLE
+
+
+def _record(spec: object) -> str:
+    """The whole record as compared between tries: any change to it restarts the wait (client-go compares raw)."""
+    return json.dumps(spec, sort_keys=True, default=repr)
 
 
 class Elector:
@@ -60,21 +100,27 @@ class Elector:
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self.collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self.name, self.namespace = name, namespace
-        self._seen: tuple[str, str] | None = None  # (holder, renewTime) last observed
+        self._seen: str | None = None  # the record last observed (_record)
         self._seen_at = 0.0
         self._valid_until = float("-inf")  # monotonic: writes allowed before this
         self._lock = threading.Lock()
         self.leading = False
         self.renewals = 0
 
-    def _spec(self, now: float, old: dict[str, Any]) -> dict[str, Any]:
-        same = old.get("holderIdentity") == self.identity
+    def _spec(self, now: float, old: object) -> dict[str, Any]:
+        """The record this elector writes: only the old transitions and acquire time, when they are valid."""
+        old = old if isinstance(old, dict) else {}
+        same = holder_of(old) == self.identity
+        acquired = old.get("acquireTime")
+        transitions = old.get("leaseTransitions")
+        if type(transitions) is not int or transitions < 0:
+            transitions = 0
         return {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": self.duration,
-            "acquireTime": old.get("acquireTime") if same else micro_time(now),
+            "acquireTime": acquired if same and _is_micro_time(acquired) else micro_time(now),
             "renewTime": micro_time(now),
-            "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if same or not old else 1),
+            "leaseTransitions": transitions + (0 if same or not old else 1),
         }
 
     def _won(self, sent_at: float) -> None:
@@ -114,18 +160,24 @@ class Elector:
                 self.kube.create(self.collection, body)
                 self._won(sent_at)
                 return True
-            spec = lease.get("spec") or {}
-            observed = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+            spec = lease.get("spec")
+            holder, observed = holder_of(spec), _record(spec)
             if observed != self._seen:
+                if holder == UNREADABLE:
+                    log.warning(
+                        "lease %s/%s: unreadable record, held until %ss from now",
+                        self.namespace,
+                        self.name,
+                        self.duration,
+                    )
                 self._seen, self._seen_at = observed, sent_at
-            holder = observed[0]
-            expired = sent_at - self._seen_at > int(spec.get("leaseDurationSeconds") or self.duration)
-            if holder and holder != self.identity and not expired:
+            # client-go: held while observedTime + LeaseDuration is after now; ours, not the record's.
+            if holder is not None and holder != self.identity and sent_at - self._seen_at <= self.duration:
                 self._lost()
                 return False
             lease["spec"] = self._spec(now, spec)
             self.kube.replace(self.path, lease)  # carries metadata.resourceVersion: a race loses with 409
-            self._seen, self._seen_at = (self.identity, lease["spec"]["renewTime"]), sent_at
+            self._seen, self._seen_at = _record(lease["spec"]), sent_at
             self._won(sent_at)
             return True
         except (ApiError, ValueError, TypeError, AttributeError) as error:

@@ -6,6 +6,7 @@ from prometheus_client import CollectorRegistry
 
 from contract import metrics, names
 from preflight.exposition import Family, families, render
+from warden.leader import Elector
 
 # WardenMetrics attribute -> the catalog name it updates.
 ATTRIBUTES = {
@@ -56,3 +57,12 @@ class WardenMetrics:
 
     def render(self) -> str:
         return render(self.registry)
+
+
+def track_leadership(metrics: WardenMetrics, elector: Elector) -> None:
+    """`warden_leader` reads the elector's fenced holds() whenever it is scraped, 1 or 0, on every replica.
+
+    Not set by the round loop: a replica stuck in a long round would keep reading 1 after its Lease lapsed,
+    and the split-leadership alert would fire on a replica whose writes are already refused.
+    """
+    metrics.leader.collector.set_function(lambda: 1.0 if elector.holds() else 0.0)

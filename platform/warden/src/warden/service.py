@@ -33,7 +33,7 @@ from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
-from warden.metrics import WardenMetrics
+from warden.metrics import WardenMetrics, track_leadership
 from warden.nodecache import EventWatch, NodeCache
 from warden.observe import is_gpu_node, read_node_record, view
 from warden.policy import Policy
@@ -315,9 +315,9 @@ def serve(
     mutating request checks that this replica still holds it (the clients' guard): losing it
     stops the round at the next write (LeaseLost) and this replica waits as a standby.
     """
+    track_leadership(warden.metrics, elector)
     elector.step()  # the first try at once, then the renewal thread
     if once:
-        warden.metrics.leader.set(1 if elector.holds() else 0)
         if elector.holds():
             warden.cache.relist()
             _safe_round(warden, None)
@@ -327,9 +327,7 @@ def serve(
     watcher: threading.Thread | None = None
     next_round = 0.0
     while not stop.is_set():
-        leading = elector.holds()
-        warden.metrics.leader.set(1 if leading else 0)
-        if leading:
+        if elector.holds():
             if watcher is None:
                 try:
                     warden.cache.relist()

@@ -33,8 +33,13 @@ PRODUCTIVE = ',category="productive"'
 RATE = "5m"
 
 
+# A run is (namespace, run): two teams may name runs alike (rules.py).
+RUN = "namespace, run"
+RUN_LEGEND = "{{namespace}} {{run}}"
+
+
 def _run(m: str, extra: str = "") -> str:
-    return f'{m}{{run=~"$run"{extra}}}'
+    return f'{m}{{namespace=~"$namespace",run=~"$run"{extra}}}'
 
 
 class Board:
@@ -53,14 +58,14 @@ class Board:
             .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus"))
         )
 
-    def variable(self, name: str, metric_name: str, label: str) -> Board:
-        """A multi-valued variable over the values of `label` on `metric_name` (Grafana's label_values)."""
-        self.queries.append(metric_name)
+    def variable(self, name: str, selector: str, label: str) -> Board:
+        """A multi-valued variable over the values of `label` on `selector` (Grafana's label_values)."""
+        self.queries.append(selector)
         variable = (
             dashboard.QueryVariable(name)
             .label(name)
             .datasource(DATASOURCE)
-            .query(f"label_values({metric_name}, {label})")
+            .query(f"label_values({selector}, {label})")
             .multi(True)
             .include_all(True)
         )
@@ -164,22 +169,28 @@ def fleet_board(fleet: Fleet) -> Board:
 def run_board() -> Board:
     step = metric("meridian_trainer_step")
     board = Board("meridian-run", "Meridian run", "One run's progress, efficiency, goodput and checkpoints.")
-    board.variable("run", step, "run")
+    board.variable("namespace", step, "namespace")
+    board.variable("run", f'{step}{{namespace=~"$namespace"}}', "run")
     board.row("Progress")
-    board.number("Step", [(f"max by (run) ({_run(step)})", "{{run}}")])
-    board.number("Since last commit", [(f"time() - max by (run) ({_run(LAST_COMMIT)})", "{{run}}")], unit="s")
-    board.number("Participants", [(f"min by (run) ({_run(metric('meridian_trainer_participants'))})", "{{run}}")])
+    board.number("Step", [(f"max by ({RUN}) ({_run(step)})", RUN_LEGEND)])
+    board.number("Since last commit", [(f"time() - max by ({RUN}) ({_run(LAST_COMMIT)})", RUN_LEGEND)], unit="s")
+    board.number("Participants", [(f"min by ({RUN}) ({_run(metric('meridian_trainer_participants'))})", RUN_LEGEND)])
     board.number(
         "Heals (1 h)",
-        [(f"sum by (run) (increase({_run(metric('meridian_trainer_heals_total'))}[1h]))", "{{run}}")],
+        [(f"sum by ({RUN}) (increase({_run(metric('meridian_trainer_heals_total'))}[1h]))", RUN_LEGEND)],
     )
-    board.graph("Loss", [(f"avg by (run) ({_run(metric('meridian_trainer_loss'))})", "{{run}}")])
+    board.graph("Loss", [(f"avg by ({RUN}) ({_run(metric('meridian_trainer_loss'))})", RUN_LEGEND)])
     board.graph(
         "Tokens per second",
-        [(f"sum by (run, region) ({_run(metric('meridian_trainer_tokens_per_second'))})", "{{run}} {{region}}")],
+        [
+            (
+                f"sum by ({RUN}, region) ({_run(metric('meridian_trainer_tokens_per_second'))})",
+                f"{RUN_LEGEND} {{{{region}}}}",
+            )
+        ],
     )
     board.graph(
-        "MFU", [(f"avg by (run) ({_run(metric('meridian_trainer_mfu_ratio'))})", "{{run}}")], unit="percentunit"
+        "MFU", [(f"avg by ({RUN}) ({_run(metric('meridian_trainer_mfu_ratio'))})", RUN_LEGEND)], unit="percentunit"
     )
     board.row("Goodput")
     board.graph(
@@ -191,9 +202,9 @@ def run_board() -> Board:
         "Goodput (productive share, 6 h)",
         [
             (
-                f"sum by (run) (increase({_run(GOODPUT, PRODUCTIVE)}[6h]))"
-                f" / sum by (run) (increase({_run(GOODPUT)}[6h]))",
-                "{{run}}",
+                f"sum by ({RUN}) (increase({_run(GOODPUT, PRODUCTIVE)}[6h]))"
+                f" / sum by ({RUN}) (increase({_run(GOODPUT)}[6h]))",
+                RUN_LEGEND,
             )
         ],
         unit="percentunit",

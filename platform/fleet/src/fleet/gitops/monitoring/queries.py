@@ -58,3 +58,40 @@ def problems(expr: str) -> list[str]:
     except ValueError as exc:
         return [f"{expr}: does not parse: {exc}"]
     return [f"{expr}: unknown metric {n}" for n in dict.fromkeys(names) if n not in known()]
+
+
+# A run's name is its team's to choose, so two teams may both have a run "llama": a run is (namespace, run), and
+# the namespace is the one label the scrape takes from the pod's real namespace (scrape.py).
+RUN, NAMESPACE = "run", "namespace"
+
+
+def run_scoping(expr: str) -> list[str]:
+    """One line per place where `expr` keys on `run` without `namespace`: grouping, matching or selecting by it.
+
+    `by (.., run, ..)` and `on (.., run, ..)` must also name `namespace`; `without` and `ignoring` must not drop
+    it; a selector with a `run` matcher must also match `namespace`. Parse errors are problems() business.
+    """
+    found: list[str] = []
+
+    def visit(node: object) -> bool:
+        if isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+            labels = set(node.modifier.labels)
+            by = node.modifier.type == promql_parser.AggModifierType.By
+            if (by and RUN in labels and NAMESPACE not in labels) or (not by and NAMESPACE in labels):
+                found.append(f"{expr}: {node.modifier} keeps {RUN} without {NAMESPACE}")
+        elif isinstance(node, promql_parser.BinaryExpr) and node.modifier and node.modifier.matching:
+            labels = set(node.modifier.matching.labels)
+            on = node.modifier.matching.type == promql_parser.LabelModifierType.Include
+            if (on and RUN in labels and NAMESPACE not in labels) or (not on and NAMESPACE in labels):
+                found.append(f"{expr}: {node.modifier.matching} matches {RUN} without {NAMESPACE}")
+        elif isinstance(node, promql_parser.VectorSelector):
+            matched = {m.name for m in node.matchers.matchers}
+            if RUN in matched and NAMESPACE not in matched:
+                found.append(f"{expr}: {node} selects a {RUN} without its {NAMESPACE}")
+        return True
+
+    try:
+        promql_parser.walk(promql_parser.parse(expr), visit)
+    except ValueError:
+        return []
+    return found

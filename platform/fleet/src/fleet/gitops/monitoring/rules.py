@@ -1,5 +1,8 @@
 """Alerts, as one GMP ClusterRules object per cluster: each with a threshold and a runbook line.
 
+A run is (namespace, run): its name is its team's choice, so every rule that groups or joins by `run` also does
+by `namespace`, the label the scrape takes from the pod's real namespace (scrape.py; queries.run_scoping checks).
+
 ClusterRules (not Rules): the rule evaluator scopes a ClusterRules object to its cluster but not to a
 namespace, so the stuck-run alert can join trainer series (team namespaces) with kube-state-metrics'. Every
 expression is cross-checked (queries.py) against the metric names that exist; the thresholds are defaults,
@@ -34,6 +37,10 @@ GOODPUT_FLOOR = 0.90  # productive share of a run's group-seconds over an hour (
 HELD_FOR = "15m"
 PENDING_FOR = "2h"
 DURABLE_SLOW_S = 1800  # p95 from a checkpoint's start until durable; staging is what blocks training
+LEADERLESS_FOR = "5m"  # a handover takes 15-25 s (Warden's Lease); minutes without one leave faults unhandled
+# Two replicas claiming at once: each reads its own fenced holds(), so a handover never overlaps; scrapes of the two
+# replicas are up to one interval (30 s) apart, which two evaluations 60 s apart cannot both see.
+SPLIT_FOR = "2m"
 # Per pool: Llama 3 saw 419 interruptions in 54 days on 16,384 GPUs, about one per 1,024 GPUs every two days.
 XIDS_PER_HOUR = 4
 
@@ -66,7 +73,7 @@ ALERTS = (
         "5m",
         "critical",
         f"no committed step for {STUCK_AFTER_S // 60} min while the pod is Running",
-        "Run {{ $labels.run }} group {{ $labels.group }} ({{ $labels.pod }}) has not committed a step for "
+        "Run {{ $labels.run }} of {{ $labels.namespace }} group {{ $labels.group }} ({{ $labels.pod }}) has not committed a step for "
         "{{ $value | humanizeDuration }}.",
         "Kubernetes sees Running pods but the collective is stuck (a hung NCCL call, a dead peer torchft has not "
         "noticed): read the group's log for its last step and the Lighthouse's quorum; if one node is the cause, "
@@ -74,12 +81,12 @@ ALERTS = (
     ),
     Alert(
         "RunGoodputLow",
-        f'sum by (cluster, run) (rate({GOODPUT}{{category="productive"}}[1h]))'
-        f" / sum by (cluster, run) (rate({GOODPUT}[1h])) < {GOODPUT_FLOOR}",
+        f'sum by (cluster, namespace, run) (rate({GOODPUT}{{category="productive"}}[1h]))'
+        f" / sum by (cluster, namespace, run) (rate({GOODPUT}[1h])) < {GOODPUT_FLOOR}",
         "30m",
         "warning",
         f"productive share < {GOODPUT_FLOOR:.0%} over 1 h",
-        "Run {{ $labels.run }} in {{ $labels.cluster }} spent only {{ $value | humanizePercentage }} of its "
+        "Run {{ $labels.run }} of {{ $labels.namespace }} in {{ $labels.cluster }} spent only {{ $value | humanizePercentage }} of its "
         "group-seconds training over the last hour.",
         "Open the run dashboard's goodput breakdown: much startup means restarts (check Warden and the pods' "
         "restarts), checkpoint means staging blocks too long (raise the interval), failed/replayed means "
@@ -95,6 +102,31 @@ ALERTS = (
         "Too many nodes look unhealthy at once for Warden to act alone (a fleet-wide cause: driver, network, "
         "power, a bad image): find the common cause in Warden's Events and the Warden dashboard before "
         "releasing nodes by hand; do not raise the breaker's limit to make this go away.",
+    ),
+    Alert(
+        "WardenNoLeader",
+        # Every cluster has pods (kube-state-metrics): one whose Warden replicas lead none, report none or run none.
+        "group by (cluster) (kube_pod_status_phase)"
+        f" unless on (cluster) (max by (cluster) ({names.WARDEN_LEADER}) == 1)",
+        LEADERLESS_FOR,
+        "critical",
+        f"no Warden replica leads for {LEADERLESS_FOR}",
+        "No Warden replica in {{ $labels.cluster }} has held its Lease for " + LEADERLESS_FOR + ".",
+        "Node faults go unhandled meanwhile. Check Warden's pods and their 'lease' log lines (kubectl -n warden get "
+        "pods; logs), the Lease (kubectl -n warden get lease warden -o yaml: a record Warden cannot read is taken "
+        "over 15 s after a replica first sees it) and the API server's health. Every replica serves warden_leader, "
+        "leading or not: no series at all means no replica runs or GMP does not scrape them.",
+    ),
+    Alert(
+        "WardenSplitLeadership",
+        f"sum by (cluster) ({names.WARDEN_LEADER}) > 1",
+        SPLIT_FOR,
+        "critical",
+        f"more than one Warden replica leads, for {SPLIT_FOR}",
+        "{{ $value }} Warden replicas in {{ $labels.cluster }} claim the Lease at once.",
+        "Each replica reports its own fenced view, so two leaders mean something else writes the Lease or a replica "
+        "is wedged: scale Warden to one replica (kubectl -n warden scale deployment warden --replicas=1), read who "
+        "wrote the Lease in the audit log, and check Warden's Events for conflicting actions on nodes.",
     ),
     Alert(
         "NodesHeldForPerson",
@@ -122,24 +154,24 @@ ALERTS = (
     ),
     Alert(
         "CheckpointDurableStalled",
-        f'sum by (cluster, run, group) (increase({CHECKPOINT}_count{{state="staged"}}[1h])) > 0'
-        " unless on (cluster, run, group)"
-        f' sum by (cluster, run, group) (increase({CHECKPOINT}_count{{state="durable"}}[1h])) > 0',
+        f'sum by (cluster, namespace, run, group) (increase({CHECKPOINT}_count{{state="staged"}}[1h])) > 0'
+        " unless on (cluster, namespace, run, group)"
+        f' sum by (cluster, namespace, run, group) (increase({CHECKPOINT}_count{{state="durable"}}[1h])) > 0',
         "15m",
         "critical",
         "checkpoints staged but none durable for 1 h",
-        "Run {{ $labels.run }} group {{ $labels.group }} staged checkpoints but made none durable in an hour.",
+        "Run {{ $labels.run }} of {{ $labels.namespace }} group {{ $labels.group }} staged checkpoints but made none durable in an hour.",
         "Training continues on staged copies that a crash would lose: check the checkpoint bucket (gcsfuse "
         "errors in the pod, quota, permissions on the team's folder) and the uploader's log.",
     ),
     Alert(
         "CheckpointDurableSlow",
-        f"histogram_quantile(0.95, sum by (cluster, run, le)"
+        f"histogram_quantile(0.95, sum by (cluster, namespace, run, le)"
         f' (rate({CHECKPOINT}_bucket{{state="durable"}}[1h]))) > {DURABLE_SLOW_S}',
         "30m",
         "warning",
         f"p95 time to durable > {DURABLE_SLOW_S // 60} min",
-        "Run {{ $labels.run }}: checkpoints take {{ $value | humanizeDuration }} (p95) to become durable.",
+        "Run {{ $labels.run }} of {{ $labels.namespace }}: checkpoints take {{ $value | humanizeDuration }} (p95) to become durable.",
         "Durable checkpoints lag the staged ones: a crash now replays more steps. Check the bucket's region "
         "(it must be the run's), gcsfuse throughput, and whether the checkpoint grew.",
     ),

@@ -40,11 +40,38 @@ def _endpoint(port: int, **extra: Any) -> dict[str, Any]:
     return {"port": port, "interval": INTERVAL, **extra}
 
 
+TEAM_NAMESPACE_PREFIX = names.team_namespace("")
+# The team label every trainer series gets: the scraped pod's namespace without its prefix, never what the pod or
+# the exporter claims. `namespace` is the one label neither can forge: GMP sets it from the pod's real namespace
+# and refuses metric relabelling onto it (prometheus-engine v0.17.2 pod_config.go: protectedLabel, and
+# "Force target labels, so they cannot be overwritten by metric labels"); with honor_labels off, an exporter's own
+# `namespace` or `pod` label is renamed exported_<name> (Prometheus configuration docs, honor_labels).
+TEAM = "team"
+
+
+def trainer_relabeling() -> list[dict[str, Any]]:
+    """metricRelabeling of the trainer's series: team from namespace, and nothing a tenant wrote that says otherwise.
+
+    A run's name stays the exporter's (the team chooses it); every query that keys on `run` also keys on
+    `namespace` (queries.run_scoping), so two teams' runs of one name never merge.
+    """
+    team_namespace = f"{TEAM_NAMESPACE_PREFIX}(.+)"
+    return [
+        # A pod outside a team namespace that carries the team label is nobody's trainer.
+        {"action": "keep", "sourceLabels": ["namespace"], "regex": team_namespace},
+        # Overwrites any `team` the exporter wrote (replace always writes when its regex matched, as here).
+        {"action": "replace", "sourceLabels": ["namespace"], "regex": team_namespace, "targetLabel": TEAM},
+        # The exporter's copies of target labels (exported_namespace, exported_pod...) claim nothing but confuse.
+        {"action": "labeldrop", "regex": "exported_.+"},
+    ]
+
+
 def trainer() -> Obj:
     """Every team pod but Ray heads (the trainer's groups report from the workers), in every namespace.
 
     The pod's namespace and name stay on each series: the stuck-run alert joins them with kube-state-metrics'
-    pod phase. The team and job labels gkr sets travel along as `team` and `meridian_job`.
+    pod phase. `team` comes from the namespace (trainer_relabeling), never from the pod's team label, which its
+    author writes; the job label gkr sets travels along as `meridian_job` (a name inside the namespace only).
     """
     return obj(
         API,
@@ -57,10 +84,10 @@ def trainer() -> Obj:
                     {"key": RAY_NODE_TYPE_LABEL, "operator": "NotIn", "values": ["head"]},
                 ]
             },
-            "endpoints": [_endpoint(names.TRAINER_METRICS_PORT)],
+            "endpoints": [_endpoint(names.TRAINER_METRICS_PORT, metricRelabeling=trainer_relabeling())],
             "targetLabels": {
                 "metadata": ["namespace", "pod", "node"],
-                "fromPod": [{"from": names.TEAM_LABEL, "to": "team"}, {"from": names.JOB_LABEL, "to": "meridian_job"}],
+                "fromPod": [{"from": names.JOB_LABEL, "to": "meridian_job"}],
             },
         },
     )
