@@ -34,6 +34,7 @@ from typing import Any
 
 from contract.names import RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORT
 from fleet import planner
+from fleet.gitops.monitoring.scrape import KUBERAY_NAMESPACE
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 from fleet.planner import plan_addresses
@@ -42,7 +43,6 @@ API = "networking.k8s.io/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every Namespace
 GMP_NAMESPACE = "gmp-system"
 GMP_COLLECTOR = {"app.kubernetes.io/name": "collector"}
-KUBERAY_NAMESPACE = "ray-system"
 KUBERAY_OPERATOR = {"app.kubernetes.io/name": "kuberay-operator"}
 # Ray's ports on the head (Ray's docs, "Configuring Ray": ports); only DASHBOARD has a rule of its own.
 RAY_GCS_PORT, RAY_DASHBOARD_PORT, RAY_CLIENT_PORT = 6379, 8265, 10001
