@@ -11,12 +11,12 @@ COMPONENTS := $(wildcard platform/*/pyproject.toml)
 # A bare `make` lists the targets; it builds nothing.
 .DEFAULT_GOAL := help
 
-# The project's own tools (node, npm, cdktn, kubectl, checkov) come first, and
+# The project's own tools (node, npm, cdktn, kubectl, checkov, nca) come first, and
 # the CDK Terrain CLI asks no update server.
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export CHECKPOINT_DISABLE := 1
 
-$(ENV): requirements/dev.lock requirements/torch.txt requirements/checkov.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
+$(ENV): requirements/dev.lock requirements/torch.txt requirements/checkov.lock requirements/nca.lock infra/package-lock.json infra/pyproject.toml scripts/bootstrap.sh $(COMPONENTS)
 	@bash scripts/bootstrap.sh $(PYTHON)
 
 help: ## list every target with what it does

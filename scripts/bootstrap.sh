@@ -36,6 +36,13 @@ fi
 .venv/tools/checkov/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/checkov.lock
 ln -sf ../tools/checkov/bin/checkov .venv/bin/checkov
 
+# network-config-analyzer pins its own dependencies too (tests/tenancy/test_network.py runs it).
+if [ ! -x .venv/tools/nca/bin/python ]; then
+  "$python" -m venv .venv/tools/nca
+fi
+.venv/tools/nca/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/nca.lock
+ln -sf ../tools/nca/bin/nca .venv/bin/nca
+
 # The CDK Terrain CLI, from infra/package-lock.json, run by the project's own Node.js:
 # .venv/bin/cdktn calls scripts/cdktn, which puts .venv/bin first whatever PATH holds.
 PATH="$PWD/.venv/bin:$PATH" npm ci --prefix infra --ignore-scripts --no-audit --no-fund --loglevel=error

@@ -1,9 +1,10 @@
-"""Team namespaces: RBAC for the team's Google group, quotas, the team's own identity."""
+"""Team namespaces: RBAC for the team's Google group, quotas, the team's own identity, NetworkPolicies."""
 
 from __future__ import annotations
 
 from fleet import names
 from fleet.gitops.admission import team_namespace_labels
+from fleet.gitops.netpol import peer_pod_ranges, team_network_policies
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
 from fleet.quotaplan import QuotaPlan, TeamQuota
@@ -88,6 +89,7 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
             subjects=team_subjects(fleet),
         ),
     ]
+    peers = peer_pod_ranges(fleet, region)
     for team in fleet.teams:
         namespace = names.team_namespace(team.name)
         objects += [
@@ -146,5 +148,7 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainer-events"},
                 subjects=[{"kind": "ServiceAccount", "name": names.TRAINER_KSA, "namespace": namespace}],
             ),
+            # No ingress from another team; only what a run and the platform's scrapers and operators need.
+            *team_network_policies(namespace, peers),
         ]
     return objects

@@ -1,0 +1,274 @@
+"""Network isolation of team namespaces, proved with a real NetworkPolicy analyzer over every cluster's tree.
+
+network-config-analyzer (`nca`, its own virtualenv from requirements/nca.lock) computes who may connect
+to whom from every NetworkPolicy Argo CD would apply in each cluster, for representative pods: in each
+team namespace a run across regions (Ray head, Ray worker, its Lighthouse); GMP's collector, the KubeRay
+operator, Kueue's controller and Warden in their namespaces; a pod in `default`. Its pairwise report
+(`--output_format txt_no_fw_rules`) is read back and checked: no path between teams, the run's paths open.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contract.names import LIGHTHOUSE_PORT, RAY_NODE_TYPE_LABEL, RUN_LABEL, TEAM_LABEL, TRAINER_METRICS_PORT
+from fleet import names
+from fleet.gitops.check import ClusterTree
+from fleet.gitops.netpol import NAMESPACE_NAME_LABEL, RAY_DASHBOARD_PORT, RAY_HEAD_PORTS, peer_pod_ranges
+from fleet.gitops.teams import researcher_role
+from fleet.gitops.validate import Finding
+from fleet.model import Fleet
+
+NCA = Path(sys.executable).parent / "nca"
+pytestmark = pytest.mark.skipif(not NCA.is_file(), reason="network-config-analyzer (nca) is absent: run make setup")
+
+# Platform pods, as their charts label them (the policies' selectors must match these, not the reverse).
+PLATFORM_PODS = {
+    "collector": ("gmp-system", {"app.kubernetes.io/name": "collector", "app": "managed-prometheus-collector"}),
+    "kuberay": ("ray-system", {"app.kubernetes.io/name": "kuberay-operator"}),
+    "kueue": ("kueue-system", {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"}),
+    "warden": (names.WARDEN_NAMESPACE, {"app.kubernetes.io/name": "warden"}),
+    "stranger": ("default", {"app": "anything"}),
+}
+# A sample of ports: Ray's head ports, the Lighthouse's, the trainer's metrics, a rendezvous, an ephemeral one.
+SAMPLE_PORTS = (*RAY_HEAD_PORTS, LIGHTHOUSE_PORT, TRAINER_METRICS_PORT, 29500, 40000)
+LINE = re.compile(r"^(?P<src>\S+) => (?P<dst>\S+) : (?P<conn>.+)$")
+Trees = dict[str, tuple[ClusterTree, list[Finding]]]
+
+
+@dataclass(frozen=True)
+class Conn:
+    """One line of nca's report: all traffic, or TCP to some ports (None: every TCP port)."""
+
+    everything: bool
+    tcp_ports: frozenset[int] | None = None
+
+    def allows(self, port: int) -> bool:
+        return self.everything or self.tcp_ports is None or port in self.tcp_ports
+
+    @classmethod
+    def parse(cls, text: str) -> Conn:
+        """ "All connections" or "{protocols:TCP,dst_ports:8265-8266,9464}" (nca's txt output)."""
+        if text == "All connections":
+            return cls(True)
+        fields: dict[str, list[str]] = {}
+        key = ""
+        for token in text.strip("{}").split(","):
+            if ":" in token:
+                key, token = token.split(":", 1)
+            fields.setdefault(key, []).append(token)
+        assert fields.get("protocols") == ["TCP"], f"nca reported a connection this test does not read: {text}"
+        if "dst_ports" not in fields:
+            return cls(False, None)
+        ports: set[int] = set()
+        for item in fields["dst_ports"]:
+            low, _, high = item.partition("-")
+            ports.update(range(int(low), int(high or low) + 1))
+        return cls(False, frozenset(ports))
+
+
+def _ip_range(endpoint: str) -> tuple[int, int] | None:
+    """An address range endpoint ("10.16.0.0-10.23.255.255") as integers; None for a pod."""
+    if "[" in endpoint:
+        return None
+    low, high = endpoint.split("-")
+    return int(ipaddress.IPv4Address(low)), int(ipaddress.IPv4Address(high))
+
+
+@dataclass
+class Report:
+    pods: dict[tuple[str, str], Conn]  # ("ns/pod", "ns/pod") -> what may pass; absent: nothing
+    from_ips: dict[str, list[tuple[tuple[int, int], Conn]]]  # "ns/pod" -> the address ranges that reach it
+    text: str
+
+    def conn(self, src: str, dst: str) -> Conn | None:
+        return self.pods.get((src, dst))
+
+    def reachers(self, dst: str, port: int) -> list[tuple[int, int]]:
+        return sorted(span for span, conn in self.from_ips.get(dst, []) if conn.allows(port))
+
+
+def parse_report(text: str) -> Report:
+    report = Report({}, {}, text)
+    for line in text.splitlines():
+        match = LINE.match(line.strip())
+        if match is None:
+            continue
+        conn = Conn.parse(match["conn"])
+        src, dst = (e.removesuffix("[Pod]") for e in (match["src"], match["dst"]))
+        span = _ip_range(match["src"])
+        if span is not None:
+            report.from_ips.setdefault(dst, []).append((span, conn))
+        elif _ip_range(match["dst"]) is None:
+            report.pods[(src, dst)] = conn
+    return report
+
+
+def _namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    # The API server puts the name label on every Namespace; namespaceSelectors match it.
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {**(labels or {}), NAMESPACE_NAME_LABEL: name}},
+    }
+
+
+def _pod(name: str, namespace: str, labels: dict[str, str]) -> dict[str, object]:
+    container = {"name": "main", "image": "example"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [container]},
+    }
+
+
+def team_pods(fleet: Fleet) -> dict[str, dict[str, str]]:
+    """team -> role -> "ns/pod": a run across regions in every team namespace."""
+    return {
+        t.name: {role: f"{names.team_namespace(t.name)}/{t.name}-{role}" for role in ("head", "worker", "lighthouse")}
+        for t in fleet.teams
+    }
+
+
+def _resources(fleet: Fleet, tree: ClusterTree) -> list[dict[str, object]]:
+    built = {o["metadata"]["name"]: o for _, o in tree.objects() if o.get("kind") == "Namespace"}
+    namespaces = [_namespace(n, o["metadata"].get("labels")) for n, o in sorted(built.items())]
+    namespaces += [_namespace(ns) for ns in sorted({ns for ns, _ in PLATFORM_PODS.values()} - set(built))]
+    pods = [_pod(name, ns, labels) for name, (ns, labels) in PLATFORM_PODS.items()]
+    for team in fleet.teams:
+        namespace = names.team_namespace(team.name)
+        run = {TEAM_LABEL: team.name, RUN_LABEL: f"{team.name}-run"}
+        pods += [
+            _pod(f"{team.name}-head", namespace, {**run, RAY_NODE_TYPE_LABEL: "head"}),
+            _pod(f"{team.name}-worker", namespace, {**run, RAY_NODE_TYPE_LABEL: "worker"}),
+            _pod(f"{team.name}-lighthouse", namespace, run),
+        ]
+    return namespaces + pods
+
+
+@pytest.fixture(scope="module")
+def reports(fleet: Fleet, trees: Trees, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+    """region -> nca's connectivity report over every NetworkPolicy in that cluster's built tree."""
+    out = {}
+    for region in fleet.regions:
+        tree, _ = trees[region.name]
+        folder = tmp_path_factory.mktemp(f"nca-{region.name}")
+        policies = [o for _, o in tree.objects() if o.get("kind") == "NetworkPolicy"]
+        (folder / "policies.yaml").write_text(yaml.safe_dump_all(policies))
+        (folder / "resources.yaml").write_text(yaml.safe_dump_all(_resources(fleet, tree)))
+        command = [
+            str(NCA),
+            "--connectivity",
+            "policies.yaml",
+            "-r",
+            "resources.yaml",
+            "--output_format",
+            "txt_no_fw_rules",
+        ]
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, f"nca failed in {region.name}: {done.stderr[-2000:]}"
+        out[region.name] = parse_report(done.stdout)
+    return out
+
+
+def test_the_report_covers_every_cluster_and_pod(fleet: Fleet, reports: dict[str, Report]) -> None:
+    """The analyzer saw the pods: a report that lists nothing would pass every 'closed' check below."""
+    assert set(reports) == {r.name for r in fleet.regions}
+    for region, report in reports.items():
+        for pods in team_pods(fleet).values():
+            assert report.conn(pods["head"], pods["worker"]) is not None, f"{region}: {report.text}"
+
+
+def test_no_path_from_one_team_to_another(fleet: Fleet, reports: dict[str, Report]) -> None:
+    pods = team_pods(fleet)
+    for region, report in reports.items():
+        for a in pods:
+            for b in pods:
+                if a == b:
+                    continue
+                open_ = [(s, d, c) for s in pods[a].values() for d in pods[b].values() if (c := report.conn(s, d))]
+                assert not open_, f"{region}: team {a} reaches team {b}: {open_}"
+
+
+def test_a_runs_own_paths_stay_open(fleet: Fleet, reports: dict[str, Report]) -> None:
+    """Head and workers on every port (GCS, dashboard, client, raylets, NCCL, gloo); the Lighthouse's port."""
+    for region, report in reports.items():
+        for team, pods in team_pods(fleet).items():
+            for src, dst in [("head", "worker"), ("worker", "head"), ("worker", "lighthouse"), ("head", "lighthouse")]:
+                conn = report.conn(pods[src], pods[dst])
+                assert conn == Conn(True), f"{region}/{team}: {src} -> {dst} is {conn}"
+
+
+def test_platform_pods_reach_only_what_they_need(fleet: Fleet, reports: dict[str, Report]) -> None:
+    """GMP's collector: the metrics port of every team pod; KubeRay: the head's dashboard; the rest: nothing."""
+    for region, report in reports.items():
+        for team, pods in team_pods(fleet).items():
+            where = f"{region}/{team}"
+            for role, pod in pods.items():
+                scrape = report.conn("gmp-system/collector", pod)
+                assert scrape == Conn(False, frozenset({TRAINER_METRICS_PORT})), (
+                    f"{where}: collector -> {role}: {scrape}"
+                )
+                for other in ("kueue", "warden", "stranger"):
+                    ns = PLATFORM_PODS[other][0]
+                    assert report.conn(f"{ns}/{other}", pod) is None, f"{where}: {other} reaches {role}"
+            assert report.conn("ray-system/kuberay", pods["head"]) == Conn(False, frozenset({RAY_DASHBOARD_PORT}))
+            assert report.conn("ray-system/kuberay", pods["worker"]) is None, where
+
+
+def test_other_teams_never_reach_a_ray_heads_control_ports(fleet: Fleet, reports: dict[str, Report]) -> None:
+    """The Ray head's GCS, dashboard (job API) and client ports: from the own namespace only (and KubeRay)."""
+    pods = team_pods(fleet)
+    for region, report in reports.items():
+        for a, own in pods.items():
+            for port in RAY_HEAD_PORTS:
+                assert report.reachers(own["head"], port) == [], f"{region}: addresses reach {a}'s head on {port}"
+                for b, theirs in pods.items():
+                    for src in theirs.values() if b != a else ():
+                        conn = report.conn(src, own["head"])
+                        assert conn is None or not conn.allows(port), f"{region}: {src} -> {a} head:{port}"
+
+
+def _spans(cidrs: list[ipaddress.IPv4Network]) -> list[tuple[int, int]]:
+    return sorted((int(c.network_address), int(c.broadcast_address)) for c in cidrs)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for low, high in sorted(spans):
+        if out and low <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], high))
+        else:
+            out.append((low, high))
+    return out
+
+
+def test_a_run_across_regions_is_reachable_from_the_other_regions_only(
+    fleet: Fleet, reports: dict[str, Report]
+) -> None:
+    """Other regions' pod ranges reach a run's Lighthouse and replica groups (TCP); no other address does."""
+    for region in fleet.regions:
+        report = reports[region.name]
+        peers = _merged(_spans(peer_pod_ranges(fleet, region)))
+        for team, pods in team_pods(fleet).items():
+            for role in ("lighthouse", "worker"):
+                for port in SAMPLE_PORTS:
+                    reached = _merged(report.reachers(pods[role], port))
+                    assert reached == peers, f"{region.name}/{team} {role}:{port} from {reached}, want {peers}"
+            for port in SAMPLE_PORTS:
+                assert report.reachers(pods["head"], port) == [], f"{region.name}/{team}: addresses reach the head"
+
+
+def test_teams_cannot_change_their_network_policies() -> None:
+    """The researcher role grants nothing in networking.k8s.io: the policies are the platform's."""
+    groups = {group for rule in researcher_role()["rules"] for group in rule["apiGroups"]}
+    assert "networking.k8s.io" not in groups
