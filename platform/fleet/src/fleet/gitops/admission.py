@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleet import names
@@ -81,6 +81,8 @@ PRIORITIES = "meridian-team-priorities"
 SERVICES = "meridian-team-services"
 DEPLOYMENTS = "meridian-team-deployments"
 AGENT_NODE = "meridian-warden-agent-own-node"
+PLACEMENT = "meridian-team-placement"
+LABELS = "meridian-team-labels"
 
 
 def team_namespace_labels(fleet: Fleet, team: str) -> dict[str, str]:
@@ -113,20 +115,29 @@ WORKLOADS = (
     ("apps", "v1", ("deployments",)),
 )
 
-# The pod specs an object holds: a Pod's own, a Job's template, a RayCluster's head and worker
-# groups, a RayJob's cluster and submitter. Every workload becomes pods, so the Pod rule alone would
-# do; checking templates refuses a bad job when it is submitted instead of when its pods fail.
-TEMPLATES = """\
-request.resource.resource == 'pods' ? [object.spec] :
-request.resource.resource in ['jobs', 'deployments'] ? [object.spec.template.spec] :
+def _pod_templates(of: Callable[[str], str]) -> str:
+    """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
+
+    A Pod's own, a Job's or Deployment's template, a RayCluster's head and worker groups, a RayJob's
+    cluster and submitter. Every workload becomes pods, so the Pod rule alone would do; checking
+    templates refuses a bad job when it is submitted instead of when its pods fail.
+    """
+    return f"""\
+request.resource.resource == 'pods' ? [{of("object")}] :
+request.resource.resource in ['jobs', 'deployments'] ? [{of("object.spec.template")}] :
 request.resource.resource == 'rayclusters' ?
-  [object.spec.headGroupSpec.template.spec] +
-  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, g.template.spec) : []) :
+  [{of("object.spec.headGroupSpec.template")}] +
+  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, {of("g.template")}) : []) :
 (has(object.spec.rayClusterSpec) ?
-  [object.spec.rayClusterSpec.headGroupSpec.template.spec] +
+  [{of("object.spec.rayClusterSpec.headGroupSpec.template")}] +
   (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
-    object.spec.rayClusterSpec.workerGroupSpecs.map(g, g.template.spec) : []) : []) +
-(has(object.spec.submitterPodTemplate) ? [object.spec.submitterPodTemplate.spec] : [])"""
+    object.spec.rayClusterSpec.workerGroupSpecs.map(g, {of("g.template")}) : []) : []) +
+(has(object.spec.submitterPodTemplate) ? [{of("object.spec.submitterPodTemplate")}] : [])"""
+
+
+TEMPLATES = _pod_templates(lambda t: f"{t}.spec")
+# The labels of each pod template (an empty map where it has none).
+TEMPLATE_LABELS = _pod_templates(lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})")
 
 # Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
 # default library set that the test evaluator also has).
@@ -163,6 +174,7 @@ def _validation(expression: str, message: str) -> dict[str, str]:
 
 def pod_security_policy() -> Obj:
     host_paths = _cel(list(HOST_PATHS))
+    read_only = "!has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || (has(m.readOnly) && m.readOnly))"
     validations = [
         _validation(
             "variables.templates.all(p, !(has(p.hostNetwork) && p.hostNetwork) && "
@@ -174,11 +186,12 @@ def pod_security_policy() -> Obj:
             f"team pods may mount only these host paths: {', '.join(HOST_PATHS)}",
         ),
         _validation(
+            # Ephemeral containers declare no volumes but mount the pod's (`kubectl debug`); a list of
+            # their own, as they are another type than containers.
             "variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || "
-            "[has(p.containers) ? p.containers : [], has(p.initContainers) ? p.initContainers : []].all(cs, "
-            "cs.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || "
-            "(has(m.readOnly) && m.readOnly))))))",
-            "team pods must mount host paths read-only (readOnly: true)",
+            "([has(p.containers) ? p.containers : [], has(p.initContainers) ? p.initContainers : []].all(cs, "
+            f"cs.all(c, {read_only})) && (!has(p.ephemeralContainers) || p.ephemeralContainers.all(c, {read_only})))))",
+            "team pods must mount host paths read-only (readOnly: true), ephemeral containers too",
         ),
         _validation(
             _each_container(_context("privileged", "!c.securityContext.privileged")),
