@@ -155,6 +155,7 @@ def gpu_job(team: str = "research") -> Obj:
     """A legitimate GPU Job: the golden RayJob's worker template (host mounts, preflight's SYSLOG), as a Job."""
     rayjob = next(o for o in golden() if o["kind"] == "RayJob" and o["metadata"]["name"] == "llama-70b-pretrain")
     template = copy.deepcopy(rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+    template["metadata"]["labels"][names.TEAM_LABEL] = team  # the golden RayJob is pretraining's
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -486,7 +487,9 @@ def _gpu_job_without_gpus(edit: PodEdit) -> Callable[[], Iterator[Attempt]]:
 def _node_term(expression: Obj) -> PodEdit:
     def edit(spec: Obj) -> None:
         spec.setdefault("affinity", {})["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
         }
 
     return edit
@@ -617,12 +620,17 @@ PLACEMENT_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
 # --- Labels: a pod's team is its namespace's ---
 
 
+def _another_team(o: Obj) -> str:
+    own = o["metadata"]["namespace"]
+    return next(t for t in ("pretraining", "research") if names.team_namespace(t) != own)
+
+
 def _other_team(target: Target) -> Callable[[], Iterator[Attempt]]:
     """An object whose labels (`target` picks the map) claim another team's."""
 
     def attempts() -> Iterator[Attempt]:
         o, labels = target()
-        labels[names.TEAM_LABEL] = "pretraining"
+        labels[names.TEAM_LABEL] = _another_team(o)
         yield Attempt(request(o), o)
 
     return attempts

@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from contract.names import ACCELERATOR_LABEL, RAY_NODE_TYPE_LABEL
 from fleet import names
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
@@ -73,6 +74,9 @@ POD_SECURITY_LABELS = {
     "pod-security.kubernetes.io/audit": "baseline",
 }
 
+# Node labels that name a GPU pool (GKE's node pool, the fleet's pool); GKE's accelerator label is on GPU nodes only.
+POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
+
 TEAM_SELECTOR = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]}
 
 POD_SECURITY = "meridian-team-pod-security"
@@ -115,6 +119,7 @@ WORKLOADS = (
     ("apps", "v1", ("deployments",)),
 )
 
+
 def _pod_templates(of: Callable[[str], str]) -> str:
     """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
 
@@ -137,7 +142,9 @@ request.resource.resource == 'rayclusters' ?
 
 TEMPLATES = _pod_templates(lambda t: f"{t}.spec")
 # The labels of each pod template (an empty map where it has none).
-TEMPLATE_LABELS = _pod_templates(lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})")
+TEMPLATE_LABELS = _pod_templates(
+    lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
+)
 
 # Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
 # default library set that the test evaluator also has).
@@ -392,6 +399,126 @@ def deployment_policy(fleet: Fleet) -> Obj:
     )
 
 
+def _requests_gpu(p: str) -> str:
+    """Some container of pod spec `p` asks for a GPU (a non-zero nvidia.com/gpu request or limit).
+
+    Ephemeral containers have no resources. Quantities reach CEL as strings ('8'); string() also
+    takes a YAML integer.
+    """
+    gpu = _cel(names.GPU_RESOURCE)
+    some = " || ".join(
+        f"(has(c.resources.{part}) && {gpu} in c.resources.{part} && string(c.resources.{part}[{gpu}]) != '0')"
+        for part in ("requests", "limits")
+    )
+    return (
+        f"[has({p}.containers) ? {p}.containers : [], has({p}.initContainers) ? {p}.initContainers : []]"
+        f".exists(cs, cs.exists(c, has(c.resources) && ({some})))"
+    )
+
+
+def _tolerates_gpu(p: str) -> str:
+    """Pod spec `p` tolerates GKE's GPU taint, by its key or by an empty key (which tolerates every taint)."""
+    return f"(has({p}.tolerations) && {p}.tolerations.exists(t, !has(t.key) || t.key in ['', {_cel(names.GPU_TAINT_KEY)}]))"
+
+
+def _selects_gpu(p: str, pools: list[str]) -> str:
+    """Pod spec `p` asks for a GPU node: the accelerator label, or a GPU pool's name by node selector or affinity.
+
+    Only the taint keeps pods off GPU nodes; this catches the intent (and the Kueue flavor it picks) early.
+    """
+    accelerator, pool_keys, gpu_pools = _cel(ACCELERATOR_LABEL), _cel(list(POOL_KEYS)), _cel(pools)
+    term = (
+        f"(e.key == {accelerator} && e.operator != 'DoesNotExist') || "
+        f"(e.key in {pool_keys} && e.operator == 'In' && has(e.values) && e.values.exists(v, v in {gpu_pools}))"
+    )
+    na = f"{p}.affinity.nodeAffinity"
+    required = f"{na}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{na}.preferredDuringSchedulingIgnoredDuringExecution"
+    return (
+        f"(has({p}.nodeSelector) && ({accelerator} in {p}.nodeSelector || "
+        f"{p}.nodeSelector.exists(k, k in {pool_keys} && {p}.nodeSelector[k] in {gpu_pools}))) || "
+        f"(has({p}.affinity) && has({na}) && ("
+        f"(has({required}) && {required}.nodeSelectorTerms.exists(s, has(s.matchExpressions) && "
+        f"s.matchExpressions.exists(e, {term}))) || "
+        f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
+        f"w.preference.matchExpressions.exists(e, {term})))))"
+    )
+
+
+# The first pod template is a Ray head: a RayCluster's, a RayJob's cluster's, or the head pod KubeRay builds.
+HEAD_FIRST = f"""\
+request.resource.resource == 'rayclusters' ||
+(request.resource.resource == 'rayjobs' && has(object.spec.rayClusterSpec)) ||
+(request.resource.resource == 'pods' && has(object.metadata.labels) && {_cel(RAY_NODE_TYPE_LABEL)} in object.metadata.labels &&
+  object.metadata.labels[{_cel(RAY_NODE_TYPE_LABEL)}] == 'head')"""
+
+
+def placement_policy(region: Region) -> Obj:
+    """GPU nodes only for pods that use GPUs, Ray heads on the CPU pool, and the scheduler places every pod.
+
+    GKE taints GPU nodes (nvidia.com/gpu) and adds the toleration to pods that request GPUs
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create, "taints"), so a pod that
+    tolerates the taint or picks a GPU pool without requesting a GPU can only mean to hold a GPU node
+    while the team's GPU quota shows none used. A Ray head takes no GPU (gkr puts it on the CPU pool;
+    with GPUs it would hold them for the cluster's whole life). `spec.nodeName` skips the scheduler,
+    the taints and Kueue's placement, and pins a pod to any node, another team's included; Warden
+    relies on it not being the tenant's choice. A Pod's nodeName is checked on CREATE only: the
+    scheduler's binding sets it and every later update carries it.
+    """
+    pools = sorted(p.name for p in region.gpu_pools)
+    # Per pod template: [requests a GPU, tolerates the GPU taint or selects a GPU pool].
+    gpu = f"variables.templates.map(p, [{_requests_gpu('p')}, {_tolerates_gpu('p')} || {_selects_gpu('p', pools)}])"
+    validations = [
+        _validation(
+            "!variables.headFirst || !(variables.gpu[0][0] || variables.gpu[0][1])",
+            f"Ray heads run on the CPU pool: a head may not request {names.GPU_RESOURCE}, tolerate the "
+            f"{names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}); put GPUs in a worker group",
+        ),
+        _validation(
+            "variables.gpu.all(g, g[0] || !g[1])",
+            f"team pods that tolerate the {names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}) "
+            f"must request {names.GPU_RESOURCE}: without it they hold a GPU node outside the team's GPU quota",
+        ),
+        _validation(
+            "(request.resource.resource == 'pods' && request.operation != 'CREATE') || "
+            "variables.templates.all(p, !has(p.nodeName) || p.nodeName == '')",
+            "team pods may not set spec.nodeName: the scheduler places them (Kueue's flavors, node taints)",
+        ),
+    ]
+    variables = [
+        {"name": "templates", "expression": TEMPLATES},
+        {"name": "gpu", "expression": gpu},
+        {"name": "headFirst", "expression": HEAD_FIRST},
+    ]
+    return _policy(PLACEMENT, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
+def label_policy() -> Obj:
+    """A workload's and its pods' team label, where set, is the namespace's team.
+
+    Tenants set pod labels; metrics, dashboards and alerts must not be able to show one team's pod as
+    another's. Absent is allowed: children KubeRay builds (a RayJob's submitter) carry none, and the
+    metrics take the team from the namespace anyway.
+    """
+    team = _cel(names.TEAM_LABEL)
+    variables = [
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{team}]"},
+        {"name": "labels", "expression": TEMPLATE_LABELS},
+    ]
+    validations = [
+        {
+            "expression": f"(!has(object.metadata.labels) || !({team} in object.metadata.labels) || "
+            f"object.metadata.labels[{team}] == variables.team) && "
+            f"variables.labels.all(l, !({team} in l) || l[{team}] == variables.team)",
+            "message": f"{names.TEAM_LABEL} must name the namespace's team, on the object and its pod templates",
+            "messageExpression": f"'{names.TEAM_LABEL} in ' + request.namespace + ' must be ' + variables.team + "
+            "', the team of the namespace, on the object and its pod templates'",
+            "reason": "Forbidden",
+        }
+    ]
+    return _policy(LABELS, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
 def agent_node_policy() -> Obj:
     """Warden's node agent may change only the Node its pod runs on.
 
@@ -448,13 +575,14 @@ def _binding(policy: str, namespaced: bool = True) -> Obj:
 
 def team_policies(fleet: Fleet, region: Region) -> list[Obj]:
     """The tenancy policies and their bindings, for the `teams` application."""
-    del region  # the same in every cluster today; kept in the signature like the other generators
     policies = [
         pod_security_policy(),
         queue_policy(fleet),
         priority_policy(fleet),
         service_policy(fleet),
         deployment_policy(fleet),
+        placement_policy(region),
+        label_policy(),
     ]
     return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
 
