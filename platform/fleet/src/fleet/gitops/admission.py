@@ -14,6 +14,9 @@ bound to every namespace labelled as a team's.
 - services: ClusterIP (headless included) or an internal load balancer open only to the fleet's pod
   ranges, never NodePort, ExternalName, external IPs or a public load balancer (a run's Lighthouse);
 - deployments (a run's Lighthouse): through the team's queue, pods included, and no GPUs;
+- placement: GPU nodes (the GPU taint's toleration, a GPU pool's selector) only for pods that request
+  GPUs, Ray heads off GPUs, and no `spec.nodeName` (Warden's signals assume the scheduler chose the node);
+- labels: a team label on a workload or its pod templates names the namespace's own team;
 - the Warden node agent patches only its own Node.
 
 The per-team facts (queue, allowed priority classes) are baked into the expressions from the spec:
