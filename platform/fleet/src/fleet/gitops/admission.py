@@ -431,7 +431,7 @@ def _selects_gpu(p: str, pools: list[str]) -> str:
     """
     accelerator, pool_keys, gpu_pools = _cel(ACCELERATOR_LABEL), _cel(list(POOL_KEYS)), _cel(pools)
     term = (
-        f"(e.key == {accelerator} && e.operator != 'DoesNotExist') || "
+        f"(e.key == {accelerator} && e.operator in ['In', 'Exists']) || "
         f"(e.key in {pool_keys} && e.operator == 'In' && has(e.values) && e.values.exists(v, v in {gpu_pools}))"
     )
     na = f"{p}.affinity.nodeAffinity"
