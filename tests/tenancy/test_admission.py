@@ -155,6 +155,7 @@ def gpu_job(team: str = "research") -> Obj:
     """A legitimate GPU Job: the golden RayJob's worker template (host mounts, preflight's SYSLOG), as a Job."""
     rayjob = next(o for o in golden() if o["kind"] == "RayJob" and o["metadata"]["name"] == "llama-70b-pretrain")
     template = copy.deepcopy(rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"])
+    template["metadata"]["labels"][names.TEAM_LABEL] = team  # the golden RayJob is pretraining's
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -410,7 +411,290 @@ def _ephemeral_debugger() -> Iterator[Attempt]:
     yield Attempt(request(new, "UPDATE", sub_resource="ephemeralcontainers"), new, old)
 
 
-POD_REQUESTS: dict[str, Callable[[], Iterator[Attempt]]] = {"privileged ephemeral container": _ephemeral_debugger}
+def _ephemeral_writer() -> Iterator[Attempt]:
+    """An unprivileged debug container that mounts the pod's NVIDIA driver volume read-write.
+
+    Ephemeral containers cannot declare volumes, but they may mount the pod's: a write there replaces
+    the driver libraries the node's next tenant loads.
+    """
+    job = gpu_job()
+    old = _pod(job, job["spec"]["template"], "0")
+    new = copy.deepcopy(old)
+    mount = {"name": "nvidia", "mountPath": "/nvidia"}
+    new["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox", "volumeMounts": [mount]}]
+    yield Attempt(request(new, "UPDATE", sub_resource="ephemeralcontainers"), new, old)
+
+
+POD_REQUESTS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "privileged ephemeral container": _ephemeral_debugger,
+    "ephemeral container mounting the NVIDIA driver read-write": _ephemeral_writer,
+}
+
+
+# --- Placement: GPU nodes only for pods that use GPUs; Ray heads on the CPU pool; no spec.nodeName ---
+
+GPU_POOL = "h200-a"  # a GPU pool of every region in fleet.yaml (a Kueue flavor, a node pool)
+
+
+def _no_gpus(spec: Obj) -> None:
+    for c in spec["containers"] + spec.get("initContainers", []):
+        for part in ("requests", "limits"):
+            c.get("resources", {}).get(part, {}).pop(names.GPU_RESOURCE, None)
+
+
+def _whole_node_lighthouse(d: Obj) -> None:
+    """The issue's attack: a CPU-only Deployment sized to an H200 node, with the GPU toleration and pool."""
+    spec = d["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {
+        "requests": {"cpu": "200", "memory": "2600Gi"},
+        "limits": {"cpu": "200", "memory": "2600Gi"},
+    }
+    spec["nodeSelector"] = {names.NODE_POOL_LABEL: GPU_POOL}
+    spec["tolerations"] = [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def _whole_node_lighthouse_pods() -> Iterator[Attempt]:
+    deployment = lighthouse("Deployment")
+    _whole_node_lighthouse(deployment)
+    yield Attempt(request(deployment), deployment)
+    pod = _pod(deployment, deployment["spec"]["template"], "0")
+    yield Attempt(request(pod, user=REPLICASET_CONTROLLER), pod)
+
+
+def _cpu_job(edit: PodEdit) -> Callable[[], Iterator[Attempt]]:
+    """gkr's CPU Job (evals) with `edit` applied to its pod spec, and the pod the Job controller builds."""
+
+    def attempts() -> Iterator[Attempt]:
+        job = _golden("Job", "cpu-seed-sweep")
+        edit(job["spec"]["template"]["spec"])
+        yield Attempt(request(job), job)
+        pod = _pod(job, job["spec"]["template"], "0")
+        yield Attempt(request(pod, user=admission.JOB_CONTROLLER), pod)
+
+    return attempts
+
+
+def _gpu_job_without_gpus(edit: PodEdit) -> Callable[[], Iterator[Attempt]]:
+    """The GPU Job (toleration, accelerator selector) with no GPU requested, then `edit`."""
+
+    def change(spec: Obj) -> None:
+        _no_gpus(spec)
+        edit(spec)
+
+    return functools.partial(_hostile_pods, change)
+
+
+def _node_term(expression: Obj) -> PodEdit:
+    def edit(spec: Obj) -> None:
+        spec.setdefault("affinity", {})["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+
+    return edit
+
+
+def _preferred(expression: Obj) -> PodEdit:
+    def edit(spec: Obj) -> None:
+        spec.setdefault("affinity", {})["nodeAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [expression]}}
+            ]
+        }
+
+    return edit
+
+
+def _zero_gpus(spec: Obj) -> None:
+    for part in ("requests", "limits"):
+        spec["containers"][0]["resources"][part][names.GPU_RESOURCE] = "0"
+
+
+def _ray_head(kind: str, name: str, edit: PodEdit) -> Callable[[], Iterator[Attempt]]:
+    """A golden RayCluster or RayJob whose head pod spec gets `edit`, and the head pod KubeRay builds."""
+
+    def attempts() -> Iterator[Attempt]:
+        o = _golden(kind, name)
+        spec = o["spec"]["rayClusterSpec"] if kind == "RayJob" else o["spec"]
+        edit(spec["headGroupSpec"]["template"]["spec"])
+        yield Attempt(request(o), o)
+        head = _pod(o, spec["headGroupSpec"]["template"], "head")
+        head["metadata"]["labels"][contract_names.RAY_NODE_TYPE_LABEL] = "head"  # KubeRay's
+        yield Attempt(request(head, user=admission.KUBERAY_OPERATOR), head)
+
+    return attempts
+
+
+def _gpu_head(spec: Obj) -> None:
+    """The issue's 8-GPU head: the worker's placement and GPUs on the head."""
+    spec["nodeSelector"] = {contract_names.ACCELERATOR_LABEL: "nvidia-h200-141gb"}
+    spec["tolerations"] = [{"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    resources = spec["containers"][0].setdefault("resources", {})
+    for part in ("requests", "limits"):
+        resources.setdefault(part, {})[names.GPU_RESOURCE] = "8"
+
+
+def _head_gpus_only(spec: Obj) -> None:
+    resources = spec["containers"][0].setdefault("resources", {})
+    resources.setdefault("limits", {})[names.GPU_RESOURCE] = "1"
+
+
+Target = Callable[[], tuple[Obj, Obj]]  # an object, and the part of it an attack edits
+VICTIM_NODE = "gke-meridian-us-central1-h200-a-victim"  # another team's node
+
+
+def _pinned(target: Target) -> Callable[[], Iterator[Attempt]]:
+    """An object whose pod spec names a node: the scheduler, its taints and Kueue's placement skipped."""
+
+    def attempts() -> Iterator[Attempt]:
+        o, spec = target()
+        spec["nodeName"] = VICTIM_NODE
+        yield Attempt(request(o), o)
+
+    return attempts
+
+
+def _job_spec() -> tuple[Obj, Obj]:
+    job = gpu_job()
+    return job, job["spec"]["template"]["spec"]
+
+
+def _pod_spec() -> tuple[Obj, Obj]:
+    job = gpu_job()
+    pod = _pod(job, job["spec"]["template"], "0")
+    return pod, pod["spec"]
+
+
+def _worker_spec() -> tuple[Obj, Obj]:
+    cluster = _golden("RayCluster", "research-dev")
+    return cluster, cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+
+
+def _deployment_spec() -> tuple[Obj, Obj]:
+    deployment = lighthouse("Deployment")
+    return deployment, deployment["spec"]["template"]["spec"]
+
+
+def _pinned_pod_by_controller() -> Iterator[Attempt]:
+    o, spec = _pod_spec()
+    spec["nodeName"] = VICTIM_NODE
+    yield Attempt(request(o, user=admission.JOB_CONTROLLER), o)
+
+
+GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+PLACEMENT_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "CPU-only Deployment sized to an H200 node, GPU toleration and pool": _whole_node_lighthouse_pods,
+    "GPU Job that requests no GPU": _gpu_job_without_gpus(lambda s: None),
+    "GPU Job that requests zero GPUs": functools.partial(_hostile_pods, _zero_gpus),
+    "CPU Job tolerating the GPU taint": _cpu_job(lambda s: s.update(tolerations=[GPU_TOLERATION])),
+    "CPU Job tolerating every taint": _cpu_job(lambda s: s.update(tolerations=[{"operator": "Exists"}])),
+    "CPU Job selecting the accelerator": _cpu_job(
+        lambda s: s.update(nodeSelector={contract_names.ACCELERATOR_LABEL: "nvidia-h200-141gb"})
+    ),
+    "CPU Job selecting a GPU node pool": _cpu_job(lambda s: s.update(nodeSelector={names.NODE_POOL_LABEL: GPU_POOL})),
+    "CPU Job selecting a GPU fleet pool": _cpu_job(lambda s: s.update(nodeSelector={names.POOL_LABEL: GPU_POOL})),
+    "CPU Job requiring a GPU node pool by affinity": _cpu_job(
+        _node_term({"key": names.NODE_POOL_LABEL, "operator": "In", "values": ["cpu", GPU_POOL]})
+    ),
+    "CPU Job requiring any accelerator by affinity": _cpu_job(
+        _node_term({"key": contract_names.ACCELERATOR_LABEL, "operator": "Exists"})
+    ),
+    "CPU Job preferring a GPU fleet pool": _cpu_job(
+        _preferred({"key": names.POOL_LABEL, "operator": "In", "values": [GPU_POOL]})
+    ),
+    "RayCluster with an 8-GPU head": _ray_head("RayCluster", "research-dev", _gpu_head),
+    "RayJob with an 8-GPU head": _ray_head("RayJob", "llama-70b-pretrain", _gpu_head),
+    "RayCluster head requesting a GPU on the CPU pool": _ray_head("RayCluster", "research-dev", _head_gpus_only),
+    "RayJob head tolerating the GPU taint": _ray_head(
+        "RayJob", "sft-eval-sweep", lambda s: s.update(tolerations=[GPU_TOLERATION])
+    ),
+    "Job pinned to a node": _pinned(_job_spec),
+    "RayCluster worker pinned to a node": _pinned(_worker_spec),
+    "Deployment pinned to a node": _pinned(_deployment_spec),
+    "pod created pinned to a node": _pinned_pod_by_controller,
+}
+
+
+# --- Labels: a pod's team is its namespace's ---
+
+
+def _another_team(o: Obj) -> str:
+    own = o["metadata"]["namespace"]
+    return next(t for t in ("pretraining", "research") if names.team_namespace(t) != own)
+
+
+def _other_team(target: Target) -> Callable[[], Iterator[Attempt]]:
+    """An object whose labels (`target` picks the map) claim another team's."""
+
+    def attempts() -> Iterator[Attempt]:
+        o, labels = target()
+        labels[names.TEAM_LABEL] = _another_team(o)
+        yield Attempt(request(o), o)
+
+    return attempts
+
+
+def _job_labels() -> tuple[Obj, Obj]:
+    job = gpu_job()
+    return job, job["metadata"]["labels"]
+
+
+def _job_template_labels() -> tuple[Obj, Obj]:
+    job = gpu_job()
+    return job, job["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
+
+
+def _worker_labels() -> tuple[Obj, Obj]:
+    cluster = _golden("RayCluster", "research-dev")
+    return cluster, cluster["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["labels"]
+
+
+def _head_labels() -> tuple[Obj, Obj]:
+    rayjob = _golden("RayJob", "llama-70b-pretrain")
+    return rayjob, rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+
+
+def _submitter_labels() -> tuple[Obj, Obj]:
+    rayjob = _golden("RayJob", "llama-70b-pretrain")
+    rayjob["spec"]["submitterPodTemplate"] = {
+        "metadata": {"labels": {}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "submit", "image": "rayproject/ray:2.41.0"}]},
+    }
+    return rayjob, rayjob["spec"]["submitterPodTemplate"]["metadata"]["labels"]
+
+
+def _deployment_template_labels() -> tuple[Obj, Obj]:
+    deployment = lighthouse("Deployment")
+    return deployment, deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def _pod_claiming_another_team() -> Iterator[Attempt]:
+    job = gpu_job()
+    job["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})[names.TEAM_LABEL] = "pretraining"
+    pod = _pod(job, job["spec"]["template"], "0")
+    yield Attempt(request(pod, user=admission.JOB_CONTROLLER), pod)
+
+
+def _pod_relabelled() -> Iterator[Attempt]:
+    job = gpu_job()
+    old = _pod(job, job["spec"]["template"], "0")
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][names.TEAM_LABEL] = "pretraining"
+    yield Attempt(request(new, "UPDATE", user=TRAINER), new, old)
+
+
+LABEL_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
+    "Job labelled as another team": _other_team(_job_labels),
+    "Job's pod template labelled as another team": _other_team(_job_template_labels),
+    "RayCluster worker template labelled as another team": _other_team(_worker_labels),
+    "RayJob head template labelled as another team": _other_team(_head_labels),
+    "RayJob submitter template labelled as another team": _other_team(_submitter_labels),
+    "Deployment template labelled as another team": _other_team(_deployment_template_labels),
+    "pod built with another team's label": _pod_claiming_another_team,
+    "pod relabelled as another team": _pod_relabelled,
+}
 
 NODE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     "agent patches another node's status": lambda: iter([_node_status("gke-b", AGENT, bound_to="gke-a")]),
@@ -461,6 +745,8 @@ ALL_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
     **{f"node: {k}": v for k, v in NODE_ATTACKS.items()},
     **{f"service: {k}": v for k, v in SERVICE_ATTACKS.items()},
     **{f"deployment: {k}": v for k, v in DEPLOYMENT_ATTACKS.items()},
+    **{f"placement: {k}": v for k, v in PLACEMENT_ATTACKS.items()},
+    **{f"labels: {k}": v for k, v in LABEL_ATTACKS.items()},
 }
 
 
@@ -489,6 +775,8 @@ def _expected_policy(case: str) -> str:
         "priority": admission.PRIORITIES,
         "service": admission.SERVICES,
         "deployment": admission.DEPLOYMENTS,
+        "placement": admission.PLACEMENT,
+        "labels": admission.LABELS,
     }.get(case.split(":", 1)[0], admission.AGENT_NODE)
 
 
@@ -535,8 +823,12 @@ def test_legitimate_updates_and_node_patches_are_admitted(
 ) -> None:
     job = gpu_job()
     pod = _pod(job, job["spec"]["template"], "0")
+    pod["spec"]["nodeName"] = "gke-a"  # scheduled: the scheduler's binding wrote it, and it stays on every update
     relabelled = copy.deepcopy(pod)
     relabelled["metadata"]["labels"]["kueue.x-k8s.io/tas"] = "true"  # a controller patches a pod Kueue never managed
+    debugged = copy.deepcopy(pod)  # `kubectl debug`: an ephemeral container reading the driver volume
+    mount = {"name": "nvidia", "mountPath": "/nvidia", "readOnly": True}
+    debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox", "volumeMounts": [mount]}]
     allowed = [
         _update(job, _relabel(job, priority="high")),  # research may raise to its ceiling
         Attempt(
@@ -544,6 +836,7 @@ def test_legitimate_updates_and_node_patches_are_admitted(
             relabelled,
             pod,
         ),
+        Attempt(request(debugged, "UPDATE", sub_resource="ephemeralcontainers"), debugged, pod),
         _node_status("gke-a", AGENT, bound_to="gke-a"),
         _node_status("gke-b", WARDEN, bound_to=None),  # the service repairs any node
         _node_status("gke-b", "system:node:gke-b", bound_to=None),  # kubelets: the NodeRestriction plugin's job
@@ -572,6 +865,8 @@ def test_expected_policies_are_deployed(cluster_policies: dict[str, Policies]) -
             admission.PRIORITIES,
             admission.SERVICES,
             admission.DEPLOYMENTS,
+            admission.PLACEMENT,
+            admission.LABELS,
             admission.AGENT_NODE,
         }, region
         for name, (policy, bindings) in policies.items():

@@ -14,6 +14,9 @@ bound to every namespace labelled as a team's.
 - services: ClusterIP (headless included) or an internal load balancer open only to the fleet's pod
   ranges, never NodePort, ExternalName, external IPs or a public load balancer (a run's Lighthouse);
 - deployments (a run's Lighthouse): through the team's queue, pods included, and no GPUs;
+- placement: GPU nodes (the GPU taint's toleration, a GPU pool's selector) only for pods that request
+  GPUs, Ray heads off GPUs, and no `spec.nodeName` (Warden's signals assume the scheduler chose the node);
+- labels: a team label on a workload or its pod templates names the namespace's own team;
 - the Warden node agent patches only its own Node.
 
 The per-team facts (queue, allowed priority classes) are baked into the expressions from the spec:
@@ -24,9 +27,10 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from contract.names import ACCELERATOR_LABEL, RAY_NODE_TYPE_LABEL
 from fleet import names
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet, Region
@@ -73,6 +77,9 @@ POD_SECURITY_LABELS = {
     "pod-security.kubernetes.io/audit": "baseline",
 }
 
+# Node labels that name a GPU pool (GKE's node pool, the fleet's pool); GKE's accelerator label is on GPU nodes only.
+POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
+
 TEAM_SELECTOR = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]}
 
 POD_SECURITY = "meridian-team-pod-security"
@@ -81,6 +88,8 @@ PRIORITIES = "meridian-team-priorities"
 SERVICES = "meridian-team-services"
 DEPLOYMENTS = "meridian-team-deployments"
 AGENT_NODE = "meridian-warden-agent-own-node"
+PLACEMENT = "meridian-team-placement"
+LABELS = "meridian-team-labels"
 
 
 def team_namespace_labels(fleet: Fleet, team: str) -> dict[str, str]:
@@ -113,20 +122,32 @@ WORKLOADS = (
     ("apps", "v1", ("deployments",)),
 )
 
-# The pod specs an object holds: a Pod's own, a Job's template, a RayCluster's head and worker
-# groups, a RayJob's cluster and submitter. Every workload becomes pods, so the Pod rule alone would
-# do; checking templates refuses a bad job when it is submitted instead of when its pods fail.
-TEMPLATES = """\
-request.resource.resource == 'pods' ? [object.spec] :
-request.resource.resource in ['jobs', 'deployments'] ? [object.spec.template.spec] :
+
+def _pod_templates(of: Callable[[str], str]) -> str:
+    """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
+
+    A Pod's own, a Job's or Deployment's template, a RayCluster's head and worker groups, a RayJob's
+    cluster and submitter. Every workload becomes pods, so the Pod rule alone would do; checking
+    templates refuses a bad job when it is submitted instead of when its pods fail.
+    """
+    return f"""\
+request.resource.resource == 'pods' ? [{of("object")}] :
+request.resource.resource in ['jobs', 'deployments'] ? [{of("object.spec.template")}] :
 request.resource.resource == 'rayclusters' ?
-  [object.spec.headGroupSpec.template.spec] +
-  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, g.template.spec) : []) :
+  [{of("object.spec.headGroupSpec.template")}] +
+  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, {of("g.template")}) : []) :
 (has(object.spec.rayClusterSpec) ?
-  [object.spec.rayClusterSpec.headGroupSpec.template.spec] +
+  [{of("object.spec.rayClusterSpec.headGroupSpec.template")}] +
   (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
-    object.spec.rayClusterSpec.workerGroupSpecs.map(g, g.template.spec) : []) : []) +
-(has(object.spec.submitterPodTemplate) ? [object.spec.submitterPodTemplate.spec] : [])"""
+    object.spec.rayClusterSpec.workerGroupSpecs.map(g, {of("g.template")}) : []) : []) +
+(has(object.spec.submitterPodTemplate) ? [{of("object.spec.submitterPodTemplate")}] : [])"""
+
+
+TEMPLATES = _pod_templates(lambda t: f"{t}.spec")
+# The labels of each pod template (an empty map where it has none).
+TEMPLATE_LABELS = _pod_templates(
+    lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
+)
 
 # Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
 # default library set that the test evaluator also has).
@@ -163,6 +184,7 @@ def _validation(expression: str, message: str) -> dict[str, str]:
 
 def pod_security_policy() -> Obj:
     host_paths = _cel(list(HOST_PATHS))
+    read_only = "!has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || (has(m.readOnly) && m.readOnly))"
     validations = [
         _validation(
             "variables.templates.all(p, !(has(p.hostNetwork) && p.hostNetwork) && "
@@ -174,11 +196,12 @@ def pod_security_policy() -> Obj:
             f"team pods may mount only these host paths: {', '.join(HOST_PATHS)}",
         ),
         _validation(
+            # Ephemeral containers declare no volumes but mount the pod's (`kubectl debug`); a list of
+            # their own, as they are another type than containers.
             "variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || "
-            "[has(p.containers) ? p.containers : [], has(p.initContainers) ? p.initContainers : []].all(cs, "
-            "cs.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || "
-            "(has(m.readOnly) && m.readOnly))))))",
-            "team pods must mount host paths read-only (readOnly: true)",
+            "([has(p.containers) ? p.containers : [], has(p.initContainers) ? p.initContainers : []].all(cs, "
+            f"cs.all(c, {read_only})) && (!has(p.ephemeralContainers) || p.ephemeralContainers.all(c, {read_only})))))",
+            "team pods must mount host paths read-only (readOnly: true), ephemeral containers too",
         ),
         _validation(
             _each_container(_context("privileged", "!c.securityContext.privileged")),
@@ -379,6 +402,126 @@ def deployment_policy(fleet: Fleet) -> Obj:
     )
 
 
+def _requests_gpu(p: str) -> str:
+    """Some container of pod spec `p` asks for a GPU (a non-zero nvidia.com/gpu request or limit).
+
+    Ephemeral containers have no resources. Quantities reach CEL as strings ('8'); string() also
+    takes a YAML integer.
+    """
+    gpu = _cel(names.GPU_RESOURCE)
+    some = " || ".join(
+        f"(has(c.resources.{part}) && {gpu} in c.resources.{part} && string(c.resources.{part}[{gpu}]) != '0')"
+        for part in ("requests", "limits")
+    )
+    return (
+        f"[has({p}.containers) ? {p}.containers : [], has({p}.initContainers) ? {p}.initContainers : []]"
+        f".exists(cs, cs.exists(c, has(c.resources) && ({some})))"
+    )
+
+
+def _tolerates_gpu(p: str) -> str:
+    """Pod spec `p` tolerates GKE's GPU taint, by its key or by an empty key (which tolerates every taint)."""
+    return f"(has({p}.tolerations) && {p}.tolerations.exists(t, !has(t.key) || t.key in ['', {_cel(names.GPU_TAINT_KEY)}]))"
+
+
+def _selects_gpu(p: str, pools: list[str]) -> str:
+    """Pod spec `p` asks for a GPU node: the accelerator label, or a GPU pool's name by node selector or affinity.
+
+    Only the taint keeps pods off GPU nodes; this catches the intent (and the Kueue flavor it picks) early.
+    """
+    accelerator, pool_keys, gpu_pools = _cel(ACCELERATOR_LABEL), _cel(list(POOL_KEYS)), _cel(pools)
+    term = (
+        f"(e.key == {accelerator} && e.operator in ['In', 'Exists']) || "
+        f"(e.key in {pool_keys} && e.operator == 'In' && has(e.values) && e.values.exists(v, v in {gpu_pools}))"
+    )
+    na = f"{p}.affinity.nodeAffinity"
+    required = f"{na}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{na}.preferredDuringSchedulingIgnoredDuringExecution"
+    return (
+        f"(has({p}.nodeSelector) && ({accelerator} in {p}.nodeSelector || "
+        f"{p}.nodeSelector.exists(k, k in {pool_keys} && {p}.nodeSelector[k] in {gpu_pools}))) || "
+        f"(has({p}.affinity) && has({na}) && ("
+        f"(has({required}) && {required}.nodeSelectorTerms.exists(s, has(s.matchExpressions) && "
+        f"s.matchExpressions.exists(e, {term}))) || "
+        f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
+        f"w.preference.matchExpressions.exists(e, {term})))))"
+    )
+
+
+# The first pod template is a Ray head: a RayCluster's, a RayJob's cluster's, or the head pod KubeRay builds.
+HEAD_FIRST = f"""\
+request.resource.resource == 'rayclusters' ||
+(request.resource.resource == 'rayjobs' && has(object.spec.rayClusterSpec)) ||
+(request.resource.resource == 'pods' && has(object.metadata.labels) && {_cel(RAY_NODE_TYPE_LABEL)} in object.metadata.labels &&
+  object.metadata.labels[{_cel(RAY_NODE_TYPE_LABEL)}] == 'head')"""
+
+
+def placement_policy(region: Region) -> Obj:
+    """GPU nodes only for pods that use GPUs, Ray heads on the CPU pool, and the scheduler places every pod.
+
+    GKE taints GPU nodes (nvidia.com/gpu) and adds the toleration to pods that request GPUs
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create, "taints"), so a pod that
+    tolerates the taint or picks a GPU pool without requesting a GPU can only mean to hold a GPU node
+    while the team's GPU quota shows none used. A Ray head takes no GPU (gkr puts it on the CPU pool;
+    with GPUs it would hold them for the cluster's whole life). `spec.nodeName` skips the scheduler,
+    the taints and Kueue's placement, and pins a pod to any node, another team's included; Warden
+    relies on it not being the tenant's choice. A Pod's nodeName is checked on CREATE only: the
+    scheduler's binding sets it and every later update carries it.
+    """
+    pools = sorted(p.name for p in region.gpu_pools)
+    # Per pod template: [requests a GPU, tolerates the GPU taint or selects a GPU pool].
+    gpu = f"variables.templates.map(p, [{_requests_gpu('p')}, {_tolerates_gpu('p')} || {_selects_gpu('p', pools)}])"
+    validations = [
+        _validation(
+            "!variables.headFirst || !(variables.gpu[0][0] || variables.gpu[0][1])",
+            f"Ray heads run on the CPU pool: a head may not request {names.GPU_RESOURCE}, tolerate the "
+            f"{names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}); put GPUs in a worker group",
+        ),
+        _validation(
+            "variables.gpu.all(g, g[0] || !g[1])",
+            f"team pods that tolerate the {names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}) "
+            f"must request {names.GPU_RESOURCE}: without it they hold a GPU node outside the team's GPU quota",
+        ),
+        _validation(
+            "(request.resource.resource == 'pods' && request.operation != 'CREATE') || "
+            "variables.templates.all(p, !has(p.nodeName) || p.nodeName == '')",
+            "team pods may not set spec.nodeName: the scheduler places them (Kueue's flavors, node taints)",
+        ),
+    ]
+    variables = [
+        {"name": "templates", "expression": TEMPLATES},
+        {"name": "gpu", "expression": gpu},
+        {"name": "headFirst", "expression": HEAD_FIRST},
+    ]
+    return _policy(PLACEMENT, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
+def label_policy() -> Obj:
+    """A workload's and its pods' team label, where set, is the namespace's team.
+
+    Tenants set pod labels; metrics, dashboards and alerts must not be able to show one team's pod as
+    another's. Absent is allowed: children KubeRay builds (a RayJob's submitter) carry none, and the
+    metrics take the team from the namespace anyway.
+    """
+    team = _cel(names.TEAM_LABEL)
+    variables = [
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{team}]"},
+        {"name": "labels", "expression": TEMPLATE_LABELS},
+    ]
+    validations = [
+        {
+            "expression": f"(!has(object.metadata.labels) || !({team} in object.metadata.labels) || "
+            f"object.metadata.labels[{team}] == variables.team) && "
+            f"variables.labels.all(l, !({team} in l) || l[{team}] == variables.team)",
+            "message": f"{names.TEAM_LABEL} must name the namespace's team, on the object and its pod templates",
+            "messageExpression": f"'{names.TEAM_LABEL} in ' + request.namespace + ' must be ' + variables.team + "
+            "', the team of the namespace, on the object and its pod templates'",
+            "reason": "Forbidden",
+        }
+    ]
+    return _policy(LABELS, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+
+
 def agent_node_policy() -> Obj:
     """Warden's node agent may change only the Node its pod runs on.
 
@@ -435,13 +578,14 @@ def _binding(policy: str, namespaced: bool = True) -> Obj:
 
 def team_policies(fleet: Fleet, region: Region) -> list[Obj]:
     """The tenancy policies and their bindings, for the `teams` application."""
-    del region  # the same in every cluster today; kept in the signature like the other generators
     policies = [
         pod_security_policy(),
         queue_policy(fleet),
         priority_policy(fleet),
         service_policy(fleet),
         deployment_policy(fleet),
+        placement_policy(region),
+        label_policy(),
     ]
     return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
 
