@@ -1,4 +1,4 @@
-"""A node's deep-check record: what Warden writes reads back; a hand-edited annotation is one line, never a pass."""
+"""The node-health contract: what preflight and Warden write reads back; anything else is one line, never a verdict."""
 
 from __future__ import annotations
 
@@ -40,3 +40,48 @@ def test_a_hand_edited_record_is_refused_in_one_line(text: str, says: str) -> No
     assert refused.value.lines[0].startswith("node/a: ")
     assert says in refused.value.lines[0]
     assert "make generate" not in refused.value.lines[0]  # the annotation is Warden's, not a generated file
+
+
+REPORT = health.Report("dcgm-diag", "level 2: memory failed on GPU 5", 1_764_547_200.0, 5, ("GPU 5: memory fail",))
+
+
+def test_a_report_round_trips_and_keeps_its_gpu() -> None:
+    text = health.dump_report(REPORT)
+    assert "\n" not in text
+    assert health.load_report(text, "pod/x: termination message") == REPORT
+
+
+def test_a_report_fits_the_termination_limit_evidence_first() -> None:
+    big = health.Report("shm", "s" * 100, 1.0, None, tuple("e" * 1000 for _ in range(8)))
+    text = health.dump_report(big)
+    assert len(text.encode()) <= health.REPORT_MAX_BYTES
+    assert health.load_report(text, "t") == health.Report("shm", "s" * 100, 1.0, None, big.evidence[:3])
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"gpu": 64}, "gpu: 64 is not a GPU index"),
+        ({"gpu": -1}, "gpu: -1"),
+        ({"gpu": True}, "gpu"),
+        ({"time": 1e12}, "not a time"),
+        ({"check": "rm -rf /; echo"}, "not a check name"),
+        ({"verdict": "pass"}, "verdict: unknown field"),
+        ({"schema": "meridian.preflight/v1"}, "schema"),
+    ],
+)
+def test_a_forged_report_is_refused_in_one_line(fields: dict[str, object], says: str) -> None:
+    import json
+
+    data = {**json.loads(health.dump_report(REPORT)), **fields}
+    with pytest.raises(Invalid) as refused:
+        health.load_report(json.dumps(data), "pod/x: termination message")
+    (line,) = refused.value.lines
+    assert line.startswith("pod/x: termination message: ")
+    assert says in line
+
+
+def test_a_deep_check_with_an_impossible_gpu_is_refused() -> None:
+    bad = health.DeepCheck(time=1.0, kind="verify", verdict="fail", failures=(health.Failure("x", 99),))
+    with pytest.raises(Invalid, match="gpu: 99"):
+        health.loads(health.dumps(bad), "node/a")

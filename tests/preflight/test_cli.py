@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from contract import incluster
+from contract import health, incluster
 from contract.names import PREFLIGHT_FAILURE_ANNOTATION as ANNOTATION
 from preflight.cli import main
 from preflight.node import annotate
@@ -67,7 +67,7 @@ def test_json_report_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["schema"] == SCHEMA
     assert report["passed"] is True
     (check,) = report["checks"]
-    assert set(check) == {"name", "status", "summary", "evidence"}
+    assert set(check) == {"name", "status", "summary", "evidence", "gpu"}
     assert check["name"] == "compute"
     assert check["evidence"][0].startswith("cpu: ")
 
@@ -159,20 +159,16 @@ class _Recorder(BaseHTTPRequestHandler):
 def test_a_failure_becomes_the_node_annotation_warden_reads(tmp_path: Path) -> None:
     results = [
         Result("kernel-log", "pass", "ok"),
-        Result("gpu-state", "fail", "GPU 1: 2 uncorrectable ECC errors", [f"line {i}" for i in range(9)]),
+        Result("gpu-state", "fail", "GPU 1: 2 uncorrectable ECC errors", [f"line {i}" for i in range(9)], 1),
     ]
-    annotation = node_annotation(results, "2026-11-29T10:00:00+00:00")
+    annotation = node_annotation(results, 1_764_410_400.0)
     assert annotation is not None
     assert list(annotation) == [ANNOTATION] == ["meridian.dev/preflight-failure"]
-    value = json.loads(annotation[ANNOTATION])
-    assert value == {
-        "schema": SCHEMA,
-        "check": "gpu-state",
-        "summary": "GPU 1: 2 uncorrectable ECC errors",
-        "evidence": [f"line {i}" for i in range(5)],
-        "time": "2026-11-29T10:00:00+00:00",
-    }
-    assert node_annotation(results[:1], "t") is None
+    # Read back with the node-health contract's decoder, as Warden and gkr read it.
+    assert health.load_report(annotation[ANNOTATION], ANNOTATION) == health.Report(
+        "gpu-state", "GPU 1: 2 uncorrectable ECC errors", 1_764_410_400.0, 1, tuple(f"line {i}" for i in range(5))
+    )
+    assert node_annotation(results[:1], 0.0) is None
 
     server = HTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -237,16 +233,21 @@ def test_a_failure_becomes_a_termination_message_within_the_kubelet_limit(
         ]
     )
     assert code == 1
-    message = json.loads(log.read_text())
-    assert (message["schema"], message["check"]) == (SCHEMA, "gpu-state")
-    assert message["summary"]
+    message = health.load_report(log.read_text(), "termination log")
+    assert message.check == "gpu-state"
+    assert message.gpu is not None  # the faulty fixture's first problem is one GPU's
+    assert message.summary
     capsys.readouterr()
-    huge = [Result("shm", "fail", "x" * 9000, ["e" * 3000] * 5)]
-    text = termination_message(huge, "t")
-    assert text is not None
-    assert len(text.encode()) <= TERMINATION_LIMIT
-    assert json.loads(text)["evidence"] == []
-    assert termination_message([Result("shm", "pass", "ok")], "t") is None
+    for summary in ("x" * 9000, "\u00e9\u2603" * 3000):  # escaped in JSON: cut by encoded bytes, not characters
+        huge = [Result("shm", "fail", summary, ["e" * 3000] * 5)]
+        text = termination_message(huge, 0.0)
+        assert text is not None
+        assert len(text.encode()) <= TERMINATION_LIMIT
+        report = health.load_report(text, "termination log")
+        assert report.evidence == ()
+        assert summary.startswith(report.summary)
+        assert len(report.summary) > 100
+    assert termination_message([Result("shm", "pass", "ok")], 0.0) is None
     passing = tmp_path / "passing-log"
     assert main(["run", "--check", "kernel-log", "--kernel-log", str(log), "--termination-log", str(passing)]) == 0
     assert not passing.exists()  # nothing to say: the kubelet keeps an empty message

@@ -131,7 +131,7 @@ def test_failures_of_a_whole_report() -> None:
 
 def test_failures_of_a_termination_message_fit_a_deep_check_record() -> None:
     evidence = [f"GPU {i}: memory (Hardware) fail: " + "x" * 100 for i in range(40)]
-    message = termination_message([Result("dcgm-diag", "fail", "level 3: memory failed on GPU 0", evidence)], "t")
+    message = termination_message([Result("dcgm-diag", "fail", "level 3: memory failed on GPU 0", evidence, 0)], 0.0)
     assert message is not None
     found = deep.read(message, "termination message")
     assert [f.gpu for f in found] == [0, 1, 2, 3, 4]  # the message keeps 5 evidence lines
@@ -160,6 +160,8 @@ def test_many_failures_are_capped() -> None:
         json.dumps({"schema": SCHEMA, "checks": [{"name": "x", "status": "fail", "summary": 3}]}),
         json.dumps({"schema": SCHEMA, "checks": [{"name": "x", "status": "fail", "summary": "s", "evidence": [1]}]}),
         json.dumps({"schema": SCHEMA, "check": None}),
+        json.dumps({"schema": health.REPORT_SCHEMA, "check": "x", "summary": "s", "time": 1, "gpu": 99}),
+        json.dumps({"schema": health.REPORT_SCHEMA, "check": "x", "summary": "s", "time": "t"}),
         "[" * 100_000,
     ],
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from contract import health
 from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 from tests.preflight.test_environment import node_tree
@@ -78,8 +79,7 @@ def test_a_node_without_the_gib_script_fails_the_nccl_check_with_the_reason(tmp_
     assert nccl["status"] == "fail"
     assert "source /usr/local/gib/scripts/set_nccl_env.sh" in nccl["summary"]
     # What Warden reads from the pod's status: the failing check, structured, with no Node patched.
-    message = json.loads((tmp_path / "termination-log").read_text())
-    assert message["schema"] == "meridian.preflight/v1"
-    assert message["check"] == "nccl"
-    assert message["summary"] == nccl["summary"]
+    message = health.load_report((tmp_path / "termination-log").read_text(), "termination log")
+    assert message.check == "nccl"
+    assert message.summary == nccl["summary"]
     assert "--annotate" not in init_container("pretrain-128-nodes")["command"][2]

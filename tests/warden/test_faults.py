@@ -522,7 +522,9 @@ def test_an_nccl_event_names_its_node_for_an_early_round_and_junk_names_nothing(
     assert watch_request.query["fieldSelector"] == "reason=NCCLFailure"
 
 
-def test_serve_reacts_to_nccl_events_without_waiting_for_the_round(cluster: Cluster) -> None:
+def test_serve_wakes_for_nccl_events_but_they_never_write_the_node(cluster: Cluster) -> None:
+    """An Event watch still wakes a round early; a tenant's Events only ask for a check (issue 27), so that
+    round writes nothing to the node (the check is asked in the next full round: tests/warden/test_verification.py)."""
     api = cluster.api
     api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(40)}
     api.pods = [pod(f"w-{i}", "n-05") for i in range(3)]
@@ -544,11 +546,12 @@ def test_serve_reacts_to_nccl_events_without_waiting_for_the_round(cluster: Clus
         api.events += events
         api.push_watch(*({"type": "ADDED", "object": e} for e in events), kind="events")
         for _ in range(400):
-            if node_writes(api.requests, "n-05"):
+            if metrics.triggered.get() >= 1 and metrics.rounds.get() >= 2:
                 break
             stop.wait(0.05)
     finally:
         stop.set()
         thread.join(10)
     assert metrics.triggered.get() >= 1
-    assert (record_of(cluster, "n-05").phase, record_of(cluster, "n-05").action) == ("quarantined", "review")
+    assert node_writes(api.requests, "n-05") == []
+    assert record_of(cluster, "n-05").phase == "healthy"

@@ -22,6 +22,7 @@ from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
 from contract.names import WARDEN_PHASE_LABEL as PHASE_LABEL
 from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
 from contract.registry import Thresholds
+from preflight.report import Result, node_annotation
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, Request, node, pod, serving
 from warden.actions import TAINT, Actuator, probation_job_name
 from warden.cli import main
@@ -276,9 +277,8 @@ def test_signals_beyond_xids(cluster: Cluster) -> None:
     api, now = cluster.api, cluster.clock.now
     api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(60)}
     api.nodes["n-01"]["status"]["allocatable"]["nvidia.com/gpu"] = "7"
-    api.nodes["n-02"]["metadata"]["annotations"]["meridian.dev/preflight-failure"] = json.dumps(
-        {"check": "allreduce", "summary": "busbw 40 GB/s < 144", "time": "2025-11-29T08:00:00Z"}
-    )
+    annotation = node_annotation([Result("allreduce", "fail", "busbw 40 GB/s < 144")], 1_764_403_200.0)
+    api.nodes["n-02"]["metadata"]["annotations"].update(annotation or {})  # `preflight run --annotate`
     api.nodes["n-03"]["metadata"]["labels"]["cloud.google.com/scheduled-maintenance-time"] = str(int(now + 1800))
     api.nodes["n-04"]["metadata"]["labels"]["cloud.google.com/scheduled-maintenance-time"] = str(int(now + 86400))
     # Three pods of n-05 report; n-06's one pod reports often (count is the reporter's word: once).
@@ -295,7 +295,7 @@ def test_signals_beyond_xids(cluster: Cluster) -> None:
         "n-02": ("quarantined", "reboot"),
         "n-03": ("quarantined", "reboot"),  # maintenance within the lead time
         "n-04": ("healthy", "none"),  # maintenance tomorrow: not yet
-        "n-05": ("quarantined", "review"),  # 3 pods with NCCL failures
+        "n-05": ("healthy", "none"),  # 3 pods with NCCL failures only ask for a check (test_verification.py)
         "n-06": ("healthy", "none"),  # 1 pod is below the threshold, however many times it says so
         "n-07": ("healthy", "none"),  # opted out
     }

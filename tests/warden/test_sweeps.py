@@ -16,6 +16,7 @@ from typing import Any
 
 from contract import health
 from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
+from preflight.report import Result, termination_message
 from tests.warden.fakes import node, pod
 from tests.warden.test_kube import POLICY, Cluster, cluster, record_of, xid_condition
 from warden.actions import probation_job_name
@@ -89,6 +90,7 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
         "cloud.google.com/gke-nodepool": "h200-a",
         "kueue.x-k8s.io/queue-name": "warden-sweep",
         "kueue.x-k8s.io/priority-class": "warden-sweep",
+        "meridian.dev/deep-check-kind": "sweep",
     }
     spec = job["spec"]
     assert (spec["suspend"], spec["backoffLimit"]) == (True, 0)
@@ -159,8 +161,9 @@ def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: C
     w, job = due_node_swept(cluster)
     name = job["metadata"]["name"]
     job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
-    report = {"schema": "meridian.preflight/v1", "check": "dcgm_diag", "gpu": 3, "summary": "Memory test failed"}
-    terminated = {"exitCode": 1, "message": json.dumps(report)}
+    # What Warden's deep check writes: preflight's own encoder, never a hand-written report.
+    report = termination_message([Result("dcgm-diag", "fail", "Memory test failed", ["GPU 3: memory fail"], 3)], 1.0)
+    terminated = {"exitCode": 1, "message": report}
     api.pods.append(
         pod(
             f"{name}-x",
@@ -174,7 +177,7 @@ def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: C
     w.round()
     check = health.loads(api.nodes["due"]["metadata"]["annotations"][DEEP_CHECK], "test")
     assert (check.kind, check.verdict) == ("sweep", "fail")
-    assert check.failures == (health.Failure("dcgm_diag", 3, "Memory test failed"),)
+    assert check.failures == (health.Failure("dcgm-diag", 3, "Memory test failed"),)
     assert w.metrics.deep_checks.get(pool="h200-a", kind="sweep", verdict="fail") == 1
     api.pods = []
     clock.now += 30

@@ -1,16 +1,21 @@
-"""Tenants' reports Warden trusts only as far as the cluster attests them (issue 14), against the local API server."""
+"""Tenants' reports Warden trusts only as far as the cluster attests them (issue 14), against the local API server.
+
+What passes is still only a request to verify the node (issue 27, tests/warden/test_verification.py).
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from contract import health
+from preflight.report import Result, termination_message
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, node, pod, serving
 from tests.warden.test_kube import POLICY, Cluster, nccl_event, record_of
+from tests.warden.test_sweeps import warden
 from warden.trust import Verdicts, nccl_failures, preflight_failures
 
 NOW = 1_764_403_200.0  # 2025-11-29T08:00:00Z
@@ -77,17 +82,22 @@ def test_a_forged_event_naming_another_node_is_not_counted(cluster: Cluster) -> 
     assert gets == {"/api/v1/namespaces/research/pods/attacker-0", "/api/v1/namespaces/research/pods/ghost"}
 
 
+def verifications(c: Cluster) -> list[str]:
+    return sorted(j["metadata"]["labels"]["meridian.dev/deep-check-node"] for j in c.api.jobs.values())
+
+
 def test_count_100_from_one_pod_counts_once(cluster: Cluster) -> None:
     gpu_nodes(cluster)
     cluster.api.pods = [pod("w-0", "n-01")]
     cluster.api.events = [nccl_event("w-0", "n-01", count=100), nccl_event("w-0", "n-01", count=100)]
     verdicts = Verdicts()
     nccl_failures(cluster.api.events, lambda ns, name: cluster.kube().pod(ns, name), NOW, 3600, verdicts)
-    assert verdicts.nccl == {"n-01": 1}
-    cluster.warden(replace(POLICY, unhealthy_share_limit=0.5)).round()  # threshold 3: one pod is not enough
+    assert verdicts.nccl == {("n-01", "research"): 1}
+    warden(cluster, replace(POLICY, unhealthy_share_limit=0.5)).round()  # threshold 3: one pod is not enough
+    assert verifications(cluster) == []
+    warden(cluster, POLICY_ONE).round()  # a real pod on its own node asks for a check, no more
+    assert verifications(cluster) == ["n-01"]
     assert record_of(cluster, "n-01").phase == "healthy"
-    cluster.warden(POLICY_ONE).round()  # a real pod on its own node does count
-    assert record_of(cluster, "n-01").phase == "quarantined"
 
 
 def preflight_pod(name: str, node_name: str, message: str, exit_code: int = 1) -> dict[str, Any]:
@@ -103,10 +113,10 @@ def preflight_pod(name: str, node_name: str, message: str, exit_code: int = 1) -
     )
 
 
-MESSAGE = json.dumps({"schema": "meridian.preflight/v1", "check": "gpu-state", "summary": "GPU 1: ECC", "time": "t"})
+MESSAGE = termination_message([Result("gpu-state", "fail", "GPU 1: ECC", [], 1)], NOW - 120) or ""
 
 
-def test_a_failed_preflight_init_container_quarantines_its_node_without_a_node_patch(cluster: Cluster) -> None:
+def test_a_failed_preflight_init_container_asks_for_a_check_of_its_node_without_a_node_patch(cluster: Cluster) -> None:
     gpu_nodes(cluster)
     cluster.api.pods = [
         preflight_pod("job-a-0", "n-01", MESSAGE),
@@ -114,12 +124,12 @@ def test_a_failed_preflight_init_container_quarantines_its_node_without_a_node_p
         preflight_pod("job-c-0", "n-03", MESSAGE, exit_code=0),  # passed
         preflight_pod("job-d-0", "", MESSAGE),  # never bound: names no node
     ]
-    warden = cluster.warden(replace(POLICY, unhealthy_share_limit=0.5))
-    warden.round()
-    assert (record_of(cluster, "n-01").phase, record_of(cluster, "n-01").action) == ("quarantined", "reboot")
-    assert [record_of(cluster, n).phase for n in ("n-02", "n-03")] == ["healthy", "healthy"]
-    assert warden.metrics.ignored.get(reason="preflight_unreadable") == 1
-    assert warden.metrics.ignored.get(reason="preflight_unbound") == 1
+    w = warden(cluster, replace(POLICY, unhealthy_share_limit=0.5))
+    w.round()
+    assert verifications(cluster) == ["n-01"]
+    assert [record_of(cluster, n).phase for n in ("n-01", "n-02", "n-03")] == ["healthy"] * 3
+    assert w.metrics.ignored.get(reason="preflight_unreadable") == 1
+    assert w.metrics.ignored.get(reason="preflight_unbound") == 1
     listed = [r for r in cluster.api.requests if r.path == "/api/v1/pods" and "labelSelector" in r.query]
     assert listed
     assert listed[0].query == {"labelSelector": "meridian.dev/team"}
@@ -127,17 +137,20 @@ def test_a_failed_preflight_init_container_quarantines_its_node_without_a_node_p
 
 def test_preflight_retries_keep_the_latest_failure_and_old_ones_expire() -> None:
     old = {"exitCode": 1, "finishedAt": "2025-11-28T00:00:00Z", "message": MESSAGE}
-    new = {"exitCode": 1, "finishedAt": "2025-11-29T07:59:00Z", "message": MESSAGE.replace("gpu-state", "nccl")}
+    nccl = termination_message([Result("nccl", "fail", "no gIB")], NOW - 60)
+    new = {"exitCode": 1, "finishedAt": "2025-11-29T07:59:00Z", "message": nccl}
     ray_pod = {  # a Ray worker restarts its init container: the failure sits in lastState
+        "metadata": {"namespace": "research"},
         "spec": {"nodeName": "n-07"},
         "status": {
             "initContainerStatuses": [{"name": "preflight", "state": {"running": {}}, "lastState": {"terminated": new}}]
         },
     }
     stale = {
+        "metadata": {"namespace": "research"},
         "spec": {"nodeName": "n-08"},
         "status": {"initContainerStatuses": [{"name": "preflight", "state": {"terminated": old}}]},
     }
     verdicts = Verdicts()
     preflight_failures([ray_pod, stale, {"status": "hostile"}, {}], NOW, 3600, verdicts)
-    assert verdicts.preflight == {"n-07": ("nccl", NOW - 60)}
+    assert verdicts.preflight == {("n-07", "research"): (health.Report("nccl", "no gIB", NOW - 60), NOW - 60)}

@@ -1,14 +1,26 @@
-"""A node's last deep check, as Warden records it on the Node (names.DEEP_CHECK_ANNOTATION).
+"""The node-health contract: preflight's failure report and Warden's deep-check record, one codec each.
 
-Warden writes it after a burn-in or an idle sweep finishes; `meridian health` and dashboards read it.
-The annotation is hand-editable by anyone with Node patch rights, so readers decode it strictly
-(contract.codec: unknown fields, wrong types, other schema versions, oversized text are refused) and
-treat a refused record as "never checked", never as a pass.
+Report (`dump_report` / `load_report`): the first failing check of a preflight run, as preflight writes
+it to its termination log (the kubelet copies it into the pod's status) and to the Node annotation
+names.PREFLIGHT_FAILURE_ANNOTATION. It names the failing GPU where the check knows it. Warden and gkr
+read it only through `load_report`; tests build it only through preflight's encoder.
+
+DeepCheck (`dumps` / `loads`): a node's last deep check, as Warden records it on the Node
+(names.DEEP_CHECK_ANNOTATION) after a burn-in, an idle sweep or a verification it ran itself;
+`gkr health` and dashboards read it.
+
+Both are hand-editable by someone (a tenant writes its own termination log; anyone with Node patch
+rights the annotations), so readers decode strictly (contract.codec: unknown fields, wrong types,
+other schema versions, oversized text are refused, then ranges are checked) and treat a refused
+document as nothing: "never checked", never a pass, and never a verdict about a node.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import re
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from contract import codec
@@ -16,8 +28,12 @@ from contract.problem import Invalid
 
 SCHEMA = "meridian.deepcheck/v1"
 MAX_BYTES = 16 * 1024  # Warden keeps the evidence short; anything longer was not written by it
+MAX_GPU = 63  # a GPU index beyond any machine's: not a GPU
+MAX_TIME = 4_102_444_800.0  # 2100-01-01T00:00:00Z
+CHECK_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # preflight's check names ("dcgm-diag", "gpu-state")
 
-CheckKind = Literal["burn_in", "sweep"]
+# "verify": a check Warden ran because a tenant's report asked for one (warden.verify).
+CheckKind = Literal["burn_in", "sweep", "verify"]
 Verdict = Literal["pass", "fail"]
 
 
@@ -48,4 +64,59 @@ def loads(text: str, where: str) -> DeepCheck:
     """Decode an annotation; raises contract.problem.Invalid (one line naming ``where``) on anything else."""
     if len(text.encode()) > MAX_BYTES:
         raise Invalid([f"{where}: longer than {MAX_BYTES} bytes, so not Warden's; {FIX}"])
-    return codec.loads(DeepCheck, text, SCHEMA, where, FIX)
+    check = codec.loads(DeepCheck, text, SCHEMA, where, FIX)
+    _in_range(where, check.time, [f.gpu for f in check.failures], FIX)
+    return check
+
+
+# --- preflight's report ---------------------------------------------------------------------------
+
+REPORT_SCHEMA = "meridian.preflight-failure/v1"
+REPORT_MAX_BYTES = 4096  # what the kubelet keeps of a termination message; the annotation uses the same bound
+REPORT_FIX = "it is written by `preflight run` (--termination-log, --annotate); run it again"
+
+
+@dataclass(frozen=True)
+class Report:
+    """The first failing check of a preflight run."""
+
+    check: str  # preflight's check name
+    summary: str  # one line
+    time: float  # unix seconds when preflight finished
+    gpu: int | None = None  # the failing GPU's index, when the check knows it (DCGM, nvidia-smi)
+    evidence: tuple[str, ...] = ()  # the first lines of the check's evidence
+
+
+def dump_report(report: Report, max_bytes: int = REPORT_MAX_BYTES) -> str:
+    """One JSON line within max_bytes: evidence lines go first (last first), then the summary is cut."""
+    text = codec.dumps(report, REPORT_SCHEMA, indent=None)
+    while len(text.encode()) > max_bytes and report.evidence:
+        report = replace(report, evidence=report.evidence[:-1])
+        text = codec.dumps(report, REPORT_SCHEMA, indent=None)
+    if len(text.encode()) > max_bytes:
+        # Cut by bytes of the escaped JSON: what a character costs there is known only after encoding it.
+        spare = max_bytes - len(codec.dumps(replace(report, summary=""), REPORT_SCHEMA, indent=None).encode())
+        summary = report.summary
+        while summary and (cost := len(json.dumps(summary).encode()) - 2) > spare:
+            summary = summary[: min(len(summary) - 1, len(summary) * max(0, spare) // cost)]
+        text = codec.dumps(replace(report, summary=summary), REPORT_SCHEMA, indent=None)
+    return text
+
+
+def load_report(text: str, where: str) -> Report:
+    """Decode a termination message or annotation; Invalid (one line naming ``where``) on anything else."""
+    if len(text.encode()) > REPORT_MAX_BYTES:
+        raise Invalid([f"{where}: longer than {REPORT_MAX_BYTES} bytes, so not preflight's; {REPORT_FIX}"])
+    report = codec.loads(Report, text, REPORT_SCHEMA, where, REPORT_FIX)
+    if not CHECK_NAME.fullmatch(report.check):
+        raise Invalid([f"{where}: check: {report.check[:64]!r} is not a check name; {REPORT_FIX}"])
+    _in_range(where, report.time, [report.gpu], REPORT_FIX)
+    return report
+
+
+def _in_range(where: str, time: float, gpus: list[int | None], fix: str) -> None:
+    if not (math.isfinite(time) and 0 <= time <= MAX_TIME):
+        raise Invalid([f"{where}: time: {time!r} is not a time between 1970 and 2100; {fix}"])
+    bad = next((g for g in gpus if g is not None and not 0 <= g <= MAX_GPU), None)
+    if bad is not None:
+        raise Invalid([f"{where}: gpu: {bad} is not a GPU index (0-{MAX_GPU}); {fix}"])

@@ -91,6 +91,13 @@ WARDEN = (
     Metric(
         names.WARDEN_XIDS, "counter", "GPU Xid errors the node agents reported, by pool and Xid code.", ("pool", "xid")
     ),
+    # Tenants' reports (a failed preflight container, NCCLFailure Events) only ask Warden to verify a node.
+    Metric(
+        names.WARDEN_VERIFICATION_REQUESTS,
+        "counter",
+        "Tenants' requests to verify a node, by the namespace that asked and outcome (accepted, rate_limited).",
+        ("namespace", "outcome"),
+    ),
 )
 
 # preflight: a run's checks (the probation and job-start pods serve them until they exit; the Pushgateway is

@@ -36,8 +36,11 @@ def check_gpu_state(text: str, expected_gpus: int | None, min_driver: str | None
     except nvidia_smi.ParseError as exc:
         return Result("gpu-state", "error", str(exc))
     problems = [p for gpu in gpus for p in gpu.problems()]
+    # The report names the failing GPU when the first problem is one GPU's (not a count or a driver mismatch).
+    first_gpu = next((gpu.index for gpu in gpus if gpu.problems()), None)
     if expected_gpus is not None and len(gpus) != expected_gpus:
         problems.insert(0, f"{len(gpus)} GPUs visible, the pool's machine has {expected_gpus}")
+        first_gpu = None
     drivers = sorted({g.driver for g in gpus})
     if len(drivers) > 1:
         problems.append(f"GPUs report different drivers: {', '.join(drivers)}")
@@ -45,7 +48,7 @@ def check_gpu_state(text: str, expected_gpus: int | None, min_driver: str | None
         problems.append(f"driver {drivers[0]} is older than {min_driver}")
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        return Result("gpu-state", "fail", problems[0] + more, problems)
+        return Result("gpu-state", "fail", problems[0] + more, problems, first_gpu)
     cuda = nvidia_smi.cuda_version(text) or "unknown"
     return Result(
         "gpu-state", "pass", f"{len(gpus)} GPUs healthy, driver {', '.join(drivers) or 'unknown'}, CUDA {cuda}"

@@ -262,12 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"warning: could not write {args.metrics_file} ({exc}); the report below still stands", file=sys.stderr)
     node = os.environ.get("NODE_NAME", os.uname().nodename)
-    now = datetime.now(UTC).isoformat(timespec="seconds")
+    stamp = datetime.now(UTC)
+    now, at = stamp.isoformat(timespec="seconds"), stamp.timestamp()
     print(
         json.dumps(as_json(results, node, now), indent=2) if args.json else lines(results),
         end="" if not args.json else "\n",
     )
-    message = termination_message(results, now)
+    message = termination_message(results, at)
     if args.termination_log and message:
         try:
             Path(args.termination_log).write_text(message, encoding="utf-8")
@@ -276,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"warning: could not write {args.termination_log} ({exc}); the report above still stands",
                 file=sys.stderr,
             )
-    annotation = node_annotation(results, now)
+    annotation = node_annotation(results, at)
     if args.annotate and annotation:
         cluster = incluster.discover()
         if cluster is None:

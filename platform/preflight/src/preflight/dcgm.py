@@ -196,6 +196,7 @@ def check(text: str, level: int) -> Result:
             "fail",
             f"level {level}: {first.test} failed{on}{more}{note}",
             [evidence(r) for r in failed],  # failures only: deep.failures maps each line to one
+            first.gpu,
         )
     return Result(
         NAME,

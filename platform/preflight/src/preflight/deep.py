@@ -1,8 +1,8 @@
 """The deep checks' verdict as contract.health records: what Warden writes on the Node after a deep check.
 
-`failures(report)` reads preflight's report (`preflight run --json`: `checks[]`) or the failure it
-leaves for Warden (termination message, Node annotation: `check`, `summary`, `evidence`) and gives
-one health.Failure per problem: DCGM and RDMA-link checks list one problem an evidence line (a
+`failures(report)` reads preflight's report (`preflight run --json`: `checks[]`), `of_report` the
+failure it leaves for Warden (termination message, Node annotation: contract.health.Report), and
+`read` either as text; each gives one health.Failure per problem: DCGM and RDMA-link checks list one problem an evidence line (a
 per-GPU line starts "GPU <n>: "), every other check counts as one failure with its summary. A
 check that could not run (status error) is a failure too ("could not run: ..."): a deep check
 that did not happen must not read as a pass. Skipped checks are not failures.
@@ -32,11 +32,13 @@ def _cut(text: str) -> str:
     return flat if len(flat) <= MAX_CHARS else flat[: MAX_CHARS - 3] + "..."
 
 
-def _of_check(name: str, status: str, summary: str, evidence: list[str]) -> list[health.Failure]:
+def _of_check(
+    name: str, status: str, summary: str, evidence: list[str], gpu: int | None = None
+) -> list[health.Failure]:
     if status == "error":
         return [health.Failure(name, None, _cut(f"could not run: {summary}"))]
     if name not in LINE_PER_FAILURE or not evidence:
-        return [health.Failure(name, None, _cut(summary))]
+        return [health.Failure(name, gpu, _cut(summary))]
     found = []
     for line in evidence[:MAX_PER_CHECK]:
         m = _GPU.match(line)
@@ -59,19 +61,9 @@ def _lines(value: Any, where: str) -> list[str]:
 
 
 def failures(report: Mapping[str, Any], where: str = "report") -> tuple[health.Failure, ...]:
-    """Every failure in a preflight report or failure record; contract.problem.Invalid (one line) otherwise."""
-    if not isinstance(report, Mapping) or report.get("schema") != SCHEMA:
+    """Every failure in a preflight report (--json); contract.problem.Invalid (one line) otherwise."""
+    if not isinstance(report, Mapping) or report.get("schema") != SCHEMA or "checks" not in report:
         raise Invalid([f"{where}: not a {SCHEMA} document; pass preflight's --json report or its failure record"])
-    if "checks" not in report:  # the termination message / annotation: only the first failing check
-        name = _text(report.get("check"), f"{where}.check")
-        return tuple(
-            _of_check(
-                name,
-                "fail",
-                _text(report.get("summary"), f"{where}.summary"),
-                _lines(report.get("evidence", []), f"{where}.evidence"),
-            )
-        )
     checks = report["checks"]
     if not isinstance(checks, list):
         raise Invalid([f"{where}.checks: expected a list; is this preflight's report?"])
@@ -87,8 +79,19 @@ def failures(report: Mapping[str, Any], where: str = "report") -> tuple[health.F
                 status,
                 _text(entry.get("summary"), f"{at}.summary"),
                 _lines(entry.get("evidence", []), f"{at}.evidence"),
+                _gpu(entry.get("gpu")),
             )
     return tuple(found)
+
+
+def _gpu(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= health.MAX_GPU
+    return value if ok else None
+
+
+def of_report(report: health.Report) -> tuple[health.Failure, ...]:
+    """The failures of preflight's failure record (decoded by contract.health.load_report)."""
+    return tuple(_of_check(report.check, "fail", report.summary, list(report.evidence), report.gpu))
 
 
 def read(text: str, where: str = "report") -> tuple[health.Failure, ...]:
@@ -97,4 +100,6 @@ def read(text: str, where: str = "report") -> tuple[health.Failure, ...]:
         value = json.loads(text)
     except (ValueError, RecursionError):
         raise Invalid([f"{where}: not JSON; pass preflight's --json report or its failure record"]) from None
+    if isinstance(value, dict) and value.get("schema") == health.REPORT_SCHEMA:
+        return of_report(health.load_report(text, where))
     return failures(value, where)

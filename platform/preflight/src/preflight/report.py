@@ -1,14 +1,17 @@
-"""The preflight report: versioned JSON for machines, one line per check for people."""
+"""The preflight report: versioned JSON for machines, one line per check for people.
+
+The first failing check, for Warden and gkr (termination message, Node annotation), is the
+node-health contract's Report, written only by its encoder (contract.health.dump_report).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from contract import names
+from contract import health, names
 
-SCHEMA = names.PREFLIGHT_REPORT_SCHEMA  # the report, and the failure Warden reads (annotation, termination message)
+SCHEMA = names.PREFLIGHT_REPORT_SCHEMA  # the whole report (--json)
 Status = Literal["pass", "fail", "error", "skip"]
 
 
@@ -18,6 +21,7 @@ class Result:
     status: Status
     summary: str
     evidence: list[str] = field(default_factory=list)
+    gpu: int | None = None  # the (first) failing GPU's index, where the check knows it
 
 
 def exit_code(results: list[Result]) -> int:
@@ -54,39 +58,24 @@ def lines(results: list[Result], limit: int = EVIDENCE_LINES) -> str:
     return "".join(out)
 
 
-TERMINATION_LIMIT = 4096  # bytes of a termination message the kubelet keeps
+TERMINATION_LIMIT = health.REPORT_MAX_BYTES  # bytes of a termination message the kubelet keeps
 
 
-def failure(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, Any] | None:
-    """The first failing check as Warden reads it (annotation or termination message); None when none failed."""
+def failure(results: list[Result], at: float, max_evidence: int = 5) -> health.Report | None:
+    """The first failing check as Warden and gkr read it (annotation or termination message); None when none failed."""
     failed = next((r for r in results if r.status == "fail"), None)
     if failed is None:
         return None
-    return {
-        "schema": SCHEMA,
-        "check": failed.name,
-        "summary": failed.summary,
-        "evidence": failed.evidence[:max_evidence],
-        "time": time,
-    }
+    return health.Report(failed.name, failed.summary, at, failed.gpu, tuple(failed.evidence[:max_evidence]))
 
 
-def termination_message(results: list[Result], time: str) -> str | None:
-    """The failure as one JSON line within the kubelet's limit: evidence goes first, then the summary is cut."""
-    value = failure(results, time)
-    if value is None:
-        return None
-    text = json.dumps(value, sort_keys=True)
-    while len(text.encode()) > TERMINATION_LIMIT and value["evidence"]:
-        value["evidence"] = value["evidence"][:-1]
-        text = json.dumps(value, sort_keys=True)
-    if len(text.encode()) > TERMINATION_LIMIT:
-        value["summary"] = value["summary"][:1024]
-        text = json.dumps(value, sort_keys=True)
-    return text
+def termination_message(results: list[Result], at: float) -> str | None:
+    """The failure as one JSON line within the kubelet's limit (the encoder drops evidence, then cuts the summary)."""
+    value = failure(results, at)
+    return None if value is None else health.dump_report(value, TERMINATION_LIMIT)
 
 
-def node_annotation(results: list[Result], time: str, max_evidence: int = 5) -> dict[str, str] | None:
+def node_annotation(results: list[Result], at: float, max_evidence: int = 5) -> dict[str, str] | None:
     """The annotation for the first failing check, or None when nothing failed."""
-    value = failure(results, time, max_evidence)
-    return None if value is None else {names.PREFLIGHT_FAILURE_ANNOTATION: json.dumps(value, sort_keys=True)}
+    value = failure(results, at, max_evidence)
+    return None if value is None else {names.PREFLIGHT_FAILURE_ANNOTATION: health.dump_report(value)}

@@ -117,7 +117,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     metrics = WardenMetrics()
     cache = NodeCache(kube, resync_s=args.resync_seconds)
     compute = Compute(guard=elector.check)
-    sweeper = Sweeper(kube, policy, metrics, cache.store) if policy.sweeps or policy.burn_in else None
+    sweeper = Sweeper(kube, policy, metrics, cache.store)  # also answers tenants' requests: always there
     actuator = Actuator(kube, compute, policy, cache, metrics)
     warden = Warden(kube, policy, cache, actuator, metrics, sweeper=sweeper)
     if not args.once:

@@ -1,4 +1,4 @@
-"""Deep check Jobs (burn-in and idle sweeps) and what their results say (pure).
+"""Deep check Jobs (burn-in, idle sweeps and verifications) and what their results say (pure).
 
 Both run `preflight run --deep --level N` (DCGM diagnostics, multi-node NCCL,
 RDMA links; platform/preflight) on one node, with the node's GPUs, and end
@@ -10,25 +10,34 @@ pinned to its node by nodeSelector (so the scheduler, and Kueue's flavor
 assignment, see where it must go) and tolerating only the GPU taints, so a
 cordoned node never gets one.
 
+A verification (warden.verify: a tenant's report asked for it) is the same
+Job as a sweep, labelled KIND_LABEL=verify and named warden-verify-...: it
+runs whether or not sweeps are on, waits for its node's GPUs instead of
+being given up while a job uses them, and counts against its own budget.
+
 A finished check is recorded on the Node (names.DEEP_CHECK_ANNOTATION,
-contract.health) with the failing check from preflight's termination message.
+contract.health) with the failing check from preflight's termination message,
+read with the node-health contract's decoder (health.load_report).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from contract import health, names
+from contract.problem import Invalid
 from warden.observe import parse_time
 from warden.policy import Policy
-from warden.sweep import SweepJob, SweepState
+from warden.sweep import JobKind, SweepJob, SweepState
+from warden.verify import Request
 
 BURN_IN_LEVEL = 3  # DCGM "long": NVIDIA recommends it before a node enters service
 SWEEP_LEVEL = 2  # DCGM "medium": minutes, for nodes in service
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default terminationMessagePath
-SWEEP_APP = "warden-sweep"
+SWEEP_APP = "warden-sweep"  # every deep check Job Warden lists: sweeps and verifications
+KIND_LABEL = "meridian.dev/deep-check-kind"  # on such a Job: sweep or verify (Warden's own name)
+REQUESTED_BY_ANNOTATION = "meridian.dev/requested-by"  # on a verification Job: who asked, and what they reported
 NVIDIA_MOUNT = "/usr/local/nvidia"
 GPU_TOLERATIONS = [
     {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
@@ -52,20 +61,29 @@ def container(name: str, image: str, command: list[str], gpus: str) -> dict[str,
     }
 
 
-def sweep_job_name(node: str, at: float) -> str:
-    return f"warden-sweep-{hashlib.sha256(node.encode()).hexdigest()[:8]}-{int(at)}"
+def sweep_job_name(node: str, at: float, kind: JobKind = "sweep") -> str:
+    return f"warden-{kind}-{hashlib.sha256(node.encode()).hexdigest()[:8]}-{int(at)}"
 
 
-def sweep_job(node: dict[str, Any], policy: Policy, namespace: str, now: float) -> dict[str, Any]:
+def sweep_job(
+    node: dict[str, Any], policy: Policy, namespace: str, now: float, request: Request | None = None
+) -> dict[str, Any]:
+    """An idle sweep's Job, or with `request` the verification it asked for (the same check, labelled verify)."""
     meta = node["metadata"]
     name, pool = str(meta["name"]), str((meta.get("labels") or {}).get(names.NODE_POOL_LABEL, ""))
     gpus = str((node.get("status", {}).get("capacity") or {}).get(names.GPU_RESOURCE, "0"))
     labels = {"app.kubernetes.io/name": SWEEP_APP, "app.kubernetes.io/part-of": "meridian"}
+    kind: JobKind = "sweep" if request is None else "verify"
+    asked = (
+        {}
+        if request is None
+        else {REQUESTED_BY_ANNOTATION: f"{request.namespace}: {request.kind}: {request.detail}"[:256]}
+    )
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": sweep_job_name(name, now),
+            "name": sweep_job_name(name, now, kind),
             "namespace": namespace,
             "labels": {
                 **labels,
@@ -73,7 +91,9 @@ def sweep_job(node: dict[str, Any], policy: Policy, namespace: str, now: float) 
                 names.NODE_POOL_LABEL: pool,
                 names.QUEUE_LABEL: names.SWEEP_QUEUE,
                 names.PRIORITY_LABEL: names.SWEEP_PRIORITY,
+                KIND_LABEL: kind,
             },
+            **({"annotations": asked} if asked else {}),
         },
         "spec": {
             "suspend": True,  # Kueue starts it on admission (its webhook would suspend it anyway)
@@ -120,7 +140,9 @@ def sweep_of(job: dict[str, Any]) -> SweepJob | None:
     if not isinstance(node, str) or not node:
         return None
     created = parse_time(str(meta.get("creationTimestamp", "")))
-    return SweepJob(node, str(labels.get(names.NODE_POOL_LABEL, "")), job_state(job), created, str(meta.get("name")))
+    kind: JobKind = "verify" if labels.get(KIND_LABEL) == "verify" else "sweep"
+    pool = str(labels.get(names.NODE_POOL_LABEL, ""))
+    return SweepJob(node, pool, job_state(job), created, str(meta.get("name")), kind)
 
 
 def failures(pods: list[dict[str, Any]]) -> tuple[health.Failure, ...]:
@@ -142,24 +164,18 @@ def failures(pods: list[dict[str, Any]]) -> tuple[health.Failure, ...]:
 
 
 def _failure(message: Any) -> health.Failure:
+    """The failure preflight reported, read with the node-health contract's decoder (GPU index included)."""
     try:
-        value = json.loads(message) if isinstance(message, str) else None
-    except (ValueError, RecursionError):
-        value = None
-    if not isinstance(value, dict) or value.get("schema") != names.PREFLIGHT_REPORT_SCHEMA:
+        report = health.load_report(message, "termination message") if isinstance(message, str) else None
+    except (Invalid, ValueError, RecursionError):
+        report = None
+    if report is None:
         return health.Failure("deep_check", evidence="no readable preflight report")
-    check = value.get("check")
-    gpu = value.get("gpu")
-    evidence = value.get("summary") or value.get("evidence") or ""
-    return health.Failure(
-        check[:64] if isinstance(check, str) and check else "deep_check",
-        gpu if isinstance(gpu, int) and not isinstance(gpu, bool) and 0 <= gpu < 64 else None,
-        str(evidence)[:512],
-    )
+    return health.Failure(report.check, report.gpu, report.summary[:512])
 
 
 def record(kind: health.CheckKind, verdict: health.Verdict, now: float, pods: list[dict[str, Any]]) -> str:
     """The annotation's value for a finished check: verdict, level and, for a failure, what failed."""
-    level = BURN_IN_LEVEL if kind == "burn_in" else SWEEP_LEVEL
+    level = BURN_IN_LEVEL if kind == "burn_in" else SWEEP_LEVEL  # a verification is a sweep's check
     found = failures(pods) if verdict == "fail" else ()
     return health.dumps(health.DeepCheck(time=now, kind=kind, verdict=verdict, level=level, failures=found))

@@ -26,6 +26,7 @@ ATTRIBUTES = {
     "deep_checks": names.WARDEN_DEEP_CHECKS,
     "sweeps_running": names.WARDEN_SWEEPS_RUNNING,
     "xids": names.WARDEN_XIDS,
+    "verifications": names.WARDEN_VERIFICATION_REQUESTS,
 }
 
 
@@ -48,6 +49,7 @@ class WardenMetrics:
     deep_checks: Family
     sweeps_running: Family
     xids: Family
+    verifications: Family
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

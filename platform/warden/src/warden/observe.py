@@ -2,16 +2,17 @@
 
 Signals come from the Node itself: the agent's conditions
 (names.XID_CONDITION, names.SXID_CONDITION), Ready, preflight's failure
-annotation (only principals that may patch Nodes write it), GPUs missing
-from allocatable and GKE's scheduled-maintenance label; NCCL failure Events and failed preflight init
-containers of team pods are checked by warden.trust and passed in. A failed
-deep check that Warden recorded on the Node (names.DEEP_CHECK_ANNOTATION, an
-idle sweep's or a burn-in's) is a `preflight` signal like preflight's own.
+annotation (only principals that may patch Nodes write it; read with the
+node-health contract's decoder), GPUs missing from allocatable and GKE's
+scheduled-maintenance label. A failed deep check that Warden recorded on the
+Node (names.DEEP_CHECK_ANNOTATION: a burn-in's, an idle sweep's or a
+verification's) is a `preflight` signal like preflight's own. What tenants'
+pods report (NCCL failure Events, failed preflight init containers) is never
+a signal here: it only asks for a verification (warden.trust, warden.verify).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime
 from typing import Any
@@ -84,13 +85,7 @@ def joined(node: dict[str, Any], now: float, policy: Policy) -> bool:
     return created > 0 and now - created <= policy.burn_in_max_age_s
 
 
-def signals(
-    node: dict[str, Any],
-    now: float,
-    policy: Policy,
-    nccl_failures: int = 0,
-    preflight: tuple[str, float] | None = None,
-) -> tuple[Signal, ...]:
+def signals(node: dict[str, Any], now: float, policy: Policy) -> tuple[Signal, ...]:
     meta, status = node.get("metadata", {}), node.get("status", {})
     found: list[Signal] = []
     for condition in status.get("conditions") or []:
@@ -102,14 +97,11 @@ def signals(
     raw = (meta.get("annotations") or {}).get(names.PREFLIGHT_FAILURE_ANNOTATION)
     if raw:
         try:
-            failure = json.loads(raw)
-            found.append(
-                Signal("preflight", detail=str(failure.get("check", "")), at=parse_time(str(failure.get("time", ""))))
-            )
-        except (ValueError, AttributeError):
+            report = health.load_report(str(raw), names.PREFLIGHT_FAILURE_ANNOTATION)
+            gpu = "" if report.gpu is None else f" gpu {report.gpu}"
+            found.append(Signal("preflight", detail=f"{report.check}{gpu}", at=report.time))
+        except (Invalid, ValueError, RecursionError):
             found.append(Signal("preflight", detail="unreadable annotation"))
-    if preflight is not None:  # a job's preflight init container failed on this node (its pod's status)
-        found.append(Signal("preflight", detail=preflight[0], at=preflight[1]))
     capacity = int((status.get("capacity") or {}).get(names.GPU_RESOURCE, 0))
     allocatable = int((status.get("allocatable") or {}).get(names.GPU_RESOURCE, capacity))
     if allocatable < capacity:
@@ -117,8 +109,6 @@ def signals(
     maintenance = (meta.get("labels") or {}).get(names.MAINTENANCE_LABEL, "")
     if maintenance.isdigit() and float(maintenance) - now <= policy.maintenance_lead_s:
         found.append(Signal("maintenance", detail=f"host maintenance at {maintenance}"))
-    if nccl_failures >= policy.nccl_failures:
-        found.append(Signal("nccl_errors", detail=f"{nccl_failures} NCCL failures"))
     if deep := deep_check_signal(last_deep_check(meta.get("annotations") or {})):
         found.append(deep)
     return tuple(found)
@@ -131,8 +121,6 @@ def view(
     policy: Policy,
     pods: int = 0,
     probation: str | None = None,
-    nccl_failures: int = 0,
-    preflight: tuple[str, float] | None = None,
     idle: bool = False,
     check_missing: bool = False,
 ) -> NodeView:
@@ -157,7 +145,7 @@ def view(
         pool=labels.get(names.NODE_POOL_LABEL, ""),
         record=record,
         facts=facts,
-        signals=signals(node, now, policy, nccl_failures, preflight),
+        signals=signals(node, now, policy),
     )
 
 

@@ -19,6 +19,16 @@ class TokenBucket:
         self.qps, self.burst, self.clock, self.sleep = qps, burst, clock, sleep
         self.tokens, self.last = float(burst), clock()
 
+    def try_take(self) -> bool:
+        """One token if there is one now, without waiting (a request refused instead of delayed)."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.qps)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
     def take(self) -> float:
         """Wait for one token; returns how long it waited."""
         now = self.clock()

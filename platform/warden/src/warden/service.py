@@ -14,6 +14,10 @@ the idle sweeps' Jobs: running sweeps count against the pool's budget, a
 joining idle node starts its burn-in, a finished burn-in is recorded on the
 Node with the record, and after the decisions warden.sweep's plan is carried
 out within what the round left of the budget.
+
+Tenants' reports (issue 27) are never signals to the policy: warden.trust
+turns them into requests, and the Sweeper answers them with Warden's own
+verification checks (warden.verify), whose failures are.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from warden.policy import Policy
 from warden.state import PHASES, Decision, Facts, Record
 from warden.sweeper import Sweeper
 from warden.trust import Verdicts, nccl_failures, preflight_failures
+from warden.verify import Request
 
 log = logging.getLogger(__package__)
 
@@ -99,10 +104,9 @@ class Warden:
         self.xids_counted: dict[str, float] = {}  # node -> time of the newest Xid counted in warden_xids_total
 
     def _tenant_reports(self, now: float) -> Verdicts:
-        """Tenants' reports, each checked against the pod the cluster placed (warden.trust).
+        """Tenants' reports, each checked against the pod the cluster placed (warden.trust): requests only.
 
-        If they cannot be read this round, the round goes on without them: a missing report
-        makes no node suspect, and they are read again next round.
+        If they cannot be read this round, the round goes on without them: they are read again next round.
         """
         verdicts = Verdicts()
         try:
@@ -136,7 +140,7 @@ class Warden:
         return pods, probation
 
     def _view(
-        self, name: str, node: dict[str, Any], now: float, verdicts: Verdicts, decide: bool
+        self, name: str, node: dict[str, Any], now: float, decide: bool
     ) -> tuple[NodeView, list[dict[str, Any]], str | None]:
         record, unreadable = read_node_record(node)
         if unreadable:
@@ -144,9 +148,8 @@ class Warden:
             log.warning("%s: held for a person: %s", name, unreadable)
         pods, probation = self._node_reads(name, record) if decide else ([], None)
         finished = probation if probation in ("pass", "fail") else None
-        nccl, preflight = verdicts.nccl[name], verdicts.preflight.get(name)
         idle = self.sweeper is not None and self.sweeper.idle(name)
-        found = view(node, record, now, self.policy, len(pods), finished, nccl, preflight, idle, probation == "missing")
+        found = view(node, record, now, self.policy, len(pods), finished, idle, probation == "missing")
         return found, [p for p in pods if p], probation
 
     def round(self, only: Collection[str] | None = None) -> Round:
@@ -160,7 +163,6 @@ class Warden:
             except Exception as error:  # not shaped like a Node: nothing to act on, but say so
                 self.metrics.node_errors.inc(stage="observe")
                 log.warning("skipped a node object Warden cannot read: %s", type(error).__name__)
-        verdicts = self._tenant_reports(started)
         if self.sweeper is not None and only is None:
             self.sweeper.observe(nodes, started)
         views: list[NodeView] = []
@@ -168,7 +170,7 @@ class Warden:
         for name, node in nodes.items():
             decide = only is None or name in only
             try:
-                found, pods, probation = self._view(name, node, started, verdicts, decide)
+                found, pods, probation = self._view(name, node, started, decide)
             except LeaseLost:
                 raise
             except Exception as error:  # one node's data must never end the round: hold it for a person
@@ -197,8 +199,12 @@ class Warden:
             for phase in PHASES:
                 self.metrics.nodes.set(phases[pool, phase], pool=pool, phase=phase)
         self.metrics.blocked.set(decided.blocked)
-        if self.sweeper is not None and only is None and self.policy.sweeps:
-            self._sweeps(nodes, views, decided, started)
+        if only is None:  # tenants' requests and the checks that answer them, with the sweeps
+            requests = self._tenant_reports(started).requests(self.policy.nccl_failures)
+            if self.sweeper is not None:
+                self._sweeps(nodes, views, decided, started, requests)
+            elif requests:
+                self.metrics.ignored.inc(len(requests), reason="no_verifier")
         self.metrics.rounds.inc()
         self.metrics.round_seconds.set(self.clock() - started)
         out = sum(n for (_, phase), n in phases.items() if phase in OUT_OF_SERVICE)
@@ -241,7 +247,14 @@ class Warden:
             self.metrics.deep_checks.inc(pool=v.pool, kind="burn_in", verdict=probation)
         return deepcheck.record("burn_in", "pass" if probation == "pass" else "fail", now, pods)
 
-    def _sweeps(self, nodes: dict[str, dict[str, Any]], views: list[NodeView], decided: Round, now: float) -> None:
+    def _sweeps(
+        self,
+        nodes: dict[str, dict[str, Any]],
+        views: list[NodeView],
+        decided: Round,
+        now: float,
+        requests: list[Request],
+    ) -> None:
         assert self.sweeper is not None
         records = {
             v.name: (decided.decisions[v.name].record if v.name in decided.decisions else v.record) for v in views
@@ -259,7 +272,7 @@ class Warden:
             )
 
         try:
-            self.sweeper.round(nodes, in_service, out, decided.blocked_pools, now)
+            self.sweeper.round(nodes, in_service, out, decided.blocked_pools, now, requests)
         except LeaseLost:
             raise
         except ApiError as error:

@@ -19,6 +19,11 @@ due again later, not failed. One still waiting for admission after
 ADMIT_WAIT_S is given up too. A finished sweep is recorded (pass or fail) and
 its Job deleted; a failure is a signal to the policy like any other
 (observe.deep_check_signal).
+
+Verification Jobs (warden.verify, kind "verify") are listed with the sweeps:
+they are recorded when they finish like a sweep, no sweep starts on their
+node, but they hold none of the repair budget (they have their own) and a
+job using their node does not end them: they wait for it, up to verify.WAIT_S.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from warden import verify
 from warden.controller import allowed_out
 from warden.policy import Policy
 
 ADMIT_WAIT_S = 1800.0  # a sweep not admitted by Kueue in this long is given up (the node is asked again later)
 
 SweepState = Literal["waiting", "running", "pass", "fail"]
+JobKind = Literal["sweep", "verify"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class SweepJob:
     state: SweepState  # waiting: created, not yet running (Kueue has not admitted it, or its pod is pending)
     created: float
     name: str = ""
+    kind: JobKind = "sweep"
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class SweepPlan:
     give_up: list[SweepJob] = field(default_factory=list)  # delete, not a failure: the node is due again later
     finished: list[SweepJob] = field(default_factory=list)  # record the verdict, then delete
     running: Counter[str] = field(default_factory=Counter)  # sweeps holding budget after this plan, by pool
+    verifying: set[str] = field(default_factory=set)  # nodes a verification check waits for or runs on
 
 
 def due(node: Candidate, now: float, policy: Policy) -> bool:
@@ -86,6 +95,11 @@ def plan(
         node = by_name.get(job.node)
         if job.state in ("pass", "fail"):
             result.finished.append(job)
+        elif job.kind == "verify":
+            if job.state == "waiting" and (node is None or 0 < job.created <= now - verify.WAIT_S):
+                result.give_up.append(job)
+            else:
+                result.verifying.add(job.node)
         elif job.state == "waiting" and (
             node is None or node.idle_since is None or 0 < job.created <= now - ADMIT_WAIT_S
         ):
@@ -99,6 +113,7 @@ def plan(
         active = [j for j in active if j not in mine]
     running = Counter(j.pool for j in active)
     checking = {j.node for j in active} | {j.node for j in result.give_up} | {j.node for j in result.finished}
+    checking |= result.verifying
     sizes = Counter(n.pool for n in nodes)
     share = policy.unhealthy_share_limit
     cluster_free = allowed_out(len(nodes), share) - sum(out.values()) - sum(running.values())
