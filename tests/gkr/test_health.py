@@ -48,16 +48,33 @@ def node(name: str, pool: str, phase: str | None, annotation: str | None = None,
 
 
 def event(
-    node_name: str, reason: str, message: str, age_days: float, component: str = names.WARDEN_COMPONENT
+    node_name: str,
+    reason: str,
+    told: deep.NodeEvent | str,
+    age_days: float,
+    component: str = names.WARDEN_COMPONENT,
 ) -> dict[str, Any]:
+    """One of Warden's Events, its record made by the contract's encoder (a str: a forged record as is)."""
+    record = told if isinstance(told, str) else deep.dump_event(told)
     return {
-        "metadata": {"name": f"{node_name}.warden-x", "namespace": "default"},
+        "metadata": {
+            "name": f"{node_name}.warden-x",
+            "namespace": "default",
+            "annotations": {names.NODE_EVENT_ANNOTATION: record},
+        },
         "involvedObject": {"kind": "Node", "name": node_name},
         "reason": reason,
-        "message": message,
+        "message": "what people read: never counted",
         "lastTimestamp": stamp(NOW - age_days * DAY),
         "reportingComponent": component,
     }
+
+
+def left(before: str, after: str, *faults: deep.Fault) -> deep.NodeEvent:
+    return deep.NodeEvent("left_healthy", before, after, faults)
+
+
+XID79, NCCL = deep.Fault("xid", 79), deep.Fault("nccl_errors")
 
 
 NODES = [
@@ -79,14 +96,20 @@ NODES = [
     node("f-2", "h200-flex", "healthy", "x" * (deep.MAX_BYTES + 1)),
 ]
 EVENTS = [
-    event("a-3", "WardenQuarantined", "healthy -> quarantined: xid 79; nccl_errors", 2),
-    event("a-3", "WardenAction", "quarantined (replace): xid 79; nccl_errors", 2),  # the same fault: not again
-    event("a-4", "WardenSuspect", "healthy -> suspect: sxid 12", 10),  # outside the window
-    event("a-1", "WardenAction", "restarting pods: xid 13", 1),
-    event("a-1", "WardenProbation", "healthy -> probation: burn-in", 1),  # a joining node: no fault
-    event("a-2", "WardenQuarantined", "healthy -> quarantined: xid 48", 1, component="someone-else"),
-    event("f-1", "WardenAction", "probation failed: escalating to replace", 3),
-    event("a-5", "WardenSuspect", "healthy -> suspect: <script>; rm -rf", 1),
+    event("a-3", "WardenQuarantined", left("healthy", "quarantined", XID79, NCCL), 2),
+    event("a-3", "WardenAction", deep.NodeEvent("other", faults=(XID79, NCCL)), 2),  # not again
+    event("a-4", "WardenSuspect", left("healthy", "suspect", deep.Fault("sxid", 12)), 10),  # too old
+    event("a-1", "WardenAction", deep.NodeEvent("restart_pods", faults=(deep.Fault("xid", 13),)), 1),
+    event("a-1", "WardenProbation", deep.NodeEvent("other", "healthy", "probation"), 1),  # a burn-in
+    event("a-2", "WardenQuarantined", left("healthy", "quarantined", deep.Fault("xid", 48)), 1, "someone"),
+    event(
+        "f-1",
+        "WardenAction",
+        deep.NodeEvent("probation_failed", faults=(deep.Fault("probation failed"),)),
+        3,
+    ),
+    event("a-5", "WardenSuspect", left("healthy", "suspect", deep.Fault("thermal")), 1),  # unknown kind
+    event("a-5", "WardenSuspect", '{"schema": "meridian.node-event/v1", "change": "<script>; rm -rf"}', 1),
 ]
 CONFIG = policy.dumps(policy.DEFAULTS)
 
@@ -313,7 +336,16 @@ def test_hostile_nodes_never_crash(obj: dict[str, Any]) -> None:
     assert all(n.failures == {} for n in found)
 
 
-def test_signal_kinds() -> None:
-    assert health.signal_kinds("xid 79; sxid 12; nccl_errors; preflight; gpu_missing; probation failed; ??") == [
-        "xid:79", "sxid:12", "nccl", "preflight", "gpu-missing", "probation", "other",
-    ]  # fmt: skip
+def test_event_records_decode_strictly() -> None:
+    told = deep.NodeEvent("left_healthy", "healthy", "suspect", (XID79, deep.Fault("sxid", 12)))
+    assert health.event_kinds(event("n", "WardenSuspect", told, 0)) == ["xid:79", "sxid:12"]
+    faults = (deep.Fault("preflight"), deep.Fault("gpu_missing"), deep.Fault("x"))
+    assert health.fault_kinds(faults) == ["preflight", "gpu-missing", "other"]
+    for forged in (
+        '{"schema": "meridian.node-event/v1", "change": "left_healthy", "faults": [{"kind": "<b>"}]}',
+        "{",
+        "x" * 5000,
+    ):
+        assert health.event_kinds(event("n", "WardenSuspect", forged, 0)) == []
+    # The reason text Warden writes and the faults in it: one encoder, one decoder.
+    assert deep.parse_faults(deep.faults_text((XID79, NCCL))) == (XID79, NCCL)

@@ -19,9 +19,11 @@ import yaml
 from contract import health
 from contract import warden as config
 from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
+from contract.names import NODE_EVENT_ANNOTATION
 from contract.names import WARDEN_PHASE_LABEL as PHASE_LABEL
 from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
 from contract.registry import Thresholds
+from gkr import health as gkr_health
 from preflight.report import Result, node_annotation
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, Request, node, pod, serving
 from warden.actions import TAINT, Actuator, probation_job_name
@@ -145,6 +147,12 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     assert [e.body["reason"] for e in events] == ["WardenQuarantined", "WardenAction"]
     assert events[0].path == "/api/v1/namespaces/default/events"
     assert events[0].body["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": bad, "uid": f"uid-{bad}"}
+    # What gkr health counts comes from each Event's typed record, through the contract's decoder.
+    assert [health.load_event(e.body["metadata"]["annotations"][NODE_EVENT_ANNOTATION], "e") for e in events] == [
+        health.NodeEvent("left_healthy", "healthy", "quarantined", (health.Fault("xid", 79),)),
+        health.NodeEvent("other"),
+    ]
+    assert [gkr_health.event_kinds(e.body) for e in events] == [["xid:79"], []]
     assert warden.metrics.transitions.get(from_phase="healthy", to_phase="quarantined") == 1
     touched = {r.path for r in cluster.mutations(mark) if r.path.startswith("/api/v1/nodes/")}
     assert touched == {f"/api/v1/nodes/{bad}"}  # no healthy node touched

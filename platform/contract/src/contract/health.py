@@ -1,4 +1,5 @@
-"""The node-health contract: preflight's failure report and Warden's deep-check record, one codec each.
+"""The node-health contract: preflight's failure report, Warden's deep-check record and Warden's node
+Events, one codec each.
 
 Report (`dump_report` / `load_report`): the first failing check of a preflight run, as preflight writes
 it to its termination log (the kubelet copies it into the pod's status) and to the Node annotation
@@ -9,7 +10,12 @@ DeepCheck (`dumps` / `loads`): a node's last deep check, as Warden records it on
 (names.DEEP_CHECK_ANNOTATION) after a burn-in, an idle sweep or a verification it ran itself;
 `gkr health` and dashboards read it.
 
-Both are hand-editable by someone (a tenant writes its own termination log; anyone with Node patch
+NodeEvent (`dump_event` / `load_event`): what one of Warden's Events about a Node says, as a typed
+record in the Event's annotation names.NODE_EVENT_ANNOTATION beside the message people read; the
+faults in it (`Fault`) are also what Warden's reason text holds (`faults_text` / `parse_faults`).
+`gkr health` counts failures from the record, never from the message.
+
+All are hand-editable by someone (a tenant writes its own termination log; anyone with Node patch
 rights the annotations), so readers decode strictly (contract.codec: unknown fields, wrong types,
 other schema versions, oversized text are refused, then ranges are checked) and treat a refused
 document as nothing: "never checked", never a pass, and never a verdict about a node.
@@ -120,3 +126,64 @@ def _in_range(where: str, time: float, gpus: list[int | None], fix: str) -> None
     bad = next((g for g in gpus if g is not None and not 0 <= g <= MAX_GPU), None)
     if bad is not None:
         raise Invalid([f"{where}: gpu: {bad} is not a GPU index (0-{MAX_GPU}); {fix}"])
+
+
+# --- Warden's node Events ----------------------------------------------------------------------------
+
+EVENT_SCHEMA = "meridian.node-event/v1"
+EVENT_MAX_BYTES = 4096
+EVENT_FIX = "Warden writes it with each Event about a node; an Event without a readable record counts as nothing"
+MAX_FAULTS = 16
+FAULT_KIND = re.compile(r"[a-z][a-z_ ]{0,31}")
+_FAULT = re.compile(r"([a-z][a-z_ ]{0,31}?)(?: (\d{1,6}))?")
+
+# left_healthy: a healthy node went out of service for these faults; restart_pods: Warden restarted the
+# GPU pods for an Xid that needs no more; probation_failed: the node failed its check; other: the rest
+# (the next phase of the same fault, a burn-in, a return to service), which report no new failure.
+EventChange = Literal["left_healthy", "restart_pods", "probation_failed", "other"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # a contract.signals kind ("xid", "nccl_errors", "preflight"...), or "probation failed"
+    code: int | None = None  # the Xid or SXid number
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    change: EventChange
+    before: str = ""  # the node's Warden phase before the Event's change, and after it
+    after: str = ""
+    faults: tuple[Fault, ...] = ()
+
+
+def faults_text(faults: tuple[Fault, ...] | list[Fault]) -> str:
+    """Warden's reason text: "xid 79; nccl_errors"."""
+    return "; ".join(f"{f.kind}{'' if f.code is None else ' ' + str(f.code)}" for f in faults)
+
+
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """The faults of a reason text `faults_text` wrote; parts it could not have written are left out."""
+    out = []
+    for part in text.split(";")[:MAX_FAULTS]:
+        m = _FAULT.fullmatch(part.strip())
+        if m:
+            out.append(Fault(m[1], None if m[2] is None else int(m[2])))
+    return tuple(out)
+
+
+def dump_event(event: NodeEvent) -> str:
+    return codec.dumps(event, EVENT_SCHEMA, indent=None)
+
+
+def load_event(text: str, where: str) -> NodeEvent:
+    """Decode an Event's record; Invalid (one line naming ``where``) on anything else."""
+    if len(text.encode()) > EVENT_MAX_BYTES:
+        raise Invalid([f"{where}: longer than {EVENT_MAX_BYTES} bytes, so not Warden's; {EVENT_FIX}"])
+    event = codec.loads(NodeEvent, text, EVENT_SCHEMA, where, EVENT_FIX)
+    if len(event.faults) > MAX_FAULTS:
+        raise Invalid([f"{where}: faults: more than {MAX_FAULTS}; {EVENT_FIX}"])
+    for fault in event.faults:
+        if not FAULT_KIND.fullmatch(fault.kind) or (fault.code is not None and not 0 <= fault.code < 10**6):
+            raise Invalid([f"{where}: faults: {fault.kind[:32]!r} {fault.code!r} is not a fault; {EVENT_FIX}"])
+    return event

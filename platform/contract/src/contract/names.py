@@ -84,6 +84,9 @@ PREFLIGHT_FAILURE_ANNOTATION = "meridian.dev/preflight-failure"  # `preflight ru
 WARDEN_RECORD_ANNOTATION = _WARDEN  # Warden's record of a node (JSON), on the Node
 PROBATION_NODE_ANNOTATION = "meridian.dev/node"  # the node a probation pod checks
 DEEP_CHECK_ANNOTATION = "meridian.dev/deep-check"  # a Node's last deep check (JSON, contract.health), by Warden
+NODE_EVENT_ANNOTATION = (
+    "meridian.dev/node-event"  # on Warden's Events about a Node: what it says, typed (contract.health)
+)
 DEEP_CHECK_NODE_LABEL = "meridian.dev/deep-check-node"  # on a sweep Job: the node it checks (listed by it)
 DEFAULT_PRIORITY_ANNOTATION = "meridian.dev/default-priority"  # on a team namespace
 INTERFACES_ANNOTATION = "networking.gke.io/interfaces"  # GKE multi-network: a pod's extra NICs

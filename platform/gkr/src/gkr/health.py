@@ -2,8 +2,9 @@
 
 Everything here reads objects anyone with Node patch or Event create rights could have written, so
 nothing is trusted: a deep-check annotation that contract.health refuses is "never checked" (with the
-reason), never a pass; Event and condition texts are matched against the few shapes Warden writes
-(warden.state, warden.actions, warden.agent) and anything else counts as kind `other`.
+reason), never a pass; Warden's Events are read through their typed record (contract.health.NodeEvent),
+and an Event without one counts as nothing; condition texts are matched against the shape Warden's
+agent writes, and anything else counts as kind `other`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ FUTURE_SLACK_S = 3600.0  # a deep check dated later than this ahead of now was n
 # Warden's phases (warden.state.PHASES), in the order a node goes through them; without the label: unmanaged.
 PHASES = ("healthy", "suspect", "quarantined", "draining", "remediating", "probation", "held")
 STATES = (*PHASES, "unmanaged", "other")
-# A healthy node moves to these on a fault (warden.state.decide); to probation it moves for a burn-in.
-FAULT_REASONS = {names.warden_phase_reason("suspect"), names.warden_phase_reason("quarantined")}
 SIGNAL_KINDS = {  # contract.signals kinds as the report names them
     "preflight": "preflight",
     "gpu_missing": "gpu-missing",
@@ -34,7 +33,6 @@ SIGNAL_KINDS = {  # contract.signals kinds as the report names them
     "not_ready": "not-ready",
     "probation failed": "probation",
 }
-_CODE = re.compile(r"(xid|sxid) (\d{1,6})")
 _STAMP = re.compile(r"(\d{1,6})@(\d{1,12})")  # the agent's condition message: "79@1733011200 13@..."
 _CHECK = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 NO_POOL = "(no pool)"
@@ -106,30 +104,27 @@ def last_check(annotations: dict[str, Any], node: str, now: float) -> tuple[heal
     return check, ""
 
 
-def signal_kinds(text: str) -> list[str]:
-    """Kinds in Warden's reason text ("xid 79; nccl_errors"), as the report names them; `other` for the rest."""
-    out = []
-    for part in text.split(";")[:16]:
-        token = part.strip()
-        code = _CODE.fullmatch(token)
-        out.append(f"{code[1]}:{int(code[2])}" if code else SIGNAL_KINDS.get(token, "other"))
-    return out
+def fault_kinds(faults: tuple[health.Fault, ...]) -> list[str]:
+    """Faults as the report names them ("xid:79", "nccl"); `other` for kinds it does not know."""
+    return [
+        f"{f.kind}:{f.code}" if f.kind in ("xid", "sxid") and f.code is not None else SIGNAL_KINDS.get(f.kind, "other")
+        for f in faults
+    ]
 
 
 def event_kinds(event: dict[str, Any]) -> list[str]:
-    """The failures one of Warden's Events reports, counted once each: a node leaving healthy for a fault,
-    restarting pods for an Xid, or failing probation. Warden's other Events (the next phase of the same fault,
-    a joining node's burn-in, a return to service) report nothing new."""
-    reason, message = event.get("reason"), event.get("message")
-    if not isinstance(reason, str) or not isinstance(message, str):
+    """The failures one of Warden's Events reports, from its typed record (contract.health.NodeEvent), counted
+    once each: a node leaving healthy for a fault, restarting pods for an Xid, or failing probation. Warden's
+    other Events (the next phase of the same fault, a burn-in, a return to service) report nothing new, and
+    an Event without a readable record counts as nothing: its message is for people."""
+    text = _dict(_dict(event.get("metadata")).get("annotations")).get(names.NODE_EVENT_ANNOTATION)
+    if not isinstance(text, str):
         return []
-    message = message[:1024]
-    if reason == names.WARDEN_ACTION_REASON:
-        if message.startswith("restarting pods: "):
-            return signal_kinds(message.removeprefix("restarting pods: "))
-        return ["probation"] if message.startswith("probation failed") else []
-    left_healthy = reason in FAULT_REASONS and message.startswith("healthy -> ")
-    return signal_kinds(message.partition(": ")[2]) if left_healthy else []
+    try:
+        told = health.load_event(text, "event")
+    except Invalid:
+        return []
+    return [] if told.change == "other" else fault_kinds(told.faults)
 
 
 def event_time(event: dict[str, Any]) -> float | None:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from contract import names
+from contract import health, names
 from warden.deepcheck import BURN_IN_LEVEL, container, deep_command
 from warden.gce import Compute, instance_of
 from warden.kube import ApiError, Kube, LeaseLost
@@ -144,18 +144,32 @@ class Actuator:
             if after.phase in CORDONED and not is_cordoned(current) and "cordon" not in verbs:
                 self.cordon(current)  # an earlier cordon failed: every out-of-service phase implies it
             if before.phase != after.phase:
-                self.event(
-                    node, names.warden_phase_reason(after.phase), f"{before.phase} -> {after.phase}: {after.reason}"
+                left = before.phase == "healthy" and after.phase in ("suspect", "quarantined")
+                told = health.NodeEvent(
+                    "left_healthy" if left else "other",
+                    before.phase,
+                    after.phase,
+                    health.parse_faults(after.reason) if left else (),
                 )
+                message = f"{before.phase} -> {after.phase}: {after.reason}"
+                self.event(node, names.warden_phase_reason(after.phase), message, told)
             for command in decision.commands:
-                self.run(current, after, command.verb, command.detail, before)
+                self.run(current, after, command.verb, command.detail, before, command.record)
             self.backoff.succeeded(name)
         except LeaseLost:
             raise
         except Exception as error:  # one node's trouble must never end the round (DESIGN: hostile input)
             self._failed(name, "act", error)
 
-    def run(self, node: dict[str, Any], record: Record, verb: str, detail: str, before: Record | None = None) -> None:
+    def run(
+        self,
+        node: dict[str, Any],
+        record: Record,
+        verb: str,
+        detail: str,
+        before: Record | None = None,
+        told: health.NodeEvent | None = None,
+    ) -> None:
         name = node["metadata"]["name"]
         if verb == "cordon":
             self.cordon(node)
@@ -170,7 +184,7 @@ class Actuator:
         elif verb == "uncordon":
             self.uncordon(node, keep_unschedulable=before is not None and before.person_cordon)
         elif verb == "event":
-            self.event(node, names.WARDEN_ACTION_REASON, detail)
+            self.event(node, names.WARDEN_ACTION_REASON, detail, told or health.NodeEvent("other"))
 
     def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
         instance = instance_of(node.get("spec", {}).get("providerID", ""))
@@ -309,13 +323,18 @@ class Actuator:
 
     # Events
 
-    def event(self, node: dict[str, Any], reason: str, message: str) -> None:
+    def event(self, node: dict[str, Any], reason: str, message: str, told: health.NodeEvent) -> None:
+        """An Event about `node`: `message` for people, `told` (the same, typed) for gkr health and dashboards."""
         meta = node["metadata"]
         now = datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.warden-", "namespace": "default"},
+            "metadata": {
+                "generateName": f"{meta['name']}.warden-",
+                "namespace": "default",
+                "annotations": {names.NODE_EVENT_ANNOTATION: health.dump_event(told)},
+            },
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")},
             "reason": reason,
             "message": message[:1024],

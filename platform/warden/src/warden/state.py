@@ -33,7 +33,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from contract import names
+from contract import health, names
 from contract.signals import ACTIONS, SEVERITY, Action
 from warden.policy import Policy, Signal
 
@@ -175,6 +175,7 @@ class Budget:
 class Command:
     verb: str  # cordon, evict, reboot, replace, report_faulty, preflight, uncordon, restart_pods, event
     detail: str = ""
+    record: health.NodeEvent | None = None  # an event's typed record (else: "other")
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,8 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
     if record.phase == "healthy":
         signals = [s for s in signals if not s.at or s.at > record.handled]
     action = _worst([policy.action_for(s.kind, s.code) for s in signals])
-    reason = "; ".join(f"{s.kind}{'' if s.code is None else ' ' + str(s.code)}" for s in signals)
+    faults = tuple(health.Fault(s.kind, s.code) for s in signals)
+    reason = health.faults_text(faults)
     phase = record.phase
 
     if phase == "healthy":
@@ -209,7 +211,10 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
             return Decision(record)
         if action == "restart_pods":
             handled = replace(record, handled=max(record.handled, *(s.at for s in signals)))
-            return Decision(handled, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}")))
+            told = health.NodeEvent("restart_pods", faults=faults)
+            return Decision(
+                handled, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}", told))
+            )
         if _repeat_offender(record, now, policy):
             action = "review"
         suspect = replace(record, phase="suspect", since=now, action=action, reason=reason)
@@ -262,7 +267,13 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
             replace(
                 record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"
             ),
-            (Command("event", f"probation failed: escalating to {escalated}"),),
+            (
+                Command(
+                    "event",
+                    f"probation failed: escalating to {escalated}",
+                    health.NodeEvent("probation_failed", faults=(health.Fault("probation failed"),)),
+                ),
+            ),
         )
     return Decision(record)  # held: until a person clears the record
 
