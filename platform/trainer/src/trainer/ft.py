@@ -216,6 +216,7 @@ class Torchft:
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
+        from trainer.heal_transport import WeightsOnlyHTTPTransport, state_bytes
         from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
@@ -230,6 +231,7 @@ class Torchft:
         else:  # a one-process group: a store of its own
             self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
             address, port = "localhost", self.store.port
+        self.own_state: Callable[[], StateDict] = dict
         self.manager = Manager(
             pg=self.pg,
             load_state_dict=None,  # register_state() adds the trainer's
@@ -250,9 +252,18 @@ class Torchft:
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
+            # A healing source's bytes are loaded without running code (heal_transport.py). Bounded by what a
+            # peer's copy of this group's state can weigh: the trainer's state, DiLoCo's copies of the
+            # parameters and outer momentum (under the trainer's size again), and slack for non-tensor values.
+            checkpoint_transport=WeightsOnlyHTTPTransport(
+                timeout=timedelta(seconds=cfg.ft.timeout_s),
+                limit=lambda: 2 * state_bytes(local_shards(self.own_state())) + 64 * 2**20,
+            ),
         )
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
+        self.own_state = state_dict
+
         def snapshot() -> StateDict:
             # torchft's HTTP transport serves the tensors it is handed until the peer has read them, and on
             # CPU it does not copy them first: without a snapshot, a peer reading while this group takes its
