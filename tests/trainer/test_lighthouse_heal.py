@@ -41,7 +41,7 @@ class Payload:
 
 
 @contextmanager
-def attacker(lighthouse: str, marker: Path) -> Iterator[dict[str, Any]]:
+def attacker(lighthouse: str, marker: Path, timeout: timedelta = TIMEOUT) -> Iterator[dict[str, Any]]:
     """A torchft Manager that is not a member of the run: step 10^9, a state that runs code when unpickled.
 
     It runs one step on a thread, as a replica group would; ``seen`` gets the replica ranks torchft
@@ -63,12 +63,12 @@ def attacker(lighthouse: str, marker: Path) -> Iterator[dict[str, Any]]:
 
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     manager = Manager(
-        pg=ProcessGroupGloo(timeout=TIMEOUT),
+        pg=ProcessGroupGloo(timeout=timeout),
         load_state_dict=None,
         state_dict=None,
         min_replica_size=1,
-        timeout=TIMEOUT,
-        quorum_timeout=TIMEOUT,
+        timeout=timeout,
+        quorum_timeout=timeout,
         rank=0,
         world_size=1,
         store_addr="127.0.0.1",
@@ -77,7 +77,7 @@ def attacker(lighthouse: str, marker: Path) -> Iterator[dict[str, Any]]:
         replica_id="attacker",
         hostname="127.0.0.1",
         connect_timeout=timedelta(seconds=3),
-        checkpoint_transport=Serving(timeout=TIMEOUT, num_chunks=0),
+        checkpoint_transport=Serving(timeout=timeout, num_chunks=0),
     )
     # Under the trainer's key, so the honest group applies it as its own state.
     manager.register_state_dict_fn("trainer", lambda _: None, lambda: {"weight": Payload(marker)})
@@ -103,24 +103,34 @@ def attacker(lighthouse: str, marker: Path) -> Iterator[dict[str, Any]]:
 def honest_group(lighthouse: str, tmp_path: Path, *extra: str) -> Torchft:
     cfg = compose(
         CONFIG,
-        ["run.name=victim", f"checkpoint.dir={tmp_path / 'ckpt'}", "ft.timeout_s=10", "ft.quorum_timeout_s=10", *extra],
+        [
+            "run.name=victim",
+            f"ft.lighthouse={lighthouse}",
+            f"checkpoint.dir={tmp_path / 'ckpt'}",
+            "ft.timeout_s=10",
+            "ft.quorum_timeout_s=10",
+            *extra,
+        ],
     )
     ft = fault_tolerance(cfg, Rank(0), lighthouse)
     assert isinstance(ft, Torchft)
     return ft
 
 
-def one_step(ft: Torchft, applied: list[Any]) -> bool:
-    """One DDP step of a one-parameter model; True if it committed. ``applied`` gets any state healed into it."""
+def steps(ft: Torchft, count: int, applied: list[Any]) -> list[bool]:
+    """``count`` DDP steps of a one-parameter model, each True if it committed; ``applied`` gets any state healed in."""
     weight = torch.nn.Parameter(torch.zeros(2))
     optimizer = torch.optim.SGD([weight], lr=0.1)
     ft.register_state(lambda: {"weight": weight.detach().clone()}, applied.append)
-    ft.begin_step()
-    weight.grad = torch.ones(2)
-    ft.sync_gradients([weight])
-    before = ft.current_step()
-    ft.step(optimizer)
-    return ft.current_step() > before
+    committed = []
+    for _ in range(count):
+        ft.begin_step()
+        weight.grad = torch.ones(2)
+        ft.sync_gradients([weight])
+        before = ft.current_step()
+        ft.step(optimizer)
+        committed.append(ft.current_step() > before)
+    return committed
 
 
 @pytest.fixture
@@ -147,7 +157,7 @@ def test_a_foreign_replica_in_the_quorum_cannot_run_code_in_the_healing_group(
     applied: list[Any] = []
     try:
         with attacker(plain_lighthouse, marker) as seen:
-            committed = one_step(ft, applied)
+            (committed,) = steps(ft, 1, applied)
         # The plain Lighthouse let it in and told the honest group to heal from it (hence mTLS: test_lighthouse_mtls.py).
         assert seen["served_to"] == [1]
     finally:

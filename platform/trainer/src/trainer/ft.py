@@ -232,6 +232,12 @@ class Torchft:
             self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
             address, port = "localhost", self.store.port
         self.own_state: Callable[[], StateDict] = dict
+        self.tunnel = None
+        if cfg.ft.lighthouse_tls and where.rank == 0:  # only rank 0's Manager talks to the Lighthouse
+            from trainer.mtls import Identity, Proxy
+
+            self.tunnel = Proxy.originating(lighthouse, Identity.folder(cfg.ft.lighthouse_tls))
+            lighthouse = self.tunnel.address()
         self.manager = Manager(
             pg=self.pg,
             load_state_dict=None,  # register_state() adds the trainer's
@@ -323,6 +329,8 @@ class Torchft:
 
     def shutdown(self) -> None:
         self.manager.shutdown(wait=False)
+        if self.tunnel is not None:
+            self.tunnel.close()
 
 
 class TorchftDiLoCo(Torchft):
