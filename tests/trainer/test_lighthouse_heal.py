@@ -208,3 +208,13 @@ def test_a_source_cannot_point_elsewhere_or_send_too_much(tmp_path: Path) -> Non
     with pytest.raises(HealRefused, match="does not load"):
         load_weights_only(_served({"w": Payload(tmp_path / "ran")}), limit=1 << 20)
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("algorithm", ["ddp", "streaming_diloco"])
+def test_a_trainer_s_whole_state_loads_weights_only(tmp_path: Path, algorithm: str) -> None:
+    """The state a trainer group serves its peers (model, optimizers, counters, data position, RNG) needs no allowlist."""
+    from tests.trainer.test_trainer import config, trained
+
+    extra = (f"optim={algorithm}", "ft.enabled=true") if algorithm != "ddp" else ()
+    state = trained(config(tmp_path, *extra), 3).state_dict()
+    assert_same(load_weights_only(_served(state), limit=1 << 30), state)
