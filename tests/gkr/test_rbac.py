@@ -176,7 +176,7 @@ def test_gkr_needs_exactly_what_the_researcher_roles_grant(
     (tmp_path / "runs").mkdir()
     requests = _run_everything(gkr, context) + _run_across_regions(gkr, tmp_path / "runs", monkeypatch)
     kinds = {r["path"].rsplit("/", 2)[-2] for r in requests if r["method"] == "PATCH"}
-    assert kinds == {"rayjobs", "rayclusters", "jobs", "services", "deployments"}  # every kind gkr submits
+    assert kinds == {"rayjobs", "rayclusters", "jobs", "services", "deployments", "secrets"}  # every kind gkr submits
     namespaced: set[Access] = set()
     cluster: set[Access] = set()
     for r in requests:

@@ -7,6 +7,7 @@ to refuse one request: enough to check the exact requests, their order, the wait
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ IP = "10.0.7.9"
 SERVICE_PATH = f"/api/v1{NS}/services/{RUN}-lighthouse"
 DEPLOYMENT_PATH = f"/apis/apps/v1{NS}/deployments/{RUN}-lighthouse"
 RAYJOB_PATH = f"/apis/ray.io/v1{NS}/rayjobs/{RUN}"
+LIGHTHOUSE_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-lighthouse-tls"
+MEMBER_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-member-tls"
 
 
 class Cluster(ThreadingHTTPServer):
@@ -81,7 +84,7 @@ class RunServer(FakeApiServer):
             if obj["kind"] == "RayJob":
                 obj["status"] = {"jobDeploymentStatus": "Running"}
             self._reply(obj)
-        elif path.endswith(("/rayjobs", "/deployments", "/services", "/pods")):
+        elif path.endswith(("/rayjobs", "/deployments", "/services", "/pods", "/secrets")):
             selector = request["query"].get("labelSelector", [""])[0]
             wanted = dict(s.split("=", 1) for s in selector.split(",") if "=" in s)
             items = [
@@ -154,23 +157,33 @@ def test_dry_run_prints_every_cluster_and_validates_against_the_pinned_schemas(g
     assert result.exit_code == 0, result.stderr
     per_cluster = json.loads(result.stdout)
     assert {c: [o["kind"] for o in objs] for c, objs in per_cluster.items()} == {
-        CENTRAL: ["Deployment", "Service", "RayJob"],
-        EAST4: ["RayJob"],
+        CENTRAL: ["Secret", "Deployment", "Service", "Secret", "RayJob"],
+        EAST4: ["Secret", "RayJob"],
     }
     # gkr checked each RayJob against the pinned KubeRay schema of the registry; the built-in kinds against
     # Kubernetes' own schemas of the fleet's version here (strict: no unknown field).
     version = load(SHIPPED).fleet.versions.kubernetes
     for objects in per_cluster.values():
         for obj in objects:
-            if obj["kind"] in ("Deployment", "Service"):
+            if obj["kind"] in ("Deployment", "Service", "Secret"):
                 kubernetes_validate.validate(obj, version, strict=True)
-    deployment, service, central = per_cluster[CENTRAL]
-    (east,) = per_cluster[EAST4]
+    lighthouse_tls, deployment, service, central_tls, central = per_cluster[CENTRAL]
+    east_tls, east = per_cluster[EAST4]
+    # A dry run shows where the run's certificates go, never a key: they are minted when the run is applied.
+    for secret in (lighthouse_tls, central_tls, east_tls):
+        assert set(secret["stringData"].values()) == {"<minted by gkr at submit>"}
     # One Lighthouse, CPU only, non-root, read-only, in the team's queue; an internal LB with global access.
+    # It listens on its pod's loopback; the Service port is the mTLS proxy's, with the Lighthouse's identity.
     pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["command"] == ["torchft_lighthouse", "--min_replicas", "1", "--bind", "0.0.0.0:29510"]
-    assert "nvidia.com/gpu" not in json.dumps(container["resources"])
+    container, proxy = pod["containers"]
+    assert container["command"] == ["torchft_lighthouse", "--min_replicas", "1", "--bind", "127.0.0.1:29511"]
+    assert "ports" not in container
+    assert proxy["command"][:3] == ["python", "-m", "trainer.mtls"]
+    assert proxy["ports"][0]["containerPort"] == names.LIGHTHOUSE_PORT
+    assert pod["volumes"] == [
+        {"name": "run-tls", "secret": {"secretName": f"{RUN}-lighthouse-tls", "defaultMode": 0o444}}
+    ]
+    assert "nvidia.com/gpu" not in json.dumps(pod["containers"])
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["nodeSelector"] == {names.NODE_POOL_LABEL: "cpu"}
@@ -190,6 +203,10 @@ def test_dry_run_prints_every_cluster_and_validates_against_the_pinned_schemas(g
         assert env[names.REGION_ENV] == region
         assert env[names.LIGHTHOUSE_ENV] == f"http://{lighthouse.PLACEHOLDER_HOST}:29510"
         assert env[names.RESUME_FROM_ENV] == f"gs://meridian-ckpt-{other}/teams/research/{RUN}"
+        assert env[names.RUN_TLS_ENV] == names.RUN_TLS_DIR  # the members' identity, mounted from the region's Secret
+        assert {"name": "run-tls", "secret": {"secretName": f"{RUN}-member-tls", "defaultMode": 0o444}} in (
+            rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["volumes"]
+        )
     workers = [g["replicas"] for r in (central, east) for g in r["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
     assert workers == [4, 2]  # replica groups of one 8-GPU pod each
     assert "lighthouse llama-8b-xregion-lighthouse -> " + CENTRAL in result.stderr
@@ -202,8 +219,10 @@ def test_flags_make_a_run_and_one_region_stays_as_before(gkr: Callable[..., Resu
     assert run.exit_code == 0, run.stderr
     per_cluster = json.loads(run.stdout)
     assert [o["kind"] for o in per_cluster["gke_meridian-train-prod_europe-west1_meridian-europe-west1"]] == [
+        "Secret",
         "Deployment",
         "Service",
+        "Secret",
         "RayJob",
     ]
     one = gkr(*base, "--region", "us-east4", *command)
@@ -371,10 +390,13 @@ def test_submit_creates_the_lighthouse_waits_for_its_ip_then_each_rayjob(
     assert result.exit_code == 0, result.stderr
     reads = [("us-central1", "GET", SERVICE_PATH)] * 3  # no IP, no IP, then the IP
     assert calls(clusters) == [
+        ("us-central1", "PATCH", LIGHTHOUSE_TLS_PATH),
         ("us-central1", "PATCH", DEPLOYMENT_PATH),
         ("us-central1", "PATCH", SERVICE_PATH),
         *reads,
+        ("us-central1", "PATCH", MEMBER_TLS_PATH),
         ("us-central1", "PATCH", RAYJOB_PATH),
+        ("us-east4", "PATCH", MEMBER_TLS_PATH),
         ("us-east4", "PATCH", RAYJOB_PATH),
     ]
     log = clusters[CENTRAL].log
@@ -383,8 +405,21 @@ def test_submit_creates_the_lighthouse_waits_for_its_ip_then_each_rayjob(
         assert env_of(clusters[context].store[RAYJOB_PATH])[names.LIGHTHOUSE_ENV] == f"http://{IP}:29510"
     # What was applied is exactly the dry run, with the address in place of the placeholder.
     dry = json.loads(gkr("submit", "-f", EXAMPLE, "--dry-run", "-o", "json").stdout)
-    assert clusters[CENTRAL].store[DEPLOYMENT_PATH] == dry[CENTRAL][0]
-    assert lighthouse.with_host(dry[EAST4][0], IP) == clusters[EAST4].store[RAYJOB_PATH]
+    assert clusters[CENTRAL].store[DEPLOYMENT_PATH] == dry[CENTRAL][1]
+    assert lighthouse.with_host(dry[EAST4][1], IP) == clusters[EAST4].store[RAYJOB_PATH]
+    # The certificates were minted: one CA for the run in every Secret, the Lighthouse's for its TLS name,
+    # the same member identity in each region, and no CA key anywhere.
+    tls = {
+        k: {f: base64.b64decode(v).decode() for f, v in clusters[c].store[p]["data"].items()}
+        for k, c, p in (
+            ("lighthouse", CENTRAL, LIGHTHOUSE_TLS_PATH),
+            ("central", CENTRAL, MEMBER_TLS_PATH),
+            ("east", EAST4, MEMBER_TLS_PATH),
+        )
+    }
+    assert len({t["ca.crt"] for t in tls.values()}) == 1
+    assert tls["central"] == tls["east"] != tls["lighthouse"]
+    assert all(set(t) == {"ca.crt", "tls.crt", "tls.key"} and "PRIVATE KEY" not in t["ca.crt"] for t in tls.values())
     assert f"lighthouse {RUN}-lighthouse in us-central1: http://{IP}:29510" in result.stderr
     assert result.stderr.endswith(
         f"submitted run {RUN} to team-research in us-central1 ({CENTRAL}), us-east4 ({EAST4})\n"
@@ -401,11 +436,13 @@ def test_no_ip_in_time_rolls_back_in_one_line(
     assert result.stderr.splitlines()[-1] == (
         f"error: waiting for the Lighthouse's load balancer in us-central1 failed: service {RUN}-lighthouse got no "
         f"internal load balancer IP within 0.05 s (`kubectl describe service {RUN}-lighthouse -n team-research` "
-        f"shows GKE's events); deleted service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1"
+        f"shows GKE's events); deleted service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
+        f"secret {RUN}-lighthouse-tls in us-central1"
     )
     assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
         ("us-central1", "DELETE", SERVICE_PATH),
         ("us-central1", "DELETE", DEPLOYMENT_PATH),
+        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
     ]
     assert not any(r[1] == "PATCH" and "rayjobs" in r[2] for r in calls(clusters))
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
@@ -418,14 +455,18 @@ def test_a_refused_rayjob_rolls_back_every_region(gkr: Callable[..., Result], cl
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: applying rayjob {RUN} in us-east4 failed: ")
     assert line.endswith(
-        f"deleted rayjob {RUN} in us-central1, service {RUN}-lighthouse in us-central1, "
-        f"deployment {RUN}-lighthouse in us-central1"
+        f"deleted secret {RUN}-member-tls in us-east4, rayjob {RUN} in us-central1, secret {RUN}-member-tls in "
+        f"us-central1, service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
+        f"secret {RUN}-lighthouse-tls in us-central1"
     )
     assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
         ("us-east4", "DELETE", RAYJOB_PATH),  # it may have landed: deleted too (404 here)
+        ("us-east4", "DELETE", MEMBER_TLS_PATH),
         ("us-central1", "DELETE", RAYJOB_PATH),
+        ("us-central1", "DELETE", MEMBER_TLS_PATH),
         ("us-central1", "DELETE", SERVICE_PATH),
         ("us-central1", "DELETE", DEPLOYMENT_PATH),
+        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
     ]
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
 
@@ -456,10 +497,12 @@ def test_status_logs_and_delete_treat_the_run_as_one(gkr: Callable[..., Result],
         "regions": {
             "us-central1": {
                 f"rayjob/{RUN}": "Pending",
+                f"secret/{RUN}-lighthouse-tls": "present",
+                f"secret/{RUN}-member-tls": "present",
                 f"deployment/{RUN}-lighthouse": "0/1 ready",
                 f"service/{RUN}-lighthouse": "no load balancer IP yet",
             },
-            "us-east4": {f"rayjob/{RUN}": "Pending"},
+            "us-east4": {f"rayjob/{RUN}": "Pending", f"secret/{RUN}-member-tls": "present"},
         },
     }
     logs = gkr("logs", RUN, "--team", "research", "--region", "us-central1")
@@ -483,4 +526,4 @@ def test_delete_names_a_region_it_cannot_reach(
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith(f"error: run {RUN} not wholly deleted: us-east4: unreachable: ")
     assert clusters[CENTRAL].store == {}
-    assert list(clusters[EAST4].store) == [RAYJOB_PATH]
+    assert list(clusters[EAST4].store) == [MEMBER_TLS_PATH, RAYJOB_PATH]

@@ -154,6 +154,12 @@ REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region
 LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: the run's Lighthouse address (http://host:port)
 RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comma-separated): resume takes the newest
 LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Service and the network rule use it
+# Who may join a run (issue 27, trainer/mtls.py): the run's TLS identity (ca.crt, tls.crt, tls.key), mounted from
+# a Secret gkr mints per run; the Lighthouse's certificate carries this DNS name, which members verify.
+RUN_TLS_ENV = "MERIDIAN_RUN_TLS"  # the folder the identity is mounted at
+RUN_TLS_DIR = "/etc/meridian/run-tls"
+LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
+LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports
 # (8080 metrics export, 8265 dashboard, 6379 GCS, 10001 client, 52365 agent), DCGM's 9400 and Warden's 9090.

@@ -289,7 +289,7 @@ def _submit_run(run: Any, found: Located, dry_run: bool, output: str) -> None:
     print(run_summary(run), file=sys.stderr)
     if dry_run:
         by_context = [(registry.context(run.home.resolved.region), o) for o in run.lighthouse]
-        by_context += [(registry.context(p.resolved.region), p.rayjob) for p in run.parts]
+        by_context += [(registry.context(p.resolved.region), o) for p in run.parts for o in (p.secret, p.rayjob)]
         _print_per_cluster(by_context, output)
         return
     apis = {p.region: _connect(found, p.resolved.region, None) for p in run.parts}  # every context before any apply

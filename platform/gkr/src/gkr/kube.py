@@ -112,6 +112,9 @@ def apply(api: Any, obj: dict[str, Any]) -> dict[str, Any]:
     if (obj["apiVersion"], obj["kind"]) == ("v1", "Service"):
         k8s.CoreV1Api(api).patch_namespaced_service(meta["name"], meta["namespace"], obj, **apply_args)
         return obj
+    if (obj["apiVersion"], obj["kind"]) == ("v1", "Secret"):  # a run's TLS identity (gkr/run_tls.py)
+        k8s.CoreV1Api(api).patch_namespaced_secret(meta["name"], meta["namespace"], obj, **apply_args)
+        return obj
     if (obj["apiVersion"], obj["kind"]) == ("apps/v1", "Deployment"):
         k8s.AppsV1Api(api).patch_namespaced_deployment(meta["name"], meta["namespace"], obj, **apply_args)
         return obj
@@ -175,6 +178,8 @@ def delete_object(api: Any, obj: dict[str, Any]) -> bool:
     try:
         if kind == "Service":
             k8s.CoreV1Api(api).delete_namespaced_service(meta["name"], meta["namespace"], **raw)
+        elif kind == "Secret":
+            k8s.CoreV1Api(api).delete_namespaced_secret(meta["name"], meta["namespace"], **raw)
         elif kind == "Deployment":
             k8s.AppsV1Api(api).delete_namespaced_deployment(meta["name"], meta["namespace"], **raw)
         else:
@@ -190,7 +195,8 @@ def delete_object(api: Any, obj: dict[str, Any]) -> bool:
 
 
 def list_run(api: Any, namespace: str, run: str, lighthouse: bool) -> list[dict[str, Any]]:
-    """A run's objects in one cluster: its RayJob, and in the home cluster the Lighthouse's Deployment and Service."""
+    """A run's objects in one cluster: its RayJob and TLS Secrets, and in the home cluster the Lighthouse's Deployment and
+    Service."""
     import json
 
     from kubernetes import client as k8s
@@ -200,15 +206,19 @@ def list_run(api: Any, namespace: str, run: str, lighthouse: bool) -> list[dict[
     for item in found:
         item.setdefault("apiVersion", "ray.io/v1")
         item.setdefault("kind", "RayJob")
+    # The run's TLS Secrets (gkr/run_tls.py): the members' in every region, the Lighthouse's in the home one.
+    calls: tuple[tuple[str, str, Callable[..., Any]], ...] = (
+        ("v1", "Secret", k8s.CoreV1Api(api).list_namespaced_secret),
+    )
     if lighthouse:
-        calls: tuple[tuple[str, str, Callable[..., Any]], ...] = (
+        calls += (
             ("apps/v1", "Deployment", k8s.AppsV1Api(api).list_namespaced_deployment),
             ("v1", "Service", k8s.CoreV1Api(api).list_namespaced_service),
         )
-        for api_version, kind, call in calls:
-            body = json.loads(call(namespace, label_selector=selector, _preload_content=False).data)
-            for item in body.get("items", []) if isinstance(body, dict) else []:
-                found.append({**item, "apiVersion": api_version, "kind": kind})
+    for api_version, kind, call in calls:
+        body = json.loads(call(namespace, label_selector=selector, _preload_content=False).data)
+        for item in body.get("items", []) if isinstance(body, dict) else []:
+            found.append({**item, "apiVersion": api_version, "kind": kind})
     return found
 
 

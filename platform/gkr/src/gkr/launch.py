@@ -1,8 +1,9 @@
 """Applying a run across regions, all of it or nothing, and finding it again (the API calls go through gkr.kube).
 
-Order: the Lighthouse's Deployment and Service in the home cluster; then wait, bounded, for GKE to
-give the Service its internal load balancer IP; then each region's RayJob, with that address. When
-any step fails, everything created so far is deleted again, newest first: no half-applied run.
+Order: the run's certificates are minted (gkr/run_tls.py); the Lighthouse's TLS Secret, Deployment
+and Service in the home cluster; then wait, bounded, for GKE to give the Service its internal load
+balancer IP; then each region's members' TLS Secret and RayJob, with that address. When any step
+fails, everything created so far is deleted again, newest first: no half-applied run.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gkr import kube, lighthouse
+from gkr import kube, lighthouse, run_tls
 from gkr.multiregion import Run
 
 WAIT_S = 300.0  # GKE usually provisions an internal load balancer within a minute or two
@@ -49,6 +50,7 @@ def submit(
     poll_s: float | None = None,
 ) -> Run:
     """Apply the run (apis: region -> API client of its cluster); the run as applied, or Failed after rolling back."""
+    run = run.with_identity(run_tls.mint(run.name))  # the CA's key ends here
     home_api = apis[run.home.region]
     created: list[tuple[str, Any, dict[str, Any]]] = []  # (region, api, object): what to delete on failure
     step = f"applying the Lighthouse in {run.home.region}"
@@ -65,8 +67,9 @@ def submit(
         applied = run.with_host(host)
         for part in applied.parts:
             step = f"applying rayjob {run.name} in {part.region}"
-            created.append((part.region, apis[part.region], part.rayjob))
-            kube.apply(apis[part.region], part.rayjob)
+            for obj in (part.secret, part.rayjob):
+                created.append((part.region, apis[part.region], obj))
+                kube.apply(apis[part.region], obj)
         return applied
     except Exception as exc:
         undone = rollback(created)

@@ -8,6 +8,11 @@ global access", https://cloud.google.com/kubernetes-engine/docs/concepts/service
 `loadBalancerSourceRanges` admits only the pod ranges of the run's regions; GKE turns it into the
 load balancer's firewall rule. The load balancer's IP is known only once the Service exists:
 submit waits for it, then writes the address into every RayJob (a dry run shows PLACEHOLDER).
+
+Those pod ranges are every team's, so the range is not the guard: the Lighthouse listens on its
+pod's loopback only, and the Service port belongs to a sidecar (`python -m trainer.mtls`) that
+admits a TLS client only with the run's certificate (gkr/run_tls.py mints it at submit; each
+region's pods mount theirs and the trainer reaches the Lighthouse through its own TLS proxy).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contract import names
+from gkr import run_tls
 from gkr.resolve import Resolved
 
 PLACEHOLDER_HOST = "<lighthouse-ip: known once the Service has its internal load balancer>"
@@ -24,8 +30,9 @@ PLACEHOLDER_HOST = "<lighthouse-ip: known once the Service has its internal load
 # logs and delete find every part of the run from any one of them.
 REGIONS_ANNOTATION = "meridian.dev/run-regions"
 HOME_ANNOTATION = "meridian.dev/run-home"
-# The Lighthouse holds only quorum state: a small, fixed share of one CPU node.
+# The Lighthouse holds only quorum state: a small, fixed share of one CPU node; its TLS proxy less.
 CPU, MEMORY = "1", "1Gi"
+PROXY_CPU, PROXY_MEMORY = "250m", "256Mi"
 NOBODY = 65534  # a non-root user for the Lighthouse (the image's default user may be root)
 
 
@@ -48,12 +55,14 @@ def _labels(home: Resolved, run: str) -> dict[str, str]:
 
 
 def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str]) -> list[dict[str, Any]]:
-    """The Deployment and its internal load balancer Service, in the home region's team namespace."""
+    """The Lighthouse's TLS Secret (PLACEHOLDER data), Deployment and internal load balancer Service, in the home
+    region's team namespace."""
     labels = _labels(home, run)
     # Kueue's pod integration admits each Lighthouse pod through the team's queue (the team admission
     # policy requires the label on Deployments and on their pods; Kueue docs, "Run a Deployment").
     queued = {**labels, names.QUEUE_LABEL: home.queue, names.PRIORITY_LABEL: home.priority}
     cpu_pool = home.cpu_pool.name if home.cpu_pool is not None else ""
+    hardened = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     container = {
         "name": "lighthouse",
         "image": home.registry.trainer_image,
@@ -62,16 +71,33 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
             "--min_replicas",
             str(min_replicas),
             "--bind",
-            f"0.0.0.0:{names.LIGHTHOUSE_PORT}",
+            f"127.0.0.1:{names.LIGHTHOUSE_INNER_PORT}",  # the pod's loopback: only the TLS proxy reaches it
+        ],
+        "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
+        "securityContext": copy.deepcopy(hardened),
+    }
+    proxy = {
+        "name": "mtls",
+        "image": home.registry.trainer_image,
+        "command": [
+            "python",
+            "-m",
+            "trainer.mtls",
+            "--listen-port",
+            str(names.LIGHTHOUSE_PORT),
+            "--upstream",
+            f"127.0.0.1:{names.LIGHTHOUSE_INNER_PORT}",
+            "--identity",
+            names.RUN_TLS_DIR,
         ],
         "ports": [{"name": "lighthouse", "containerPort": names.LIGHTHOUSE_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "lighthouse"}, "periodSeconds": 5},
-        "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
+        "resources": {
+            "requests": {"cpu": PROXY_CPU, "memory": PROXY_MEMORY},
+            "limits": {"cpu": PROXY_CPU, "memory": PROXY_MEMORY},
         },
+        "securityContext": copy.deepcopy(hardened),
+        "volumeMounts": [dict(run_tls.MOUNT)],
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -92,7 +118,8 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
                         "runAsGroup": NOBODY,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "containers": [container],
+                    "containers": [container, proxy],
+                    "volumes": [run_tls.volume(run, "lighthouse")],
                 },
             },
         },
@@ -115,7 +142,7 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
             "loadBalancerSourceRanges": list(source_ranges),
         },
     }
-    return [deployment, service]
+    return [run_tls.secret(run, "lighthouse", home.namespace, labels), deployment, service]
 
 
 def ingress_ip(service: dict[str, Any]) -> str | None:
@@ -142,7 +169,7 @@ def _templates(rayjob: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def join(
     rayjob: dict[str, Any], run: str, region: str, regions: list[str], home: str, host: str, resume_from: list[str]
 ) -> dict[str, Any]:
-    """A region's RayJob as part of the run: labels, the run's annotations, and the run's environment."""
+    """A region's RayJob as part of the run: labels, the run's annotations, environment and member TLS identity."""
     out = copy.deepcopy(rayjob)
     run_labels = {names.RUN_LABEL: run, names.REGION_LABEL: region}
     meta = out["metadata"]
@@ -154,12 +181,16 @@ def join(
         {"name": names.REGION_ENV, "value": region},
         {"name": names.LIGHTHOUSE_ENV, "value": address(host)},
         {"name": names.RESUME_FROM_ENV, "value": ",".join(resume_from)},
+        {"name": names.RUN_TLS_ENV, "value": names.RUN_TLS_DIR},
     ]
     for template in _templates(out):  # pods carry them too: `gkr logs` finds the run from any of its pods
         template["metadata"]["labels"] = {**template["metadata"]["labels"], **run_labels}
         template["metadata"]["annotations"] = {**template["metadata"].get("annotations", {}), **run_annotations}
+        spec = template["spec"]
+        spec["volumes"] = [*spec.get("volumes", []), run_tls.volume(run, "member")]
     for container in _containers(out):
         container["env"] = [*container["env"], *copy.deepcopy(env)]
+        container["volumeMounts"] = [*container.get("volumeMounts", []), dict(run_tls.MOUNT)]
     return out
 
 

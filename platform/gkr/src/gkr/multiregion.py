@@ -18,7 +18,7 @@ from typing import Any
 from contract import names
 from contract.problem import Invalid, Problem, one_of
 from contract.registry import Registry
-from gkr import lighthouse
+from gkr import lighthouse, run_tls
 from gkr.inputs import Origins
 from gkr.registry import Located
 from gkr.render import render
@@ -37,10 +37,11 @@ DEFAULT_MIN_REPLICAS = 1  # torchft's: the run goes on while any one replica gro
 
 @dataclass(frozen=True)
 class Part:
-    """One region's share of the run: the job resolved there, and its RayJob joined to the run."""
+    """One region's share of the run: the job resolved there, its RayJob joined to the run, its members' TLS Secret."""
 
     resolved: Resolved
     rayjob: dict[str, Any]
+    secret: dict[str, Any]  # PLACEHOLDER data until the run is applied (Run.with_identity)
 
     @property
     def region(self) -> str:
@@ -52,7 +53,7 @@ class Run:
     name: str
     home: Part
     parts: tuple[Part, ...]  # in the order the job names its regions
-    lighthouse: tuple[dict[str, Any], ...]  # Deployment, Service: in the home cluster
+    lighthouse: tuple[dict[str, Any], ...]  # its TLS Secret, Deployment, Service: in the home cluster
     optimizer: str
 
     def with_host(self, host: str) -> Run:
@@ -60,6 +61,15 @@ class Run:
         parts = tuple(replace(p, rayjob=lighthouse.with_host(p.rayjob, host)) for p in self.parts)
         home = next(p for p in parts if p.region == self.home.region)
         return replace(self, parts=parts, home=home)
+
+    def with_identity(self, identity: run_tls.Identity) -> Run:
+        """The run with its minted certificates in its Secrets (only when applying: a dry run shows none)."""
+        parts = tuple(replace(p, secret=run_tls.filled(p.secret, identity, "member")) for p in self.parts)
+        home = next(p for p in parts if p.region == self.home.region)
+        objects = tuple(
+            run_tls.filled(o, identity, "lighthouse") if o["kind"] == "Secret" else o for o in self.lighthouse
+        )
+        return replace(self, parts=parts, home=home, lighthouse=objects)
 
 
 def hydra_value(command: str | list[str] | None, keys: tuple[str, ...]) -> str | None:
@@ -226,6 +236,12 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
                 host,
                 [d for k, d in dirs.items() if k != r.region.name],
             ),
+            run_tls.secret(
+                spec.name,
+                "member",
+                r.namespace,
+                {names.TEAM_LABEL: r.team.name, names.RUN_LABEL: spec.name, names.REGION_LABEL: r.region.name},
+            ),
         )
         for r, rayjob in rendered
     )
@@ -239,7 +255,7 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
         )
     if home.resolved.cpu_pool is None:
         raise _Problems([Problem(("home",), f"{home_name} has no CPU pool for the Lighthouse; pick another home")])
-    reserved = {names.LIGHTHOUSE_ENV} & spec.env.keys()
+    reserved = {names.LIGHTHOUSE_ENV, names.RUN_TLS_ENV} & spec.env.keys()
     if reserved:
         raise _Problems([Problem(("env", k), f"{k} is set by gkr for a run across regions; drop it") for k in reserved])
     objects = lighthouse.objects(

@@ -117,6 +117,8 @@ def prefixed(pod: str, text: str) -> str:
 def object_state(obj: dict[str, Any]) -> str:
     """One object of a run, in a few words: a RayJob's state, the Lighthouse's readiness and address."""
     status = obj.get("status") or {}
+    if obj.get("kind") == "Secret":  # the run's TLS identity: its contents are never shown
+        return "present"
     if obj.get("kind") == "Deployment":
         return f"{status.get('readyReplicas', 0)}/{(obj.get('spec') or {}).get('replicas', 1)} ready"
     if obj.get("kind") == "Service":

@@ -71,6 +71,9 @@ class FaultTolerance:
     # Across groups: auto = gloo over the pod network when ft.region is set (RDMA does not cross regions),
     # else NCCL on GPU; gloo on CPU always.
     cross_group_backend: Literal["auto", "nccl", "gloo"] = "auto"
+    # The run's TLS identity (a folder with ca.crt, tls.crt, tls.key; default $MERIDIAN_RUN_TLS, which gkr sets for a
+    # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (mtls.py).
+    lighthouse_tls: str = ""
 
 
 @dataclass(frozen=True)
@@ -319,6 +322,11 @@ def _region_checks(config: Config) -> None:
         raise ConfigError(
             f"ft.lighthouse: {ft.lighthouse[:80]!r} is not an address; set ft.lighthouse=http://host:port"
         )
+    if ft.lighthouse_tls and not ft.lighthouse:
+        raise ConfigError(
+            "ft.lighthouse_tls: set, but ft.lighthouse is empty (the local launcher's own Lighthouse is plain); "
+            "set ft.lighthouse=http://host:port or drop ft.lighthouse_tls"
+        )
     if ft.cross_group_backend == "nccl" and ft.device == "cpu":
         raise ConfigError("ft.cross_group_backend: nccl needs ft.device=cuda; set it to auto or gloo")
     for i, entry in enumerate(checkpoint.resume_from):
@@ -331,10 +339,11 @@ def _region_checks(config: Config) -> None:
 
 def environment_defaults(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """A run across regions from gkr's environment, where the configuration leaves the setting empty."""
-    from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
+    from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV, RUN_TLS_ENV
 
     ft, checkpoint = dict(data.get("ft") or {}), dict(data.get("checkpoint") or {})
-    for section, key, env in ((ft, "lighthouse", LIGHTHOUSE_ENV), (ft, "region", REGION_ENV)):
+    defaults = ((ft, "lighthouse", LIGHTHOUSE_ENV), (ft, "region", REGION_ENV), (ft, "lighthouse_tls", RUN_TLS_ENV))
+    for section, key, env in defaults:
         if not section.get(key) and environ.get(env, "").strip():
             section[key] = environ[env].strip()
     if not checkpoint.get("resume_from") and environ.get(RESUME_FROM_ENV, "").strip():

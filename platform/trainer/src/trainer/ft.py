@@ -27,7 +27,7 @@ import torch
 
 from trainer.config import Config
 from trainer.gradsync import allreduce_gradients
-from trainer.group import Rank, fill_local, local_shards
+from trainer.group import Rank, fill_local, local, local_shards
 
 StateDict = dict[str, Any]
 
@@ -216,6 +216,7 @@ class Torchft:
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
+        from trainer.heal_transport import WeightsOnlyHTTPTransport
         from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
@@ -230,6 +231,13 @@ class Torchft:
         else:  # a one-process group: a store of its own
             self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
             address, port = "localhost", self.store.port
+        self.param_bytes = 0  # this rank's parameters (running() sets it): what bounds a peer's state
+        self.tunnel = None
+        if cfg.ft.lighthouse_tls and where.rank == 0:  # only rank 0's Manager talks to the Lighthouse
+            from trainer.mtls import Identity, Proxy
+
+            self.tunnel = Proxy.originating(lighthouse, Identity.folder(cfg.ft.lighthouse_tls))
+            lighthouse = self.tunnel.address()
         self.manager = Manager(
             pg=self.pg,
             load_state_dict=None,  # register_state() adds the trainer's
@@ -250,6 +258,14 @@ class Torchft:
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
+            # A healing source's bytes are loaded without running code (heal_transport.py), bounded by what a
+            # peer's copy of this rank's state can weigh: parameters, AdamW's two moments, DiLoCo's saved
+            # parameters and outer momentum (5x the parameters), with slack, and room for the small values.
+            # Counted from the parameters, never by calling the state_dict: on the quorum thread that would
+            # race the forward pass (DCP steps an optimizer without state, trainer.py).
+            checkpoint_transport=WeightsOnlyHTTPTransport(
+                timeout=timedelta(seconds=cfg.ft.timeout_s), limit=lambda: 8 * self.param_bytes + 64 * 2**20
+            ),
         )
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
@@ -267,6 +283,9 @@ class Torchft:
     def running(
         self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
     ) -> AbstractContextManager[object]:
+        from trainer.heal_transport import state_bytes
+
+        self.param_bytes = state_bytes([local(p) for f in fragments for p in f.parameters()])
         return nullcontext()
 
     def begin_step(self) -> None:
@@ -312,6 +331,8 @@ class Torchft:
 
     def shutdown(self) -> None:
         self.manager.shutdown(wait=False)
+        if self.tunnel is not None:
+            self.tunnel.close()
 
 
 class TorchftDiLoCo(Torchft):
@@ -331,6 +352,7 @@ class TorchftDiLoCo(Torchft):
     ) -> AbstractContextManager[object]:
         from torchft.local_sgd import DiLoCo
 
+        super().running(fragments, inner, outer)  # the heal bound
         # Built only now: it copies the parameters (the reference of the next outer step) when built. It also
         # registers its own state with the Manager (saved parameters, outer optimizers) for healing peers.
         diloco: AbstractContextManager[object] = DiLoCo(

@@ -39,6 +39,8 @@ def researcher_role() -> Obj:
         {"apiGroups": [""], "resources": ["services"], "verbs": list(RW)},
         # A run's Lighthouse (gkr/lighthouse.py); the admission policy keeps Deployments on CPU and in the queue.
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": list(RW)},
+        # A run's TLS identity (gkr/run_tls.py), in the team's own namespace only (a RoleBinding per namespace).
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "create", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ, "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": list(READ)},
