@@ -135,6 +135,10 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
         },
         "spec": {
             "type": "LoadBalancer",
+            # The client's address reaches the pod unchanged (no second hop through another node's SNAT):
+            # the team namespace's `run-across-regions` NetworkPolicy admits the other regions' pod ranges
+            # by ipBlock (GKE docs, LoadBalancer Service concepts, "Effect of externalTrafficPolicy").
+            "externalTrafficPolicy": "Local",
             "selector": {names.JOB_LABEL: name(run)},
             "ports": [
                 {"name": "lighthouse", "port": names.LIGHTHOUSE_PORT, "targetPort": "lighthouse", "protocol": "TCP"}
