@@ -192,6 +192,35 @@ def test_a_missing_schema_file_is_one_line(gkr: Callable[..., Result], tmp_path:
     )
 
 
+@pytest.mark.parametrize(
+    ("edits", "paths"),
+    [
+        ({"checkpoint_bucket": "attacker-owned-bucket"}, ["regions[0].checkpoint_bucket"]),
+        ({"pod_range": "0.0.0.0/0"}, ["regions[0].pod_range"]),
+        ({"cluster": "meridian-$(reboot)"}, ["regions[0].cluster"]),
+        (  # issue 27's registry: all three at once
+            {"checkpoint_bucket": "attacker-owned-bucket", "pod_range": "0.0.0.0/0", "cluster": "meridian-$(reboot)"},
+            ["regions[0].cluster", "regions[0].checkpoint_bucket", "regions[0].pod_range"],
+        ),
+    ],
+)
+def test_submit_refuses_a_hostile_registry_one_line_per_problem(
+    gkr: Callable[..., Result], tmp_path: Path, edits: dict[str, str], paths: list[str]
+) -> None:
+    """A registry edited to point a region outside the fleet is refused before anything is rendered."""
+    folder = copy_of(registry_folder(), tmp_path / "generated")
+    data = json.loads((folder / contract.FILE).read_text())
+    data["regions"][0].update(edits)
+    (folder / contract.FILE).write_text(json.dumps(data))
+    result = gkr(*DRY_RUN, "--registry", str(folder))
+    assert result.exit_code == 2
+    assert result.stdout == ""  # nothing rendered, nothing applied
+    lines = result.stderr.splitlines()
+    assert [line.split(": ")[2] for line in lines] == paths
+    assert all(line.startswith(f"error: {folder / contract.FILE}: ") for line in lines)
+    assert "$(reboot)" not in "".join(line for line in lines if "cluster" not in line)
+
+
 # --- gkr registry fetch ---------------------------------------------------------------------------------
 
 

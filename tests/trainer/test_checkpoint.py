@@ -22,7 +22,6 @@ from typing import Any
 
 import fsspec  # type: ignore[import-untyped]
 import gcsfs.core  # type: ignore[import-untyped]
-import numpy as np
 import pytest
 import torch
 from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]
@@ -106,17 +105,16 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     g.release.set()  # never leave an upload thread stuck if the test failed early
 
 
-def test_round_trip_restores_model_optimizer_counters_rng_and_objects(tmp_path: Path) -> None:
+def test_round_trip_restores_model_optimizer_counters_and_rng(tmp_path: Path) -> None:
     model, optimizer = trained(seed=0)
     state: dict[str, Any] = {
         "model": model.state_dict(),
         "optim": optimizer.state_dict(),
         "manager": {"step": 7, "batches_committed": 42, "user": {"replica": 3}},
         "data": {"next_batch": 1234, "epoch": 2},
-        "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
-        "run": RunInfo("alpha", frozenset({"a", "b"})),
+        "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
     }
-    draws = (torch.rand(3), random.random(), np.random.rand())  # what the saved RNG state produces next
+    draws = (torch.rand(3), random.random())  # what the saved RNG state produces next
     with Checkpointer(str(tmp_path)) as checkpoints:
         checkpoints.save(100, state)
         checkpoints.wait()
@@ -129,8 +127,7 @@ def test_round_trip_restores_model_optimizer_counters_rng_and_objects(tmp_path: 
         "optim": fresh_optimizer.state_dict(),
         "manager": {"step": 0, "batches_committed": 0, "user": {"replica": 0}},
         "data": {"next_batch": 0, "epoch": 0},
-        "rng": {"torch": torch.zeros_like(torch.get_rng_state()), "python": None, "numpy": None},
-        "run": None,
+        "rng": {"torch": torch.zeros_like(torch.get_rng_state()), "python": None},
     }
     with Checkpointer(str(tmp_path)) as checkpoints:  # a new process would start like this
         assert checkpoints.latest() == 100
@@ -143,11 +140,22 @@ def test_round_trip_restores_model_optimizer_counters_rng_and_objects(tmp_path: 
     assert_same(target["manager"], state["manager"], "manager")
     assert_same(target["data"], state["data"], "data")
     assert_same(target["rng"], state["rng"], "rng")
-    assert target["run"] == RunInfo("alpha", frozenset({"a", "b"}))
     torch.set_rng_state(target["rng"]["torch"])
     random.setstate(target["rng"]["python"])
-    np.random.set_state(target["rng"]["numpy"])
-    assert_same((torch.rand(3), random.random(), np.random.rand()), draws, "draws after restoring RNG")
+    assert_same((torch.rand(3), random.random()), draws, "draws after restoring RNG")
+
+
+def test_a_checkpoint_holding_an_arbitrary_object_does_not_verify(tmp_path: Path) -> None:
+    """DCP pickles any object in the state; loading one would unpickle it, so such a step is never trusted
+    (issue 27: tensors and plain values only; tests/trainer/test_dcp_pickle.py has the attacks)."""
+    with Checkpointer(str(tmp_path)) as checkpoints:
+        checkpoints.save(100, {"w": torch.ones(2), "run": RunInfo("alpha", frozenset({"a", "b"}))})
+    with Checkpointer(str(tmp_path)) as checkpoints:  # as a new process: the writer trusts its own steps
+        assert checkpoints.verify(100) == (
+            "run is not a plain value or tensor (Unsupported global: GLOBAL "
+            "tests.trainer.test_checkpoint.RunInfo was not an allowed global by default)"
+        )
+        assert checkpoints.latest() is None
 
 
 def test_staged_and_durable_are_separate_and_the_snapshot_ignores_later_mutation(tmp_path: Path, gate: Gate) -> None:

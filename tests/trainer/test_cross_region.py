@@ -167,8 +167,9 @@ def test_a_region_resumes_from_the_newest_checkpoint_of_any_region(tmp_path: Pat
     run(tmp_path, "region-a", "run.steps=30", "ft.replica_groups=1", "checkpoint.every=10", "ft.region=a")
     before = sorted(p.relative_to(ckpt) for p in (ckpt / "region-a").rglob("*"))
 
-    # Region b again, its own newest checkpoint at 20, region a's at 30; one other "region" it cannot read.
-    resume_from = f"{ckpt / 'region-a'}, nosuch://elsewhere/checkpoints"
+    # Region b again, its own newest checkpoint at 20, region a's at 30; one other "region" that is gone.
+    # (A local run resumes from local directories only: resume.location_problem; in the fleet, gs:// folders.)
+    resume_from = f"{ckpt / 'region-a'}, {ckpt / 'region-gone'}"
     run(
         tmp_path, "region-b", "run.steps=40", "ft.replica_groups=1", "checkpoint.every=10", "ft.region=b",
         env={RESUME_FROM_ENV: resume_from},

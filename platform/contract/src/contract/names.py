@@ -153,6 +153,10 @@ RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region
 REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region>/<group>", unique in the run
 LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: the run's Lighthouse address (http://host:port)
 RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comma-separated): resume takes the newest
+# Where the run may resume from at all (comma-separated gs:// folders): the team's folder of each fleet checkpoint
+# bucket, the only prefixes its identity can write. Set: the trainer refuses any other location. Unset: local only.
+CHECKPOINT_ROOTS_ENV = "MERIDIAN_CHECKPOINT_ROOTS"
+CHECKPOINT_DIR_ENV = "MERIDIAN_CHECKPOINT_DIR"  # the mount of this region's team folder, where checkpoint.dir lies
 LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Service and the network rule use it
 # Who may join a run (issue 27, trainer/mtls.py): the run's TLS identity (ca.crt, tls.crt, tls.key), mounted from
 # a Secret gkr mints per run; the Lighthouse's certificate carries this DNS name, which members verify.

@@ -4,13 +4,21 @@ fleet computes it once from fleet.yaml (its model, address and quota plans)
 and writes `generated/registry.json`; the same document is published in each
 cluster as the ConfigMap REGISTRY_CONFIGMAP, so a gkr installed outside the
 repository can fetch it. Numbers only: nothing here is recomputed by a reader.
+
+Its authenticity is who may write it (the repository's review, then Argo CD); what the decoder checks
+is that no value is one that cannot be right (``problems``): gkr turns these values into mounts,
+network rules, kubectl contexts and shell commands as they are.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 
 from contract import codec
+from contract.names import team_namespace
+from contract.problem import Invalid
 
 SCHEMA = "meridian.registry/v1"
 FILE = "registry.json"  # in the generated folder, and the key of the ConfigMap
@@ -104,6 +112,8 @@ class Dataset:
 @dataclass(frozen=True)
 class Registry:
     project: str
+    supernet: str  # the fleet's address block (fleet.yaml network.supernet): every pod range lies inside it
+    checkpoint_prefix: str  # the fleet's checkpoint buckets are <checkpoint_prefix>-<region>, one per region
     trainer_image: str
     image_registry: str  # the only registry Binary Authorization admits researchers' images from
     priorities: dict[str, int]  # name -> value (a higher value preempts a lower)
@@ -127,6 +137,126 @@ def dumps(registry: Registry) -> str:
     return codec.dumps(registry, SCHEMA)
 
 
+FIX = "regenerate it with `make generate`"  # the codec's own advice for a registry it cannot read
+
+
 def loads(text: str, where: str) -> Registry:
-    """The registry in `text`; contract.problem.Invalid (one line) when it is not one this version reads."""
-    return codec.loads(Registry, text, SCHEMA, where)
+    """The registry in `text`; contract.problem.Invalid (one line per problem) when it is not one this
+    version reads, or holds a value that cannot be right."""
+    registry = codec.loads(Registry, text, SCHEMA, where, FIX)
+    found = problems(registry)
+    if found:
+        raise Invalid([f"{where}: {line}; {FIX}" for line in found])
+    return registry
+
+
+# --- What cannot be right -------------------------------------------------------------------------------
+# Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
+# lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit; not an IP address
+# in dotted-decimal form; not starting with "goog" nor containing "google". (Dotted names up to 222
+# characters need a verified domain; the fleet's buckets never have one, so 63 is the limit here.)
+_BUCKET = re.compile(r"[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]")
+# GKE cluster names (the console's rule, and the API's 40-character limit in projects.locations.clusters):
+# a lowercase letter, then lowercase letters, digits or '-', not ending with '-'. Node pool names alike.
+_CLUSTER = re.compile(r"[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?")
+# GCP project IDs (Resource Manager): 6-30 lowercase letters, digits or '-', a letter first, not '-' last.
+_PROJECT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+# GCP region and zone names: us-central1, northamerica-northeast2; a zone is its region plus -<letter>.
+_REGION = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}")
+# A team is a DNS label inside its namespace's name (team-<team>, at most 63 characters) and a path
+# segment of every bucket's team prefix.
+_TEAM = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?")
+_LOCATION = re.compile(r"[A-Za-z][A-Za-z0-9-]{1,39}")  # a GCS location: US, EU, NAM4, us-central1
+PRIVATE = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))  # RFC 1918
+
+
+def is_bucket_name(name: str) -> bool:
+    if not _BUCKET.fullmatch(name) or ".." in name or name.startswith("goog") or "google" in name:
+        return False
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return True
+    return False
+
+
+def is_cluster_name(name: str) -> bool:
+    return bool(_CLUSTER.fullmatch(name))
+
+
+def problems(registry: Registry) -> list[str]:
+    """`path: what is wrong` for each value that cannot be right; empty when there is none. Pure."""
+    found: list[str] = []
+
+    def check(ok: bool, path: str, what: str) -> None:
+        if not ok:
+            found.append(f"{path}: {what}")
+
+    check(bool(_PROJECT.fullmatch(registry.project)), "project", f"{_show(registry.project)} is not a GCP project ID")
+    supernet = _network(registry.supernet, "supernet", found)
+    if supernet is not None:
+        check(_private(supernet), "supernet", f"{supernet} is not a private range (RFC 1918)")
+    prefix_ok = is_bucket_name(registry.checkpoint_prefix)
+    check(prefix_ok, "checkpoint_prefix", f"{_show(registry.checkpoint_prefix)} is not a Cloud Storage bucket name")
+    ranges: list[tuple[str, ipaddress.IPv4Network]] = []
+    for i, region in enumerate(registry.regions):
+        at = f"regions[{i}]"
+        check(bool(_REGION.fullmatch(region.name)), f"{at}.name", f"{_show(region.name)} is not a GCP region name")
+        check(is_cluster_name(region.cluster), f"{at}.cluster", f"{_show(region.cluster)} is not a GKE cluster name "
+              "(a lowercase letter, then at most 39 lowercase letters, digits or '-', not ending with '-')")  # fmt: skip
+        bucket = f"{registry.checkpoint_prefix}-{region.name}"
+        if prefix_ok and region.checkpoint_bucket != bucket:
+            found.append(
+                f"{at}.checkpoint_bucket: {_show(region.checkpoint_bucket)} is not the fleet's bucket {bucket}"
+            )
+        if region.pod_range:  # empty: a registry from before pod ranges (gkr says so where it needs one)
+            pods = _network(region.pod_range, f"{at}.pod_range", found)
+            if pods is not None and supernet is not None and not pods.subnet_of(supernet):
+                found.append(f"{at}.pod_range: {pods} is not inside the fleet's supernet {supernet}")
+            elif pods is not None and not _private(pods):
+                found.append(f"{at}.pod_range: {pods} is not a private range (RFC 1918)")
+            elif pods is not None:
+                clash = next((where for where, other in ranges if pods.overlaps(other)), None)
+                check(clash is None, f"{at}.pod_range", f"{pods} overlaps {clash}'s")
+                ranges.append((at, pods))
+        for kind, pools in (("pools", region.pools), ("cpu_pools", region.cpu_pools)):
+            for j, pool in enumerate(pools):
+                where = f"{at}.{kind}[{j}]"
+                check(is_cluster_name(pool.name), f"{where}.name", f"{_show(pool.name)} is not a GKE node pool name")
+                zone_ok = pool.zone == "" if kind == "cpu_pools" else _in_region(pool.zone, region.name)
+                check(zone_ok, f"{where}.zone", f"{_show(pool.zone)} is not a zone of {_show(region.name)}")
+    for i, team in enumerate(registry.teams):
+        ok = bool(_TEAM.fullmatch(team.name)) and len(team_namespace(team.name)) <= 63
+        check(ok, f"teams[{i}].name", f"{_show(team.name)} is not a team name (a DNS label)")
+    for i, dataset in enumerate(registry.datasets):
+        check(
+            is_bucket_name(dataset.name),
+            f"datasets[{i}].name",
+            f"{_show(dataset.name)} is not a Cloud Storage bucket name",
+        )
+        check(bool(_LOCATION.fullmatch(dataset.location)), f"datasets[{i}].location",
+              f"{_show(dataset.location)} is not a Cloud Storage location")  # fmt: skip
+    return found
+
+
+def _network(text: str, path: str, found: list[str]) -> ipaddress.IPv4Network | None:
+    try:
+        net = ipaddress.IPv4Network(text)  # strict: host bits set is a typo or a forgery, not a range
+    except ValueError:
+        found.append(f"{path}: {_show(text)} is not a CIDR range (e.g. 10.0.0.0/13)")
+        return None
+    return net
+
+
+def _private(net: ipaddress.IPv4Network) -> bool:
+    return any(net.subnet_of(block) for block in PRIVATE)
+
+
+def _in_region(zone: str, region: str) -> bool:
+    return zone.startswith(f"{region}-") and len(zone) == len(region) + 2 and zone[-1].isascii() and zone[-1].islower()
+
+
+def _show(value: str) -> str:
+    """A value as it may be echoed on one line: quoted, escaped, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

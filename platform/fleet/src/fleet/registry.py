@@ -62,6 +62,8 @@ def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
     )
     return r.Registry(
         project=fleet.project.id,
+        supernet=str(fleet.network.supernet),
+        checkpoint_prefix=fleet.buckets.checkpoint_prefix,
         trainer_image=fleet.versions.trainer_image,
         image_registry=fleet.registry.url(fleet.project.id),
         priorities={p.name: p.value for p in fleet.priorities},

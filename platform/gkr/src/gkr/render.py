@@ -188,7 +188,10 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         only_dir = names.team_prefix(r.team.name).rstrip("/")
         volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, f"{CHECKPOINT_MOUNT},only-dir={only_dir}"))
         mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
-        env.append({"name": "MERIDIAN_CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
+        env.append({"name": names.CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR})
+        # The team's folder in every region's bucket: the trainer resumes from nothing else (issue 27).
+        roots = [f"gs://{region.checkpoint_bucket}/{only_dir}/" for region in r.registry.regions]
+        env.append({"name": names.CHECKPOINT_ROOTS_ENV, "value": ",".join(roots)})
     env += trainer_env(r)
     for index, dataset in enumerate(spec.datasets):
         volumes.append(_gcsfuse(f"dataset-{index}", dataset, DATASET_MOUNT, read_only=True))

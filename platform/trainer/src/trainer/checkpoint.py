@@ -15,7 +15,9 @@ Layout under ``root`` (a local path or any fsspec URL such as ``gs://bucket/run`
 ``COMMITTED`` is ``{"schema": 1, "step", "time", "bytes", "files": {name: {"size", "sha256"}}}``:
 every file DCP wrote for the step, read back from storage after the upload. A checkpoint is only
 trusted (``latest()``, ``load()``) when its marker parses and validates and every listed file is
-there with that size and hash, and no other file is. Anything else is skipped with a one-line reason.
+there with that size and hash, and no other file is, and its pickles (``.metadata`` and every
+non-tensor value) are what DCP writes (dcp_pickle.py: nothing else is unpickled, so a crafted folder
+with a valid marker cannot run code). Anything else is skipped with a one-line reason.
 
 A process that dies between the two moments leaves a directory without
 ``COMMITTED``: it is never loaded and is cleaned up by a later commit.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import math
@@ -44,12 +47,14 @@ import torch.distributed as dist
 
 # DCP's fsspec storage is not re-exported by torch.distributed.checkpoint in torch 2.13; it is what
 # dcp.save picks itself for URLs, but only this way can fsspec storage options be passed to it.
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, async_save
 from torch.distributed.tensor import DTensor
+
+from trainer.dcp_pickle import SafePlanner, SafeReader, UnsafeCheckpoint, bytes_entries, load_plain, read_metadata
 
 log = logging.getLogger(__name__)
 
@@ -409,7 +414,8 @@ class Checkpointer:
                     _invalid(f"{name} has {present[name]} bytes, the marker says {digest.size}")
                 if self._digest(f"{self._step_path(step)}/{name}").sha256 != digest.sha256:
                     _invalid(f"{name} does not match its sha256 (flipped or rewritten bytes)")
-        except InvalidCheckpoint as error:
+            self._check_pickles(step, present)
+        except (InvalidCheckpoint, UnsafeCheckpoint) as error:
             return str(error)
         except OSError as error:  # e.g. the marker vanished or storage refused a read: not trusted now
             return (
@@ -433,7 +439,8 @@ class Checkpointer:
         try:
             dcp_load(
                 state,
-                storage_reader=FsspecReader(self._step_url(step), **self._options),
+                storage_reader=SafeReader(self._step_url(step), **self._options),
+                planner=SafePlanner(),  # as the default, but never weights_only=False
                 process_group=self._pg,
                 no_dist=self._pg is None,
             )
@@ -492,6 +499,22 @@ class Checkpointer:
             marker.write(raw)
         self._verified[step] = raw  # by construction
         # Its existence is what counts: DCP fsynced the data files (locally) before we got here.
+
+    def _check_pickles(self, step: int, present: dict[str, int]) -> None:
+        """UnsafeCheckpoint unless ``.metadata`` and every non-tensor value unpickle as plain DCP data.
+
+        The same restricted readers as ``load()``, so a crafted step is skipped here with its reason
+        instead of failing the load. Reads only the non-tensor slices: small (hyperparameters, RNG states).
+        """
+        root = self._step_path(step)
+        with self._fs.open(f"{root}/.metadata", "rb") as stream:
+            metadata = read_metadata(stream)
+        for name, info in bytes_entries(metadata):
+            if info.relative_path not in present or info.offset + info.length > present[info.relative_path]:
+                raise UnsafeCheckpoint(f".metadata: {name[:80]} lies outside the files of the step")
+            with self._fs.open(f"{root}/{info.relative_path}", "rb") as data:
+                data.seek(info.offset)
+                load_plain(io.BytesIO(data.read(info.length)), name)
 
     def _read_marker(self, step: int) -> bytes:
         with self._fs.open(self._marker(step), "rb") as marker:

@@ -8,15 +8,24 @@ and in each of ``checkpoint.resume_from`` (other regions' directories of the sam
 region that starts again, or for the first time, takes up where the run got furthest. Another region's
 directory that cannot be listed (its bucket unreachable, no permission) is one warning and skipped: a
 region must be able to start while another is down.
+
+Every location (``checkpoint.dir`` and each ``resume_from``) must be one the run may trust at all
+(``location_problem``, checked first): in the fleet, gkr sets ``$MERIDIAN_CHECKPOINT_ROOTS`` to the
+team's folder of each fleet checkpoint bucket (``gs://<bucket>/teams/<team>/``, writable by the team's
+identity only) and ``$MERIDIAN_CHECKPOINT_DIR`` to this region's one, mounted; nothing else is read.
+Without them (a laptop, CI) only local directories are.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from contract.names import CHECKPOINT_DIR_ENV, CHECKPOINT_ROOTS_ENV
 from trainer.checkpoint import Checkpointer
 from trainer.config import Config
 
@@ -92,9 +101,13 @@ def _committed(checkpointer: Checkpointer, root: Root) -> list[int]:
 def start_refusal(cfg: Config) -> str | None:
     """Why a run must not start on checkpoint.dir, as one line; None when it may.
 
+    A location outside what the run may trust (``location_problem``) is refused before anything is listed.
     Step data with nothing that verifies (markers deleted, every checkpoint corrupt) would otherwise
     restart at step 0 and overwrite that history without a word.
     """
+    outside = location_problem(cfg, os.environ)
+    if outside is not None:
+        return outside
     skipped: list[str] = []
     found = newest_verified(cfg, lambda root, s, r: skipped.append(f"{_label(cfg, root)} step {s}: {r}"))
     if found is not None:
@@ -119,3 +132,57 @@ def _label(cfg: Config, root: Root) -> str:
 def _has_step_data(root: str) -> bool:
     with Checkpointer(root) as checkpointer:
         return checkpointer.has_step_data()
+
+
+_ROOT = re.compile(r"gs://[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]/(?:[A-Za-z0-9_.-]+/)+")  # a bucket, then whole folders
+
+
+def location_problem(cfg: Config, environ: Mapping[str, str]) -> str | None:
+    """Why a checkpoint location of this run is not one it may resume from, as one line; None when all are. Pure.
+
+    With ``$MERIDIAN_CHECKPOINT_ROOTS`` (the fleet): a URL under one of its folders, or a local path under
+    ``$MERIDIAN_CHECKPOINT_DIR``. Without it: local paths only; no URL can be told to be the fleet's.
+    """
+    raw = environ.get(CHECKPOINT_ROOTS_ENV, "")
+    roots = [r.strip() for r in raw.split(",") if r.strip()]
+    bad = next((r for r in roots if not _ROOT.fullmatch(r) or _dots(r.removeprefix("gs://"))), None)
+    if bad is not None:
+        return f"${CHECKPOINT_ROOTS_ENV}: {bad[:120]!r} is not a gs:// folder (gs://<bucket>/<prefix>/); fix the job's environment"
+    mount = environ.get(CHECKPOINT_DIR_ENV, "").strip()
+    keys = [("checkpoint.dir", cfg.checkpoint.dir)]
+    keys += [(f"checkpoint.resume_from[{i}]", d) for i, d in enumerate(cfg.checkpoint.resume_from)]
+    for key, location in keys:
+        why = _untrusted(location.strip(), roots, mount)
+        if why is not None:
+            return f"{key}: {location[:200]!r} {why}"
+    return None
+
+
+def _untrusted(location: str, roots: list[str], mount: str) -> str | None:
+    scheme, sep, rest = location.partition("://")
+    local = not sep or scheme == "file"
+    path = rest if sep else location
+    if _dots(path):
+        return "has a '.' or '..' segment; write the location plainly"
+    where = f"under {', '.join(roots)}" + (f" or {mount}" if mount else "")
+    if local:
+        if not roots or (mount and _under(posixpath.normpath(path), posixpath.normpath(mount))):
+            return None  # a local run's own disk, or the mount of the team's folder in this region's bucket
+        return f"is a local directory outside the checkpoint mount; this run resumes only from {where}"
+    if not roots:
+        return (
+            f"is not a local directory, and this run has no fleet checkpoint locations (${CHECKPOINT_ROOTS_ENV}, "
+            "which gkr sets); resume from a local directory here, or submit the run with gkr"
+        )
+    if any(f"{location.rstrip('/')}/".startswith(root) for root in roots):
+        return None
+    return f"is outside the team's checkpoint folders; this run resumes only from {where}"
+
+
+def _dots(path: str) -> bool:
+    """Whether a path has a '.' or '..' segment: a prefix check means nothing once one may climb out."""
+    return any(segment in (".", "..") for segment in path.split("/"))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
