@@ -53,7 +53,7 @@ def test_a_failure_becomes_an_event_warden_counts_for_the_node(api: tuple[ApiSta
         3600,
         verdicts,
     )
-    assert verdicts.nccl == {"gke-h200-a-0007": 1}
+    assert verdicts.nccl == {("gke-h200-a-0007", "team-research"): 1}  # per node and asking namespace
     assert not verdicts.ignored
 
 
