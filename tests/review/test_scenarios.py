@@ -208,11 +208,18 @@ teams:
     assert {o.action for c in new for o in c.objects} == {"added"}
     # The other clusters' registries now list the new region, and their team load balancers (a run's
     # Lighthouse) may admit its pod range: the only changes there.
+    # and each team namespace's `run-across-regions` NetworkPolicy admits its pod range too.
     services = ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "", admission.SERVICES)
-    assert {c.cluster: [(o.key, o.action) for o in c.objects] for c in r.clusters if c not in new} == {
-        f"meridian-{region}": [(REGISTRY, "changed"), (services, "changed")]
+    policies = [
+        (("networking.k8s.io", "NetworkPolicy", f"team-{team}", "run-across-regions"), "changed")
+        for team in ("pretraining", "research", "evals")
+    ]
+    assert {c.cluster: sorted((o.key, o.action) for o in c.objects) for c in r.clusters if c not in new} == {
+        f"meridian-{region}": sorted([(REGISTRY, "changed"), (services, "changed"), *policies])
         for region in ("us-central1", "us-east4", "europe-west1")
     }
+    # Those are security findings, the same in every cluster: one line each.
+    assert any(f"{pods}" in line and "run-across-regions" in line for line in r.security), r.security
     assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
 
 
