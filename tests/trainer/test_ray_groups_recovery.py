@@ -37,7 +37,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     saved = {k: os.environ.get(k) for k in FAST_HEALTH_CHECKS}
     os.environ.update(FAST_HEALTH_CHECKS)
-    found = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    found: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         for _ in range(3):
             found.add_node(num_cpus=request.param)

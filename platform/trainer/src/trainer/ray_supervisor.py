@@ -34,6 +34,7 @@ from typing import Any, Literal
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
 from trainer.local import MAX_RESTARTS
+from trainer.runs import EventLog
 from trainer.worker import EXIT_NONFINITE
 
 log = logging.getLogger("trainer")
@@ -187,6 +188,8 @@ class Supervisor:
         self.threads = 1 if cfg.ft.device == "cuda" else max(1, (os.cpu_count() or 1) // world)
         remote: Any = ray.remote  # untyped for an actor class in Ray's stubs
         self.worker = remote(max_concurrency=2, max_restarts=0)(GroupWorker)
+        # The driver's own events (a group lost, its replacement placed and training): the recovery's timeline.
+        self.events = EventLog(out / "supervisor.jsonl")
 
     def run(self) -> int:
         ray = self.ray
@@ -250,6 +253,7 @@ class Supervisor:
                 if len(ready) < len(slot.placing):
                     return
                 slot.placed = ray.get(slot.placing)
+                self.events.write("placed", group=slot.group, node=slot.node)
             if slot.group is None:
                 return  # a spare, placed and waiting
             if not slot.runs:
@@ -282,6 +286,7 @@ class Supervisor:
             for rank, actor in enumerate(slot.actors)
         ]
         self._record()
+        self.events.write("training", group=group, node=slot.node, metrics_port=slot.port)
         self.console.print(
             f"replica group {group}: training on {rendezvous['ip']} ({len(slot.actors)} rank(s), metrics port {slot.port})"
         )
@@ -324,6 +329,7 @@ class Supervisor:
     def _lost(self, slot: Slot, reason: str, code: int = 1) -> None:
         """A group (or a spare) lost an actor: release it all, and restart the group elsewhere if allowed."""
         self._release(slot)
+        self.events.write("lost", group=slot.group, node=slot.node, reason=reason)
         if slot.group is None:  # a spare's node died: hold another
             self.spares.remove(slot)
             self.spares.append(self._place(None))
@@ -349,6 +355,8 @@ class Supervisor:
             self.spares.remove(spare)
             spare.group, spare.due = group, due
             self.groups[group] = spare
+            if spare.placed:  # already up: no actor to start (else its placement writes the event)
+                self.events.write("placed", group=group, node=spare.node, spare=True)
             self.spares.append(self._place(None))  # pending until capacity comes back (a repaired or new node)
         else:
             self.groups[group] = self._place(group, due)
