@@ -20,6 +20,12 @@ CPU has no catalog peak). recover: 2 groups x 2 ranks (FSDP2), one rank SIGKILLe
 restarted group has healed and committed again. blocked: checkpoint blocked time per rank of a 2 x 2
 sharded run, from the `checkpoint_staged` event each rank writes.
 
+ray_recover: the cluster path (run.launcher=ray, ray_supervisor.py) on a local Ray cluster of a head and
+three worker nodes: 2 groups of one rank, group 1's worker SIGKILLed (with one spare group and without),
+or group 1's whole node killed (with a spare): from the death to the driver seeing it, to the replacement
+actor running (the actor restart latency; a spare's is already up), to the other group's next commit, and
+to the restarted group's first commit after it healed. Medians of --repeats runs per case.
+
     .venv/bin/python scripts/bench_trainer.py [--json] [--only SECTION] [--size-gb 1.0] [--repeats 3] [--levers]
 """
 
@@ -427,6 +433,84 @@ def bench_blocked(model: str = "tiny", steps: int = 60, every: int = 10) -> dict
         }
 
 
+# -- ray_recover ----------------------------------------------------------------------------------
+
+RAY_CASES = {"worker_spare": ("worker", 1), "worker_no_spare": ("worker", 0), "node_spare": ("node", 1)}
+
+
+def ray_recover_once(cluster: Any, root: Path, name: str, kill: str, spares: int, steps: int) -> dict[str, float]:
+    overrides = (
+        "run.launcher=ray", f"run.steps={steps}", "run.log_every=1", f"ft.spare_groups={spares}",
+        "ft.restart_delay_s=2", "ft.heartbeat_timeout_ms=2000", "ft.timeout_s=10", "run.metrics_port=0",
+    )  # fmt: skip
+    settings = [f"run.name={name}", f"run.report_dir={root}", f"checkpoint.dir={root}/checkpoints/{name}"]
+    command = [sys.executable, str(TRAIN), str(CONFIG), *settings, "checkpoint.every=100000", *overrides]
+    env = os.environ | {"RAY_ADDRESS": cluster.address}
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    out = root / name
+    deadline = time.monotonic() + 300
+    while not any(e["event"] == "commit" and e["step"] >= 8 for e in read_events(out, 1)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("the run ended (or stalled) before the kill")
+        time.sleep(0.05)
+    where = json.loads((out / "placement.json").read_text())["1"]
+    if kill == "worker":
+        os.kill(where["pids"][0], signal.SIGKILL)
+    else:
+        cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == where["node"]), allow_graceful=False)
+    killed = time.time()
+    if proc.wait(timeout=600) != 0:
+        raise RuntimeError(f"the {name} run failed")
+    if kill == "node":
+        cluster.add_node(num_cpus=1)  # the repaired node: the next run has three again
+        cluster.wait_for_nodes()
+    supervisor = [e for e in read_events_file(out / "supervisor.jsonl") if e["time"] > killed and e["group"] == 1]
+    after = [e for e in read_events(out, 1) if e["time"] > killed]
+    healed = next((e["time"] for e in after if e["event"] == "healed"), None)
+    if healed is None:
+        raise RuntimeError("the restarted group never healed (the survivor finished first: raise steps)")
+    return {
+        "detected": next(e["time"] for e in supervisor if e["event"] == "lost") - killed,
+        "actor_running": next(e["time"] for e in supervisor if e["event"] == "placed") - killed,
+        "others_committed": next(
+            e["time"] for e in read_events(out, 0) if e["event"] == "commit" and e["time"] > killed
+        )
+        - killed,
+        "training": next(e["time"] for e in supervisor if e["event"] == "training") - killed,
+        "healed": healed - killed,
+        "committed_after_heal": next(e["time"] for e in after if e["event"] == "commit" and e["time"] >= healed)
+        - killed,
+    }
+
+
+def read_events_file(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def bench_ray_recover(repeats: int = 5, steps: int = 300) -> dict[str, Any]:
+    """Group-level recovery on a local Ray cluster of several nodes (one head without CPUs, three workers)."""
+    from ray.cluster_utils import Cluster
+
+    # Ray notices a dead raylet after period x threshold of missed health checks (defaults 3 s x 5; shorter here).
+    os.environ |= {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
+    cluster: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    figures: dict[str, Any] = {}
+    try:
+        for _ in range(3):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        with tempfile.TemporaryDirectory(prefix="bench-ray-recover-") as tmp:
+            for case, (kill, spares) in RAY_CASES.items():
+                runs = [ray_recover_once(cluster, Path(tmp), f"{case}{i}", kill, spares, steps) for i in range(repeats)]
+                figures[case] = {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]} | {
+                    "committed_after_heal_each_s": [round(r["committed_after_heal"], 2) for r in runs]
+                }
+    finally:
+        cluster.shutdown()
+    return figures | {"restart_delay_s": 2.0, "heartbeat_timeout_s": 2.0, "ray_health_check_s": "0.5 x 3"}
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
@@ -437,6 +521,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "throughput": lambda args: bench_throughput(),
     "recover": lambda args: bench_recover(args.repeats),
     "blocked": lambda args: bench_blocked(),
+    "ray_recover": lambda args: bench_ray_recover(args.repeats),
 }
 
 

@@ -25,6 +25,8 @@ def test_defaults_overrides_and_new_keys() -> None:
     )  # fmt: skip  # the DiLoCo paper's defaults
     assert cfg.extra == {"extra": {"note": "hi"}}
     assert cfg.checkpoint.dir == "/tmp/meridian-checkpoints/example"  # interpolation resolved
+    assert cfg.ft.spare_groups == 0  # no spare capacity unless the job asks (gkr renders it)
+    assert compose(CONFIG, ["run.name=x", "ft.spare_groups=1"]).ft.spare_groups == 1
 
 
 @pytest.mark.parametrize(
@@ -46,6 +48,9 @@ def test_defaults_overrides_and_new_keys() -> None:
         (["run.name=x", "optim.lr=="], "Error parsing override 'optim.lr=='"),
         (["run.name=../evals/run-1"], "run.name: '../evals/run-1' must be one path segment"),
         (["run.name=.."], "run.name: '..' must be one path segment"),
+        (["run.name=x", "ft.spare_groups=-1"], "ft.spare_groups: must be >= 0 (0: no spare), got -1"),
+        (["run.name=x", "ft.spare_groups=3"], "ft.spare_groups: 3 > ft.replica_groups 2"),
+        (["run.name=x", "ft.spare_groups=one"], "ft.spare_groups: expected a whole number"),
     ],
 )
 def test_bad_values_are_one_clear_line(overrides: list[str], message: str) -> None:

@@ -58,6 +58,10 @@ class FaultTolerance:
     # The local launcher waits this long before restarting a dead group, so the Lighthouse has
     # dropped the dead member (heartbeat timeout) and the survivors have re-formed the quorum.
     restart_delay_s: float = 5.0
+    # Under Ray: extra replica groups' worth of workers the run holds placed and idle (gkr renders the RayJob with
+    # (replica_groups + spare_groups) x group_size workers), so a dead group's replacement starts at once on
+    # healthy capacity instead of waiting for its node (ray_supervisor.py). The local launcher ignores it.
+    spare_groups: int = 0
     device: Literal["cpu", "cuda"] = "cpu"
     # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
@@ -247,6 +251,12 @@ def _cross_checks(config: Config) -> Config:
     if config.ft.min_replicas > config.ft.replica_groups:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
+        )
+    if config.ft.spare_groups < 0:
+        raise ConfigError(f"ft.spare_groups: must be >= 0 (0: no spare), got {config.ft.spare_groups}")
+    if config.ft.spare_groups > config.ft.replica_groups:  # more idle capacity than training capacity: a typo
+        raise ConfigError(
+            f"ft.spare_groups: {config.ft.spare_groups} > ft.replica_groups {config.ft.replica_groups}; lower it"
         )
     if not config.ft.enabled and config.ft.replica_groups != 1:
         raise ConfigError(

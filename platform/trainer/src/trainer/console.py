@@ -58,25 +58,18 @@ class Console:
     def _new_events(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for path in sorted(self.out.glob("events-*.jsonl")):
-            start = self.offsets.get(path, 0)
-            with path.open("rb") as f:
-                f.seek(start)
-                data = f.read()
-            complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
-            self.offsets[path] = start + len(complete)
-            for line in complete.splitlines():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a torn line from a killed process
-                if isinstance(event, dict):
-                    found.append(event)
+            events, self.offsets[path] = read_new(path, self.offsets.get(path, 0))
+            found += events
         return found
 
     def poll(self) -> None:
+        self.show(self._new_events())
+
+    def show(self, events: list[dict[str, Any]]) -> None:
+        """Print the lines these events make (from the files here, or sent by Ray's groups: ray_supervisor.py)."""
         steps: dict[int, list[dict[str, Any]]] = {}
         stops: list[str] = []  # after the steps: a group stops after the last step it logged
-        for event in self._new_events():
+        for event in events:
             if event.get("event") == "step" and isinstance(event.get("step"), int):
                 steps.setdefault(event["step"], []).append(event)
             elif event.get("event") == "stopped":
@@ -105,6 +98,25 @@ class Console:
 
     def print(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
+
+
+def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The complete event lines of ``path`` after ``offset``, and the offset after them."""
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    complete = data[: data.rfind(b"\n") + 1]  # a line being written is read next time
+    found = []
+    for line in complete.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a torn line from a killed process
+        if isinstance(event, dict):
+            found.append(event)
+    return found, offset + len(complete)
 
 
 def outcome_line(run: str, outcome: str, summary: dict[str, Any], out: Path) -> str:

@@ -1,0 +1,386 @@
+"""The cluster path's recovery: one supervisor in the driver, one placement group and its actors per replica group.
+
+Ray Train 2.60 replaces its whole worker group when one worker dies, so every replica group restarted
+from the newest durable checkpoint (README, "Under Ray: group-level recovery"). Here each replica group is
+its own unit instead:
+
+- a placement group of ``ft.group_size`` bundles (one GPU each on CUDA), STRICT_PACK when one node holds
+  the whole group (its NVLink domain, one failure domain), PACK otherwise;
+- one ``GroupWorker`` actor per bundle running ``trainer.worker.train`` with the group's own rendezvous,
+  as the local launcher's processes do (``max_restarts=0``: the supervisor, not Ray, decides what restarts);
+- ``ft.spare_groups`` more placement groups whose actors are started and idle (torch imported), so a
+  replacement starts at once on healthy capacity instead of waiting for the failed node.
+
+When any actor of a group dies (its process, or its whole node: Ray raises ``ActorDiedError`` for both,
+docs.ray.io "Actor Fault Tolerance" and "Node Fault Tolerance"), the supervisor kills the group's other
+actors, removes its placement group and hands the group to a spare (or places a new one); after
+``ft.restart_delay_s`` it trains and heals from a live group through torchft. A new spare is placed and
+waits for capacity. No other group is touched. Each group's events reach the driver (``tail``), so its
+console shows every group, wherever it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from trainer.config import Config, from_dict, to_dict
+from trainer.console import Console, read_new
+from trainer.local import MAX_RESTARTS
+from trainer.runs import EventLog
+from trainer.worker import EXIT_NONFINITE
+
+log = logging.getLogger("trainer")
+POLL_S = 0.25  # how often the driver looks at its groups: a death is seen within this plus Ray's detection
+
+
+# -- decisions (pure) ----------------------------------------------------------------------------
+
+
+def strategy(group_size: int, per_node: int) -> Literal["STRICT_PACK", "PACK"]:
+    """STRICT_PACK keeps a group on one node when a node has room for all of it; PACK spreads it as little as it can."""
+    return "STRICT_PACK" if group_size <= per_node else "PACK"
+
+
+def metrics_port(base: int, node: str, taken: set[tuple[str, int]]) -> int:
+    """The port a group's rank 0 serves metrics on: ``base`` plus the lowest slot no other group of its node holds.
+
+    Distinct per node and bounded by the groups a node holds (GPUs per node at most), so a scrape of
+    ports base .. base + GPUs per node - 1 finds every group. 0 (any free port) and -1 (off) stay as given.
+    """
+    if base <= 0:
+        return base
+    port = base
+    while (node, port) in taken:
+        port += 1
+    return port
+
+
+def after_death(restart_failed: bool, restarts: int, code: int) -> Literal["restart", "final", "fail"]:
+    """What a group that ended with ``code`` (non-zero) gets: a restart, or the run ends (final: no restart can help)."""
+    if code == EXIT_NONFINITE:
+        return "final"
+    return "restart" if restart_failed and restarts < MAX_RESTARTS else "fail"
+
+
+def bundle(device: str) -> dict[str, float]:
+    """One rank's share of a node: one GPU on CUDA; one logical CPU either way (threads are not limited by it)."""
+    return {"CPU": 1.0} | ({"GPU": 1.0} if device == "cuda" else {})
+
+
+# -- the actors ----------------------------------------------------------------------------------
+
+
+class GroupWorker:
+    """One rank of a replica group in its own Ray worker process: the local launcher's ``worker_main`` as an actor.
+
+    ``max_concurrency=2``: ``train`` runs in one thread while the driver calls ``tail`` in the other.
+    """
+
+    def __init__(self, threads: int) -> None:
+        import torch
+
+        import trainer.worker  # noqa: F401  (imported now: a spare is ready to train at once)
+
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+        logging.getLogger("trainer").setLevel(logging.INFO)
+        logging.getLogger("torchft").setLevel(logging.INFO)  # to Ray's worker log, as a local group's to its file
+        torch.set_num_threads(threads)
+        self.events: Path | None = None
+        self.offset = 0
+
+    def where(self) -> dict[str, Any]:
+        """Its node, address, process and a free port there (rank 0's is the group's rendezvous)."""
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "port": port,
+            "pid": os.getpid(),
+        }
+
+    def train(self, config: dict[str, Any], group: int, env: dict[str, str], lighthouse: str) -> dict[str, Any]:
+        from trainer.nonfinite import NonFiniteStop
+        from trainer.runs import EventLog, run_dir
+        from trainer.worker import train
+
+        os.environ.update(env)
+        cfg = from_dict(config)
+        path = run_dir(cfg) / f"events-{group}.jsonl"
+        self.offset = path.stat().st_size if path.exists() else 0  # an earlier run's lines are not this one's
+        self.events = path
+        try:
+            return {"code": 0, "report": train(cfg, group, lighthouse)}
+        except NonFiniteStop as stop:  # final: a restart would diverge again (worker_main's exit 3)
+            EventLog(path).write("stopped", group=group, reason=str(stop))
+            return {"code": EXIT_NONFINITE, "reason": str(stop)}
+
+    def tail(self) -> list[dict[str, Any]]:
+        """The group's events since the last call (rank 0's actor): what the driver's console shows."""
+        if self.events is None:
+            return []
+        found, self.offset = read_new(self.events, self.offset)
+        return found
+
+
+class LighthouseActor:
+    """The run's torchft Lighthouse (ft.start_lighthouse, the local launcher's settings) beside the driver."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from trainer.ft import start_lighthouse
+
+        self.server = start_lighthouse(from_dict(config))
+
+    def address(self) -> str:
+        return self.server.address()
+
+
+# -- the supervisor ------------------------------------------------------------------------------
+
+
+@dataclass
+class Slot:
+    """A placement group and its actors: a replica group's, or a spare's (``group`` None)."""
+
+    pg: Any
+    actors: list[Any]
+    placing: list[Any]  # ObjectRefs of each actor's where(): resolved once the group is placed and up
+    placed: list[dict[str, Any]] = field(default_factory=list)
+    group: int | None = None
+    due: float = 0.0  # monotonic time the group may start training (the restart delay)
+    runs: list[Any] = field(default_factory=list)  # ObjectRefs of each rank's train()
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> train()'s result
+    tailing: Any = None  # the pending tail() of rank 0, at most one
+    port: int = 0
+
+    @property
+    def node(self) -> str:
+        return str(self.placed[0]["node"]) if self.placed else ""
+
+
+class Supervisor:
+    """Runs ``ft.replica_groups`` groups (and ``ft.spare_groups`` spares) to the end; ``run()`` is the exit code."""
+
+    def __init__(self, cfg: Config, console: Console, out: Path) -> None:
+        import ray
+
+        self.ray = ray
+        self.cfg, self.console, self.out = cfg, console, out
+        self.groups: dict[int, Slot] = {}
+        self.spares: list[Slot] = []
+        self.restarts = dict.fromkeys(range(cfg.ft.replica_groups), 0)
+        self.reports: dict[int, dict[str, Any]] = {}
+        self.final, self.failed, self.why = 0, False, ""
+        self.lighthouse: Any = None
+        self.address = cfg.ft.lighthouse  # a run across regions: the run's Lighthouse, none of our own
+        world = cfg.ft.replica_groups * cfg.ft.group_size
+        self.threads = 1 if cfg.ft.device == "cuda" else max(1, (os.cpu_count() or 1) // world)
+        remote: Any = ray.remote  # untyped for an actor class in Ray's stubs
+        self.worker = remote(max_concurrency=2, max_restarts=0)(GroupWorker)
+        # The driver's own events (a group lost, its replacement placed and training): the recovery's timeline.
+        self.events = EventLog(out / "supervisor.jsonl")
+
+    def run(self) -> int:
+        ray = self.ray
+        try:
+            if self.cfg.ft.enabled and not self.address:
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                # On the driver's node (the RayJob's head pod): it lives as long as the run, a GPU node may not.
+                here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+                lighthouse_class: Any = ray.remote(LighthouseActor)
+                self.lighthouse = lighthouse_class.options(num_cpus=0, scheduling_strategy=here).remote(
+                    to_dict(self.cfg)
+                )
+                self.address = ray.get(self.lighthouse.address.remote())
+            for group in range(self.cfg.ft.replica_groups):
+                self.groups[group] = self._place(group)
+            self.spares = [self._place(None) for _ in range(self.cfg.ft.spare_groups)]
+            while self.groups:
+                time.sleep(POLL_S)
+                for slot in [*self.groups.values(), *self.spares]:
+                    self._tick(slot)
+        finally:
+            for slot in [*self.groups.values(), *self.spares]:
+                self._release(slot)
+            if self.lighthouse is not None:
+                ray.kill(self.lighthouse)
+        return self.final or (1 if self.failed else 0)
+
+    def _place(self, group: int | None, due: float = 0.0) -> Slot:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        size, one = self.cfg.ft.group_size, bundle(self.cfg.ft.device)
+        key = "GPU" if self.cfg.ft.device == "cuda" else "CPU"
+        nodes: list[dict[str, Any]] = self.ray.nodes()  # type: ignore[no-untyped-call]
+        per_node = max((n["Resources"].get(key, 0) for n in nodes if n["Alive"]), default=0)
+        pg = placement_group([one] * size, strategy=strategy(size, int(per_node)))
+        actors = [
+            self.worker.options(
+                num_cpus=one["CPU"],
+                num_gpus=one.get("GPU", 0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=rank),
+            ).remote(self.threads)
+            for rank in range(size)
+        ]
+        return Slot(pg, actors, [a.where.remote() for a in actors], group=group, due=due)
+
+    def _release(self, slot: Slot) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for actor in slot.actors:
+            self.ray.kill(actor, no_restart=True)
+        remove_placement_group(slot.pg)
+
+    def _tick(self, slot: Slot) -> None:
+        """Move one slot on: placed -> training (when due) -> done or dead; show what its group logged."""
+        ray = self.ray
+        try:
+            if not slot.placed:
+                ready, _ = ray.wait(slot.placing, num_returns=len(slot.placing), timeout=0)
+                if len(ready) < len(slot.placing):
+                    return
+                slot.placed = ray.get(slot.placing)
+                self.events.write("placed", group=slot.group, node=slot.node)
+            if slot.group is None:
+                return  # a spare, placed and waiting
+            if not slot.runs:
+                if time.monotonic() >= slot.due:
+                    self._start(slot)
+                return
+            self._follow(slot)
+            for rank, ref in enumerate(slot.runs):
+                if rank not in slot.done and ray.wait([ref], timeout=0)[0]:
+                    slot.done[rank] = ray.get(ref)
+        except ray.exceptions.RayError as error:  # an actor died (its process or its node), or train() raised
+            self._lost(slot, _first_line(error))
+            return
+        failed = [r for r in slot.done.values() if r["code"] != 0]
+        if failed:
+            self._lost(slot, failed[0].get("reason", ""), code=failed[0]["code"])
+        elif len(slot.done) == len(slot.runs):
+            self._finished(slot)
+
+    def _start(self, slot: Slot) -> None:
+        assert slot.group is not None
+        group, cfg = slot.group, self.cfg
+        taken = {(s.node, s.port) for s in self.groups.values() if s.runs}
+        slot.port = metrics_port(cfg.run.metrics_port, slot.node, taken)
+        config = to_dict(cfg)
+        config["run"]["metrics_port"] = slot.port
+        rendezvous = slot.placed[0]
+        slot.runs = [
+            actor.train.remote(config, group, self._env(rendezvous, rank), self.address)
+            for rank, actor in enumerate(slot.actors)
+        ]
+        self._record()
+        self.events.write("training", group=group, node=slot.node, metrics_port=slot.port)
+        self.console.print(
+            f"replica group {group}: training on {rendezvous['ip']} ({len(slot.actors)} rank(s), metrics port {slot.port})"
+        )
+
+    def _env(self, rendezvous: dict[str, Any], rank: int) -> dict[str, str]:
+        if self.cfg.ft.group_size == 1:
+            return {}
+        # group.join_group's rendezvous; LOCAL_RANK 0: Ray shows each actor only its own GPU.
+        return {
+            "MASTER_ADDR": str(rendezvous["ip"]),
+            "MASTER_PORT": str(rendezvous["port"]),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(self.cfg.ft.group_size),
+            "LOCAL_RANK": "0",
+        }
+
+    def _follow(self, slot: Slot) -> None:
+        """Show what the group logged since the last look (one tail() in flight per group)."""
+        if slot.tailing is not None:
+            if not self.ray.wait([slot.tailing], timeout=0)[0]:
+                return
+            events = self.ray.get(slot.tailing)
+            for event in events:
+                if event.get("event") == "healed":
+                    self.console.print(
+                        f"replica group {slot.group}: healed from a live group at step {event.get('step')}"
+                    )
+            self.console.show(events)
+        slot.tailing = slot.actors[0].tail.remote()
+
+    def _finished(self, slot: Slot) -> None:
+        assert slot.group is not None
+        slot.tailing = None
+        with contextlib.suppress(self.ray.exceptions.RayError):  # the last lines (the final step) before the actors go
+            self.console.show(self.ray.get(slot.actors[0].tail.remote(), timeout=30))
+        self.reports[slot.group] = slot.done[0]["report"]
+        self._release(slot)
+        del self.groups[slot.group]
+
+    def _lost(self, slot: Slot, reason: str, code: int = 1) -> None:
+        """A group (or a spare) lost an actor: release it all, and restart the group elsewhere if allowed."""
+        self._release(slot)
+        self.events.write("lost", group=slot.group, node=slot.node, reason=reason)
+        if slot.group is None:  # a spare's node died: hold another
+            self.spares.remove(slot)
+            self.spares.append(self._place(None))
+            return
+        group = slot.group
+        del self.groups[group]
+        verdict = after_death(self.cfg.ft.restart_failed, self.restarts[group], code)
+        if verdict == "final":
+            self.final = self.final or code
+            self.why = self.why or f"replica group {group}: {reason}"
+            self.console.print(f"replica group {group}: stopped ({reason}); not restarting it")
+            return
+        if verdict == "fail":
+            self.failed = True
+            self.why = self.why or f"replica group {group} lost after {self.restarts[group]} restart(s): {reason}"
+            self.console.print(f"replica group {group}: lost ({reason})")
+            return
+        self.restarts[group] += 1
+        due = time.monotonic() + self.cfg.ft.restart_delay_s
+        spare = next((s for s in self.spares if s.placed and s.node != slot.node), None)
+        spare = spare or next((s for s in self.spares if s.node != slot.node), None)
+        if spare is not None:
+            self.spares.remove(spare)
+            spare.group, spare.due = group, due
+            self.groups[group] = spare
+            if spare.placed:  # already up: no actor to start (else its placement writes the event)
+                self.events.write("placed", group=group, node=spare.node, spare=True)
+            self.spares.append(self._place(None))  # pending until capacity comes back (a repaired or new node)
+        else:
+            self.groups[group] = self._place(group, due)
+        where = "a spare" if spare is not None else "a new placement"
+        self.console.print(
+            f"replica group {group}: lost ({reason}); restarting it on {where} in "
+            f"{self.cfg.ft.restart_delay_s:g} s ({self.restarts[group]}/{MAX_RESTARTS})"
+        )
+
+    def _record(self) -> None:
+        """placement.json: where each group trains (node, address, pids, metrics port), for operators and tests."""
+        found = {
+            str(g): {
+                "node": s.node,
+                "ip": s.placed[0]["ip"],
+                "pids": [p["pid"] for p in s.placed],
+                "metrics_port": s.port,
+            }
+            for g, s in sorted(self.groups.items())
+            if s.runs
+        }
+        (self.out / "placement.json").write_text(json.dumps(found, indent=1))
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
