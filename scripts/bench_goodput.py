@@ -3,12 +3,12 @@
     .venv/bin/python scripts/bench_goodput.py [--fleet fleet.yaml] [--days 30] [--seeds 7] [--only SECTION]
 
 Sections:
-- `table`: each job of `meridian goodput` under both recovery modes, its best
+- `table`: each job of `meridian goodput` in each row (the shipped path first), its best
   checkpoint interval found per seed: the median goodput and interval over
   the seeds (min-max beside), with Young/Daly's interval.
-- `scenarios`: fleet goodput (the regional jobs) when one assumption
-  changes: spare nodes, the job's restart time, healing speed, Warden in dry
-  run (every repair waits for a person), twice the failure rate.
+- `scenarios`: fleet goodput (the regional jobs) of every row when one
+  assumption changes: spares, the job's restart time, healing speed, the
+  trainer's restart-to-heal, Warden acting on everything, twice the failure rate.
 - `speed`: simulations per second for the largest job, and one whole
   `meridian goodput` estimate.
 - `staging` (needs torch and a CUDA device): the rate at which a rank's
@@ -37,61 +37,63 @@ if TYPE_CHECKING:
     from fleet.goodput.simulate import Run
 
 
-def table(regional: list[Job], cross: Job | None, costs: Costs, days: float, seeds: Sequence[int]) -> None:
-    from fleet.goodput.simulate import MODES
-    from fleet.goodput.sweep import best
+def table(fleet_path: str, costs: Costs, days: float, seeds: Sequence[int]) -> None:
+    from fleet.goodput.sweep import best, rows_of
+    from fleet.load import load
 
-    print(f"{'job':<13} {'mode':<8} {'goodput median (min-max)':>26} {'interval median':>16} {'Young/Daly':>11}")
-    for index, job in enumerate([*regional, *([cross] if cross else [])]):
-        for mode in MODES:
-            per_seed = [best(job, costs, mode, days, [s + 1000 * index]) for s in seeds]  # as `estimate` does
+    print(f"{'job':<13} {'row':<8} {'goodput median (min-max)':>26} {'interval median':>16} {'Young/Daly':>11}")
+    for row in rows_of(load(fleet_path).fleet, costs):
+        jobs = [*row.regional, *([row.cross] if row.cross else [])]
+        for index, job in enumerate(jobs):
+            per_seed = [best(job, row.costs, row.mode, days, [s + 1000 * index]) for s in seeds]  # as `estimate`
             goodputs = [e.result.goodput for e in per_seed]
             interval = statistics.median(e.interval_s for e in per_seed)
             spread = f"{statistics.median(goodputs):.2%} ({min(goodputs):.2%}-{max(goodputs):.2%})"
             print(
-                f"{job.name:<13} {mode:<8} {spread:>26} {interval / 60:>12.0f} min"
+                f"{job.name:<13} {row.name:<8} {spread:>26} {interval / 60:>12.0f} min"
                 f" {per_seed[0].young_daly_s / 60:>7.0f} min"
             )
 
 
 def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
-    from fleet.goodput.jobs import jobs_of
     from fleet.goodput.report import GOAL
-    from fleet.goodput.simulate import MODES
-    from fleet.goodput.sweep import estimate
+    from fleet.goodput.sweep import estimate, rows_of
     from fleet.load import load
 
     fleet = load(fleet_path).fleet
+    everything = fleet.model_copy(update={"warden": fleet.warden.model_copy(update={"act_on": "all"})})
     base = Costs()
-    cases: list[tuple[str, Costs, int, float]] = [
-        ("as modelled (no spares)", base, 0, 1.0),
-        ("1 spare node per pool", base, 1, 1.0),
-        ("2 spare nodes per pool", base, 2, 1.0),
-        ("job restart 5 min instead of 10", replace(base, job_restart_s=300.0), 0, 1.0),
-        ("job restart 20 min", replace(base, job_restart_s=1200.0), 0, 1.0),
-        ("healing at 100 Gb/s instead of 10", replace(base, heal_bytes_per_s=12.5e9), 0, 1.0),
-        ("Warden in dry run (fleet.yaml ships dry_run: true)", replace(base, warden_acts=False), 0, 1.0),
-        ("twice the Llama 3 failure rate", base, 0, 2.0),
+    cases: list[tuple[str, Costs, int | None, float, object]] = [
+        ("as shipped (gkr's default spares)", base, None, 1.0, fleet),
+        ("no spares", base, 0, 1.0, fleet),
+        ("2 spares per job", base, 2, 1.0, fleet),
+        (
+            "restart-to-heal 4x the CPU measurement",
+            replace(base, restart_to_heal_s=4 * base.restart_to_heal_s),
+            None,
+            1.0,
+            fleet,
+        ),
+        ("GPU start of a group 5 min instead of 1", replace(base, gpu_group_init_s=300.0), None, 1.0, fleet),
+        ("job restart 5 min instead of 10", replace(base, job_restart_s=300.0), None, 1.0, fleet),
+        ("healing at 100 Gb/s instead of 10", replace(base, heal_bytes_per_s=12.5e9), None, 1.0, fleet),
+        ("Warden acts on everything (act_on: all)", base, None, 1.0, everything),
+        ("a person takes 12 h instead of 4", replace(base, review_s=12 * 3600.0), None, 1.0, fleet),
+        ("twice the Llama 3 failure rate", base, None, 2.0, fleet),
         (
             "staging at the H200's pinned rate (0.0194 s/GiB)",
             replace(base, staged_s_per_gib=H200_PINNED_S_PER_GIB),
-            0,
+            None,
             1.0,
-        ),
-        ("checkpoints durable 4x sooner", replace(base, durable_s_per_gib=base.durable_s_per_gib / 4), 0, 1.0),
-        (
-            "1 spare, 5 min restart, durable 4x sooner",
-            replace(base, job_restart_s=300.0, durable_s_per_gib=base.durable_s_per_gib / 4),
-            1,
-            1.0,
+            fleet,
         ),
     ]
-    print(f"{'scenario':<52} {'restart':>8} {'live':>8}")
-    for name, costs, spares, scale in cases:
-        regional, _ = jobs_of(fleet, costs, spares=spares)
-        est = estimate(regional, None, costs, days, seeds, failure_scale=scale)
-        cells = "".join(f"{est.goodput(m):>9.2%}" for m in MODES)
-        print(f"{name:<52}{cells}")
+    names = [r.name for r in rows_of(fleet, base)]
+    print(f"{'scenario':<52}" + "".join(f"{n:>9}" for n in names))
+    for name, costs, spares, scale, spec in cases:
+        rows = [replace(r, cross=None) for r in rows_of(spec, costs, spares=spares)]  # type: ignore[arg-type]
+        est = estimate(rows, days, seeds, failure_scale=scale)
+        print(f"{name:<52}" + "".join(f"{est.goodput(n):>9.2%}" for n in names))
     print(f"(goal: {GOAL:.0%})")
 
 
@@ -111,16 +113,18 @@ def _many(job: Job, run: Run) -> None:
         simulate(job, run, seed)
 
 
-def speed(regional: list[Job], cross: Job | None, costs: Costs, days: float) -> None:
+def speed(fleet_path: str, costs: Costs, days: float) -> None:
     from fleet.goodput.simulate import MODES
-    from fleet.goodput.sweep import estimate, run_of
+    from fleet.goodput.sweep import estimate, rows_of, run_of
+    from fleet.load import load
 
-    job = cross or regional[0]
+    rows = rows_of(load(fleet_path).fleet, costs)
+    job = rows[0].cross or rows[0].regional[0]
     for mode in MODES:
         one = _timed(partial(_many, job, run_of(costs, mode, 1800.0, days)), 5) / 20
         print(f"one simulation of {job.name} ({job.gpus:,} GPUs, {days:g} days, {mode}): {one * 1e3:.2f} ms median")
-    whole = _timed(lambda: estimate(regional, cross, costs, days, range(5)), 3)
-    print(f"`meridian goodput` estimate (4 jobs x 2 modes x 33 intervals x 5 seeds): {whole:.2f} s median")
+    whole = _timed(lambda: estimate(rows, days, range(5)), 3)
+    print(f"`meridian goodput` estimate ({len(rows)} rows x 4 jobs x 33 intervals x 5 seeds): {whole:.2f} s median")
 
 
 def staging(costs: Costs) -> None:
@@ -163,14 +167,10 @@ def main() -> None:
     if args.only == "staging":
         staging(costs)
         return
-    from fleet.goodput.jobs import jobs_of
-    from fleet.load import load
-
-    regional, cross = jobs_of(load(args.fleet).fleet, costs)
     sections: dict[str, Callable[[], None]] = {
-        "table": lambda: table(regional, cross, costs, args.days, seeds),
+        "table": lambda: table(args.fleet, costs, args.days, seeds),
         "scenarios": lambda: scenarios(args.fleet, args.days, seeds),
-        "speed": lambda: speed(regional, cross, costs, args.days),
+        "speed": lambda: speed(args.fleet, costs, args.days),
     }
     for name, section in sections.items():
         if args.only in (None, name):

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from contract.spares import default_spare_groups
 from contract.warden import Config
 from fleet.cli import main
-from fleet.goodput.costs import Costs, repair_s, slots
+from fleet.goodput.costs import ACTOR_RESTART_S, RESTART_TO_HEAL_S, Costs, repair_s, slots
 from fleet.goodput.failures import CAUSES, per_node_second
 from fleet.goodput.jobs import CROSS_REGION, jobs_of
+from fleet.goodput.report import GOAL
 from fleet.goodput.simulate import BUCKETS, simulate
 from fleet.goodput.sweep import INTERVALS, best, mean, run_of, young_daly_s
 from fleet.load import load
@@ -54,8 +56,19 @@ def test_repair_times_follow_wardens_policy() -> None:
     # The fleet's overrides reach the model: Xid 79 held for review instead, a longer drain.
     override = Config(drain_grace_s=900.0, xid_actions={79: "review"})
     assert repair_s(CAUSE["Faulty GPU"], override, COSTS) == 900 + COSTS.review_s + COSTS.replace_s + 300
-    dry = replace(COSTS, warden_acts=False)
-    assert repair_s(CAUSE["GPU HBM3 Memory"], config, dry) == 600 + COSTS.review_s + COSTS.replace_s + 300
+    dry = replace(config, dry_run=True)
+    assert repair_s(CAUSE["GPU HBM3 Memory"], dry, COSTS) == 600 + COSTS.review_s + COSTS.replace_s + 300
+
+
+def test_a_new_fleets_warden_repairs_unambiguous_faults_and_leaves_the_rest_to_a_person() -> None:
+    config = Config(drain_grace_s=600.0)  # the default: act_on unambiguous
+    assert repair_s(CAUSE["Host Maintenance"], config, COSTS) == 600 + COSTS.reboot_s + COSTS.probation_s
+    assert repair_s(CAUSE["GPU System Processor"], config, COSTS) == 600 + COSTS.reboot_s + COSTS.probation_s
+    # A failed check (silent data corruption) calls for a reboot, but is not unambiguous: logged, a person acts.
+    review = 600 + COSTS.review_s + COSTS.replace_s + COSTS.probation_s
+    assert repair_s(CAUSE["Silent Data Corruption"], config, COSTS) == review
+    everything = replace(config, act_on="all")
+    assert repair_s(CAUSE["Silent Data Corruption"], everything, COSTS) == 600 + COSTS.reboot_s + 300
 
 
 def test_repair_slots_are_wardens_caps_and_breaker() -> None:
@@ -130,14 +143,15 @@ def test_cli_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "goal of 97%" in out
     assert main(["goodput", "--fleet", str(SHIPPED), "--days", "5", "--seeds", "1", "--json", "--seed", "3"]) == 0
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    assert set(data["fleet"]) == {"restart", "live"}
+    assert list(data["fleet"]) == ["shipped", "restart", "live", "dry-run"]
     assert data["seeds"] == [3]
     assert [j["name"] for j in data["jobs"]] == ["us-central1", "us-east4", "europe-west1"]
     assert data["costs"]["blocked_s"] == pytest.approx(COSTS.blocked_s)
 
 
 @pytest.mark.parametrize(
-    "args", [["--days", "0"], ["--days", "nan"], ["--days", "1e9"], ["--seeds", "x"], ["--spares", "-1"]]
+    "args",
+    [["--days", "0"], ["--days", "nan"], ["--days", "1e9"], ["--seeds", "x"], ["--spares", "-1"], ["--spares", "999"]],
 )
 def test_cli_bad_numbers_are_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["goodput", "--fleet", str(SHIPPED), *args]) == 2
@@ -159,3 +173,32 @@ def test_cli_fleet_without_gpu_pools(
     assert code == 2
     assert "no GPU pools" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_gkrs_default_spares_are_the_shipped_paths() -> None:
+    assert [default_spare_groups(g) for g in (1, 255, 256, 384, 1023, 1024, 10**6)] == [0, 0, 1, 1, 1, 2, 64]
+    shipped, cross = jobs_of(load(SHIPPED).fleet, COSTS, spares=None)
+    assert [j.spares for j in shipped] == [1, 1, 1]
+    assert cross is not None
+    assert cross.spares == 2
+
+
+def test_the_shipped_path_comes_first_and_meets_the_goal(capsys: pytest.CaptureFixture[str]) -> None:
+    """`meridian goodput` as documented (30 days, seeds 0-4) on the shipped fleet.yaml: deterministic."""
+    assert main(["goodput", "--fleet", str(SHIPPED), "--json"]) == 0
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    rows = [r["name"] for r in data["rows"]]
+    assert rows == ["shipped", "restart", "live", "dry-run"]  # the comparisons stay
+    assert data["rows"][0]["title"].startswith("shipped: gkr -> RayJob -> per-group supervisor, spares 1/1/1")
+    assert "Warden acts on unambiguous" in data["rows"][0]["title"]
+    assert data["fleet"]["shipped"] >= GOAL
+    assert data["fleet"]["restart"] < GOAL
+    assert data["fleet"]["dry-run"] < data["fleet"]["restart"]
+    assert [j["spares"]["shipped"] for j in data["jobs"]] == [1, 1, 1]
+    # Fed by the trainer's measured recovery (placeholders until the integrator's medians).
+    assert data["costs"]["restart_to_heal_s"] == RESTART_TO_HEAL_S
+    assert data["costs"]["actor_restart_s"] == ACTOR_RESTART_S
+    assert main(["goodput", "--fleet", str(SHIPPED), "--days", "5", "--seeds", "1"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    first = table[3].split()  # the title, a blank line, the header, then the first job's first row
+    assert (first[0], first[3]) == ("us-central1", "shipped")

@@ -36,4 +36,5 @@ def test_every_example_with_a_command_is_checked() -> None:
         "cross-region.yaml",
         "flex-start-finetune.yaml",
         "pretrain-128-nodes.yaml",
+        "pretrain-spares.yaml",
     ]

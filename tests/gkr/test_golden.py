@@ -21,6 +21,7 @@ def test_every_example_has_a_golden_file() -> None:
         "flex-start-finetune",
         "persistent-raycluster",
         "pretrain-128-nodes",
+        "pretrain-spares",
     ]
     assert sorted(p.stem for p in GOLDEN.glob("*.yaml")) == CASES
 

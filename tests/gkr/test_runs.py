@@ -208,7 +208,7 @@ def test_dry_run_prints_every_cluster_and_validates_against_the_pinned_schemas(g
             rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["volumes"]
         )
     workers = [g["replicas"] for r in (central, east) for g in r["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
-    assert workers == [4, 2]  # replica groups of one 8-GPU pod each
+    assert workers == [5, 3]  # replica groups of one 8-GPU pod each, and each region's spare group (spare_groups: 1)
     assert "lighthouse llama-8b-xregion-lighthouse -> " + CENTRAL in result.stderr
 
 

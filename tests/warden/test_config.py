@@ -71,7 +71,7 @@ def test_the_tables_are_the_contract_signals_ones() -> None:
 
 def test_the_generated_config_for_the_shipped_fleet() -> None:
     policy = generated(FLEET, REGION)
-    assert policy.dry_run is True  # the shipped fleet starts in dry-run
+    assert (policy.dry_run, policy.act_on) == (False, "unambiguous")  # the new-fleet default (issue 28)
     assert policy.action_for("xid", 79) == "replace"
     assert policy.action_for("xid", 13) == "restart_pods"
     assert policy.action_for("xid", 31337) == "review"

@@ -353,7 +353,7 @@ def views(pools: dict[str, int], out: dict[str, int], faulty_nodes: dict[str, in
 
 
 def test_the_budget_always_allows_one_node_per_pool() -> None:
-    policy = Policy(dry_run=False)
+    policy = Policy(dry_run=False, act_on="all")
     assert [allowed_out(n, 0.05) for n in (1, 8, 19, 20, 39, 40, 128)] == [1, 1, 1, 1, 1, 2, 6]
     # Pools under 20 nodes: 5% rounds down to none; before, a fault there was never repaired.
     decided = run_round(views({"tiny": 8, "small": 19, "big": 400}, {}, {"tiny": 3, "small": 1}), policy, 100.0)
@@ -366,7 +366,7 @@ def test_the_budget_always_allows_one_node_per_pool() -> None:
 
 
 def test_a_small_pool_is_repaired_one_node_at_a_time() -> None:
-    sim = SimCluster.build({"tiny": 8, "big": 400}, Policy(dry_run=False))
+    sim = SimCluster.build({"tiny": 8, "big": 400}, Policy(dry_run=False, act_on="all"))
     for name in ("tiny-0001", "tiny-0002", "tiny-0005"):
         sim.inject(name, Signal("xid", 95))
     sim.run(300)

@@ -41,6 +41,7 @@ from warden.state import Record
 TOKEN = "Bearer warden-test-token"
 POLICY = Policy(
     dry_run=False,
+    act_on="all",  # these tests follow every action to its end; the new fleet's default has its own tests
     probation_image="registry.example/trainer@sha256:" + "a" * 64,
     pools={"h200-a": Thresholds(8, 600.0, 368.0, 256.0, rdma=True)},
 )
@@ -437,7 +438,7 @@ def test_serve_once_through_the_cli_and_a_kubeconfig(cluster: Cluster, tmp_path:
     cluster.api.nodes = {f"n-{i}": node(f"n-{i}") for i in range(40)}
     cluster.api.nodes["n-2"]["status"]["conditions"].append(xid_condition(48, 1e9))
     path = tmp_path / config.FILE
-    path.write_text(config.dumps(config.Config(cluster="meridian-us-central1", dry_run=False)))
+    path.write_text(config.dumps(config.Config(cluster="meridian-us-central1", dry_run=False, act_on="all")))
     kubeconfig = write_kubeconfig(tmp_path, cluster.url)
     assert main(["serve", "--config", str(path), "--kubeconfig", str(kubeconfig), "--once"]) == 0
     assert record_of(cluster, "n-2").phase == "quarantined"  # Xid 48: needs analysis

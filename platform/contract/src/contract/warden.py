@@ -14,18 +14,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import cast
+from typing import Literal, cast
 
 from contract import codec
 from contract.problem import Invalid
 from contract.registry import Thresholds
-from contract.signals import SIGNAL_ACTIONS, UNKNOWN_ACTION, Action, SignalKind, default_actions
+from contract.signals import BUCKETS, SIGNAL_ACTIONS, UNKNOWN_ACTION, Action, SignalKind, default_actions
 
 SCHEMA = "meridian.warden/v1"
 FILE = "config.json"  # the ConfigMap's key
 MOUNT = "/etc/warden"  # where the Deployment mounts the ConfigMap
 PATH = f"{MOUNT}/{FILE}"
 MAX_BYTES = 1024 * 1024  # a config larger than this is not one fleet wrote: refused before it is parsed
+
+# What Warden carries out when not in dry run (issue 28): `unambiguous` acts only on faults whose
+# remedy is not in doubt and logs every other decision, as a dry run would; `all` acts on every one.
+ActOn = Literal["unambiguous", "all"]
+ACT_ON: tuple[ActOn, ...] = ("unambiguous", "all")
+# Unambiguous: the Xids whose documented resolution in NVIDIA's Xid catalog is to reset the GPU or to
+# restart the machine or the VM (https://docs.nvidia.com/deploy/xid-errors/, "Resolution" column:
+# RESET_GPU, RESTART_BM, RESTART_VM), i.e. contract.signals' buckets below, and GCE's own notice of a
+# host maintenance (the host goes down whatever Warden does; draining first only saves the job's work).
+# Not: application restarts (the trainer restarts its own group), Xids that need analysis, NVSwitch
+# faults, NCCL error reports and failed preflights (the job, a NIC or the fabric: a person decides).
+UNAMBIGUOUS_XIDS = frozenset(c for b in ("reset_gpu", "restart_machine", "restart_vm") for c in BUCKETS[b][0])
+UNAMBIGUOUS_SIGNALS: frozenset[str] = frozenset({"maintenance"})
 
 
 @dataclass(frozen=True)
@@ -34,7 +47,9 @@ class Config:
 
     cluster: str = ""
     region: str = ""
-    dry_run: bool = True  # decide and log, change nothing
+    dry_run: bool = False  # decide and log, change nothing (`warden serve --dry-run` forces it)
+    # A new fleet's default: act on unambiguous faults only, log the rest (ACT_ON, UNAMBIGUOUS_XIDS).
+    act_on: ActOn = "unambiguous"
     # Circuit breaker: no new quarantine past this share of a pool, or of the cluster, out of service.
     unhealthy_share_limit: float = 0.05
     window_s: float = 3600.0  # tenants' reports (NCCL Events, failed preflight containers) count this long
@@ -67,6 +82,10 @@ class Config:
         if kind == "xid" and code is not None:
             return self.xid_actions.get(code, self.unknown_action)
         return self.signal_actions.get(cast(SignalKind, kind), self.unknown_action)
+
+    def unambiguous(self, kind: str, code: int | None = None) -> bool:
+        """Whether a fault's remedy is not in doubt (UNAMBIGUOUS_XIDS, UNAMBIGUOUS_SIGNALS)."""
+        return code in UNAMBIGUOUS_XIDS if kind == "xid" else kind in UNAMBIGUOUS_SIGNALS
 
     def probation_args(self, pool: str) -> tuple[str, ...]:
         """`preflight run` flags for a node of `pool` on probation (one node); none for a pool not listed."""

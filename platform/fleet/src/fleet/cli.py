@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contract.problem import Invalid, report
+from contract.spares import MAX as SPARES_MAX
 from fleet.gitops.tree import OWNED, render_tree
 from fleet.gitops.write import stale, write
 from fleet.load import LoadedFleet, load
@@ -54,23 +55,26 @@ def _parser() -> argparse.ArgumentParser:
     goodput.add_argument("--days", default="30", help="simulated period in days, 1-365 (default: 30)")
     goodput.add_argument("--seed", default="0", help="first random seed (default: 0)")
     goodput.add_argument("--seeds", default="5", help="seeds averaged per job and interval, 1-50 (default: 5)")
-    goodput.add_argument("--spares", default="0", help="spare nodes kept per pool, outside the job (default: 0)")
+    goodput.add_argument(
+        "--spares",
+        default=None,
+        help=f"spare replica groups (nodes) the shipped path's job holds, 0-{SPARES_MAX}"
+        " (default: gkr's default for the job's size, contract.spares)",
+    )
     goodput.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return parser
 
 
 def _goodput(loaded: LoadedFleet, args: argparse.Namespace) -> int:
     from fleet.goodput.costs import Costs
-    from fleet.goodput.jobs import jobs_of
     from fleet.goodput.report import as_json, render
-    from fleet.goodput.sweep import estimate
+    from fleet.goodput.sweep import estimate, rows_of
 
-    costs = Costs()
-    regional, cross = jobs_of(loaded.fleet, costs, spares=args.spares)
-    if not regional:
+    rows = rows_of(loaded.fleet, Costs(), spares=args.spares)
+    if not rows[0].regional:
         print(f"error: {args.fleet}: no GPU pools; add one under regions[].gpu_pools", file=sys.stderr)
         return 2
-    est = estimate(regional, cross, costs, args.days, range(args.seed, args.seed + args.seeds))
+    est = estimate(rows, args.days, range(args.seed, args.seed + args.seeds))
     if args.json:
         print(json.dumps(as_json(est), indent=2))
     else:
@@ -80,9 +84,11 @@ def _goodput(loaded: LoadedFleet, args: argparse.Namespace) -> int:
 
 def _numbers(args: argparse.Namespace) -> None:
     """`meridian goodput`'s numbers, checked here so a bad one is one line (argparse would add its usage)."""
-    limits = {"days": (float, 1, 365), "seed": (int, 0, 2**31), "seeds": (int, 1, 50), "spares": (int, 0, 1000)}
+    limits = {"days": (float, 1, 365), "seed": (int, 0, 2**31), "seeds": (int, 1, 50), "spares": (int, 0, SPARES_MAX)}
     for name, (kind, low, high) in limits.items():
         text = getattr(args, name)
+        if text is None:
+            continue  # an option whose default is computed
         try:
             value = kind(text)
         except ValueError:

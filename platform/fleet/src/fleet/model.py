@@ -16,6 +16,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 
 from contract.signals import Action, SignalKind
 from contract.warden import DEFAULTS as _WARDEN
+from contract.warden import ActOn
 from fleet.catalog import MACHINE_TYPES, MachineType
 
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -187,6 +188,9 @@ class WardenPolicy(Base):
     """
 
     dry_run: Bool = _WARDEN.dry_run
+    # unambiguous: act on faults whose remedy is not in doubt (NVIDIA's reset/restart Xids, GCE host
+    # maintenance) and only log the rest; all: act on every decision (contract.warden.ACT_ON).
+    act_on: ActOn = _WARDEN.act_on
     # Circuit breaker, per pool and per cluster.
     unhealthy_share_limit: Float = Field(default=_WARDEN.unhealthy_share_limit, gt=0, le=0.5)
     window_minutes: Int = Field(default=round(_WARDEN.window_s / 60), ge=1, le=1440)

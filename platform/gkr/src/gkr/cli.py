@@ -158,6 +158,14 @@ def submit(
         int | None, typer.Option("--replica-groups", help="replica groups the GPUs form (or give --group-size)")
     ] = None,
     group_size: Annotated[int | None, typer.Option("--group-size", help="GPUs (ranks) in each replica group")] = None,
+    spare_groups: Annotated[
+        int | None,
+        typer.Option(
+            "--spare-groups",
+            help="idle replica groups the run holds for replacements, 0-64 (default: 1 from 256 groups, "
+            "1 more per 1,024; the trainer on Ray only)",
+        ),
+    ] = None,
     cpus_per_pod: Annotated[int | None, typer.Option("--cpus-per-pod")] = None,
     memory_per_pod_gib: Annotated[int | None, typer.Option("--memory-per-pod-gib")] = None,
     priority: Annotated[str | None, typer.Option("--priority")] = None,
@@ -189,6 +197,7 @@ def submit(
     given = {
         "name": name, "kind": kind, "team": team, "region": region, "pool": pool, "image": image, "pods": pods,
         "gpus_per_pod": gpus_per_pod, "replica_groups": replica_groups, "group_size": group_size,
+        "spare_groups": spare_groups,
         "cpus_per_pod": cpus_per_pod, "memory_per_pod_gib": memory_per_pod_gib,
         "priority": priority, "command": command or None, "datasets": dataset or None,
         "home": home, "min_replicas": min_replicas,

@@ -8,14 +8,23 @@ pod's failure would take two groups down).
 
 Neither field set: gkr says nothing and the trainer's own config decides (ft.replica_groups),
 as before. Pure: resolve.py calls it once the pod shape itself is known to be sound.
+
+Spare groups (issue 28, `spare_groups`): idle Ray workers, a replica group's worth each, in the
+RayJob's one worker group, so Kueue admits them with the run as one gang and a replacement never
+queues; the trainer's per-group supervisor starts a failed group's replacement on them
+(`ft.spare_groups`, appended to the trainer's command). The default is contract.spares'.
 """
 
 from __future__ import annotations
 
 import math
 
+from contract import spares as spare_rule
 from contract.problem import Problem
 from gkr.spec import JobSpec
+
+TRAINER_ON_RAY = "run.launcher=ray"  # the trainer's Ray path, the one that uses spare workers
+SPARE_OVERRIDE = "ft.spare_groups="
 
 
 def shape(spec: JobSpec) -> tuple[int, int] | None:
@@ -97,3 +106,51 @@ def _split(per_pod: int) -> str:
         f"would take part of two pods of {per_pod} GPUs; a group must fit in one pod or be whole pods, "
         "since FSDP inside a group wants its ranks on one node's NVLink or whole nodes over RDMA"
     )
+
+
+def _on_ray(spec: JobSpec) -> bool:
+    command = spec.command if isinstance(spec.command, list) else (spec.command or "").split()
+    return spec.kind == "rayjob" and TRAINER_ON_RAY in command
+
+
+def spares(spec: JobSpec) -> int:
+    """Spare replica groups the run holds: the job's `spare_groups`, else contract.spares' default for
+    the trainer on Ray with a known shape (any other job has nothing that would use them)."""
+    if spec.spare_groups is not None:
+        return spec.spare_groups
+    found = shape(spec)
+    return spare_rule.default_spare_groups(found[0]) if found is not None and _on_ray(spec) else 0
+
+
+def spare_pods(spec: JobSpec) -> int:
+    """Worker pods the spares take: whole pods (a node fails whole), a group's worth of GPUs each."""
+    found = shape(spec)
+    count = spares(spec)
+    return 0 if found is None or count == 0 else -(-count * found[1] // spec.gpus_per_pod)
+
+
+def spare_problems(spec: JobSpec) -> list[Problem]:
+    """One line for a `spare_groups` nothing would use, or one out of bounds."""
+    where = ("spare_groups",)
+    command = spec.command if isinstance(spec.command, list) else (spec.command or "")
+    if any(SPARE_OVERRIDE in part for part in ([command] if isinstance(command, str) else command)):
+        return [Problem(("command",), f"sets {SPARE_OVERRIDE}...; gkr sets it from the job: use spare_groups")]
+    if not spec.spare_groups:
+        return []
+    if spec.spare_groups > spare_rule.MAX:
+        return [
+            Problem(where, f"{spec.spare_groups:,} is more than {spare_rule.MAX} spares; use 0 to {spare_rule.MAX}")
+        ]
+    if not _on_ray(spec):
+        return [
+            Problem(
+                where,
+                f"spare workers are used by the trainer on Ray (a rayjob whose command has {TRAINER_ON_RAY}); "
+                "set spare_groups: 0 or run the trainer",
+            )
+        ]
+    if isinstance(spec.command, str) and any(op in spec.command for op in ("&&", "||", ";", "|", "\n")):
+        return [Problem(("command",), f"is a shell line; gkr appends {SPARE_OVERRIDE}N to it: give it as a list")]
+    if shape(spec) is None:
+        return [Problem(where, "a spare is a replica group's worth of workers: set replica_groups or group_size")]
+    return []

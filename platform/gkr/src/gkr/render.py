@@ -175,6 +175,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         env.insert(0, {"name": "LD_LIBRARY_PATH", "value": library_path})
         if spec.topology is not None:
             annotations[f"kueue.x-k8s.io/podset-{spec.topology.mode}-topology"] = LEVEL_LABELS[spec.topology.level]
+            annotations.update(group_slices(r))
     elif r.cpu_pool is not None:  # resolve refuses CPU pods in a region without a CPU pool
         # The CPU pool only, with no GPU toleration: Kueue admits it on the pool's flavor, never on H200 nodes.
         node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name
@@ -223,6 +224,25 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         "volumes": volumes,
         "ports": [],
         "spec_extra": {},
+    }
+
+
+def group_slices(r: Resolved) -> dict[str, str]:
+    """Kueue TAS slices: each replica group of several pods inside one sub-block, wherever the job lands.
+
+    KEP-2724 (Kueue Topology Aware Scheduling, "PodSet Slice"): `podset-slice-size` pods at a time
+    are placed in one domain of `podset-slice-required-topology`; the worker pod set (groups and
+    spares alike) is a whole number of groups, as Kueue requires. A group's all-gathers then stay
+    under one sub-block switch, and so do a spare's when it stands in for a group. A group inside one
+    pod is on one node already; a job held to one host has nothing to slice.
+    """
+    shape = groups.shape(r.spec)
+    topology = r.spec.topology
+    if shape is None or topology is None or topology.level == "host" or shape[1] <= r.spec.gpus_per_pod:
+        return {}
+    return {
+        "kueue.x-k8s.io/podset-slice-required-topology": LEVEL_LABELS["subblock"],
+        "kueue.x-k8s.io/podset-slice-size": str(shape[1] // r.spec.gpus_per_pod),
     }
 
 
@@ -294,9 +314,13 @@ def _ray_entrypoint(r: Resolved) -> str:
     """The RayJob's entrypoint: the all-reduce across the worker pods (placed by Ray), then the user's command."""
     # The entrypoint is already a shell line: a string command goes in as written.
     command = r.spec.command if isinstance(r.spec.command, str) else shlex.join(r.command)
-    if not (r.spec.preflight and r.spec.gpus_per_pod and r.spec.pods > 1):
+    spares = groups.spares(r.spec) if r.spare_pods else 0
+    if spares:  # the trainer's supervisor holds them as its replacement groups (groups.py)
+        command = f"{command} {groups.SPARE_OVERRIDE}{spares}"
+    pods = r.worker_pods  # the spares' nodes are checked as well: a replacement lands there
+    if not (r.spec.preflight and r.spec.gpus_per_pod and pods > 1):
         return command
-    return f"python -m preflight.ray_collective --pods {r.spec.pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
+    return f"python -m preflight.ray_collective --pods {pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
 
 
 def render(r: Resolved) -> list[dict[str, Any]]:
@@ -307,7 +331,7 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         "name": spec.name,
         "namespace": r.namespace,
         "labels": labels,
-        "pods": spec.pods,
+        "pods": r.worker_pods,  # with the spare groups' workers (groups.py): one gang for Kueue
         "ray": spec.ray,
         "worker": worker,
     }

@@ -57,11 +57,26 @@ class Resolved:
 
     @property
     def gpus(self) -> int:
-        return self.spec.pods * self.spec.gpus_per_pod
+        return self.worker_pods * self.spec.gpus_per_pod
+
+    @property
+    def pods_text(self) -> str:
+        """ "8 pods", or "8 pods and 1 spare pod": what the job's GPUs are counted over."""
+        spare = f" and {self.spare_pods} spare pod{'s' * (self.spare_pods != 1)}" if self.spare_pods else ""
+        return f"{self.spec.pods} pods{spare}"
 
     @property
     def context(self) -> str:
         return self.registry.context(self.region)
+
+    @property
+    def spare_pods(self) -> int:
+        """Idle worker pods held for replacement groups (gkr/groups.py): admitted, placed and paid with the run."""
+        return groups.spare_pods(self.spec) if self.spec.gpus_per_pod else 0
+
+    @property
+    def worker_pods(self) -> int:
+        return self.spec.pods + self.spare_pods
 
     @property
     def nodes(self) -> int:
@@ -69,7 +84,7 @@ class Resolved:
         if self.spec.gpus_per_pod == 0:
             return cpu_nodes(self.machine, self.spec.pods, self.cpus, self.memory_gib)
         per_node = self.machine.gpus // self.spec.gpus_per_pod if self.spec.gpus_per_pod <= self.machine.gpus else 1
-        return -(-self.spec.pods // per_node)
+        return -(-self.worker_pods // per_node)
 
 
 def cpu_nodes(machine: Machine, pods: int, cpus: int, memory_gib: int) -> int:
@@ -220,19 +235,19 @@ def _check(r: Resolved) -> list[Problem]:
         (
             bool(gpus) and r.nodes > r.pool.nodes,
             "pods",
-            f"{spec.pods} pods need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}",
+            f"{r.pods_text} need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}",
         ),
     ]
     out = [Problem((field,), what) for wrong, field, what in checks if wrong]
     if not any(wrong for wrong, field, _ in checks if field in ("gpus_per_pod", "pods")):
-        out += groups.problems(spec)  # only on a sound pod shape: one cause, one line (and bounded pods)
+        out += groups.problems(spec) or groups.spare_problems(spec)  # on a sound pod shape: one cause, one line
     out += _cpu_capacity(r)
     quota = r.team.quota.get(r.region.name, 0)
     if r.gpus > quota:
         out.append(
             Problem(
                 ("pods",),
-                f"{spec.pods} pods x {spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
+                f"{r.pods_text} x {spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
             )
         )
     if r.priority not in r.registry.priorities:

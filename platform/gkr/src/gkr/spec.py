@@ -56,6 +56,8 @@ class JobSpec:
     # How the GPUs form the trainer's replica groups (gkr/groups.py); at most one is needed, the other follows.
     replica_groups: int | None = None
     group_size: int | None = None  # ranks (GPUs) per group
+    # Idle replica groups' worth of Ray workers the run holds (gkr/groups.py, contract.spares); None: the default.
+    spare_groups: int | None = None
     cpus_per_pod: int | None = None
     memory_per_pod_gib: int | None = None
     priority: str | None = None
@@ -206,6 +208,7 @@ def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[Problem]]:
         gpus_per_pod=r.number("gpus_per_pod", 0, 8) or 0,
         replica_groups=r.number("replica_groups", 1, None),
         group_size=r.number("group_size", 1, None),
+        spare_groups=r.number("spare_groups", 0, None),
         cpus_per_pod=r.number("cpus_per_pod", 1, None),
         memory_per_pod_gib=r.number("memory_per_pod_gib", 1, None),
         priority=r.text("priority"),

@@ -29,6 +29,7 @@ FLAG_NAMES = {
     "gpus_per_pod": "--gpus-per-pod",
     "replica_groups": "--replica-groups",
     "group_size": "--group-size",
+    "spare_groups": "--spare-groups",
     "cpus_per_pod": "--cpus-per-pod",
     "memory_per_pod_gib": "--memory-per-pod-gib",
     "priority": "--priority",

@@ -38,7 +38,7 @@ from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
 from warden.policy import Policy
 from warden.ratelimit import Backoff
-from warden.state import Decision, Record
+from warden.state import Decision, Record, carried_out
 
 log = logging.getLogger(__package__)
 TAINT = {"key": names.WARDEN_TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
@@ -114,11 +114,12 @@ class Actuator:
     def apply(self, node: dict[str, Any], before: Record, decision: Decision, deep_check: str | None = None) -> None:
         """Carry out one decision; `deep_check` (the annotation of a burn-in that just finished) joins the record."""
         name = str(node["metadata"]["name"])
-        if not self.policy.dry_run and not self.backoff.ready(name):
+        dry = not carried_out(before, decision, self.policy)  # the fleet's act_on: only logged, or done
+        if not dry and not self.backoff.ready(name):
             log.info("%s: backing off after failures; decided again next round", name)
             return  # nothing happened, so nothing is counted
         after = decision.record
-        carried = "false" if self.policy.dry_run else "true"
+        carried = "false" if dry else "true"
         if before.phase != after.phase:
             self.metrics.transitions.inc(from_phase=before.phase, to_phase=after.phase)
         for command in decision.commands:
@@ -126,14 +127,14 @@ class Actuator:
         verbs = ", ".join(c.verb for c in decision.commands) or "-"
         log.info(
             "%s%s: %s -> %s (%s) [%s]",
-            "dry-run " * self.policy.dry_run,
+            "dry-run " * dry,
             name,
             before.phase,
             after.phase,
             after.reason,
             verbs,
         )
-        if self.policy.dry_run:
+        if dry:
             return
         try:
             labels, annotations = after.to_annotations()

@@ -278,6 +278,24 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
     return Decision(record)  # held: until a person clears the record
 
 
+def carried_out(before: Record, decision: Decision, policy: Policy) -> bool:
+    """Whether Warden carries `decision` out, or only logs it as a dry run would.
+
+    Under `act_on: unambiguous` (a new fleet's default, contract.warden) a healthy node leaves service
+    only for faults that are all unambiguous (policy.unambiguous); anything else about a healthy node
+    (an NCCL report, a failed preflight, an application Xid, a burn-in) is logged and decided again
+    next round. A node Warden already took out of service is seen through to the end: stopping
+    half-way would leave it cordoned with nobody acting.
+    """
+    if policy.dry_run:
+        return False
+    if policy.act_on == "all" or before.phase != "healthy":
+        return True
+    parts = decision.record.reason.split(";")
+    faults = health.parse_faults(decision.record.reason)
+    return len(faults) == len(parts) and all(policy.unambiguous(f.kind, f.code) for f in faults)
+
+
 def _after_failed_check(record: Record, now: float, policy: Policy) -> Action:
     """What a failed probation or burn-in calls for: the next step up from the remediation that was tried.
 

@@ -25,6 +25,7 @@ def config(fleet: Fleet, region: Region) -> contract.Config:
         cluster=fleet.cluster_name(region),
         region=region.name,
         dry_run=w.dry_run,
+        act_on=w.act_on,
         unhealthy_share_limit=w.unhealthy_share_limit,
         window_s=w.window_minutes * 60.0,
         max_per_pool=w.max_remediations_per_pool,

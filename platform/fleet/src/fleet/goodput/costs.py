@@ -16,6 +16,13 @@ from fleet.goodput.failures import Cause
 
 GIB = 1024**3
 
+# The shipped path's group recovery (issue 28: gkr -> RayJob -> the trainer's per-group supervisor).
+# Measured by scripts/bench_trainer.py (CPU), 2026-12-08, medians of several runs: PLACEHOLDERS until the
+# integrator writes the measured medians here. Assumption for GPU: the same control path (Ray actor
+# restart, torchft quorum, heal handshake), plus GPU_GROUP_INIT_S and the state's transfer below.
+RESTART_TO_HEAL_S = 8.0  # a group's worker death to the replacement group's first commit after healing
+ACTOR_RESTART_S = 3.0  # a group's worker death to its replacement actors running (part of the above)
+
 
 @dataclass(frozen=True)
 class Costs:
@@ -33,13 +40,16 @@ class Costs:
     group_restart_s: float = 120.0  # ASSUMED: a group's pods on a ready node, imports, NCCL (9.0 s on CPU)
     heal_bytes_per_s: float = 1.25e9  # ASSUMED: a rank fetches its shards from a live peer at 10 Gb/s
     job_restart_s: float = 600.0  # ASSUMED: every Ray worker replaced, NCCL at thousands of ranks, DCP load
+    # The shipped path: a replacement group starts as Ray actors on a spare worker whose pod already runs.
+    restart_to_heal_s: float = RESTART_TO_HEAL_S  # measured on CPU (above), tiny model
+    actor_restart_s: float = ACTOR_RESTART_S  # measured on CPU (above), included in restart_to_heal_s
+    gpu_group_init_s: float = 60.0  # ASSUMED: CUDA contexts, the group's NCCL communicators, the model on GPU
     # Node repair, after Warden's drain (its config's drain_grace_s, the fleet's setting).
     reboot_s: float = 300.0  # ASSUMED, as Warden's simulation (warden/simulate.py reboot_s)
     replace_s: float = 600.0  # ASSUMED, as Warden's simulation (twice a reboot)
     probation_s: float = 300.0  # ASSUMED: `preflight run` on the repaired node
     review_s: float = 4 * 3600.0  # ASSUMED: a person looks at a held node, then it is replaced
     gke_autorepair_s: float = 600.0  # GKE docs, node auto-repair: NotReady for about 10 minutes
-    warden_acts: bool = True  # False: dry run as the shipped fleet.yaml says; every repair waits for a person
 
     @property
     def state_gib_per_gpu(self) -> float:
@@ -56,9 +66,19 @@ class Costs:
         return self.durable_s_per_gib * self.state_gib_per_gpu
 
     @property
+    def transfer_s(self) -> float:
+        """A rank's shards fetched from a live peer."""
+        return self.state_gib_per_gpu * GIB / self.heal_bytes_per_s
+
+    @property
     def heal_s(self) -> float:
         """A restarted group back in the quorum: its pods, then its shards from a peer."""
-        return self.group_restart_s + self.state_gib_per_gpu * GIB / self.heal_bytes_per_s
+        return self.group_restart_s + self.transfer_s
+
+    @property
+    def supervised_heal_s(self) -> float:
+        """The shipped path: the supervisor's replacement group (no new pod) back in the quorum."""
+        return self.restart_to_heal_s + self.gpu_group_init_s + self.transfer_s
 
 
 def repair_s(cause: Cause, config: Config, costs: Costs) -> float:
@@ -70,8 +90,8 @@ def repair_s(cause: Cause, config: Config, costs: Costs) -> float:
     action = config.action_for(cause.signal, cause.code)
     if action in ("none", "restart_pods"):
         return 0.0
-    if not costs.warden_acts:
-        action = "review"
+    if config.dry_run or (config.act_on == "unambiguous" and not config.unambiguous(cause.signal, cause.code)):
+        action = "review"  # Warden only logs it: a person reads the log, then the node is replaced
     fix = {"reboot": costs.reboot_s, "replace": costs.replace_s, "review": costs.review_s + costs.replace_s}[action]
     return config.drain_grace_s + fix + costs.probation_s
 

@@ -9,8 +9,9 @@ Warden's policy is the config `make generate` writes for each cluster
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from contract.spares import default_spare_groups
 from fleet.gitops.warden import config as warden_config
 from fleet.goodput.costs import Costs, repair_s, slots
 from fleet.goodput.failures import CAUSES, Cause, Scope
@@ -54,23 +55,32 @@ def largest_pool(region: Region) -> GpuPool | None:
     return max(pools, key=lambda p: p.nodes * p.machine.gpus, default=None)
 
 
-def _job(fleet: Fleet, name: str, placed: list[tuple[Region, GpuPool]], costs: Costs, spares: int) -> Job:
+def _job(
+    fleet: Fleet, name: str, placed: list[tuple[Region, GpuPool]], costs: Costs, spares: int | None, dry_run: bool
+) -> Job:
     config = warden_config(fleet, placed[0][0])  # one `warden:` section for the fleet: the same policy everywhere
+    if dry_run:
+        config = replace(config, dry_run=True)
     nodes = sum(p.nodes for _, p in placed)
+    # None: what gkr holds by default for a run of this many groups (one per node), the spares inside the run.
+    held = default_spare_groups(nodes) if spares is None else spares * len(placed)
     return Job(
         name=name,
         pools=tuple(f"{r.name}/{p.name}" for r, p in placed),
         nodes=nodes,
-        spares=min(spares * len(placed), nodes - 1),
+        spares=min(held, nodes - 1),
         gpus_per_node=placed[0][1].machine.gpus,
         slots=sum(slots(warden_config(fleet, r), p.nodes) for r, p in placed),
         effects=tuple(Effect(c, c.scope, repair_s(c, config, costs)) for c in CAUSES),
     )
 
 
-def jobs_of(fleet: Fleet, costs: Costs, spares: int = 0) -> tuple[list[Job], Job | None]:
-    """The per-region jobs (disjoint pools), and the cross-region job over the same pools (None for one region)."""
+def jobs_of(fleet: Fleet, costs: Costs, spares: int | None = 0, dry_run: bool = False) -> tuple[list[Job], Job | None]:
+    """The per-region jobs (disjoint pools), and the cross-region job over the same pools (None for one region).
+
+    `spares`: per pool, or None for gkr's default (contract.spares); `dry_run`: Warden decides and only logs.
+    """
     placed = [(r, p) for r in fleet.regions if (p := largest_pool(r)) is not None]
-    regional = [_job(fleet, r.name, [(r, p)], costs, spares) for r, p in placed]
-    cross = _job(fleet, CROSS_REGION, placed, costs, spares) if len(placed) > 1 else None
+    regional = [_job(fleet, r.name, [(r, p)], costs, spares, dry_run) for r, p in placed]
+    cross = _job(fleet, CROSS_REGION, placed, costs, spares, dry_run) if len(placed) > 1 else None
     return regional, cross

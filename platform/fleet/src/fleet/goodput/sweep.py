@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from fleet.gitops.warden import config as warden_config
 from fleet.goodput.costs import Costs
-from fleet.goodput.jobs import Job
-from fleet.goodput.simulate import BUCKETS, MODES, Mode, Result, Run, interruptions_per_node_second, simulate
+from fleet.goodput.jobs import Job, jobs_of
+from fleet.goodput.simulate import BUCKETS, Mode, Result, Run, interruptions_per_node_second, simulate
+from fleet.model import Fleet
 
 # Checkpoint intervals tried: 5 minutes to 21 hours, four to a doubling.
 INTERVALS: tuple[float, ...] = tuple(300.0 * 2 ** (k / 4) for k in range(33))
@@ -83,38 +85,101 @@ def fleet_goodput(estimates: Sequence[Estimate]) -> float:
     return sum(e.result.buckets["productive"] for e in estimates) / paid if paid else 0.0
 
 
+SHIPPED = "shipped"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a recovery path, its jobs (spares, Warden's policy) and its costs."""
+
+    name: str  # the table's short name
+    title: str  # what it stands for, in full
+    mode: Mode  # how the simulation recovers
+    costs: Costs
+    regional: tuple[Job, ...]
+    cross: Job | None
+
+
+def rows_of(fleet: Fleet, costs: Costs, spares: int | None = None) -> list[Row]:
+    """The shipped path first, then the comparisons: the Ray path before issue 28, torchft under the local
+    launcher, and the Ray path with Warden in dry run (what fleet.yaml shipped before issue 28).
+
+    `spares`: per pool for the shipped path; None is what gkr holds by default (contract.spares).
+    """
+    shipped, shipped_cross = jobs_of(fleet, costs, spares=spares)
+    plain, plain_cross = jobs_of(fleet, costs, spares=0)
+    dry, dry_cross = jobs_of(fleet, costs, spares=0, dry_run=True)
+    policy = warden_config(fleet, fleet.regions[0])
+    warden = "dry run" if policy.dry_run else f"acts on {policy.act_on}"
+    held = "/".join(str(j.spares) for j in shipped)
+    # The supervisor's replacement group needs no new pod: its recovery is the measured restart-to-heal.
+    supervised = replace(costs, group_restart_s=costs.restart_to_heal_s + costs.gpu_group_init_s)
+    return [
+        Row(
+            SHIPPED,
+            f"shipped: gkr -> RayJob -> per-group supervisor, spares {held}, Warden {warden}",
+            "live",
+            supervised,
+            tuple(shipped),
+            shipped_cross,
+        ),
+        Row(
+            "restart",
+            "restart: any failure restarts the whole job (the Ray path before issue 28)",
+            "restart",
+            costs,
+            tuple(plain),
+            plain_cross,
+        ),
+        Row(
+            "live",
+            "live: only the failed group restarts, its pods on the same or a repaired node (local launcher)",
+            "live",
+            costs,
+            tuple(plain),
+            plain_cross,
+        ),
+        Row(
+            "dry-run",
+            "dry-run: restart, with Warden in dry run (fleet.yaml before issue 28)",
+            "restart",
+            costs,
+            tuple(dry),
+            dry_cross,
+        ),
+    ]
+
+
 @dataclass(frozen=True)
 class FleetEstimate:
     days: float
     seeds: tuple[int, ...]
-    costs: Costs
-    regional: dict[Mode, list[Estimate]]  # one job per region, disjoint pools
-    cross: dict[Mode, Estimate]  # the cross-region job instead (empty for one region)
+    costs: Costs  # the shipped path's
+    rows: tuple[Row, ...]
+    regional: dict[str, list[Estimate]]  # by row name: one job per region, disjoint pools
+    cross: dict[str, Estimate]  # the cross-region job instead (empty for one region)
 
-    def goodput(self, mode: Mode) -> float:
-        return fleet_goodput(self.regional[mode])
+    def goodput(self, row: str) -> float:
+        return fleet_goodput(self.regional[row])
 
 
-def estimate(
-    regional: Sequence[Job],
-    cross: Job | None,
-    costs: Costs,
-    days: float,
-    seeds: Sequence[int],
-    failure_scale: float = 1.0,
-) -> FleetEstimate:
-    """Every job under both recovery modes, each at its best checkpoint interval.
+def estimate(rows: Sequence[Row], days: float, seeds: Sequence[int], failure_scale: float = 1.0) -> FleetEstimate:
+    """Every row's jobs, each at its best checkpoint interval.
 
-    Each job draws its own failures (its seeds offset by its position), so equal jobs are independent samples.
+    Each job draws its own failures (its seeds offset by its position), so equal jobs are independent samples,
+    and the same job draws the same failures in every row (common random numbers).
     """
 
     def seeds_of(index: int) -> list[int]:
         return [s + 1000 * index for s in seeds]
 
-    per_mode: dict[Mode, list[Estimate]] = {
-        mode: [best(j, costs, mode, days, seeds_of(i), failure_scale) for i, j in enumerate(regional)] for mode in MODES
+    regional = {
+        r.name: [best(j, r.costs, r.mode, days, seeds_of(i), failure_scale) for i, j in enumerate(r.regional)]
+        for r in rows
     }
-    crossed = (
-        {} if cross is None else {m: best(cross, costs, m, days, seeds_of(len(regional)), failure_scale) for m in MODES}
-    )
-    return FleetEstimate(days, tuple(seeds), costs, per_mode, crossed)
+    cross = {
+        r.name: best(r.cross, r.costs, r.mode, days, seeds_of(len(r.regional)), failure_scale)
+        for r in rows
+        if r.cross is not None
+    }
+    return FleetEstimate(days, tuple(seeds), rows[0].costs, tuple(rows), regional, cross)
