@@ -195,7 +195,7 @@ def test_the_shipped_path_comes_first_and_meets_the_goal(capsys: pytest.CaptureF
     assert data["fleet"]["restart"] < GOAL
     assert data["fleet"]["dry-run"] < data["fleet"]["restart"]
     assert [j["spares"]["shipped"] for j in data["jobs"]] == [1, 1, 1]
-    # Fed by the trainer's measured recovery (placeholders until the integrator's medians).
+    # Fed by the trainer's measured recovery (scripts/bench_trainer.py --only ray_recover, CPU medians).
     assert data["costs"]["restart_to_heal_s"] == RESTART_TO_HEAL_S
     assert data["costs"]["actor_restart_s"] == ACTOR_RESTART_S
     assert main(["goodput", "--fleet", str(SHIPPED), "--days", "5", "--seeds", "1"]) == 0

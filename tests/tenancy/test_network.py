@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contract.names import LIGHTHOUSE_PORT, RAY_NODE_TYPE_LABEL, RUN_LABEL, TEAM_LABEL, TRAINER_METRICS_PORT
+from contract.names import (
+    LIGHTHOUSE_PORT,
+    RAY_NODE_TYPE_LABEL,
+    RUN_LABEL,
+    TEAM_LABEL,
+    TRAINER_METRICS_PORT,
+    TRAINER_METRICS_PORTS,
+)
 from fleet import names
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.netpol import NAMESPACE_NAME_LABEL, RAY_DASHBOARD_PORT, RAY_HEAD_PORTS, peer_pod_ranges
@@ -215,7 +222,7 @@ def test_platform_pods_reach_only_what_they_need(fleet: Fleet, reports: dict[str
             where = f"{region}/{team}"
             for role, pod in pods.items():
                 scrape = report.conn("gmp-system/collector", pod)
-                assert scrape == Conn(False, frozenset({TRAINER_METRICS_PORT})), (
+                assert scrape == Conn(False, frozenset(TRAINER_METRICS_PORTS)), (
                     f"{where}: collector -> {role}: {scrape}"
                 )
                 for other in ("kueue", "warden", "stranger"):

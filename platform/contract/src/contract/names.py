@@ -168,6 +168,10 @@ LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback be
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports
 # (8080 metrics export, 8265 dashboard, 6379 GCS, 10001 client, 52365 agent), DCGM's 9400 and Warden's 9090.
 TRAINER_METRICS_PORT = 9464
+# Under Ray each replica group's rank 0 serves on TRAINER_METRICS_PORT + its slot on the node (trainer.ray_supervisor):
+# up to one group per GPU of an 8-GPU node, so the scrape and the NetworkPolicy cover this many ports.
+TRAINER_METRICS_SLOTS = 8
+TRAINER_METRICS_PORTS = range(TRAINER_METRICS_PORT, TRAINER_METRICS_PORT + TRAINER_METRICS_SLOTS)
 
 # --- Metric names ---------------------------------------------------------------------------------
 WARDEN_TRANSITIONS = "warden_transitions_total"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from ipaddress import IPv4Network
 from typing import Any
 
-from contract.names import RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORT
+from contract.names import RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORTS
 from fleet import planner
 from fleet.gitops.monitoring.scrape import KUBERAY_NAMESPACE
 from fleet.gitops.objects import Obj, obj
@@ -52,6 +52,10 @@ POLICIES = ("deny-by-default", "same-namespace", "gmp-scrape", "kuberay-dashboar
 
 def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def _port_range(ports: range) -> dict[str, Any]:
+    return {"protocol": "TCP", "port": ports.start, "endPort": ports.stop - 1}
 
 
 def _from_pods(namespace: str, pods: dict[str, str]) -> dict[str, Any]:
@@ -76,7 +80,7 @@ def team_network_policies(namespace: str, peer_pod_ranges: Sequence[IPv4Network]
             gmp,
             namespace,
             {},
-            [{"from": [_from_pods(GMP_NAMESPACE, GMP_COLLECTOR)], "ports": _tcp(TRAINER_METRICS_PORT)}],
+            [{"from": [_from_pods(GMP_NAMESPACE, GMP_COLLECTOR)], "ports": [_port_range(TRAINER_METRICS_PORTS)]}],
         ),
         _policy(
             kuberay,

@@ -17,11 +17,14 @@ from fleet.goodput.failures import Cause
 GIB = 1024**3
 
 # The shipped path's group recovery (issue 28: gkr -> RayJob -> the trainer's per-group supervisor).
-# Measured by scripts/bench_trainer.py (CPU), 2026-12-08, medians of several runs: PLACEHOLDERS until the
-# integrator writes the measured medians here. Assumption for GPU: the same control path (Ray actor
-# restart, torchft quorum, heal handshake), plus GPU_GROUP_INIT_S and the state's transfer below.
-RESTART_TO_HEAL_S = 8.0  # a group's worker death to the replacement group's first commit after healing
-ACTOR_RESTART_S = 3.0  # a group's worker death to its replacement actors running (part of the above)
+# Measured by scripts/bench_trainer.py --only ray_recover (CPU), 2026-12-01, medians of 5 on a local 4-node
+# Ray cluster (tiny model, 2 groups, 1 spare, restart delay 2 s): a worker SIGKILLed -> the replacement group's
+# first commit after healing 4.23 s (a whole Ray node killed: 4.31 s; no spare: 3.67 s, the dead worker's room
+# being free); death -> replacement actors running 0.19 s with a spare (2.62 s without). Assumption for GPU:
+# the same control path (Ray actor restart, torchft quorum, heal handshake), plus GPU_GROUP_INIT_S and the
+# state's transfer below; a real node loss adds Ray's node-death detection (about 15 s by default).
+RESTART_TO_HEAL_S = 4.23  # a group's worker death to the replacement group's first commit after healing
+ACTOR_RESTART_S = 0.19  # a group's worker death to its replacement actors running, with a spare (part of the above)
 
 
 @dataclass(frozen=True)

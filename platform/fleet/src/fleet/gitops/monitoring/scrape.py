@@ -84,7 +84,10 @@ def trainer() -> Obj:
                     {"key": RAY_NODE_TYPE_LABEL, "operator": "NotIn", "values": ["head"]},
                 ]
             },
-            "endpoints": [_endpoint(names.TRAINER_METRICS_PORT, metricRelabeling=trainer_relabeling())],
+            # One endpoint per slot: each replica group of a node serves on its own port (names.TRAINER_METRICS_PORTS).
+            "endpoints": [
+                _endpoint(port, metricRelabeling=trainer_relabeling()) for port in names.TRAINER_METRICS_PORTS
+            ],
             "targetLabels": {
                 "metadata": ["namespace", "pod", "node"],
                 "fromPod": [{"from": names.JOB_LABEL, "to": "meridian_job"}],
