@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,18 +96,20 @@ def assert_group_recovery(tmp_path: Path, name: str, out: str, killed_at: float,
     assert json.loads((tmp_path / "runs" / name / "goodput.json").read_text())["restarts"] == 1
 
 
-@pytest.mark.parametrize("cluster", [2], indirect=True)
-def test_a_killed_rank_restarts_only_its_group_on_the_spare_and_it_heals(cluster: Any, tmp_path: Path) -> None:
-    """2 groups of 2 ranks and one spare group, a node each: rank 1 of group 1 SIGKILLed."""
-    name, steps = "raykill", 300
+def kill_and_recover(
+    cluster: Any, tmp_path: Path, name: str, kill: Callable[[dict[str, Any]], None], *args: str
+) -> None:
+    """Run `name` under Ray with one spare group, `kill` group 1 once it reached step 8 (given the placement),
+    and check that only group 1 restarted, on the spare's node, and healed (assert_group_recovery)."""
+    steps = 300
     proc = start(
-        tmp_path, name, "run.launcher=ray", f"run.steps={steps}", "ft.group_size=2", "ft.spare_groups=1",
-        "ft.restart_delay_s=2", "checkpoint.every=20", "run.metrics_port=0", env={"RAY_ADDRESS": cluster.address},
+        tmp_path, name, "run.launcher=ray", f"run.steps={steps}", "ft.spare_groups=1", "ft.restart_delay_s=2",
+        "checkpoint.every=20", "run.metrics_port=0", *args, env={"RAY_ADDRESS": cluster.address},
     )  # fmt: skip
     try:
         wait_until(proc, lambda: committed_at(tmp_path, name, 1, 8), 120, "reached step 8")
         before = placement(tmp_path, name)
-        os.kill(before["1"]["pids"][1], signal.SIGKILL)
+        kill(before)
         killed_at = time.time()
         out, _ = proc.communicate(timeout=180)
     finally:
@@ -119,28 +121,23 @@ def test_a_killed_rank_restarts_only_its_group_on_the_spare_and_it_heals(cluster
     assert after["1"]["node"] not in (before["0"]["node"], before["1"]["node"])  # the spare's node
 
 
+@pytest.mark.parametrize("cluster", [2], indirect=True)
+def test_a_killed_rank_restarts_only_its_group_on_the_spare_and_it_heals(cluster: Any, tmp_path: Path) -> None:
+    """2 groups of 2 ranks and one spare group, a node each: rank 1 of group 1 SIGKILLed."""
+    kill_and_recover(
+        cluster, tmp_path, "raykill", lambda placed: os.kill(placed["1"]["pids"][1], signal.SIGKILL), "ft.group_size=2"
+    )
+
+
 @pytest.mark.parametrize("cluster", [1], indirect=True)
 def test_a_lost_node_restarts_only_its_group_on_the_spare_node(cluster: Any, tmp_path: Path) -> None:
     """2 groups of 1 rank and one spare, a node each: group 1's whole node killed (its raylet and workers)."""
-    name, steps = "raynode", 300
-    proc = start(
-        tmp_path, name, "run.launcher=ray", f"run.steps={steps}", "ft.spare_groups=1", "ft.restart_delay_s=2",
-        "checkpoint.every=20", "run.metrics_port=0", env={"RAY_ADDRESS": cluster.address},
-    )  # fmt: skip
-    try:
-        wait_until(proc, lambda: committed_at(tmp_path, name, 1, 8), 120, "reached step 8")
-        before = placement(tmp_path, name)
-        node = next(n for n in cluster.worker_nodes if n.node_id == before["1"]["node"])
+
+    def lose_node(placed: dict[str, Any]) -> None:
+        node = next(n for n in cluster.worker_nodes if n.node_id == placed["1"]["node"])
         cluster.remove_node(node, allow_graceful=False)  # SIGKILLs the node's raylet and its processes
-        killed_at = time.time()
-        out, _ = proc.communicate(timeout=180)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, out[-3000:]
-    assert_group_recovery(tmp_path, name, out, killed_at, steps)
-    after = placement(tmp_path, name)
-    assert after["0"] == before["0"]
-    assert after["1"]["node"] not in (before["0"]["node"], before["1"]["node"])
+
+    kill_and_recover(cluster, tmp_path, "raynode", lose_node)
 
 
 def test_placement_and_restart_decisions() -> None:

@@ -27,10 +27,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from contract import codec
 from contract.problem import Invalid
+
+T = TypeVar("T")
 
 SCHEMA = "meridian.deepcheck/v1"
 MAX_BYTES = 16 * 1024  # Warden keeps the evidence short; anything longer was not written by it
@@ -62,15 +64,20 @@ class DeepCheck:
 FIX = "Warden writes it again after the node's next deep check; remove the annotation to have it checked"
 
 
+def _decode(cls: type[T], text: str, schema: str, max_bytes: int, whose: str, where: str, fix: str) -> T:
+    """A document of `cls`, strictly (contract.codec), refused unread when longer than its writer writes."""
+    if len(text.encode()) > max_bytes:
+        raise Invalid([f"{where}: longer than {max_bytes} bytes, so not {whose}; {fix}"])
+    return codec.loads(cls, text, schema, where, fix)
+
+
 def dumps(check: DeepCheck) -> str:
     return codec.dumps(check, SCHEMA, indent=None)
 
 
 def loads(text: str, where: str) -> DeepCheck:
     """Decode an annotation; raises contract.problem.Invalid (one line naming ``where``) on anything else."""
-    if len(text.encode()) > MAX_BYTES:
-        raise Invalid([f"{where}: longer than {MAX_BYTES} bytes, so not Warden's; {FIX}"])
-    check = codec.loads(DeepCheck, text, SCHEMA, where, FIX)
+    check = _decode(DeepCheck, text, SCHEMA, MAX_BYTES, "Warden's", where, FIX)
     _in_range(where, check.time, [f.gpu for f in check.failures], FIX)
     return check
 
@@ -111,9 +118,7 @@ def dump_report(report: Report, max_bytes: int = REPORT_MAX_BYTES) -> str:
 
 def load_report(text: str, where: str) -> Report:
     """Decode a termination message or annotation; Invalid (one line naming ``where``) on anything else."""
-    if len(text.encode()) > REPORT_MAX_BYTES:
-        raise Invalid([f"{where}: longer than {REPORT_MAX_BYTES} bytes, so not preflight's; {REPORT_FIX}"])
-    report = codec.loads(Report, text, REPORT_SCHEMA, where, REPORT_FIX)
+    report = _decode(Report, text, REPORT_SCHEMA, REPORT_MAX_BYTES, "preflight's", where, REPORT_FIX)
     if not CHECK_NAME.fullmatch(report.check):
         raise Invalid([f"{where}: check: {report.check[:64]!r} is not a check name; {REPORT_FIX}"])
     _in_range(where, report.time, [report.gpu], REPORT_FIX)
@@ -178,9 +183,7 @@ def dump_event(event: NodeEvent) -> str:
 
 def load_event(text: str, where: str) -> NodeEvent:
     """Decode an Event's record; Invalid (one line naming ``where``) on anything else."""
-    if len(text.encode()) > EVENT_MAX_BYTES:
-        raise Invalid([f"{where}: longer than {EVENT_MAX_BYTES} bytes, so not Warden's; {EVENT_FIX}"])
-    event = codec.loads(NodeEvent, text, EVENT_SCHEMA, where, EVENT_FIX)
+    event = _decode(NodeEvent, text, EVENT_SCHEMA, EVENT_MAX_BYTES, "Warden's", where, EVENT_FIX)
     if len(event.faults) > MAX_FAULTS:
         raise Invalid([f"{where}: faults: more than {MAX_FAULTS}; {EVENT_FIX}"])
     for fault in event.faults:
