@@ -200,7 +200,12 @@ def test_a_command_two_distributions_declare_is_refused(tmp_path: Path) -> None:
     assert (run.returncode, run.stdout) == (7, f"base {root / 'platform/fleet/src/fleet/cli.py'} ['plan']\n")
 
 
-def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("old_launcher", [False, True])
+def test_a_base_from_before_the_producer_gets_heads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_launcher: bool
+) -> None:
+    # BASE from before the producer, with no launcher or with a launcher that knows no `--module`: HEAD's
+    # producer and launcher both go into its temporary worktree.
     repo = tmp_path / "repo"
     repo.mkdir()
 
@@ -214,10 +219,13 @@ def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch:
 
     git("init", "-q", "-b", "main")
     (repo / "fleet.yaml").write_text("name: old\n")
+    if old_launcher:
+        (repo / "scripts").mkdir()
+        (repo / LAUNCHER).write_text("# an older launcher\n")
     git("add", "-A")
-    git("commit", "-qm", "before the launcher")
+    git("commit", "-qm", "before the producer")
     base = git("rev-parse", "HEAD")
-    (repo / "scripts").mkdir()
+    (repo / "scripts").mkdir(exist_ok=True)
     shutil.copy2(REPO / LAUNCHER, repo / LAUNCHER)
     shutil.copy2(REPO / PRODUCER, repo / PRODUCER)
     seen: list[str] = []
@@ -231,11 +239,11 @@ def test_a_base_from_before_the_launcher_gets_heads(tmp_path: Path, monkeypatch:
     assert sha == base
     assert seen == [(REPO / LAUNCHER).read_text(), (REPO / PRODUCER).read_text()]
     assert taken.notes == [
-        f"BASE {base} has no scripts/run_checkout.py: HEAD's ran BASE's own code",
-        f"BASE {base} has no scripts/plan_side.py: HEAD's ran BASE's own code",
+        f"BASE {base} has no scripts/plan_side.py fit for the review: HEAD's ran BASE's own code",
+        f"BASE {base} has no scripts/run_checkout.py fit for the review: HEAD's ran BASE's own code",
         f"BASE {base} taken",
     ]
-    # What BASE's review reads: the helpers HEAD brought (untracked here) are machinery, reported first.
+    # What BASE's review reads: the helpers HEAD brought are machinery, reported first.
     assert "scripts/" in inputs
     assert review_module.changed_files(repo, base) == ["scripts/plan_side.py", "scripts/run_checkout.py"]
     assert not (tmp_path / "work/base").exists()  # the worktree, and the copy in it, are gone

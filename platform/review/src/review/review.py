@@ -126,13 +126,14 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
     _git(repo, "worktree", "add", "--detach", str(tree), sha)
     try:
         notes = []
-        for helper in (LAUNCHER, PRODUCER):
-            if not (tree / helper).is_file() and (repo / helper).is_file():
-                # A BASE from before the helper: HEAD's copy runs BASE's own code just as well (it reads where
-                # from its own location), so the temporary worktree gets one.
+        # A BASE from before the producer: HEAD's producer and the launcher it calls (`--module`, newer than
+        # BASE's launcher) run BASE's own code just as well (each reads where from its own location).
+        missing = [h for h in (PRODUCER, LAUNCHER) if not (tree / PRODUCER).is_file() or not (tree / h).is_file()]
+        for helper in missing:
+            if (repo / helper).is_file():
                 (tree / helper).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(repo / helper, tree / helper)
-                notes.append(f"BASE {base} has no {helper.as_posix()}: HEAD's ran BASE's own code")
+                notes.append(f"BASE {base} has no {helper.as_posix()} fit for the review: HEAD's ran BASE's own code")
         snapshot = take(tree, f"BASE {base}", workdir / "base-out", kubectl, require_current=False)
         snapshot.notes[:0] = notes
         return sha, snapshot, plan_inputs(tree)
