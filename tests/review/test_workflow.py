@@ -93,7 +93,7 @@ def test_the_review_reads_what_codeowners_and_the_trigger_cover() -> None:
         "platform/gkr/README.md",
         "kustomize/base/image-prepull/daemonset.yaml",
     ]
-    assert changed_inputs(REPO, changed) == [c for c in changed if c != "platform/gkr/README.md"]
+    assert changed_inputs(inputs, changed) == [c for c in changed if c != "platform/gkr/README.md"]
     assert machinery(changed) == ["platform/zz-lint/pyproject.toml", "scripts/review.py"]
 
 

@@ -77,9 +77,8 @@ def matches(path: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(path, pattern) and path.count("/") == pattern.count("/")
 
 
-def changed_inputs(root: Path, paths: list[str]) -> list[str]:
-    """The paths among `paths` that the review of the checkout at `root` reads."""
-    inputs = plan_inputs(root)
+def changed_inputs(inputs: list[str], paths: list[str]) -> list[str]:
+    """The paths among `paths` that fall under `inputs` (a checkout's `plan_inputs`)."""
     return [p for p in paths if any(matches(p, i) for i in inputs)]
 
 

@@ -9,6 +9,7 @@ from review.capacity import Delta
 from review.kubernetes import label
 from review.review import Review
 from review.terraform import StackDiff
+from review.versions import VersionChange
 
 ESTIMATE = (
     "Terraform changes are **estimated** from the synthesized configurations, the pinned provider's "
@@ -36,6 +37,10 @@ def _counts(diff: StackDiff) -> str:
 
 def _delta_rows(deltas: list[Delta]) -> list[str]:
     return [f"| {d.name} | {d.before:,} | {d.after:,} | {d.after - d.before:+,} |" for d in deltas]
+
+
+def _version_line(v: VersionChange) -> str:
+    return f"- {v.line()}{' — **owner approves**' if v.approval else ''}"
 
 
 def _pool_rows(r: Review) -> list[str]:
@@ -70,9 +75,7 @@ def markdown(r: Review) -> str:
         out.append("")
     out += [f"_{note}_" for note in r.notes]
     out += ["### Versions", ""]
-    out += [f"- {v.line()}{' — **owner approves**' if v.approval else ''}" for v in r.versions] or [
-        "No version changes."
-    ]
+    out += [_version_line(v) for v in r.versions] or ["No version changes."]
     out.append("")
     out += [
         "### Capacity (GPUs, from what Terraform will do)",
@@ -174,7 +177,7 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
     )
     yield "Destructive", [f"- **{line}**" for line in r.destructive]
     yield "Security (widens access; a code owner must approve)", [f"- {line}" for line in r.security]
-    yield "Versions", [f"- {v.line()}{' — **owner approves**' if v.approval else ''}" for v in r.versions]
+    yield "Versions", [_version_line(v) for v in r.versions]
     yield "Capacity (GPUs)", _changed_table("region", r.regions)
     yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
     counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]

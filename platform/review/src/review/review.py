@@ -19,7 +19,7 @@ from typing import Any
 from contract.problem import Exit
 from review.access import access_changes
 from review.capacity import Capacity, Delta, capacity_deltas, destructive_lines, terraform_capacity
-from review.inputs import machinery, matches, plan_inputs
+from review.inputs import changed_inputs, machinery, plan_inputs
 from review.kubernetes import ClusterDiff, diff_clusters
 from review.security import Finding, security_findings
 from review.snapshot import LAUNCHER, PRODUCER, ReviewError, Snapshot, take
@@ -163,7 +163,7 @@ def review(
             sha, before, inputs = base_snapshot(repo, sha, work, kubectl)
             if cache is not None:
                 cache[sha] = (before, inputs)
-        changed = [path for path in changed_files(repo, sha) if any(matches(path, i) for i in inputs)]
+        changed = changed_inputs(inputs, changed_files(repo, sha))
     stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes
     raw: dict[str, dict[str, Any]] = {}
