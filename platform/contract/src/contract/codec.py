@@ -1,24 +1,114 @@
-"""Frozen dataclasses to and from JSON, strictly: every field typed, nothing unknown, a schema version.
+"""Typed data from untrusted documents: the one decoder every component uses.
 
-A document is `{"schema": "<name>/v<N>", ...fields}`. Reading checks the
-schema string, refuses unknown and missing fields, and checks every value's
-type against the dataclass annotations, so a hand-edited or stale file fails
-with the path of the first bad value instead of deep inside a consumer.
+A frozen dataclass is the schema. `decode` walks its fields against plain data
+(parsed JSON or YAML), refuses unknown and missing keys, checks every value's
+type and the bounds a field declares with `setting`, and collects every problem
+with its path (`regions[0].nodes: '2' is not an integer; <how to fix>`), so a
+hand-edited or hostile document fails with all its mistakes at once and never
+deep inside a consumer. The contract documents (`loads`), the trainer's
+configuration and gkr's job files all go through it.
+
+A document is `{"schema": "<name>/v<N>", ...fields}`: `loads` checks the schema
+string first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
-from contract.problem import Invalid
+from contract.problem import Invalid, Path, Problem, dotted, one_of
 
 T = TypeVar("T")
 SCHEMA_KEY = "schema"
 MAX_CHARS = 8 << 20  # a registry is ~10 KB; anything near this is not one
+METADATA_KEY = "meridian.setting"
+REGENERATE = "regenerate it with `make generate`"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Setting:
+    """What a field declares beyond its type: help, the command-line flag, and inclusive/exclusive bounds."""
+
+    help: str = ""
+    flag: str | None = None  # e.g. "--pods"; None: the field has no flag of its own
+    low: float | None = None  # value >= low
+    above: float | None = None  # value > above
+    high: float | None = None  # value <= high
+
+    def violation(self, value: float) -> str | None:
+        if self.low is not None and value < self.low:
+            return f"must be at least {_number(self.low)} (got {value!r})"
+        if self.above is not None and value <= self.above:
+            return f"must be greater than {_number(self.above)} (got {value!r})"
+        if self.high is not None and value > self.high:
+            return f"must be at most {_number(self.high)} (got {value!r})"
+        return None
+
+
+NO_SETTING = Setting()
+
+
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Callable[[], Any] | Any = dataclasses.MISSING,
+    help: str = "",
+    flag: str | None = None,
+    low: float | None = None,
+    above: float | None = None,
+    high: float | None = None,
+) -> Any:
+    """A dataclass field that declares its help, flag and bounds once, for the decoder and every derived table."""
+    meta = {METADATA_KEY: Setting(help=help, flag=flag, low=low, above=above, high=high)}
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def setting_of(field: dataclasses.Field[Any]) -> Setting:
+    found = field.metadata.get(METADATA_KEY, NO_SETTING)
+    assert isinstance(found, Setting)
+    return found
+
+
+def has_default(field: dataclasses.Field[Any]) -> bool:
+    return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+
+
+def default_of(field: dataclasses.Field[Any]) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+Fix = str | Callable[[str, str], str]  # how to fix a bad value: text, or (dotted path, expected kind) -> text
+
+
+def decode(
+    cls: type[T], data: Any, *, fix: Fix = REGENERATE, path: Path = (), null_is_default: bool = False
+) -> tuple[T | None, list[Problem]]:
+    """`cls` from plain data, or None and every problem found (each `Problem(path, "what; how to fix")`).
+
+    null_is_default: a null value stands for the field's default (YAML's `key:` with nothing after it).
+    """
+    walker = _Walker(fix, null_is_default)
+    value = walker.value(cls, data, path, NO_SETTING)
+    return (None if walker.problems else typing.cast(T, value)), walker.problems
+
+
+def from_data(cls: type[T], data: Any, where: str, fix: Fix = REGENERATE) -> T:
+    """`cls` from plain data; Invalid (one line per problem: where, path, what, how to fix) when it is not one."""
+    value, problems = decode(cls, data, fix=fix)
+    if problems:
+        raise Invalid([p.line(where) for p in problems])
+    assert value is not None
+    return value
 
 
 def to_data(value: Any) -> Any:
@@ -38,8 +128,8 @@ def dumps(value: Any, schema: str, indent: int | None = 1) -> str:
     return text + "\n" if indent is not None else text
 
 
-def loads(cls: type[T], text: str, schema: str, where: str, fix: str = "regenerate it with `make generate`") -> T:
-    """`cls` from a document; Invalid (one line: where, what, how to fix) when it is not one."""
+def loads(cls: type[T], text: str, schema: str, where: str, fix: str = REGENERATE) -> T:
+    """`cls` from a document; Invalid (one line per problem: where, what, how to fix) when it is not one."""
     if len(text) > MAX_CHARS:
         raise Invalid([f"{where}: {len(text)} characters, more than {MAX_CHARS}; {fix}"])
     try:
@@ -55,91 +145,147 @@ def loads(cls: type[T], text: str, schema: str, where: str, fix: str = "regenera
     return from_data(cls, data, where, fix)
 
 
-def from_data(cls: type[T], data: Any, where: str, fix: str = "regenerate it with `make generate`") -> T:
-    try:
-        return typing.cast(T, _value(cls, data, ""))
-    except _Bad as bad:
-        raise Invalid([f"{where}: {bad.path or '(document)'}: {bad.message}; {fix}"]) from None
+class _Failed:
+    """A value that did not decode (its problems are recorded); never reaches a caller."""
 
 
-class _Bad(Exception):
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path, self.message = path, message
+FAILED = _Failed()
 
 
-def _value(kind: Any, data: Any, path: str) -> Any:
-    origin = get_origin(kind)
-    if kind is Any:
-        return data
-    if origin is typing.Union or origin is types.UnionType:
+class _Walker:
+    def __init__(self, fix: Fix, null_is_default: bool) -> None:
+        self.fix, self.null_is_default = fix, null_is_default
+        self.problems: list[Problem] = []
+
+    def bad(self, path: Path, what: str, kind: Any = None, fix: str | None = None) -> _Failed:
+        if fix is None:
+            fix = self.fix if isinstance(self.fix, str) else self.fix(dotted(path), _name(kind))
+        self.problems.append(Problem(path, f"{what}; {fix}"))
+        return FAILED
+
+    def value(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:
+        origin = get_origin(kind)
+        if kind is Any:
+            return data
+        if origin is typing.Union or origin is types.UnionType:
+            return self.union(kind, data, path, rule)
+        if origin is typing.Literal:
+            if data not in get_args(kind):
+                return self.bad(path, f"{_shown(data)} is not one of {', '.join(map(repr, get_args(kind)))}", kind)
+            return data
+        if origin is tuple:
+            return self.sequence(kind, data, path, rule)
+        if origin is dict:
+            return self.mapping(kind, data, path, rule)
+        if dataclasses.is_dataclass(kind):
+            return self.dataclass(kind, data, path)
+        return self.scalar(kind, data, path, rule)
+
+    def union(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:
         options = get_args(kind)
         if data is None and type(None) in options:
             return None
         for option in (o for o in options if o is not type(None)):
-            try:
-                return _value(option, data, path)
-            except _Bad:
-                continue
-        raise _Bad(path, f"{data!r} is not {' or '.join(_name(o) for o in options)}")
-    if origin is typing.Literal:
-        if data not in get_args(kind):
-            raise _Bad(path, f"{data!r} is not one of {', '.join(map(repr, get_args(kind)))}")
-        return data
-    if origin is tuple:
-        item = get_args(kind)[0]
-        if not isinstance(data, list):
-            raise _Bad(path, f"expected a list, got {type(data).__name__}")
-        return tuple(_value(item, v, f"{path}[{i}]") for i, v in enumerate(data))
-    if origin is dict:
+            trial = _Walker(self.fix, self.null_is_default)
+            value = trial.value(option, data, path, rule)
+            if not trial.problems:
+                return value
+            if len(options) == 2 and type(None) in options:  # `X | None`: X's own problem says more
+                self.problems.extend(trial.problems)
+                return FAILED
+        return self.bad(path, f"{_shown(data)} is not {' or '.join(_name(o) for o in options)}", kind)
+
+    def sequence(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:
+        args = get_args(kind)
+        if not isinstance(data, list | tuple):
+            return self.bad(path, f"{_shown(data)} is not a list", kind)
+        if len(args) == 2 and args[1] is Ellipsis:
+            items = [self.value(args[0], v, (*path, i), rule) for i, v in enumerate(data)]
+        elif len(data) != len(args):
+            return self.bad(path, f"expected a list of {len(args)} values, got {len(data)}", kind)
+        else:
+            items = [self.value(t, v, (*path, i), rule) for i, (t, v) in enumerate(zip(args, data, strict=True))]
+        return FAILED if any(v is FAILED for v in items) else tuple(items)
+
+    def mapping(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:
         key_type, value_type = get_args(kind)
         if not isinstance(data, dict):
-            raise _Bad(path, f"expected an object, got {type(data).__name__}")
-        return {_key(key_type, k, path): _value(value_type, v, f"{path}.{k}" if path else k) for k, v in data.items()}
-    if dataclasses.is_dataclass(kind):
-        return _dataclass(kind, data, path)
-    return _scalar(kind, data, path)
+            return self.bad(path, f"{_shown(data)} is not an object", kind)
+        out = {}
+        for key, item in data.items():
+            where = (*path, str(key))
+            decoded_key = self.key(key_type, key, where)
+            decoded = self.value(value_type, item, where, rule)
+            if decoded_key is not FAILED and decoded is not FAILED:
+                out[decoded_key] = decoded
+        return out if len(out) == len(data) else FAILED
 
+    def key(self, kind: Any, key: Any, path: Path) -> Any:
+        if not isinstance(key, str):
+            return self.bad(path, f"key {_shown(key)} is not a string", str)
+        if kind is int:
+            digits = key.removeprefix("-")
+            # ASCII digits only: int() also takes "1_3", " 13" and other scripts' digits, so two keys could be one.
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= 18 and str(int(key)) == key):
+                return self.bad(path, f"key {_shown(key)} is not an integer", int)
+            return int(key)
+        if get_origin(kind) is typing.Literal and key not in get_args(kind):
+            return self.bad(path, f"key {_shown(key)} is not one of {', '.join(map(repr, get_args(kind)))}", kind)
+        return key
 
-def _dataclass(cls: Any, data: Any, path: str) -> Any:
-    if not isinstance(data, dict):
-        raise _Bad(path, f"expected an object, got {type(data).__name__}")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise _Bad(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
-    values = {}
-    for name, field in fields.items():
-        sub = f"{path}.{name}" if path else name
-        if name in data:
-            values[name] = _value(hints[name], data[name], sub)
-        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            raise _Bad(sub, "missing")
-    return cls(**values)
+    def dataclass(self, cls: Any, data: Any, path: Path) -> Any:
+        if not isinstance(data, dict):
+            return self.bad(path, f"{_shown(data)} is not an object", cls)
+        hints = get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        unknown = [key for key in data if key not in fields]
+        for key in unknown:
+            self.bad((*path, str(key)), "unknown field", fix=one_of(fields, str(key)))
+        values, failed = {}, bool(unknown)
+        for name, field in fields.items():
+            where = (*path, name)
+            item = data.get(name)
+            if name not in data or (item is None and self.null_is_default and has_default(field)):
+                if not has_default(field):
+                    self.bad(where, "missing", hints[name])
+                    failed = True
+                continue
+            values[name] = self.value(hints[name], item, where, setting_of(field))
+            failed = failed or values[name] is FAILED
+        return FAILED if failed else cls(**values)
 
-
-def _key(kind: Any, key: str, path: str) -> Any:
-    if kind is int:
-        digits = key.removeprefix("-")
-        # ASCII digits only: int() also takes "1_3", " 13" and other scripts' digits, so two keys could be one.
-        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18 and str(int(key)) == key):
-            raise _Bad(path, f"key {key[:40]!r} is not an integer")
-        return int(key)
-    if get_origin(kind) is typing.Literal and key not in get_args(kind):
-        raise _Bad(path, f"key {key[:40]!r} is not one of {', '.join(map(repr, get_args(kind)))}")
-    return key
-
-
-def _scalar(kind: Any, data: Any, path: str) -> Any:
-    if kind is float and isinstance(data, int | float) and not isinstance(data, bool):
-        return float(data)
-    if kind in (str, int, bool) and type(data) is kind:
+    def scalar(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:
+        if kind is float and isinstance(data, int | float) and not isinstance(data, bool):
+            if not math.isfinite(data):
+                return self.bad(path, f"{data!r} is not a finite number", kind)
+            data = float(data)
+        elif kind not in (str, int, bool, float) or type(data) is not kind:
+            return self.bad(path, f"{_shown(data)} is not {_name(kind)}", kind)
+        if kind in (int, float):
+            wrong = rule.violation(data)
+            if wrong:
+                return self.bad(path, wrong, kind)
         return data
-    raise _Bad(path, f"{data!r} is not {_name(kind)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _name(kind: Any) -> str:
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}.get(
-        kind, getattr(kind, "__name__", str(kind))
-    )
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", type(None): "null"}
+    if kind in names:
+        return names[kind]
+    origin = get_origin(kind)
+    if origin is tuple or origin is list:
+        return "a list"
+    if origin is dict or dataclasses.is_dataclass(kind):
+        return "an object"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, get_args(kind)))
+    return getattr(kind, "__name__", str(kind))

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from contract import codec
 from contract.names import team_namespace
@@ -64,6 +66,19 @@ class Machine:
     rdma_nics: int
     peak_bf16_tflops: float  # dense bf16 per GPU, the vendor's figure: what MFU is measured against
     preflight: Thresholds
+
+
+class _Owned(Protocol):
+    @property
+    def team(self) -> str | None: ...
+
+
+OwnedT = TypeVar("OwnedT", bound=_Owned)
+
+
+def team_pools(pools: Iterable[OwnedT], team: str) -> list[OwnedT]:
+    """The pools a team may use: the shared ones and its own. The one rule fleet's quota plan and gkr apply."""
+    return [p for p in pools if p.team in (None, team)]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from contract.problem import Problem
+from contract.registry import team_pools
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, pool_capacity
 from fleet.catalog import MACHINE_TYPES
@@ -52,11 +53,6 @@ class QuotaPlan:
 
     def team(self, region: str, team: str) -> TeamQuota:
         return self.regions[region].teams[team]
-
-
-def team_pools(region: Region, team: str) -> list[GpuPool]:
-    """Pools the team may use: shared ones and its own."""
-    return [p for p in region.gpu_pools if p.team in (None, team)]
 
 
 def apportion(total: int, weights: list[int]) -> list[int]:
@@ -124,7 +120,7 @@ def _plan_region(fleet: Fleet, index: int, region: Region) -> tuple[RegionQuotas
         for team, (vcpus, memory) in zip(fleet.teams, shares, strict=True):
             nominal[team.name][cpu_pool.name] = {GPU: 0, "cpu": vcpus, "memory": memory}
     for team in fleet.teams:
-        for pool in team_pools(region, team.name):
+        for pool in team_pools(region.gpu_pools, team.name):
             nominal[team.name][pool.name] = _with_host(pool, pools[team.name][pool.name])
     planned = {}
     for team in fleet.teams:
@@ -152,7 +148,7 @@ def _with_host(pool: GpuPool, gpus: int) -> Quota:
 
 def _split(region: Region, team: str, quota: int, left: dict[str, int]) -> dict[str, int]:
     """The team's nominal GPUs per pool, in whole nodes, taken out of `left` (what earlier teams left)."""
-    usable = team_pools(region, team)
+    usable = team_pools(region.gpu_pools, team)
     shares = {p.name: 0 for p in usable}
     wanted = quota
 
@@ -186,7 +182,7 @@ def _check_region(fleet: Fleet, index: int, region: Region) -> list[Problem]:
     demand = 0  # GPUs the teams need from the shared pools, after their own
     for i, team in enumerate(fleet.teams):
         quota = team.quota.get(region.name, 0)
-        usable = team_pools(region, team.name)
+        usable = team_pools(region.gpu_pools, team.name)
         path = ("teams", i, "quota", region.name)
         can = sum(held[p.name] for p in usable)
         own = sum(held[p.name] for p in usable if p.team == team.name)

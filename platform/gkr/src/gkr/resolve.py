@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from contract import names
 from contract.problem import Problem, one_of
-from contract.registry import Machine, Pool, Region, Registry, Team
+from contract.registry import Machine, Pool, Region, Registry, Team, team_pools
 from gkr import defaults, groups
 from gkr.spec import JobSpec, Ray
 
@@ -99,10 +99,6 @@ def default_share(machine: Machine, gpus: int, total: int) -> int:
     return int(total * fraction * SYSTEM_SHARE)
 
 
-def team_pools(region: Region, team: Team) -> list[Pool]:
-    return [p for p in region.pools if p.team in (None, team.name)]
-
-
 def resolve(
     spec: JobSpec, registry: Registry, default_region: str | None = None
 ) -> tuple[Resolved | None, list[Problem]]:
@@ -163,7 +159,7 @@ def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> t
                 f"no CPU pool {spec.pool!r} in {region.name} for a job without GPUs; {one_of(cpu_names, spec.pool)}",
             )
         return found, None
-    usable = team_pools(region, team)
+    usable = team_pools(region.pools, team.name)
     if spec.pool is None:
         if not usable:
             return None, Problem(

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.registry import team_pools
 from fleet import names
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import CapacityMode, CpuPool, Fleet, GpuPool, Region, Team
-from fleet.quotaplan import QuotaPlan, TeamQuota, team_pools
+from fleet.quotaplan import QuotaPlan, TeamQuota
 
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
@@ -150,7 +151,7 @@ def _quantity(resource: str, amount: int) -> int | str:
 
 
 def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
-    pools = team_pools(region, team.name)
+    pools = team_pools(region.gpu_pools, team.name)
     nominal, borrowing = quotas.nominal, quotas.borrowing
     # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
     # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
