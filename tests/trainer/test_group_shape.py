@@ -26,7 +26,7 @@ def test_the_shape_defaults_to_the_environment_and_the_command_line_wins(monkeyp
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["ft.group_size=0"], "ft.group_size: must be > 0, got 0"),
+        (["ft.group_size=0"], "ft.group_size: must be at least 1 (got 0)"),
         (["ft.group_size=3"], "data.batch_size: 16 is not a multiple of ft.group_size 3"),
     ],
 )

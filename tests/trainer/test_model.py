@@ -82,8 +82,8 @@ def test_the_peak_comes_from_gkrs_environment_unless_configured() -> None:
         (["model.kv_heads=3"], "model.kv_heads: 3 does not divide model.heads 4"),
         (["model.heads=64"], "model.heads: head dimension d_model/heads = 1 is odd"),
         (["data=text", "model.vocab=100"], "model.vocab: 100 < 256"),
-        (["model.precision=fp16"], "model.precision: 'fp16' is not one of auto, bf16, fp32"),
-        (["perf.peak_tflops=-1"], "perf.peak_tflops: must be >= 0"),
+        (["model.precision=fp16"], "model.precision: 'fp16' is not one of 'auto', 'bf16', 'fp32'"),
+        (["perf.peak_tflops=-1"], "perf.peak_tflops: must be at least 0"),
     ],
 )
 def test_bad_model_settings_are_one_line(overrides: list[str], message: str) -> None:

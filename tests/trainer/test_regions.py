@@ -42,10 +42,10 @@ def test_without_gkrs_environment_a_run_is_one_region(monkeypatch: pytest.Monkey
         ("ft.lighthouse=lighthouse:29510", "ft.lighthouse: 'lighthouse:29510' is not an address"),
         ("ft.lighthouse='http://a b'", "is not an address"),
         ("ft.cross_group_backend=nccl", "ft.cross_group_backend: nccl needs ft.device=cuda"),
-        ("ft.cross_group_backend=mpi", "ft.cross_group_backend: 'mpi' is not one of auto, nccl, gloo"),
+        ("ft.cross_group_backend=mpi", "ft.cross_group_backend: 'mpi' is not one of 'auto', 'nccl', 'gloo'"),
         ("checkpoint.resume_from=['a,b']", "checkpoint.resume_from[0]: 'a,b' is not a checkpoint directory"),
         ("checkpoint.resume_from=['']", "checkpoint.resume_from[0]: '' is not a checkpoint directory"),
-        ("checkpoint.resume_from=/b", "checkpoint.resume_from: expected a list"),
+        ("checkpoint.resume_from=/b", "checkpoint.resume_from: '/b' is not a list"),
     ],
 )
 def test_malformed_settings_are_one_line(setting: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:

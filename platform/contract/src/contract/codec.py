@@ -40,6 +40,7 @@ class Setting:
     low: float | None = None  # value >= low
     above: float | None = None  # value > above
     high: float | None = None  # value <= high
+    below: float | None = None  # value < below
 
     def violation(self, value: float) -> str | None:
         if self.low is not None and value < self.low:
@@ -48,6 +49,8 @@ class Setting:
             return f"must be greater than {_number(self.above)} (got {value!r})"
         if self.high is not None and value > self.high:
             return f"must be at most {_number(self.high)} (got {value!r})"
+        if self.below is not None and value >= self.below:
+            return f"must be less than {_number(self.below)} (got {value!r})"
         return None
 
 
@@ -63,9 +66,10 @@ def setting(
     low: float | None = None,
     above: float | None = None,
     high: float | None = None,
+    below: float | None = None,
 ) -> Any:
     """A dataclass field that declares its help, flag and bounds once, for the decoder and every derived table."""
-    meta = {METADATA_KEY: Setting(help=help, flag=flag, low=low, above=above, high=high)}
+    meta = {METADATA_KEY: Setting(help=help, flag=flag, low=low, above=above, high=high, below=below)}
     if factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

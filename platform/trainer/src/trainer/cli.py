@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = compose(args[0], args[1:])
     except ConfigError as error:
-        print(f"train.py: {error}", file=sys.stderr)
+        for line in error.lines:
+            print(f"train.py: {line}", file=sys.stderr)
         return 2
     from trainer.preconditions import first_problem
     from trainer.resume import start_refusal

@@ -13,32 +13,38 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
+from contract import codec
+from contract.codec import setting
 from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT
 
 
 class ConfigError(Exception):
-    """One line for the user: the key, what is wrong, how to fix it."""
+    """One line per problem for the user: the key, what is wrong, how to fix it."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
 
 
 @dataclass(frozen=True)
 class Run:
     name: str
-    steps: int = 300
+    steps: int = setting(300, low=1)
     seed: int = 0
-    log_every: int = 20
+    log_every: int = setting(20, low=1)
     launcher: Literal["local", "ray"] = "local"
     report_dir: str = "/tmp/meridian-runs"
     # A group that sees a non-finite loss or gradient norm this many attempts in a row stops (exit 3).
-    max_nonfinite_steps: int = 3
+    max_nonfinite_steps: int = setting(3, low=1)
     # Fault injection, for tests and drills only: the loss of inner step N (1-based; 0: never) is NaN
     # for the first `inject_nan_times` attempts of that step in each replica-group process.
-    inject_nan_at_step: int = 0
-    inject_nan_times: int = 1
+    inject_nan_at_step: int = setting(0, low=0)
+    inject_nan_times: int = setting(1, low=1)
     # Rank 0 of each group serves contract.metrics.TRAINER here (0: any free port; -1: off); when taken (groups
     # sharing a machine) it falls back to a free one. The bound port is in the run dir: metrics-<group>.port.
-    metrics_port: int = TRAINER_METRICS_PORT
+    metrics_port: int = setting(TRAINER_METRICS_PORT, low=-1, high=65535)
 
 
 @dataclass(frozen=True)
@@ -46,27 +52,27 @@ class FaultTolerance:
     # false: one replica group trains alone, without torchft (no Lighthouse, no Manager, no healing);
     # checkpoints and resume work the same.
     enabled: bool = True
-    replica_groups: int = 2
+    replica_groups: int = setting(2, low=1)
     # Ranks (processes; one per GPU) in each replica group: the group shards the model among them with
     # FSDP2, and torchft averages each shard across groups (HSDP). World = replica_groups x group_size.
-    group_size: int = 1
-    min_replicas: int = 1
+    group_size: int = setting(1, low=1)
+    min_replicas: int = setting(1, low=1)
     restart_failed: bool = True
-    timeout_s: float = 30
-    quorum_timeout_s: float = 60
-    heartbeat_timeout_ms: int = 5000
+    timeout_s: float = setting(30, above=0)
+    quorum_timeout_s: float = setting(60, above=0)
+    heartbeat_timeout_ms: int = setting(5000, low=1)
     # The local launcher waits this long before restarting a dead group, so the Lighthouse has
     # dropped the dead member (heartbeat timeout) and the survivors have re-formed the quorum.
-    restart_delay_s: float = 5.0
+    restart_delay_s: float = setting(5.0, above=0)
     # Under Ray: extra replica groups' worth of workers the run holds placed and idle (gkr renders the RayJob with
     # (replica_groups + spare_groups) x group_size workers), so a dead group's replacement starts at once on
     # healthy capacity instead of waiting for its node (ray_supervisor.py). The local launcher ignores it.
-    spare_groups: int = 0
+    spare_groups: int = setting(0, low=0)
     device: Literal["cpu", "cuda"] = "cpu"
     # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
-    link_rtt_ms: float = 0.0
-    link_gbps: float = 0.0
+    link_rtt_ms: float = setting(0.0, low=0)
+    link_gbps: float = setting(0.0, low=0)
     # --- A run across regions (issue 19; regions.py) ---
     # The run's Lighthouse (http://host:port; default $TORCHFT_LIGHTHOUSE): set, no launcher starts one.
     lighthouse: str = ""
@@ -83,8 +89,8 @@ class FaultTolerance:
 @dataclass(frozen=True)
 class Checkpoint:
     dir: str
-    every: int = 100
-    keep: int = 3
+    every: int = setting(100, low=1)
+    keep: int = setting(3, low=1)
     # Train from step 0 although checkpoint.dir has step data of which nothing verifies (refused
     # otherwise). It deletes nothing up front; a verified checkpoint, if any, is still resumed from.
     start_over: bool = False
@@ -98,16 +104,16 @@ class Checkpoint:
 class Model:
     """A decoder-only transformer (model.py); the sizes are configs/model/*.yaml."""
 
-    vocab: int = 256
-    d_model: int = 64
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 0  # grouped-query attention: key/value heads (0: as many as heads)
-    ffn_dim: int = 0  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
-    seq_len: int = 64
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    dropout: float = 0.0
+    vocab: int = setting(256, low=1)
+    d_model: int = setting(64, low=1)
+    layers: int = setting(2, low=1)
+    heads: int = setting(4, low=1)
+    kv_heads: int = setting(0, low=0)  # grouped-query attention: key/value heads (0: as many as heads)
+    ffn_dim: int = setting(0, low=0)  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
+    seq_len: int = setting(64, low=1)
+    rope_theta: float = setting(10000.0, above=0)
+    norm_eps: float = setting(1e-5, above=0)
+    dropout: float = setting(0.0, low=0, below=1)
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast anywhere; fp32: never. Parameters stay fp32.
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     activation_checkpointing: bool = False  # recompute each block in the backward pass (less memory)
@@ -116,8 +122,8 @@ class Model:
 @dataclass(frozen=True)
 class Data:
     kind: Literal["markov", "text"] = "markov"
-    batch_size: int = 16
-    branching: int = 4
+    batch_size: int = setting(16, low=1)
+    branching: int = setting(4, low=1)
     path: str = ""
     seed: int = 1234
 
@@ -125,15 +131,15 @@ class Data:
 @dataclass(frozen=True)
 class Optim:
     algorithm: Literal["ddp", "diloco"] = "ddp"
-    lr: float = 3e-3
+    lr: float = setting(3e-3, above=0)
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
-    sync_every: int = 500
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
+    sync_every: int = setting(500, low=1)
+    outer_lr: float = setting(0.7, above=0)
+    outer_momentum: float = setting(0.9, low=0, below=1)
     nesterov: bool = True
-    fragments: int = 1
+    fragments: int = setting(1, low=1)
     fragment_sync_delay: int = 0
 
 
@@ -141,7 +147,7 @@ class Optim:
 class Perf:
     # Dense bf16 peak per GPU in TFLOPS, MFU's denominator. 0: from $MERIDIAN_PEAK_BF16_TFLOPS (gkr sets
     # it from the fleet registry); still 0 (CPU, unknown machine): MFU is reported as n/a.
-    peak_tflops: float = 0.0
+    peak_tflops: float = setting(0.0, low=0)
 
 
 @dataclass(frozen=True)
@@ -166,79 +172,19 @@ class Config:
     logging: Logging = field(default_factory=Logging)
 
 
-# Bounds a value must respect: key -> (check, what it must be).
-_POSITIVE = {
-    "run.steps", "run.log_every", "run.max_nonfinite_steps", "run.inject_nan_times", "ft.replica_groups",
-    "ft.group_size",
-    "ft.min_replicas", "ft.timeout_s", "ft.quorum_timeout_s", "ft.heartbeat_timeout_ms", "ft.restart_delay_s",
-    "checkpoint.every", "checkpoint.keep", "model.vocab", "model.d_model",
-    "model.layers", "model.heads", "model.seq_len", "model.rope_theta", "model.norm_eps", "data.batch_size", "data.branching", "optim.lr",
-    "optim.sync_every", "optim.outer_lr", "optim.fragments",
-}  # fmt: skip
-
-
-def _convert(key: str, value: Any, kind: Any) -> Any:
-    origin = get_origin(kind)
-    if origin is Literal:
-        if value not in get_args(kind):
-            choices = ", ".join(str(c) for c in get_args(kind))
-            raise ConfigError(f"{key}: {value!r} is not one of {choices}; set {key}=<one of them>")
-        return value
-    if origin is tuple and get_args(kind)[-1] is Ellipsis:  # a list of any length
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}; set {key}=[a,b]")
-        return tuple(_convert(f"{key}[{i}]", v, get_args(kind)[0]) for i, v in enumerate(value))
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(get_args(kind)):
-            raise ConfigError(f"{key}: expected a list of {len(get_args(kind))} numbers, got {value!r}")
-        return tuple(_convert(f"{key}[{i}]", v, t) for i, (v, t) in enumerate(zip(value, get_args(kind), strict=True)))
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}; set {key}=true or {key}=false")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected a whole number, got {value!r}; set {key}=<integer>")
-        return value
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}; set {key}=<number>")
-        return float(value)
-    if kind is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected text, got {value!r}")
-        return value
-    raise AssertionError(f"unsupported schema type {kind}")  # a bug in the schema, not in the input
-
-
-def _section(cls: type[Any], key: str, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{key}: expected a mapping of settings, got {data!r}")
-    hints = get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown setting; known: {', '.join(sorted(known))} (typo?)")
-    values = {}
-    for f in fields(cls):
-        path = f"{key}.{f.name}"
-        if f.name not in data:
-            if f.default is f.default_factory:  # no default: required
-                raise ConfigError(f"{path}: missing; set {path}=<value>")
-            continue
-        value = _convert(path, data[f.name], hints[f.name])
-        if path in _POSITIVE and value <= 0:
-            raise ConfigError(f"{path}: must be > 0, got {value}")
-        values[f.name] = value
-    return cls(**values)
+def _fix(path: str, kind: str) -> str:
+    return f"set {path} to one of them" if kind.startswith("one of") else f"set {path}=<{kind}>"
 
 
 def from_dict(data: dict[str, Any]) -> Config:
-    """The typed configuration from a composed (and resolved) mapping."""
-    sections = {f.name: f for f in fields(Config) if f.name != "extra"}
-    hints = get_type_hints(Config)
-    parsed = {name: _section(hints[name], name, data.get(name, {})) for name in sections}
-    config = Config(**parsed, extra={k: v for k, v in data.items() if k not in sections})
+    """The typed configuration from a composed (and resolved) mapping; ConfigError lists every problem."""
+    sections = {f.name for f in fields(Config) if f.name != "extra"}
+    known = {name: data.get(name, {}) for name in sections}
+    extra = {k: v for k, v in data.items() if k not in sections}
+    config, problems = codec.decode(Config, {**known, "extra": extra}, fix=_fix)
+    if problems:
+        raise ConfigError(*(p.line() for p in problems))
+    assert config is not None
     return _cross_checks(config)
 
 
@@ -252,8 +198,6 @@ def _cross_checks(config: Config) -> Config:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
         )
-    if config.ft.spare_groups < 0:
-        raise ConfigError(f"ft.spare_groups: must be >= 0 (0: no spare), got {config.ft.spare_groups}")
     if config.ft.spare_groups > config.ft.replica_groups:  # more idle capacity than training capacity: a typo
         raise ConfigError(
             f"ft.spare_groups: {config.ft.spare_groups} > ft.replica_groups {config.ft.replica_groups}; lower it"
@@ -272,15 +216,9 @@ def _cross_checks(config: Config) -> Config:
             f"data.batch_size: {config.data.batch_size} is not a multiple of ft.group_size {config.ft.group_size} "
             "(each rank of a group takes an equal part of the group's batch)"
         )
-    if not -1 <= config.run.metrics_port <= 65535:
-        raise ConfigError(f"run.metrics_port: {config.run.metrics_port} is not a port (0: any free one, -1: off)")
-    if config.run.inject_nan_at_step < 0:
-        raise ConfigError(f"run.inject_nan_at_step: must be >= 0 (0: never), got {config.run.inject_nan_at_step}")
     _model_checks(config)
     _link_checks(config)
     _region_checks(config)
-    if not 0 <= config.optim.outer_momentum < 1:
-        raise ConfigError(f"optim.outer_momentum: must be in [0, 1), got {config.optim.outer_momentum}")
     if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
         raise ConfigError("optim.fragment_sync_delay: must be smaller than optim.sync_every / optim.fragments")
     if config.optim.sync_every % config.optim.fragments:
@@ -293,10 +231,6 @@ def _cross_checks(config: Config) -> Config:
 
 
 def _link_checks(config: Config) -> None:
-    for key in ("link_rtt_ms", "link_gbps"):
-        value = getattr(config.ft, key)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"ft.{key}: must be a finite number >= 0 (0: no emulated link), got {value}")
     if (config.ft.link_rtt_ms or config.ft.link_gbps) and not config.ft.enabled:
         raise ConfigError("ft.link_rtt_ms: the link emulator delays the cross-group all-reduce; set ft.enabled=true")
 
@@ -305,17 +239,12 @@ def _model_checks(config: Config) -> None:
     m = config.model
     if m.d_model % m.heads:
         raise ConfigError(f"model.heads: {m.heads} does not divide model.d_model {m.d_model}")
-    if m.kv_heads < 0 or m.ffn_dim < 0 or config.perf.peak_tflops < 0:
-        key = "model.kv_heads" if m.kv_heads < 0 else "model.ffn_dim" if m.ffn_dim < 0 else "perf.peak_tflops"
-        raise ConfigError(f"{key}: must be >= 0 (0: the default), got a negative value")
     if m.kv_heads and m.heads % m.kv_heads:
         raise ConfigError(f"model.kv_heads: {m.kv_heads} does not divide model.heads {m.heads}")
     if (m.d_model // m.heads) % 2:
         raise ConfigError(
             f"model.heads: head dimension d_model/heads = {m.d_model // m.heads} is odd; rotary embeddings need it even"
         )
-    if not 0 <= m.dropout < 1:
-        raise ConfigError(f"model.dropout: must be in [0, 1), got {m.dropout}")
     if config.data.kind == "text" and m.vocab < 256:
         raise ConfigError(f"model.vocab: {m.vocab} < 256, but data=text has byte tokens (0-255); set model.vocab>=256")
 
