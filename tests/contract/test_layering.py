@@ -20,9 +20,15 @@ from tests.conftest import REPO
 LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
     "meridian-contract": (("platform/contract/src/contract",), set()),
     "meridian-safeyaml": (("platform/safeyaml/src/safeyaml",), set()),
-    "meridian-preflight": (("platform/preflight/src/preflight",), {"meridian-contract"}),
-    "meridian-warden": (("platform/warden/src/warden",), {"meridian-contract", "meridian-preflight"}),
-    "meridian-trainer": (("platform/trainer/src/trainer",), {"meridian-contract", "meridian-preflight"}),
+    # Metric collectors and their exposition, shared by preflight, Warden and the trainer on the contract floor.
+    "meridian-telemetry": (("platform/telemetry/src/telemetry",), {"meridian-contract"}),
+    "meridian-preflight": (("platform/preflight/src/preflight",), {"meridian-contract", "meridian-telemetry"}),
+    # Warden's node agent parses the kernel log with preflight's parser (the same Xid reading on both sides).
+    "meridian-warden": (
+        ("platform/warden/src/warden",),
+        {"meridian-contract", "meridian-telemetry", "meridian-preflight"},
+    ),
+    "meridian-trainer": (("platform/trainer/src/trainer",), {"meridian-contract", "meridian-telemetry"}),
     "meridian-gkr": (("platform/gkr/src/gkr",), {"meridian-contract", "meridian-safeyaml"}),
     "meridian-fleet": (("platform/fleet/src/fleet",), {"meridian-contract", "meridian-safeyaml"}),
     "meridian-infra": (("infra/meridian_infra",), {"meridian-contract", "meridian-fleet"}),
@@ -34,6 +40,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
 PACKAGES = {
     "contract": "meridian-contract",
     "safeyaml": "meridian-safeyaml",
+    "telemetry": "meridian-telemetry",
     "preflight": "meridian-preflight",
     "warden": "meridian-warden",
     "trainer": "meridian-trainer",
@@ -105,6 +112,7 @@ def test_the_contract_needs_only_the_standard_library() -> None:
 
 def test_no_component_but_fleet_infra_and_review_imports_fleet() -> None:
     """Issue 17's rule, said plainly: consumers read what fleet generated, never fleet itself."""
-    for dist in ("meridian-gkr", "meridian-warden", "meridian-preflight", "meridian-trainer", "meridian-contract"):
+    consumers = ("meridian-gkr", "meridian-warden", "meridian-preflight", "meridian-trainer", "meridian-telemetry")
+    for dist in (*consumers, "meridian-contract"):
         for folder in LAYERS[dist][0]:
             assert "fleet" not in _imports(REPO / folder), f"{dist} imports fleet"

@@ -33,9 +33,9 @@ def _strings(value: object) -> list[str]:
 
 
 def _distinctive(value: str) -> bool:
-    """A label/annotation/taint key, a CamelCase reason or condition, or a metric name."""
+    """A label/annotation/taint key or a CamelCase reason or condition (metric names: test_single_sources.py)."""
     camel = bool(re.fullmatch(r"[A-Z][A-Za-z]+", value)) and not value.isupper() and sum(map(str.isupper, value)) > 1
-    return "/" in value or camel or value.startswith("warden_")
+    return "/" in value or camel
 
 
 SHARED = sorted({s for key, value in vars(names).items() if key.isupper() for s in _strings(value) if _distinctive(s)})

@@ -11,6 +11,7 @@ import promql_parser
 import pytest
 
 from contract import names
+from contract.metrics import WARDEN
 from fleet.gitops import kueue
 from fleet.gitops.monitoring import monitoring_objects, queries, rules, upstream
 from fleet.gitops.monitoring.dashboards import HEALTHY, STATES, boards, dashboard_files
@@ -77,7 +78,7 @@ def test_the_stuck_run_alert_joins_the_runs_pods_with_their_phase() -> None:
 
 def test_warden_series_count_only_the_leader() -> None:
     for name in ("WardenBreakerOpen", "NodesHeldForPerson", "GpuXidRateHigh"):
-        assert names.WARDEN_LEADER in queries.selected(ALERTS[name].expr), name
+        assert WARDEN.leader.name in queries.selected(ALERTS[name].expr), name
 
 
 def test_warden_leadership_alerts_cover_none_and_two() -> None:
@@ -88,9 +89,9 @@ def test_warden_leadership_alerts_cover_none_and_two() -> None:
     assert none.modifier.matching is not None
     assert list(none.modifier.matching.labels) == ["cluster"]
     assert queries.selected(str(none.lhs)) == ["kube_pod_status_phase"]  # a cluster is there whether Warden is
-    assert queries.selected(str(none.rhs)) == [names.WARDEN_LEADER]
+    assert queries.selected(str(none.rhs)) == [WARDEN.leader.name]
     two = _binary(ALERTS["WardenSplitLeadership"].expr)
-    assert queries.selected(str(two.lhs)) == [names.WARDEN_LEADER]
+    assert queries.selected(str(two.lhs)) == [WARDEN.leader.name]
     assert str(two.rhs) == "1"
     assert all(ALERTS[a].severity == "critical" for a in ("WardenNoLeader", "WardenSplitLeadership"))
 

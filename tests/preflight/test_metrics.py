@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contract import metrics
 from preflight.cli import main
-from preflight.exposition import check, table
 from preflight.metrics import PreflightMetrics
 from preflight.report import Result
+from telemetry.exposition import check, table
 from tests.conftest import REPO
 
 FIXTURES = Path(__file__).parent / "fixtures"

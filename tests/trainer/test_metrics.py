@@ -10,7 +10,8 @@ from trainer.goodput import Goodput
 from trainer.metrics import RunMetrics, region_of
 
 from contract import metrics
-from preflight.exposition import check, render, table
+from contract.metrics import TRAINER
+from telemetry.exposition import check, render, table
 from tests.conftest import REPO
 
 LABELS = {"run": "r", "region": "europe-west4", "group": "1"}
@@ -42,15 +43,15 @@ def test_events_update_the_catalogs_families() -> None:
     live.record("checkpoint_durable", {"step": 7, "seconds": 12.0})
     live.record("step", {"step": 7, "loss": 2.5, "tokens_per_s": 1000.0, "mfu": 0.41})
     family = live.family
-    assert family["meridian_trainer_step"].get(**LABELS) == 7
-    assert family["meridian_trainer_participants"].get(**LABELS) == 2
-    assert family["meridian_trainer_heals_total"].get(**LABELS) == 1
-    assert family["meridian_trainer_mfu_ratio"].get(**LABELS) == 0.41
-    seconds = family["meridian_trainer_goodput_seconds_total"]
+    assert family[TRAINER.step].get(**LABELS) == 7
+    assert family[TRAINER.participants].get(**LABELS) == 2
+    assert family[TRAINER.heals].get(**LABELS) == 1
+    assert family[TRAINER.mfu_ratio].get(**LABELS) == 0.41
+    seconds = family[TRAINER.goodput_seconds]
     assert seconds.get(**LABELS, category="startup") == 4.0
     assert seconds.get(**LABELS, category="productive") == 2.0
     assert seconds.get(**LABELS, category="failed") == 1.5  # failed steps and the recovery stall
-    assert family["meridian_trainer_checkpoint_seconds"].get(**LABELS, state="durable") == 1
+    assert family[TRAINER.checkpoint_seconds].get(**LABELS, state="durable") == 1
     assert check(metrics.TRAINER, render(live.registry)) == []
     values, step = sink.logged[-1]
     assert step == 7

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract import metrics
-from preflight.exposition import check
+from telemetry.exposition import check
 from tests.trainer.conftest import CONFIG, TRAIN, overrides, start
 
 RUN_LABELS = set(metrics.RUN_LABELS)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract import names
+from contract.metrics import WARDEN
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, serving
 from tests.warden.test_kube import Cluster
 from warden.leader import Elector
@@ -179,7 +179,7 @@ def test_the_leader_gauge_is_the_fenced_truth_when_scraped(cluster: Cluster) -> 
 
     def leader(m: WardenMetrics) -> float:
         families = {f.name: f for f in text_string_to_metric_families(m.render())}
-        return families[names.WARDEN_LEADER].samples[0].value
+        return families[WARDEN.leader.name].samples[0].value
 
     assert (leader(ma), leader(mb)) == (1, 0)
     cluster.clock.now += a.renew_deadline + 1  # a's renewals stopped (its thread is stuck): it stops claiming

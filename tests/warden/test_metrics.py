@@ -9,7 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract import metrics
-from preflight.exposition import check, table
+from contract.metrics import WARDEN
+from telemetry.exposition import check, table
 from tests.conftest import REPO
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, node, serving
 from tests.warden.test_kube import Cluster, xid_condition
@@ -58,6 +59,12 @@ def test_a_round_counts_nodes_by_pool_and_phase_and_serves_them(cluster: Cluster
     assert warden.metrics.xids.get(pool="h200-a", xid="79") == 1
     warden.round()
     assert warden.metrics.xids.get(pool="h200-a", xid="79") == 1  # the same Xid, still listed: counted once
+
+
+def test_each_catalog_attribute_is_the_same_wardenmetrics_attribute() -> None:
+    live = WardenMetrics()
+    assert set(WardenMetrics.__annotations__) == {attribute for attribute, _ in WARDEN.items()}
+    assert all(getattr(live, attribute).metric == metric for attribute, metric in WARDEN.items())
 
 
 def test_the_readme_lists_exactly_the_catalog() -> None:

@@ -1,8 +1,8 @@
-"""Every name two components must spell alike: labels, annotations, taints, conditions, Events, metrics.
+"""Every name two components must spell alike: labels, annotations, taints, conditions, Events.
 
 Each string is written here once (tests/contract/test_names.py greps the
 non-test code for a second spelling). A name only one component uses stays
-in that component.
+in that component. Metric names live in their catalog, contract/metrics.py.
 """
 
 from __future__ import annotations
@@ -172,22 +172,3 @@ TRAINER_METRICS_PORT = 9464
 # up to one group per GPU of an 8-GPU node, so the scrape and the NetworkPolicy cover this many ports.
 TRAINER_METRICS_SLOTS = 8
 TRAINER_METRICS_PORTS = range(TRAINER_METRICS_PORT, TRAINER_METRICS_PORT + TRAINER_METRICS_SLOTS)
-
-# --- Metric names ---------------------------------------------------------------------------------
-WARDEN_TRANSITIONS = "warden_transitions_total"
-WARDEN_COMMANDS = "warden_commands_total"
-WARDEN_API_ERRORS = "warden_api_errors_total"
-WARDEN_CONFLICTS = "warden_conflicts_total"
-WARDEN_NODE_ERRORS = "warden_node_errors_total"
-WARDEN_LEASE_LOST = "warden_lease_lost_total"
-WARDEN_TRIGGERED_ROUNDS = "warden_triggered_rounds_total"
-WARDEN_NODES = "warden_nodes"
-WARDEN_BREAKER_BLOCKED = "warden_breaker_blocked_nodes"
-WARDEN_LEADER = "warden_leader"
-WARDEN_ROUND_SECONDS = "warden_round_seconds"
-WARDEN_ROUNDS = "warden_rounds_total"
-WARDEN_SIGNALS_IGNORED = "warden_signals_ignored_total"
-WARDEN_DEEP_CHECKS = "warden_deep_checks_total"
-WARDEN_SWEEPS_RUNNING = "warden_sweeps_running"
-WARDEN_XIDS = "warden_xids_total"
-WARDEN_VERIFICATION_REQUESTS = "warden_verification_requests_total"

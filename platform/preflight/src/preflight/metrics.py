@@ -12,19 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from contract import metrics
-from preflight.exposition import families, serve, write_textfile
+from contract.metrics import PREFLIGHT
 from preflight.report import Result
+from telemetry.exposition import serve, write_textfile
+from telemetry.families import families, registry
 
 
 class PreflightMetrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        found = families(metrics.PREFLIGHT, self.registry)
-        self.checks = found["meridian_preflight_checks_total"]
-        self.last_run = found["meridian_preflight_last_run_timestamp_seconds"]
+        self.registry = registry()
+        found = families(PREFLIGHT, self.registry)
+        self.checks = found[PREFLIGHT.checks]
+        self.last_run = found[PREFLIGHT.last_run]
         self.server: Any = None
 
     def serve(self, port: int) -> int:

@@ -14,16 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry
-
-from contract import metrics
+from contract.metrics import GOODPUT_CATEGORIES, TRAINER
 from contract.names import REGION_ENV
-from preflight.exposition import families, serve, write_textfile
+from telemetry.exposition import serve, write_textfile
+from telemetry.families import families, registry
 from trainer.goodput import Goodput
 
 log = logging.getLogger("trainer")
 
-# goodput.py's buckets -> the catalog's categories (contract.metrics.GOODPUT_CATEGORIES): time stalled in
+# goodput.py's buckets -> the catalog's categories (GOODPUT_CATEGORIES): time stalled in
 # recovery and steps that did not commit are both lost to a failure.
 CATEGORY = {
     "productive": "productive",
@@ -45,74 +44,67 @@ class Sink(Protocol):
     def finish(self) -> None: ...
 
 
-def short(name: str) -> str:
-    """A catalog name without its prefix and counter suffix: the key W&B logs it under."""
-    return name.removeprefix("meridian_trainer_").removesuffix("_total")
-
-
 class RunMetrics:
     """One replica group's TRAINER metrics, labelled run/region/group, in a registry of its own."""
 
     def __init__(self, run: str, region: str, group: int, goodput: Goodput, sinks: tuple[Sink, ...] = ()) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.family = families(
-            metrics.TRAINER, self.registry, {"meridian_trainer_checkpoint_seconds": CHECKPOINT_BUCKETS}
-        )
+        self.registry = registry()
+        self.family = families(TRAINER, self.registry, {TRAINER.checkpoint_seconds: CHECKPOINT_BUCKETS})
         self.labels = {"run": run, "region": region, "group": str(group)}
         self.goodput, self.sinks = goodput, sinks
         self.booked = dict.fromkeys(CATEGORY, 0.0)
         self.server: Any = None
         self.port = 0
-        for category in metrics.GOODPUT_CATEGORIES:  # every category exposed from the start, at 0
-            self._f("goodput_seconds_total").inc(0, **self.labels, category=category)
-        self._f("heals_total").inc(0, **self.labels)
-
-    def _f(self, suffix: str) -> Any:
-        return self.family[f"meridian_trainer_{suffix}"]
+        for category in GOODPUT_CATEGORIES:  # every category exposed from the start, at 0
+            self.family[TRAINER.goodput_seconds].inc(0, **self.labels, category=category)
+        self.family[TRAINER.heals].inc(0, **self.labels)
 
     def record(self, event: str, fields: dict[str, Any]) -> None:
         """Update from one event (EventLog's observer)."""
         self._book_goodput()
         if event == "commit":
-            self._f("step").set(fields["step"], **self.labels)
-            self._f("participants").set(fields["participants"], **self.labels)
-            self._f("last_commit_timestamp_seconds").set(time.time(), **self.labels)
+            self.family[TRAINER.step].set(fields["step"], **self.labels)
+            self.family[TRAINER.participants].set(fields["participants"], **self.labels)
+            self.family[TRAINER.last_commit_timestamp_seconds].set(time.time(), **self.labels)
         elif event == "step":
             self._window(fields)
         elif event == "healed":
-            self._f("heals_total").inc(**self.labels)
+            self.family[TRAINER.heals].inc(1, **self.labels)
         elif event in ("checkpoint_staged", "checkpoint_durable"):
             state = event.removeprefix("checkpoint_")
-            self._f("checkpoint_seconds").observe(fields["seconds"], **self.labels, state=state)
+            self.family[TRAINER.checkpoint_seconds].observe(fields["seconds"], **self.labels, state=state)
 
     def _book_goodput(self) -> None:
         for bucket, category in CATEGORY.items():
             gained = self.goodput.seconds.get(bucket, 0.0) - self.booked[bucket]
             if gained > 0:
-                self._f("goodput_seconds_total").inc(gained, **self.labels, category=category)
+                self.family[TRAINER.goodput_seconds].inc(gained, **self.labels, category=category)
                 self.booked[bucket] += gained
 
     def _window(self, fields: dict[str, Any]) -> None:
-        self._f("loss").set(fields["loss"], **self.labels)
-        self._f("tokens_per_second").set(fields["tokens_per_s"], **self.labels)
+        self.family[TRAINER.loss].set(fields["loss"], **self.labels)
+        self.family[TRAINER.tokens_per_second].set(fields["tokens_per_s"], **self.labels)
         if fields.get("mfu") is not None:  # None: the peak is unknown (CPU); the gauge stays absent
-            self._f("mfu_ratio").set(fields["mfu"], **self.labels)
+            self.family[TRAINER.mfu_ratio].set(fields["mfu"], **self.labels)
         if self.sinks:
             values = self.values()
             for sink in self.sinks:
                 sink.log(values, int(fields["step"]))
 
     def values(self) -> dict[str, float]:
-        """This group's current values by short name (goodput seconds per category, the histogram left out)."""
+        """This group's current values, keyed by the catalog's attribute name (W&B's key).
+
+        Goodput seconds per category as ``goodput_seconds/<category>``; the histogram left out.
+        """
         out: dict[str, float] = {}
-        for m in metrics.TRAINER:
+        for key, m in TRAINER.items():
             if m.kind == "histogram":
                 continue
             if "category" in m.labels:
-                for c in metrics.GOODPUT_CATEGORIES:
-                    out[f"{short(m.name)}/{c}"] = self.family[m.name].get(**self.labels, category=c)
+                for c in GOODPUT_CATEGORIES:
+                    out[f"{key}/{c}"] = self.family[m].get(**self.labels, category=c)
             elif self.registry.get_sample_value(m.name, self.labels) is not None:
-                out[short(m.name)] = self.family[m.name].get(**self.labels)
+                out[key] = self.family[m].get(**self.labels)
         return out
 
     def serve(self, port: int, port_file: Path) -> None:

@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-
-from contract import metrics, names
-from preflight.exposition import Family, families, render
+from contract.metrics import WARDEN
+from telemetry.exposition import render
+from telemetry.families import Family, families, registry
 from warden.leader import Elector
-
-# WardenMetrics attribute -> the catalog name it updates.
-ATTRIBUTES = {
-    "transitions": names.WARDEN_TRANSITIONS,
-    "commands": names.WARDEN_COMMANDS,
-    "api_errors": names.WARDEN_API_ERRORS,
-    "conflicts": names.WARDEN_CONFLICTS,
-    "node_errors": names.WARDEN_NODE_ERRORS,
-    "lease_lost": names.WARDEN_LEASE_LOST,
-    "triggered": names.WARDEN_TRIGGERED_ROUNDS,
-    "nodes": names.WARDEN_NODES,
-    "blocked": names.WARDEN_BREAKER_BLOCKED,
-    "leader": names.WARDEN_LEADER,
-    "round_seconds": names.WARDEN_ROUND_SECONDS,
-    "rounds": names.WARDEN_ROUNDS,
-    "ignored": names.WARDEN_SIGNALS_IGNORED,
-    "deep_checks": names.WARDEN_DEEP_CHECKS,
-    "sweeps_running": names.WARDEN_SWEEPS_RUNNING,
-    "xids": names.WARDEN_XIDS,
-    "verifications": names.WARDEN_VERIFICATION_REQUESTS,
-}
 
 
 class WardenMetrics:
-    """One attribute per catalog entry (``metrics.nodes.set(3, pool=..., phase=...)``); ``render()`` for /metrics."""
+    """One attribute per catalog entry, named as in the catalog (``metrics.nodes.set(3, pool=..., phase=...)``).
+
+    ``render()`` for /metrics. The annotations are for the type checker; the attributes come from WARDEN.
+    """
 
     transitions: Family
     commands: Family
@@ -52,10 +33,10 @@ class WardenMetrics:
     verifications: Family
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        built = families(metrics.WARDEN, self.registry)
-        for attribute, name in ATTRIBUTES.items():
-            setattr(self, attribute, built[name])
+        self.registry = registry()
+        built = families(WARDEN, self.registry)
+        for attribute, metric in WARDEN.items():
+            setattr(self, attribute, built[metric])
 
     def render(self) -> str:
         return render(self.registry)

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
-from preflight.exposition import CONTENT_TYPE
+from telemetry.exposition import CONTENT_TYPE
 from warden import deepcheck
 from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round

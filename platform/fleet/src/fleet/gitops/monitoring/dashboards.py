@@ -17,7 +17,8 @@ from grafana_foundation_sdk.models.common import StackingMode
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from contract import names
-from fleet.gitops.monitoring.rules import CHECKPOINT, GOODPUT, KUEUE, LAST_COMMIT, LEADER, metric
+from contract.metrics import TRAINER, WARDEN
+from fleet.gitops.monitoring.rules import CHECKPOINT, GOODPUT, KUEUE, LAST_COMMIT, LEADER
 from fleet.model import Fleet
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -115,7 +116,7 @@ def _gpus(fleet: Fleet, phases: Iterable[str]) -> str:
             by_gpus[pool.machine.gpus].add(pool.name)
     phase = "|".join(phases)
     terms = [
-        f'{names.WARDEN_NODES}{{phase=~"{phase}",pool=~"{"|".join(sorted(pools))}"}} * {gpus}'
+        f'{WARDEN.nodes.name}{{phase=~"{phase}",pool=~"{"|".join(sorted(pools))}"}} * {gpus}'
         for gpus, pools in sorted(by_gpus.items())
     ]
     return f"sum by (cluster) (({' or '.join(terms)}) * {LEADER})"
@@ -167,31 +168,29 @@ def fleet_board(fleet: Fleet) -> Board:
 
 
 def run_board() -> Board:
-    step = metric("meridian_trainer_step")
+    step = TRAINER.step.name
     board = Board("meridian-run", "Meridian run", "One run's progress, efficiency, goodput and checkpoints.")
     board.variable("namespace", step, "namespace")
     board.variable("run", f'{step}{{namespace=~"$namespace"}}', "run")
     board.row("Progress")
     board.number("Step", [(f"max by ({RUN}) ({_run(step)})", RUN_LEGEND)])
     board.number("Since last commit", [(f"time() - max by ({RUN}) ({_run(LAST_COMMIT)})", RUN_LEGEND)], unit="s")
-    board.number("Participants", [(f"min by ({RUN}) ({_run(metric('meridian_trainer_participants'))})", RUN_LEGEND)])
+    board.number("Participants", [(f"min by ({RUN}) ({_run(TRAINER.participants.name)})", RUN_LEGEND)])
     board.number(
         "Heals (1 h)",
-        [(f"sum by ({RUN}) (increase({_run(metric('meridian_trainer_heals_total'))}[1h]))", RUN_LEGEND)],
+        [(f"sum by ({RUN}) (increase({_run(TRAINER.heals.name)}[1h]))", RUN_LEGEND)],
     )
-    board.graph("Loss", [(f"avg by ({RUN}) ({_run(metric('meridian_trainer_loss'))})", RUN_LEGEND)])
+    board.graph("Loss", [(f"avg by ({RUN}) ({_run(TRAINER.loss.name)})", RUN_LEGEND)])
     board.graph(
         "Tokens per second",
         [
             (
-                f"sum by ({RUN}, region) ({_run(metric('meridian_trainer_tokens_per_second'))})",
+                f"sum by ({RUN}, region) ({_run(TRAINER.tokens_per_second.name)})",
                 f"{RUN_LEGEND} {{{{region}}}}",
             )
         ],
     )
-    board.graph(
-        "MFU", [(f"avg by ({RUN}) ({_run(metric('meridian_trainer_mfu_ratio'))})", RUN_LEGEND)], unit="percentunit"
-    )
+    board.graph("MFU", [(f"avg by ({RUN}) ({_run(TRAINER.mfu_ratio.name)})", RUN_LEGEND)], unit="percentunit")
     board.row("Goodput")
     board.graph(
         "Group-seconds by category",
@@ -231,7 +230,7 @@ def warden_board() -> Board:
     board = Board("meridian-warden", "Meridian Warden", "Nodes by phase, Warden's actions and its circuit breaker.")
     board.graph(
         "Nodes by phase",
-        [(f"sum by (cluster, phase) ({names.WARDEN_NODES} * {LEADER})", "{{cluster}} {{phase}}")],
+        [(f"sum by (cluster, phase) ({WARDEN.nodes.name} * {LEADER})", "{{cluster}} {{phase}}")],
         stacked=True,
         width=24,
     )
@@ -239,42 +238,42 @@ def warden_board() -> Board:
         "Out-of-service nodes by pool",
         [
             (
-                f'sum by (cluster, pool) ({names.WARDEN_NODES}{{phase!="{HEALTHY}"}} * {LEADER})',
+                f'sum by (cluster, pool) ({WARDEN.nodes.name}{{phase!="{HEALTHY}"}} * {LEADER})',
                 "{{cluster}} {{pool}}",
             )
         ],
     )
     board.graph(
         "Breaker: suspects kept in service",
-        [(f"sum by (cluster) ({names.WARDEN_BREAKER_BLOCKED} * {LEADER})", "{{cluster}}")],
+        [(f"sum by (cluster) ({WARDEN.blocked.name} * {LEADER})", "{{cluster}}")],
     )
     board.graph(
         "Actions per hour",
         [
             (
-                f"sum by (verb, carried_out) (increase({names.WARDEN_COMMANDS}[1h]))",
+                f"sum by (verb, carried_out) (increase({WARDEN.commands.name}[1h]))",
                 "{{verb}} carried out={{carried_out}}",
             )
         ],
     )
     board.graph(
         "Transitions per hour",
-        [(f"sum by (to_phase) (increase({names.WARDEN_TRANSITIONS}[1h]))", "to {{to_phase}}")],
+        [(f"sum by (to_phase) (increase({WARDEN.transitions.name}[1h]))", "to {{to_phase}}")],
     )
     board.graph(
         "GPU Xids per hour by pool",
-        [(f"sum by (cluster, pool, xid) (increase({names.WARDEN_XIDS}[1h]))", "{{pool}} Xid {{xid}}")],
+        [(f"sum by (cluster, pool, xid) (increase({WARDEN.xids.name}[1h]))", "{{pool}} Xid {{xid}}")],
     )
     board.graph(
         "Errors per hour",
         [
-            (f"sum by (cluster) (increase({names.WARDEN_API_ERRORS}[1h]))", "{{cluster}} API"),
-            (f"sum by (cluster, stage) (increase({names.WARDEN_NODE_ERRORS}[1h]))", "{{cluster}} node {{stage}}"),
+            (f"sum by (cluster) (increase({WARDEN.api_errors.name}[1h]))", "{{cluster}} API"),
+            (f"sum by (cluster, stage) (increase({WARDEN.node_errors.name}[1h]))", "{{cluster}} node {{stage}}"),
         ],
     )
     board.graph(
         "Round time (leader)",
-        [(f"max by (cluster) ({names.WARDEN_ROUND_SECONDS} * {LEADER})", "{{cluster}}")],
+        [(f"max by (cluster) ({WARDEN.round_seconds.name} * {LEADER})", "{{cluster}}")],
         unit="s",
     )
     return board

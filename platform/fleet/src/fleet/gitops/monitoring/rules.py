@@ -13,22 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract import metrics, names
+from contract.metrics import TRAINER, WARDEN
 from fleet.gitops.monitoring.scrape import API
 from fleet.gitops.objects import Obj, obj
 
 RUNBOOK = "runbook"
 
 
-def metric(name: str) -> str:
-    """A name contract.metrics declares (KeyError otherwise): the rules never spell a metric of their own."""
-    return metrics.by_name()[name].name
-
-
-LAST_COMMIT = metric("meridian_trainer_last_commit_timestamp_seconds")
-GOODPUT = metric("meridian_trainer_goodput_seconds_total")
-CHECKPOINT = metric("meridian_trainer_checkpoint_seconds")
-LEADER = f"on (cluster, namespace, pod) group_left {names.WARDEN_LEADER}"  # only the leading Warden replica counts
+# The catalog's names, by attribute: the rules and dashboards never spell a metric of their own.
+LAST_COMMIT = TRAINER.last_commit_timestamp_seconds.name
+GOODPUT = TRAINER.goodput_seconds.name
+CHECKPOINT = TRAINER.checkpoint_seconds.name
+LEADER = f"on (cluster, namespace, pod) group_left {WARDEN.leader.name}"  # only the leading Warden replica counts
 KUEUE = 'replica_role!="follower"'  # a follower Kueue replica reports too
 
 # Defaults, in seconds or ratios (README "Alerts").
@@ -94,7 +90,7 @@ ALERTS = (
     ),
     Alert(
         "WardenBreakerOpen",
-        f"sum by (cluster) ({names.WARDEN_BREAKER_BLOCKED} * {LEADER}) > 0",
+        f"sum by (cluster) ({WARDEN.blocked.name} * {LEADER}) > 0",
         "10m",
         "warning",
         "the circuit breaker keeps suspect nodes in service for 10 min",
@@ -107,19 +103,19 @@ ALERTS = (
         "WardenNoLeader",
         # Every cluster has pods (kube-state-metrics): one whose Warden replicas lead none, report none or run none.
         "group by (cluster) (kube_pod_status_phase)"
-        f" unless on (cluster) (max by (cluster) ({names.WARDEN_LEADER}) == 1)",
+        f" unless on (cluster) (max by (cluster) ({WARDEN.leader.name}) == 1)",
         LEADERLESS_FOR,
         "critical",
         f"no Warden replica leads for {LEADERLESS_FOR}",
         "No Warden replica in {{ $labels.cluster }} has held its Lease for " + LEADERLESS_FOR + ".",
         "Node faults go unhandled meanwhile. Check Warden's pods and their 'lease' log lines (kubectl -n warden get "
         "pods; logs), the Lease (kubectl -n warden get lease warden -o yaml: a record Warden cannot read is taken "
-        "over 15 s after a replica first sees it) and the API server's health. Every replica serves warden_leader, "
-        "leading or not: no series at all means no replica runs or GMP does not scrape them.",
+        "over 15 s after a replica first sees it) and the API server's health. Every replica serves "
+        f"{WARDEN.leader.name}, leading or not: no series at all means no replica runs or GMP does not scrape them.",
     ),
     Alert(
         "WardenSplitLeadership",
-        f"sum by (cluster) ({names.WARDEN_LEADER}) > 1",
+        f"sum by (cluster) ({WARDEN.leader.name}) > 1",
         SPLIT_FOR,
         "critical",
         f"more than one Warden replica leads, for {SPLIT_FOR}",
@@ -130,7 +126,7 @@ ALERTS = (
     ),
     Alert(
         "NodesHeldForPerson",
-        f'sum by (cluster, pool) ({names.WARDEN_NODES}{{phase="held"}} * {LEADER}) > 0',
+        f'sum by (cluster, pool) ({WARDEN.nodes.name}{{phase="held"}} * {LEADER}) > 0',
         HELD_FOR,
         "warning",
         f"any node held for {HELD_FOR}",
@@ -177,7 +173,7 @@ ALERTS = (
     ),
     Alert(
         "GpuXidRateHigh",
-        f"sum by (cluster, pool) (increase({names.WARDEN_XIDS}[1h]) * {LEADER}) > {XIDS_PER_HOUR}",
+        f"sum by (cluster, pool) (increase({WARDEN.xids.name}[1h]) * {LEADER}) > {XIDS_PER_HOUR}",
         "0m",
         "warning",
         f"> {XIDS_PER_HOUR} GPU Xids per pool per hour",

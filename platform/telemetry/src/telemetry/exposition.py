@@ -1,8 +1,7 @@
-"""Prometheus collectors built from contract.metrics, one private registry per component, and their exposition.
+"""The text format: a registry rendered, served over HTTP or written as a textfile; and an exposition checked.
 
-Shared by preflight, Warden and the trainer (both depend on preflight; contract stays standard-library only).
-The client library writes the text format; this module only maps the catalog onto it: a Counter is declared
-without ``_total`` (the library appends it), so the exposed name is the catalog's.
+The client library writes the format; ``check`` and ``table`` read the catalog, so a component's /metrics,
+its final textfile and its README's table are all compared with the one declaration.
 """
 
 from __future__ import annotations
@@ -12,55 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract.metrics import Metric
 
-# The library adds a `<counter>_created` series per counter; the catalog does not declare it and no query uses it.
-prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
-
-
-class Family:
-    """One catalog metric, with the small API Warden and the trainer call: inc, set, observe, get."""
-
-    def __init__(self, metric: Metric, registry: CollectorRegistry, buckets: tuple[float, ...] = ()) -> None:
-        self.metric, self.registry = metric, registry
-        labels = list(metric.labels)
-        if metric.kind == "counter":
-            self.collector: Any = Counter(metric.name.removesuffix("_total"), metric.help, labels, registry=registry)
-        elif metric.kind == "gauge":
-            self.collector = Gauge(metric.name, metric.help, labels, registry=registry)
-        else:
-            bounds = buckets or Histogram.DEFAULT_BUCKETS
-            self.collector = Histogram(metric.name, metric.help, labels, registry=registry, buckets=bounds)
-
-    def _child(self, labels: dict[str, Any]) -> Any:
-        return self.collector.labels(**{k: str(v) for k, v in labels.items()}) if labels else self.collector
-
-    def inc(self, amount: float = 1, **labels: Any) -> None:
-        self._child(labels).inc(amount)
-
-    def set(self, value: float, **labels: Any) -> None:
-        self._child(labels).set(value)
-
-    def observe(self, value: float, **labels: Any) -> None:
-        self._child(labels).observe(value)
-
-    def get(self, **labels: Any) -> float:
-        """The current value (a histogram's count); 0 for a label set never touched."""
-        sample = self.metric.name + ("_count" if self.metric.kind == "histogram" else "")
-        value = self.registry.get_sample_value(sample, {k: str(v) for k, v in labels.items()})
-        return value or 0.0
-
-
-def families(
-    catalog: Iterable[Metric], registry: CollectorRegistry, buckets: dict[str, tuple[float, ...]] | None = None
-) -> dict[str, Family]:
-    """A Family per catalog entry, by name, registered in `registry`."""
-    return {m.name: Family(m, registry, (buckets or {}).get(m.name, ())) for m in catalog}
 
 
 def render(registry: CollectorRegistry) -> str:
