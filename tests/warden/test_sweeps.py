@@ -9,7 +9,6 @@ joining node's burn-in within its pool's bound and outside the breaker.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +22,7 @@ from warden.actions import probation_job_name
 from warden.deepcheck import sweep_job_name
 from warden.policy import Policy
 from warden.service import Warden
+from warden.state import Record
 from warden.sweeper import Sweeper
 
 __all__ = ["cluster"]  # the fixture
@@ -220,9 +220,11 @@ def test_sweeps_count_against_the_pool_budget_and_give_way_to_a_fault(cluster: C
     api, clock = cluster.api, cluster.clock
     for i in range(40):  # 5% of 40: two nodes out of service at once
         api.nodes[f"n-{i:02d}"] = node(f"n-{i:02d}")
-    api.nodes["n-00"]["metadata"]["annotations"]["meridian.dev/warden"] = json.dumps(
-        {"phase": "held", "since": clock.now, "action": "review", "reason": "a person looks"}
-    )
+    labels, annotations = Record(
+        phase="held", since=clock.now, action="review", reason="a person looks"
+    ).to_annotations()
+    api.nodes["n-00"]["metadata"]["labels"].update(labels)
+    api.nodes["n-00"]["metadata"]["annotations"].update(annotations)
     w = warden(cluster)
     w.round()
     clock.now += 601
