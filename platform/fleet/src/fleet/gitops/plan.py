@@ -37,7 +37,7 @@ def render_plan(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> st
     lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
     with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
         root = Path(tmp)
-        for rel, text in render_tree(fleet, loaded.quotas, crd_schemas(fleet, repo)).items():
+        for rel, text in render_tree(loaded, crd_schemas(fleet, repo)).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
         (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)
