@@ -145,25 +145,16 @@ def rdma_networks(
 def region_networks(
     scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, gvnic_network: str
 ) -> RegionNetworks:
-    nodes = subnet(
-        scope,
-        "subnet",
-        names.region_subnet(fleet, region.name),
-        region.name,
-        main_network,
-        str(ranges.nodes.cidr),
-        [
-            ComputeSubnetworkSecondaryIpRange(range_name=POD_RANGE, ip_cidr_range=str(ranges.pods.cidr)),
-            ComputeSubnetworkSecondaryIpRange(range_name=SERVICE_RANGE, ip_cidr_range=str(ranges.services.cidr)),
-        ],
-    )
-    gvnic = subnet(
-        scope,
-        "gvnic_subnet",
-        names.gvnic_subnet(fleet, region.name),
-        region.name,
-        gvnic_network,
-        str(ranges.gvnic.cidr),
+    pods_and_services = [
+        ComputeSubnetworkSecondaryIpRange(range_name=POD_RANGE, ip_cidr_range=str(ranges.pods.cidr)),
+        ComputeSubnetworkSecondaryIpRange(range_name=SERVICE_RANGE, ip_cidr_range=str(ranges.services.cidr)),
+    ]
+    nodes, gvnic = (
+        subnet(scope, id_, name, region.name, network, str(cidr), secondary)
+        for id_, name, network, cidr, secondary in (
+            ("subnet", names.region_subnet(fleet, region.name), main_network, ranges.nodes.cidr, pods_and_services),
+            ("gvnic_subnet", names.gvnic_subnet(fleet, region.name), gvnic_network, ranges.gvnic.cidr, None),
+        )
     )
     nat(scope, fleet, region, main_network, nodes)
     region_firewalls(scope, fleet, region, ranges, main_network, gvnic_network)
