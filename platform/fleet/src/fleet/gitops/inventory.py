@@ -145,7 +145,7 @@ def peer(p: dict[str, Any]) -> str:
     """A NetworkPolicy peer: a range (with exceptions), or namespaces and pods by selector."""
     if "ipBlock" in p:
         block = p["ipBlock"]
-        return block["cidr"] + (f" except {','.join(block['except'])}" if block.get("except") else "")
+        return str(block["cidr"]) + (f" except {','.join(block['except'])}" if block.get("except") else "")
     parts = [f"namespaces[{selector(p['namespaceSelector'])}]"] if "namespaceSelector" in p else []
     if "podSelector" in p or not parts:
         parts.append(f"pods[{selector(p.get('podSelector'))}]")
