@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from contract.problem import Invalid
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.inventory import cluster
 from fleet.gitops.plan import built_trees
@@ -71,8 +72,8 @@ def built(fleet: Path) -> list[ClusterTree]:
     """Every cluster's tree rendered from the fleet (as `make generate` would) and built."""
     trees = built_trees(REPO, load(fleet), KUBECTL)
     problems = [str(f) for _, findings in trees for f in findings]
-    if problems:
-        raise AssertionError(f"{relative(fleet)}: the rendered trees do not build: " + "; ".join(problems))
+    if problems:  # kubectl missing, or an overlay kustomize refuses
+        raise Invalid([f"{relative(fleet)}: its rendered trees do not build ({'; '.join(problems)}); fix that first"])
     return [tree for tree, _ in trees]
 
 
