@@ -91,33 +91,28 @@ def _rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def cluster(
-    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, networks: RegionNetworks
-) -> ContainerCluster:
-    spec = region.cluster
-    exclusions = [maintenance_exclusion(e) for e in spec.maintenance_exclusions]
-    channel = fleet.release_channel(region).value
-    # The control plane's minor comes from fleet.yaml: the newest version of that
-    # minor in the cluster's channel (else the newest of the minor), as
-    # cluster-toolkit modules/scheduler/gke-cluster/main.tf computes min_master_version
-    # from a google_container_engine_versions data source filtered by version_prefix.
+def control_plane_version(scope: Construct, fleet: Fleet, region: Region) -> str:
+    """The control plane's minor comes from fleet.yaml: the newest version of that minor in the cluster's
+    channel (else the newest of the minor), as cluster-toolkit modules/scheduler/gke-cluster/main.tf
+    computes min_master_version from a google_container_engine_versions data source filtered by
+    version_prefix."""
     versions = DataGoogleContainerEngineVersions(
         scope, "versions", location=region.name, version_prefix=f"{fleet.versions.kubernetes}."
     )
-    min_master_version = Fn.lookup(versions.release_channel_latest_version, channel, versions.latest_master_version)
-    return ContainerCluster(
-        scope,
-        "cluster",
-        name=fleet.cluster_name(region),
-        location=region.name,  # regional control plane
-        node_locations=list(region.zones),
-        network=main_network,
-        subnetwork=networks.subnet.id,
-        networking_mode="VPC_NATIVE",
-        ip_allocation_policy=ContainerClusterIpAllocationPolicy(
+    channel = fleet.release_channel(region).value
+    return str(Fn.lookup(versions.release_channel_latest_version, channel, versions.latest_master_version))
+
+
+def _networking(ranges: RegionRanges, main_network: str, networks: RegionNetworks) -> dict[str, Any]:
+    """VPC-native in the region's subnet, private nodes, the API reached through its DNS endpoint."""
+    return {
+        "network": main_network,
+        "subnetwork": networks.subnet.id,
+        "networking_mode": "VPC_NATIVE",
+        "ip_allocation_policy": ContainerClusterIpAllocationPolicy(
             cluster_secondary_range_name=POD_RANGE, services_secondary_range_name=SERVICE_RANGE
         ),
-        private_cluster_config=ContainerClusterPrivateClusterConfig(
+        "private_cluster_config": ContainerClusterPrivateClusterConfig(
             enable_private_nodes=True,
             enable_private_endpoint=False,
             master_ipv4_cidr_block=str(ranges.control_plane.cidr),
@@ -125,43 +120,73 @@ def cluster(
         ),
         # No IP allowlist beyond the VPC: people reach the API through the
         # IAM-checked DNS endpoint; in-cluster agents use the private endpoint.
-        master_authorized_networks_config=ContainerClusterMasterAuthorizedNetworksConfig(
+        "master_authorized_networks_config": ContainerClusterMasterAuthorizedNetworksConfig(
             gcp_public_cidrs_access_enabled=False
         ),
-        control_plane_endpoints_config=ContainerClusterControlPlaneEndpointsConfig(
+        "control_plane_endpoints_config": ContainerClusterControlPlaneEndpointsConfig(
             dns_endpoint_config=ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(
                 allow_external_traffic=True
             )
         ),
-        master_auth=ContainerClusterMasterAuth(
+        "datapath_provider": "ADVANCED_DATAPATH",  # Dataplane V2: enforces NetworkPolicy itself
+        "enable_multi_networking": True,
+    }
+
+
+def _identity(fleet: Fleet) -> dict[str, Any]:
+    """Who may do what: no client certificates, Google groups in RBAC, Binary Authorization, Workload Identity."""
+    return {
+        "master_auth": ContainerClusterMasterAuth(
             client_certificate_config=ContainerClusterMasterAuthClientCertificateConfig(issue_client_certificate=False)
         ),
         # Kubernetes RBAC may name Google groups (team namespaces bind their teams' groups).
-        authenticator_groups_config=ContainerClusterAuthenticatorGroupsConfig(
+        "authenticator_groups_config": ContainerClusterAuthenticatorGroupsConfig(
             security_group=fleet.project.gke_security_group
         ),
         # Enforce the project's Binary Authorization policy on every image.
-        binary_authorization=ContainerClusterBinaryAuthorization(evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"),
-        datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2: enforces NetworkPolicy itself
-        enable_multi_networking=True,
-        enable_shielded_nodes=True,
-        remove_default_node_pool=True,
-        initial_node_count=1,
-        deletion_protection=True,
-        workload_identity_config=ContainerClusterWorkloadIdentityConfig(workload_pool=names.workload_pool(fleet)),
-        addons_config=ContainerClusterAddonsConfig(
+        "binary_authorization": ContainerClusterBinaryAuthorization(evaluation_mode="PROJECT_SINGLETON_POLICY_ENFORCE"),
+        "workload_identity_config": ContainerClusterWorkloadIdentityConfig(workload_pool=names.workload_pool(fleet)),
+    }
+
+
+def _addons() -> dict[str, Any]:
+    """GCS FUSE and PD CSI drivers, the node-local DNS cache, managed Prometheus with DCGM metrics, logs."""
+    return {
+        "addons_config": ContainerClusterAddonsConfig(
             gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=True),
             gce_persistent_disk_csi_driver_config=ContainerClusterAddonsConfigGcePersistentDiskCsiDriverConfig(
                 enabled=True
             ),
             dns_cache_config=ContainerClusterAddonsConfigDnsCacheConfig(enabled=True),
         ),
-        monitoring_config=ContainerClusterMonitoringConfig(
+        "monitoring_config": ContainerClusterMonitoringConfig(
             enable_components=["SYSTEM_COMPONENTS", "DCGM", "KUBELET", "CADVISOR", "POD", "DEPLOYMENT", "DAEMONSET"],
             managed_prometheus=ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
         ),
-        logging_config=ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
-        release_channel=ContainerClusterReleaseChannel(channel=channel),
+        "logging_config": ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
+    }
+
+
+def cluster(
+    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, networks: RegionNetworks
+) -> ContainerCluster:
+    spec = region.cluster
+    exclusions = [maintenance_exclusion(e) for e in spec.maintenance_exclusions]
+    min_master_version = control_plane_version(scope, fleet, region)
+    return ContainerCluster(
+        scope,
+        "cluster",
+        name=fleet.cluster_name(region),
+        location=region.name,  # regional control plane
+        node_locations=list(region.zones),
+        **_networking(ranges, main_network, networks),
+        **_identity(fleet),
+        enable_shielded_nodes=True,
+        remove_default_node_pool=True,
+        initial_node_count=1,
+        deletion_protection=True,
+        **_addons(),
+        release_channel=ContainerClusterReleaseChannel(channel=fleet.release_channel(region).value),
         min_master_version=min_master_version,
         maintenance_policy=ContainerClusterMaintenancePolicy(
             recurring_window=recurring_window(spec.maintenance_window), maintenance_exclusion=exclusions or None

@@ -63,113 +63,151 @@ def team_output(team: str) -> str:
     return f"team_{team.replace('-', '_')}_service_account"
 
 
+def project_services(stack: Construct) -> dict[str, ProjectService]:
+    return {
+        service: ProjectService(stack, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
+        for service in SERVICES
+    }
+
+
+def binary_authorization(stack: Construct, fleet: Fleet, service: ProjectService) -> None:
+    """Every cluster enforces this policy (PROJECT_SINGLETON_POLICY_ENFORCE): deny any image
+    that is not one the fleet deploys; Google's global policy admits GKE's own system images."""
+    BinaryAuthorizationPolicy(
+        stack,
+        "binary_authorization",
+        global_policy_evaluation_mode="ENABLE",
+        default_admission_rule=BinaryAuthorizationPolicyDefaultAdmissionRule(
+            evaluation_mode="ALWAYS_DENY", enforcement_mode="ENFORCED_BLOCK_AND_AUDIT_LOG"
+        ),
+        admission_whitelist_patterns=[
+            BinaryAuthorizationPolicyAdmissionWhitelistPatterns(name_pattern=p) for p in images.allowlist(fleet)
+        ],
+        depends_on=[service],
+    )
+
+
+def global_networks(stack: Construct, fleet: Fleet) -> dict[str, ComputeNetwork]:
+    """The cluster VPC and the gVNIC VPC, by output name: global networks whose regional subnets live in region
+    stacks."""
+    return {
+        output: ComputeNetwork(
+            stack, f"network_{key}", name=name, auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU
+        )
+        for output, key, name in (
+            ("main_network", "main", names.main_network(fleet)),
+            ("gvnic_network", "gvnic", names.gvnic_network(fleet)),
+        )
+    }
+
+
+def role_accounts(stack: Construct, fleet: Fleet) -> dict[str, ServiceAccount]:
+    return {
+        role: ServiceAccount(
+            stack,
+            f"sa_{role}",
+            account_id=names.service_account_id(fleet, role),
+            display_name=f"Meridian {role}",
+        )
+        for role in ROLES
+    }
+
+
+def team_accounts(stack: Construct, fleet: Fleet) -> dict[str, ServiceAccount]:
+    """One account per team: a team's pods act only as their own team, so a checkpoint
+    grant on one team's folder (region stacks) admits no other team."""
+    return {
+        t.name: ServiceAccount(
+            stack,
+            f"sa_team_{t.name}",
+            account_id=names.team_service_account_id(fleet, t.name),
+            display_name=f"Meridian team {t.name}",
+        )
+        for t in fleet.teams
+    }
+
+
+def _member(account: ServiceAccount) -> str:
+    return f"serviceAccount:{account.email}"
+
+
+def image_registry(stack: Construct, fleet: Fleet, accounts: dict[str, ServiceAccount]) -> None:
+    """GKE nodes: the minimal node role, and image pulls from the fleet registry (Argo CD's too)."""
+    ProjectIamMember(
+        stack,
+        "nodes_default",
+        project=fleet.project.id,
+        role="roles/container.defaultNodeServiceAccount",
+        member=_member(accounts[names.NODES_ROLE]),
+    )
+    registry = ArtifactRegistryRepository(
+        stack,
+        "registry",
+        location=fleet.registry.location,
+        repository_id=fleet.registry.repository,
+        format="DOCKER",
+        description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)",
+    )
+    for role in (names.NODES_ROLE, names.ARGOCD_ROLE):
+        ArtifactRegistryRepositoryIamMember(
+            stack,
+            f"registry_reader_{role}",
+            location=fleet.registry.location,
+            repository=registry.name,
+            role="roles/artifactregistry.reader",
+            member=_member(accounts[role]),
+        )
+
+
+def workload_identity(
+    stack: Construct, fleet: Fleet, accounts: dict[str, ServiceAccount], teams: dict[str, ServiceAccount]
+) -> None:
+    """Which Kubernetes service accounts act as which Google service account.
+
+    The identity pool is per project, so these bindings hold in every cluster; what each may touch is
+    granted per region.
+    """
+    bindings = [(names.WARDEN_ROLE, accounts[names.WARDEN_ROLE], names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
+    bindings += [
+        (names.ARGOCD_ROLE, accounts[names.ARGOCD_ROLE], names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS
+    ]
+    # Each team account admits exactly its own namespace's KSA.
+    bindings += [("team", teams[t], names.team_namespace(t), names.TRAINER_KSA) for t in teams]
+    for role, account, namespace, ksa in bindings:
+        ServiceAccountIamMember(
+            stack,
+            f"wi_{role}_{namespace}_{ksa}",
+            service_account_id=account.name,
+            role="roles/iam.workloadIdentityUser",
+            member=names.workload_member(fleet, namespace, ksa),
+        )
+
+
+def dataset_buckets(stack: Construct, fleet: Fleet, teams: dict[str, ServiceAccount]) -> None:
+    for dataset in fleet.buckets.datasets:
+        bucket = private_bucket(stack, f"dataset_{dataset.name}", dataset.name, dataset.location)
+        for team, account in teams.items():  # datasets are shared reading: every team may read them
+            StorageBucketIamMember(
+                stack,
+                f"dataset_reader_{dataset.name}_{team}",
+                bucket=bucket.name,
+                role="roles/storage.objectViewer",
+                member=_member(account),
+            )
+
+
 class GlobalStack(TerraformStack):
     def __init__(self, scope: Construct, fleet: Fleet, backend: Backend) -> None:
         super().__init__(scope, "global")
-        project = fleet.project.id
         use_backend(self, fleet, "global", backend)
-        GoogleProvider(self, "google", project=project, default_labels=labels(fleet, "global"))
-
-        services = {
-            service: ProjectService(self, f"service_{service.split('.')[0]}", service=service, disable_on_destroy=False)
-            for service in SERVICES
-        }
-
-        # Every cluster enforces this policy (PROJECT_SINGLETON_POLICY_ENFORCE): deny any image
-        # that is not one the fleet deploys; Google's global policy admits GKE's own system images.
-        BinaryAuthorizationPolicy(
-            self,
-            "binary_authorization",
-            global_policy_evaluation_mode="ENABLE",
-            default_admission_rule=BinaryAuthorizationPolicyDefaultAdmissionRule(
-                evaluation_mode="ALWAYS_DENY", enforcement_mode="ENFORCED_BLOCK_AND_AUDIT_LOG"
-            ),
-            admission_whitelist_patterns=[
-                BinaryAuthorizationPolicyAdmissionWhitelistPatterns(name_pattern=p) for p in images.allowlist(fleet)
-            ],
-            depends_on=[services["binaryauthorization.googleapis.com"]],
-        )
-
-        # The cluster VPC and the gVNIC VPC: global networks whose regional subnets live in region stacks.
-        networks = {
-            output: ComputeNetwork(
-                self, f"network_{key}", name=name, auto_create_subnetworks=False, routing_mode="GLOBAL", mtu=MTU
-            )
-            for output, key, name in (
-                ("main_network", "main", names.main_network(fleet)),
-                ("gvnic_network", "gvnic", names.gvnic_network(fleet)),
-            )
-        }
-
-        accounts = {
-            role: ServiceAccount(
-                self,
-                f"sa_{role}",
-                account_id=names.service_account_id(fleet, role),
-                display_name=f"Meridian {role}",
-            )
-            for role in ROLES
-        }
-
-        # One account per team: a team's pods act only as their own team, so a checkpoint
-        # grant on one team's folder (region stacks) admits no other team.
-        teams = {
-            t.name: ServiceAccount(
-                self,
-                f"sa_team_{t.name}",
-                account_id=names.team_service_account_id(fleet, t.name),
-                display_name=f"Meridian team {t.name}",
-            )
-            for t in fleet.teams
-        }
-
-        def member(role: str) -> str:
-            return f"serviceAccount:{accounts[role].email}"
-
-        # GKE nodes: the minimal node role, and image pulls from the fleet registry.
-        ProjectIamMember(
-            self,
-            "nodes_default",
-            project=project,
-            role="roles/container.defaultNodeServiceAccount",
-            member=member(names.NODES_ROLE),
-        )
-        registry = ArtifactRegistryRepository(
-            self,
-            "registry",
-            location=fleet.registry.location,
-            repository_id=fleet.registry.repository,
-            format="DOCKER",
-            description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)",
-        )
-        for role in (names.NODES_ROLE, names.ARGOCD_ROLE):
-            ArtifactRegistryRepositoryIamMember(
-                self,
-                f"registry_reader_{role}",
-                location=fleet.registry.location,
-                repository=registry.name,
-                role="roles/artifactregistry.reader",
-                member=member(role),
-            )
-
-        # Workload Identity: which Kubernetes service accounts act as which Google
-        # service account. The identity pool is per project, so these bindings
-        # hold in every cluster; what each may touch is granted per region.
-        bindings = [(names.WARDEN_ROLE, accounts[names.WARDEN_ROLE], names.WARDEN_NAMESPACE, names.WARDEN_KSA)]
-        bindings += [
-            (names.ARGOCD_ROLE, accounts[names.ARGOCD_ROLE], names.ARGOCD_NAMESPACE, ksa) for ksa in names.ARGOCD_KSAS
-        ]
-        # Each team account admits exactly its own namespace's KSA.
-        bindings += [("team", teams[t], names.team_namespace(t), names.TRAINER_KSA) for t in teams]
-        for role, account, namespace, ksa in bindings:
-            ServiceAccountIamMember(
-                self,
-                f"wi_{role}_{namespace}_{ksa}",
-                service_account_id=account.name,
-                role="roles/iam.workloadIdentityUser",
-                member=names.workload_member(fleet, namespace, ksa),
-            )
-
+        GoogleProvider(self, "google", project=fleet.project.id, default_labels=labels(fleet, "global"))
+        services = project_services(self)
+        binary_authorization(self, fleet, services["binaryauthorization.googleapis.com"])
+        networks = global_networks(self, fleet)
+        accounts = role_accounts(self, fleet)
+        teams = team_accounts(self, fleet)
+        image_registry(self, fleet, accounts)
+        workload_identity(self, fleet, accounts, teams)
         warden_role = ProjectIamCustomRole(
             self,
             "role_warden",
@@ -177,17 +215,7 @@ class GlobalStack(TerraformStack):
             title="Meridian Warden: repair GPU hosts",
             permissions=list(WARDEN_PERMISSIONS),
         )
-
-        for dataset in fleet.buckets.datasets:
-            bucket = private_bucket(self, f"dataset_{dataset.name}", dataset.name, dataset.location)
-            for team, account in teams.items():  # datasets are shared reading: every team may read them
-                StorageBucketIamMember(
-                    self,
-                    f"dataset_reader_{dataset.name}_{team}",
-                    bucket=bucket.name,
-                    role="roles/storage.objectViewer",
-                    member=f"serviceAccount:{account.email}",
-                )
+        dataset_buckets(self, fleet, teams)
 
         outputs = {name: network.id for name, network in networks.items()}
         outputs |= {f"{role}_service_account": account.email for role, account in accounts.items()}

@@ -49,38 +49,32 @@ class RegionNetworks:
     rdma: dict[str, tuple[ComputeNetwork, list[ComputeSubnetwork]]]  # GPU zone -> VPC, 8 subnets
 
 
-def region_networks(
-    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, gvnic_network: str
-) -> RegionNetworks:
-    subnet = ComputeSubnetwork(
+def subnet(
+    scope: Construct,
+    id_: str,
+    name: str,
+    region: str,
+    network: str,
+    cidr: str,
+    secondary: list[ComputeSubnetworkSecondaryIpRange] | None = None,
+) -> ComputeSubnetwork:
+    """A node subnet: private Google access, flow logs sampled."""
+    return ComputeSubnetwork(
         scope,
-        "subnet",
-        name=names.region_subnet(fleet, region.name),
-        region=region.name,
-        network=main_network,
-        ip_cidr_range=str(ranges.nodes.cidr),
-        secondary_ip_range=[
-            ComputeSubnetworkSecondaryIpRange(range_name=POD_RANGE, ip_cidr_range=str(ranges.pods.cidr)),
-            ComputeSubnetworkSecondaryIpRange(range_name=SERVICE_RANGE, ip_cidr_range=str(ranges.services.cidr)),
-        ],
-        private_ip_google_access=True,
-        log_config=_FLOW_LOGS,
-    )
-    gvnic_subnet = ComputeSubnetwork(
-        scope,
-        "gvnic_subnet",
-        name=names.gvnic_subnet(fleet, region.name),
-        region=region.name,
-        network=gvnic_network,
-        ip_cidr_range=str(ranges.gvnic.cidr),
+        id_,
+        name=name,
+        region=region,
+        network=network,
+        ip_cidr_range=cidr,
+        secondary_ip_range=secondary,
         private_ip_google_access=True,
         log_config=_FLOW_LOGS,
     )
 
-    # Private nodes reach the internet (image pulls outside Google, pip) only through NAT.
-    router = ComputeRouter(
-        scope, "router", name=f"{fleet.name}-{region.name}", region=region.name, network=main_network
-    )
+
+def nat(scope: Construct, fleet: Fleet, region: Region, network: str, nodes: ComputeSubnetwork) -> None:
+    """Private nodes reach the internet (image pulls outside Google, pip) only through NAT."""
+    router = ComputeRouter(scope, "router", name=f"{fleet.name}-{region.name}", region=region.name, network=network)
     ComputeRouterNat(
         scope,
         "nat",
@@ -89,48 +83,42 @@ def region_networks(
         region=region.name,
         nat_ip_allocate_option="AUTO_ONLY",
         source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-        subnetwork=[ComputeRouterNatSubnetwork(name=subnet.id, source_ip_ranges_to_nat=["ALL_IP_RANGES"])],
+        subnetwork=[ComputeRouterNatSubnetwork(name=nodes.id, source_ip_ranges_to_nat=["ALL_IP_RANGES"])],
         enable_dynamic_port_allocation=True,
         log_config=ComputeRouterNatLogConfig(enable=True, filter="ERRORS_ONLY"),
     )
 
-    cluster_ranges = [str(ranges.nodes.cidr), str(ranges.pods.cidr), str(ranges.services.cidr)]
-    firewall(
-        scope,
-        "fw_internal",
-        f"{fleet.name}-{region.name}-internal",
-        main_network,
-        cluster_ranges,
-        ComputeFirewallAllow(protocol="all"),
-    )
-    firewall(
-        scope,
-        "fw_control_plane",
-        f"{fleet.name}-{region.name}-control-plane",
-        main_network,
-        [str(ranges.control_plane.cidr)],
-        ComputeFirewallAllow(protocol="tcp", ports=list(CONTROL_PLANE_PORTS)),
-    )
-    firewall(
-        scope,
-        "fw_health_checks",
-        f"{fleet.name}-{region.name}-health-checks",
-        main_network,
-        list(HEALTH_CHECK_RANGES),
-        ComputeFirewallAllow(protocol="tcp"),
-    )
-    firewall(
-        scope,
-        "fw_gvnic_internal",
-        f"{fleet.name}-{region.name}-gvnic-internal",
-        gvnic_network,
-        [str(ranges.gvnic.cidr)],
-        ComputeFirewallAllow(protocol="all"),
-    )
 
+def region_firewalls(
+    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, gvnic_network: str
+) -> None:
+    """The region's own rules: its cluster's ranges among themselves, the control plane, Google's health checks,
+    and gVNIC traffic inside the region."""
+    cluster_ranges = [str(ranges.nodes.cidr), str(ranges.pods.cidr), str(ranges.services.cidr)]
+    rules = (  # name suffix, network, sources, what they may reach
+        ("internal", main_network, cluster_ranges, ComputeFirewallAllow(protocol="all")),
+        (
+            "control-plane",
+            main_network,
+            [str(ranges.control_plane.cidr)],
+            ComputeFirewallAllow(protocol="tcp", ports=list(CONTROL_PLANE_PORTS)),
+        ),
+        ("health-checks", main_network, list(HEALTH_CHECK_RANGES), ComputeFirewallAllow(protocol="tcp")),
+        ("gvnic-internal", gvnic_network, [str(ranges.gvnic.cidr)], ComputeFirewallAllow(protocol="all")),
+    )
+    for suffix, network, sources, allow in rules:
+        firewall(
+            scope, f"fw_{suffix.replace('-', '_')}", f"{fleet.name}-{region.name}-{suffix}", network, sources, allow
+        )
+
+
+def rdma_networks(
+    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges
+) -> dict[str, tuple[ComputeNetwork, list[ComputeSubnetwork]]]:
+    """GPU zone -> its RDMA VPC and one subnet per NIC. RDMA VPCs carry only RoCE traffic between GPU NICs;
+    they take no firewall rules."""
     rdma: dict[str, tuple[ComputeNetwork, list[ComputeSubnetwork]]] = {}
     for zone, zone_ranges in ranges.rdma.items():
-        # RDMA VPCs carry only RoCE traffic between GPU NICs; they take no firewall rules.
         network = ComputeNetwork(
             scope,
             f"rdma_{zone}",
@@ -151,7 +139,27 @@ def region_networks(
             for index, assigned in enumerate(zone_ranges)
         ]
         rdma[zone] = (network, subnets)
-    return RegionNetworks(subnet, gvnic_subnet, names.gvnic_network(fleet), rdma)
+    return rdma
+
+
+def region_networks(
+    scope: Construct, fleet: Fleet, region: Region, ranges: RegionRanges, main_network: str, gvnic_network: str
+) -> RegionNetworks:
+    pods_and_services = [
+        ComputeSubnetworkSecondaryIpRange(range_name=POD_RANGE, ip_cidr_range=str(ranges.pods.cidr)),
+        ComputeSubnetworkSecondaryIpRange(range_name=SERVICE_RANGE, ip_cidr_range=str(ranges.services.cidr)),
+    ]
+    nodes, gvnic = (
+        subnet(scope, id_, name, region.name, network, str(cidr), secondary)
+        for id_, name, network, cidr, secondary in (
+            ("subnet", names.region_subnet(fleet, region.name), main_network, ranges.nodes.cidr, pods_and_services),
+            ("gvnic_subnet", names.gvnic_subnet(fleet, region.name), gvnic_network, ranges.gvnic.cidr, None),
+        )
+    )
+    nat(scope, fleet, region, main_network, nodes)
+    region_firewalls(scope, fleet, region, ranges, main_network, gvnic_network)
+    rdma = rdma_networks(scope, fleet, region, ranges)
+    return RegionNetworks(nodes, gvnic, names.gvnic_network(fleet), rdma)
 
 
 def firewall(

@@ -15,6 +15,7 @@ from cdktn import TerraformOutput, TerraformStack
 from cdktn_provider_google.project_iam_member import ProjectIamMember, ProjectIamMemberCondition
 from cdktn_provider_google.provider import GoogleProvider
 from cdktn_provider_google.storage_bucket import (
+    StorageBucket,
     StorageBucketLifecycleRule,
     StorageBucketLifecycleRuleAction,
     StorageBucketLifecycleRuleCondition,
@@ -35,6 +36,58 @@ from meridian_infra.gpu_pools import gpu_pool
 from meridian_infra.network import region_networks
 
 
+def checkpoint_bucket(scope: Construct, fleet: Fleet, region: Region, team_accounts: dict[str, str]) -> StorageBucket:
+    """Checkpoints: one managed folder per team (teams/<team>/), staged data expires, committed
+    checkpoints are kept until deleted on purpose.
+
+    A team's account (`team_accounts`: team -> email) gets object access on its own managed folder and
+    nothing on the bucket: a managed folder's policy covers the objects named under it, listing included,
+    which a bucket-level grant with a resource.name prefix condition does not (list is a bucket call).
+    """
+    bucket = private_bucket(
+        scope,
+        "checkpoints",
+        fleet.buckets.checkpoint_bucket(region.name),
+        region.name,
+        lifecycle=[
+            StorageBucketLifecycleRule(
+                condition=StorageBucketLifecycleRuleCondition(
+                    age=fleet.buckets.staged_retention_days,
+                    matches_prefix=[names.team_prefix(t.name) + names.STAGED_PREFIX for t in fleet.teams],
+                ),
+                action=StorageBucketLifecycleRuleAction(type="Delete"),
+            )
+        ],
+    )
+    for team in fleet.teams:
+        folder = StorageManagedFolder(
+            scope, f"checkpoints_{team.name}", bucket=bucket.name, name=names.team_prefix(team.name)
+        )
+        StorageManagedFolderIamMember(
+            scope,
+            f"checkpoints_{team.name}_user",
+            bucket=bucket.name,
+            managed_folder=folder.name,
+            role="roles/storage.objectUser",
+            member=f"serviceAccount:{team_accounts[team.name]}",
+        )
+    return bucket
+
+
+def warden_repair(scope: Construct, fleet: Fleet, region: Region, role: str, account: str) -> None:
+    """Warden repairs hosts only in this region's zones."""
+    project = fleet.project.id
+    zones = " || ".join(f'resource.name.startsWith("projects/{project}/zones/{zone}/")' for zone in region.zones)
+    ProjectIamMember(
+        scope,
+        "warden_repair",
+        project=project,
+        role=role,
+        member=f"serviceAccount:{account}",
+        condition=ProjectIamMemberCondition(title=f"warden-{region.name}", expression=zones),
+    )
+
+
 class RegionStack(TerraformStack):
     def __init__(
         self,
@@ -46,9 +99,10 @@ class RegionStack(TerraformStack):
         peer_pods: Sequence[IPv4Network],
     ) -> None:
         super().__init__(scope, region.name)
-        project = fleet.project.id
         use_backend(self, fleet, region.name, backend)
-        GoogleProvider(self, "google", project=project, region=region.name, default_labels=labels(fleet, region.name))
+        GoogleProvider(
+            self, "google", project=fleet.project.id, region=region.name, default_labels=labels(fleet, region.name)
+        )
         shared = remote_state(self, fleet, "global", backend)
         main_network = shared.get_string("main_network")
         nodes_account = shared.get_string("nodes_service_account")
@@ -62,49 +116,10 @@ class RegionStack(TerraformStack):
             gpu_pool(self, region, pool, gke.id, networks, nodes_account)
         for cpu in region.cpu_pools:
             cpu_pool(self, region, cpu, gke.id, nodes_account)
-
-        # Checkpoints: one managed folder per team (teams/<team>/), staged data expires, committed
-        # checkpoints are kept until deleted on purpose.
-        bucket = private_bucket(
-            self,
-            "checkpoints",
-            fleet.buckets.checkpoint_bucket(region.name),
-            region.name,
-            lifecycle=[
-                StorageBucketLifecycleRule(
-                    condition=StorageBucketLifecycleRuleCondition(
-                        age=fleet.buckets.staged_retention_days,
-                        matches_prefix=[names.team_prefix(t.name) + names.STAGED_PREFIX for t in fleet.teams],
-                    ),
-                    action=StorageBucketLifecycleRuleAction(type="Delete"),
-                )
-            ],
-        )
-        # A team's account gets object access on its own managed folder and nothing on the bucket:
-        # a managed folder's policy covers the objects named under it, listing included, which a
-        # bucket-level grant with a resource.name prefix condition does not (list is a bucket call).
-        for team in fleet.teams:
-            folder = StorageManagedFolder(
-                self, f"checkpoints_{team.name}", bucket=bucket.name, name=names.team_prefix(team.name)
-            )
-            StorageManagedFolderIamMember(
-                self,
-                f"checkpoints_{team.name}_user",
-                bucket=bucket.name,
-                managed_folder=folder.name,
-                role="roles/storage.objectUser",
-                member=f"serviceAccount:{shared.get_string(team_output(team.name))}",
-            )
-
-        # Warden repairs hosts only in this region's zones.
-        zones = " || ".join(f'resource.name.startsWith("projects/{project}/zones/{zone}/")' for zone in region.zones)
-        ProjectIamMember(
-            self,
-            "warden_repair",
-            project=project,
-            role=shared.get_string("warden_role"),
-            member=f"serviceAccount:{shared.get_string('warden_service_account')}",
-            condition=ProjectIamMemberCondition(title=f"warden-{region.name}", expression=zones),
+        teams = {t.name: shared.get_string(team_output(t.name)) for t in fleet.teams}
+        bucket = checkpoint_bucket(self, fleet, region, teams)
+        warden_repair(
+            self, fleet, region, shared.get_string("warden_role"), shared.get_string("warden_service_account")
         )
 
         TerraformOutput(self, "cluster_name", value=gke.name, static_id=True)

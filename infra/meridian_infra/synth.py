@@ -33,7 +33,7 @@ def synth(fleet_path: str | Path, outdir: Path = DEFAULT_OUT, backend: Backend =
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".synth-", dir=outdir.parent))
     try:
-        build_app(loaded.fleet, loaded.addresses, str(staging), backend).synth()
+        build_app(loaded, str(staging), backend).synth()
         stacks = read_stacks(staging, ["global", *(r.name for r in loaded.fleet.regions)])
         if outdir.exists():
             shutil.rmtree(outdir)
@@ -57,7 +57,7 @@ def synth_from_env() -> int:
     except Invalid as exc:
         return report(exc)
     outdir = os.environ.get("CDKTF_OUTDIR", str(DEFAULT_OUT))
-    build_app(loaded.fleet, loaded.addresses, outdir, backend).synth()
+    build_app(loaded, outdir, backend).synth()
     return 0
 
 

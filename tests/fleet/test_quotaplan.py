@@ -35,31 +35,45 @@ def _plan_line(file: Path, capsys: pytest.CaptureFixture[str]) -> str:
     return line
 
 
-def test_research_above_what_its_pools_hold_in_europe_is_one_line(
-    spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
-) -> None:
+def _research_above_its_pools(spec: dict[str, Any]) -> None:
     # h200-a (2,048 GPUs) is pretraining's alone; research reaches only h200-spot (1,024). The region's total
     # (1,024 + 2,000 + 0 of 3,072) fits, which is all the spec used to be checked for: it loaded, and the
     # ClusterQueue quietly held 1,024.
     _europe_quotas(spec, 1024, 2000, 0)
+
+
+def _evals_not_whole_nodes(spec: dict[str, Any]) -> None:
+    spec["teams"][2]["quota"]["us-east4"] = 100
+
+
+@pytest.mark.parametrize(
+    ("mutate", "ending"),
+    [
+        (
+            _research_above_its_pools,
+            ": teams[1].quota.europe-west1: quota of 2,000 GPUs is above the 1,024 GPUs team research may use in "
+            "europe-west1 (h200-spot; not h200-a (pretraining's)); lower it to 1,024 or add pools",
+        ),
+        (
+            _evals_not_whole_nodes,
+            ": teams[2].quota.us-east4: quota of 100 GPUs is not whole nodes of 8 GPUs (h200-a); "
+            "raise it to 104 or lower it to 96",
+        ),
+    ],
+    ids=["above-its-pools", "not-whole-nodes"],
+)
+def test_a_quota_the_pools_cannot_hold_is_one_line(
+    spec: dict[str, Any],
+    write_spec: Callable[[dict[str, Any]], Path],
+    capsys: pytest.CaptureFixture[str],
+    mutate: Callable[[dict[str, Any]], None],
+    ending: str,
+) -> None:
+    mutate(spec)
     file = write_spec(spec)
     line = _plan_line(file, capsys)
     assert line.startswith(f"error: {file}:")
-    assert line.endswith(
-        ": teams[1].quota.europe-west1: quota of 2,000 GPUs is above the 1,024 GPUs team research may use in "
-        "europe-west1 (h200-spot; not h200-a (pretraining's)); lower it to 1,024 or add pools"
-    )
-
-
-def test_a_quota_that_is_not_whole_nodes_is_one_line(
-    spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    spec["teams"][2]["quota"]["us-east4"] = 100
-    line = _plan_line(write_spec(spec), capsys)
-    assert line.endswith(
-        ": teams[2].quota.us-east4: quota of 100 GPUs is not whole nodes of 8 GPUs (h200-a); "
-        "raise it to 104 or lower it to 96"
-    )
+    assert line.endswith(ending)
 
 
 def test_shared_pools_oversubscribed_beyond_the_teams_own_is_one_line(

@@ -190,7 +190,7 @@ def test_gkr_needs_exactly_what_the_researcher_roles_grant(
     )
     loaded = load(SHIPPED)
     fleet = loaded.fleet
-    objects = team_objects(fleet, fleet.regions[1], loaded.quotas)
+    objects = team_objects(loaded, fleet.regions[1])
     roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
     # The researcher role is bound in the team namespace, the queue viewer cluster-wide, to the team's group.
     bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]

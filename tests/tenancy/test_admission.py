@@ -319,13 +319,19 @@ def lighthouse(kind: str) -> Obj:
     return copy.deepcopy(next(found))
 
 
-def _service(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+def _edited(kind: str, edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    """Creating the Lighthouse's `kind` once `edit` has changed it."""
+
     def attempts() -> Iterator[Attempt]:
-        service = lighthouse("Service")
-        edit(service)
-        yield Attempt(request(service), service)
+        lighthouse_object = lighthouse(kind)
+        edit(lighthouse_object)
+        yield Attempt(request(lighthouse_object), lighthouse_object)
 
     return attempts
+
+
+def _service(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    return _edited("Service", edit)
 
 
 def _external(s: Obj) -> None:
@@ -359,12 +365,7 @@ SERVICE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
 
 
 def _deployment(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
-    def attempts() -> Iterator[Attempt]:
-        deployment = lighthouse("Deployment")
-        edit(deployment)
-        yield Attempt(request(deployment), deployment)
-
-    return attempts
+    return _edited("Deployment", edit)
 
 
 def _gpu(d: Obj) -> None:

@@ -29,10 +29,13 @@ from contract.names import (
 )
 from fleet import names
 from fleet.gitops.check import ClusterTree
-from fleet.gitops.netpol import NAMESPACE_NAME_LABEL, RAY_DASHBOARD_PORT, RAY_HEAD_PORTS, peer_pod_ranges
+from fleet.gitops.netpol import NAMESPACE_NAME_LABEL, RAY_DASHBOARD_PORT, RAY_HEAD_PORTS
 from fleet.gitops.teams import researcher_role
 from fleet.gitops.validate import Finding
+from fleet.load import load
 from fleet.model import Fleet
+from fleet.planner import peer_pod_ranges
+from tests.conftest import SHIPPED
 
 NCA = Path(sys.executable).parent / "nca"
 pytestmark = pytest.mark.skipif(not NCA.is_file(), reason="network-config-analyzer (nca) is absent: run make setup")
@@ -263,9 +266,10 @@ def test_a_run_across_regions_is_reachable_from_the_other_regions_only(
     fleet: Fleet, reports: dict[str, Report]
 ) -> None:
     """Other regions' pod ranges reach a run's Lighthouse and replica groups (TCP); no other address does."""
+    addresses = load(SHIPPED).addresses
     for region in fleet.regions:
         report = reports[region.name]
-        peers = _merged(_spans(peer_pod_ranges(fleet, region)))
+        peers = _merged(_spans(peer_pod_ranges(addresses, region.name)))
         for team, pods in team_pods(fleet).items():
             for role in ("lighthouse", "worker"):
                 for port in SAMPLE_PORTS:

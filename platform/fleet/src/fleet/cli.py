@@ -113,7 +113,7 @@ def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
     from fleet.gitops.schemas import crd_schemas  # reads the pinned CRDs
 
     try:
-        tree = render_tree(loaded.fleet, loaded.quotas, crd_schemas(loaded.fleet, root.resolve()))
+        tree = render_tree(loaded, crd_schemas(loaded.fleet, root.resolve()))
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

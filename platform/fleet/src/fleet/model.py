@@ -281,42 +281,37 @@ class Capacity(Base):
     block: Annotated[str, _dns1035(63)] | None = None
 
 
-class GpuPool(Base):
-    name: PoolName
+class OnMachine(Base):
+    """A pool of nodes of one machine type from the catalog (validated against it in rules.py)."""
+
     machine_type: str
+
+    @property
+    def machine(self) -> MachineType:
+        return MACHINE_TYPES[self.machine_type]
+
+
+class GpuPool(OnMachine):
+    name: PoolName
     zone: str
     nodes: Int = Field(ge=1, le=4096)  # fixed size; for flex_start the most it scales to
     capacity: Capacity
     team: Name | None = None  # dedicated to one team; None: shared by every team
     max_pods_per_node: Int = Field(default=32, ge=8, le=256)
 
-    @property
-    def machine(self) -> MachineType:
-        return MACHINE_TYPES[self.machine_type]
 
-
-class SystemPool(Base):
-    machine_type: str
+class SystemPool(OnMachine):
     nodes_per_zone: Int = Field(ge=1, le=100)
     max_pods_per_node: Int = Field(default=110, ge=8, le=256)
 
-    @property
-    def machine(self) -> MachineType:
-        return MACHINE_TYPES[self.machine_type]
 
-
-class CpuPool(Base):
+class CpuPool(OnMachine):
     """Autoscaled CPU workers for Ray heads and CPU-only jobs (never the H200 nodes)."""
 
     name: PoolName
-    machine_type: str
     max_nodes: Int = Field(ge=1, le=1000)  # across the region's zones; scales down to min_nodes
     min_nodes: Int = Field(default=0, ge=0, le=1000)
     max_pods_per_node: Int = Field(default=110, ge=8, le=256)
-
-    @property
-    def machine(self) -> MachineType:
-        return MACHINE_TYPES[self.machine_type]
 
 
 class RegionNetwork(Base):

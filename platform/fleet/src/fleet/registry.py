@@ -10,9 +10,7 @@ from __future__ import annotations
 from contract import registry as r
 from fleet.catalog import MachineType, thresholds
 from fleet.load import LoadedFleet
-from fleet.model import CapacityMode, Fleet
-from fleet.planner import plan_addresses
-from fleet.quotaplan import QuotaPlan
+from fleet.model import CapacityMode, CpuPool, GpuPool
 
 
 def machine(m: MachineType) -> r.Machine:
@@ -29,24 +27,35 @@ def machine(m: MachineType) -> r.Machine:
     )
 
 
+def gpu_pool(pool: GpuPool) -> r.Pool:
+    return r.Pool(
+        name=pool.name,
+        zone=pool.zone,
+        team=pool.team,
+        flex_start=pool.capacity.mode is CapacityMode.FLEX_START,
+        nodes=pool.nodes,
+        machine=machine(pool.machine),
+    )
+
+
+def cpu_pool(pool: CpuPool) -> r.Pool:
+    return r.Pool(
+        name=pool.name, zone="", team=None, flex_start=False, nodes=pool.max_nodes, machine=machine(pool.machine)
+    )
+
+
 def registry_of(loaded: LoadedFleet) -> r.Registry:
-    return registry(loaded.fleet, loaded.quotas)
-
-
-def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
-    """The registry of a validated fleet and the quota plan load() made for it."""
-    ranges = {r.region: r for r in plan_addresses(fleet)[0].regions}  # a validated fleet plans without problems
+    """The registry of a loaded fleet, from the address and quota plans load() made for it."""
+    fleet, quotas = loaded.fleet, loaded.quotas
+    pod_ranges = {ranges.region: str(ranges.pods.cidr) for ranges in loaded.addresses.regions}
     regions = tuple(
         r.Region(
             name=region.name,
             cluster=fleet.cluster_name(region),
             checkpoint_bucket=fleet.buckets.checkpoint_bucket(region.name),
-            pools=tuple(
-                r.Pool(p.name, p.zone, p.team, p.capacity.mode is CapacityMode.FLEX_START, p.nodes, machine(p.machine))
-                for p in region.gpu_pools
-            ),
-            cpu_pools=tuple(r.Pool(p.name, "", None, False, p.max_nodes, machine(p.machine)) for p in region.cpu_pools),
-            pod_range=str(ranges[region.name].pods.cidr),
+            pools=tuple(gpu_pool(p) for p in region.gpu_pools),
+            cpu_pools=tuple(cpu_pool(p) for p in region.cpu_pools),
+            pod_range=pod_ranges[region.name],
         )
         for region in fleet.regions
     )
@@ -69,5 +78,5 @@ def registry(fleet: Fleet, quotas: QuotaPlan) -> r.Registry:
         priorities={p.name: p.value for p in fleet.priorities},
         regions=regions,
         teams=teams,
-        datasets=tuple(r.Dataset(d.name, d.location) for d in fleet.buckets.datasets),
+        datasets=tuple(r.Dataset(name=d.name, location=d.location) for d in fleet.buckets.datasets),
     )

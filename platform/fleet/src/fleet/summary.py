@@ -50,6 +50,38 @@ def _quotas(fleet: Fleet, quotas: QuotaPlan) -> dict[str, dict[str, int]]:
     return {t.name: {r.name: quotas.team(r.name, t.name).gpus for r in fleet.regions} for t in fleet.teams}
 
 
+def _region_rows(fleet: Fleet) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for region in fleet.regions:
+        c, g = region_capacity(region), gpu_capacity(region)
+        zones = ",".join(z.rsplit("-", 1)[1] for z in region.zones)
+        about = [region.name, fleet.cluster_name(region), fleet.release_channel(region).value, zones]
+        rows.append([*about, c.nodes, g.nodes, g.gpus, c.vcpus, round(c.memory_gb / 1000)])
+    return rows
+
+
+def _pool_rows(fleet: Fleet) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for region in fleet.regions:
+        for pool in region.gpu_pools:
+            c = pool_capacity(pool)
+            mode, team = capacity_text(pool), pool.team or "shared"
+            rows.append([region.name, pool.name, pool.zone, pool.machine_type, c.nodes, c.gpus, mode, team])
+    return rows
+
+
+def _address_lines(addresses: AddressPlan) -> list[str]:
+    """Each region's planned ranges (* where fleet.yaml wrote one), then its RDMA subnets per GPU zone."""
+    rows: list[list[object]] = []
+    for ranges in addresses.regions:
+        kinds = (ranges.nodes, ranges.pods, ranges.services, ranges.gvnic, ranges.control_plane)
+        rows.append([ranges.region, *(f"{a.cidr}{'*' if a.explicit else ''}" for a in kinds)])
+    out = table(["region", "nodes", "pods", "services", "gvnic", "control plane"], rows)
+    for ranges in addresses.regions:
+        out += [f"  rdma {_rdma_text(ranges, zone)}" for zone in ranges.rdma]
+    return out
+
+
 def render(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> str:
     total = fleet_capacity(fleet)
     gpu = sum((gpu_capacity(r) for r in fleet.regions), Size())
@@ -60,62 +92,16 @@ def render(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> str:
         "",
         "Regions",
     ]
-    rows: list[list[object]] = []
-    for region in fleet.regions:
-        c, g = region_capacity(region), gpu_capacity(region)
-        rows.append(
-            [
-                region.name,
-                fleet.cluster_name(region),
-                fleet.release_channel(region).value,
-                ",".join(z.rsplit("-", 1)[1] for z in region.zones),
-                c.nodes,
-                g.nodes,
-                g.gpus,
-                c.vcpus,
-                round(c.memory_gb / 1000),
-            ]
-        )
-    out += table(["region", "cluster", "channel", "zones", "nodes", "gpu nodes", "gpus", "vcpus", "memory TB"], rows)
+    headers = ["region", "cluster", "channel", "zones", "nodes", "gpu nodes", "gpus", "vcpus", "memory TB"]
+    out += table(headers, _region_rows(fleet))
     out += ["", "GPU pools"]
-    rows = []
-    for region in fleet.regions:
-        for pool in region.gpu_pools:
-            c = pool_capacity(pool)
-            rows.append(
-                [
-                    region.name,
-                    pool.name,
-                    pool.zone,
-                    pool.machine_type,
-                    c.nodes,
-                    c.gpus,
-                    capacity_text(pool),
-                    pool.team or "shared",
-                ]
-            )
-    out += table(["region", "pool", "zone", "machine", "nodes", "gpus", "capacity", "team"], rows)
+    out += table(["region", "pool", "zone", "machine", "nodes", "gpus", "capacity", "team"], _pool_rows(fleet))
     out += ["", "Team quotas (nominal GPUs)"]
-    names = [r.name for r in fleet.regions]
     planned = _quotas(fleet, quotas)
     rows = [[t.name, t.priority, *planned[t.name].values(), sum(planned[t.name].values())] for t in fleet.teams]
-    out += table(["team", "priority", *names, "total"], rows)
+    out += table(["team", "priority", *(r.name for r in fleet.regions), "total"], rows)
     out += ["", "Address ranges (* written in fleet.yaml, others planned)"]
-    rows = []
-    for ranges in addresses.regions:
-        rows.append(
-            [
-                ranges.region,
-                *(
-                    f"{a.cidr}{'*' if a.explicit else ''}"
-                    for a in (ranges.nodes, ranges.pods, ranges.services, ranges.gvnic, ranges.control_plane)
-                ),
-            ]
-        )
-    out += table(["region", "nodes", "pods", "services", "gvnic", "control plane"], rows)
-    for ranges in addresses.regions:
-        for zone in ranges.rdma:
-            out.append(f"  rdma {_rdma_text(ranges, zone)}")
+    out += _address_lines(addresses)
     return "\n".join(out) + "\n"
 
 

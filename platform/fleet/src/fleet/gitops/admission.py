@@ -26,13 +26,28 @@ one policy per concern, no parameter objects to keep in sync.
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contract.names import ACCELERATOR_LABEL, RAY_NODE_TYPE_LABEL
 from fleet import names
+from fleet.gitops.cel import (
+    CONTAINERS,
+    HEAD_FIRST,
+    TEMPLATE_LABELS,
+    TEMPLATES,
+    WORKLOADS,
+    baseline_rest,
+    each_container,
+    literal,
+    requests_gpu,
+    resource_rules,
+    selects_gpu,
+    tolerates_gpu,
+    validation,
+    where_set,
+)
 from fleet.gitops.objects import Obj, obj
+from fleet.load import LoadedFleet
 from fleet.model import Fleet, Region
 
 API = "admissionregistration.k8s.io/v1"
@@ -52,7 +67,6 @@ SYSCTLS = (
     "net.ipv4.tcp_syncookies",
     "net.ipv4.ping_group_range",
 )
-SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 
 # Controllers that create children of admitted workloads without copying the queue label: the Job
 # controller (a Job's pods; GKE's controller manager uses per-controller service accounts) and the
@@ -77,9 +91,6 @@ POD_SECURITY_LABELS = {
     "pod-security.kubernetes.io/audit": "baseline",
 }
 
-# Node labels that name a GPU pool (GKE's node pool, the fleet's pool); GKE's accelerator label is on GPU nodes only.
-POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
-
 TEAM_SELECTOR = {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]}
 
 POD_SECURITY = "meridian-team-pod-security"
@@ -101,101 +112,21 @@ def team_namespace_labels(fleet: Fleet, team: str) -> dict[str, str]:
     }
 
 
-def _cel(value: Any) -> str:
-    """A CEL literal for strings, lists and maps of them (JSON's syntax is CEL's for these)."""
-    return json.dumps(value, sort_keys=True)
-
-
-def _rules(resources: Iterable[tuple[str, str, tuple[str, ...]]], operations: Iterable[str]) -> list[dict[str, Any]]:
-    ops = tuple(operations)
-    return [  # fresh lists per rule: shared ones would come out as YAML anchors
-        {"apiGroups": [group], "apiVersions": [version], "operations": list(ops), "resources": list(res)}
-        for group, version, res in resources
-    ]
-
-
-# Everything that becomes a pod in a team namespace, and the pods themselves.
-WORKLOADS = (
-    ("", "v1", ("pods",)),
-    ("batch", "v1", ("jobs",)),
-    ("ray.io", "v1", ("rayjobs", "rayclusters")),
-    ("apps", "v1", ("deployments",)),
-)
-
-
-def _pod_templates(of: Callable[[str], str]) -> str:
-    """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
-
-    A Pod's own, a Job's or Deployment's template, a RayCluster's head and worker groups, a RayJob's
-    cluster and submitter. Every workload becomes pods, so the Pod rule alone would do; checking
-    templates refuses a bad job when it is submitted instead of when its pods fail.
-    """
-    return f"""\
-request.resource.resource == 'pods' ? [{of("object")}] :
-request.resource.resource in ['jobs', 'deployments'] ? [{of("object.spec.template")}] :
-request.resource.resource == 'rayclusters' ?
-  [{of("object.spec.headGroupSpec.template")}] +
-  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, {of("g.template")}) : []) :
-(has(object.spec.rayClusterSpec) ?
-  [{of("object.spec.rayClusterSpec.headGroupSpec.template")}] +
-  (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
-    object.spec.rayClusterSpec.workerGroupSpecs.map(g, {of("g.template")}) : []) : []) +
-(has(object.spec.submitterPodTemplate) ? [{of("object.spec.submitterPodTemplate")}] : [])"""
-
-
-TEMPLATES = _pod_templates(lambda t: f"{t}.spec")
-# The labels of each pod template (an empty map where it has none).
-TEMPLATE_LABELS = _pod_templates(
-    lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
-)
-
-# Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
-# default library set that the test evaluator also has).
-CONTAINERS = """\
-variables.templates.map(p,
-  (has(p.containers) ? p.containers : []) +
-  (has(p.initContainers) ? p.initContainers : []) +
-  (has(p.ephemeralContainers) ? p.ephemeralContainers : []))"""
-
-
-def _each_container(condition: str) -> str:
-    return f"variables.containers.all(cs, cs.all(c, {condition}))"
-
-
-def _context(field: str, condition: str) -> str:
-    """`condition` on securityContext.<field> where it is set."""
-    return f"!has(c.securityContext) || !has(c.securityContext.{field}) || {condition}"
-
-
-def _baseline_rest(sc: str) -> str:
-    """Baseline's remaining controls on one securityContext `sc` (pod's or container's)."""
-    return (
-        f"(!has({sc}.seccompProfile) || {sc}.seccompProfile.type != 'Unconfined') && "
-        f"(!has({sc}.appArmorProfile) || {sc}.appArmorProfile.type != 'Unconfined') && "
-        f"(!has({sc}.windowsOptions) || !has({sc}.windowsOptions.hostProcess) || !{sc}.windowsOptions.hostProcess) && "
-        f"(!has({sc}.seLinuxOptions) || (!has({sc}.seLinuxOptions.user) && !has({sc}.seLinuxOptions.role) && "
-        f"(!has({sc}.seLinuxOptions.type) || {sc}.seLinuxOptions.type in {_cel(list(SELINUX_TYPES))})))"
-    )
-
-
-def _validation(expression: str, message: str) -> dict[str, str]:
-    return {"expression": expression, "message": message, "reason": "Forbidden"}
-
-
-def pod_security_policy() -> Obj:
-    host_paths = _cel(list(HOST_PATHS))
+def _host_validations() -> list[dict[str, str]]:
+    """No host namespaces; host paths only the GPU ones, and those read-only."""
+    host_paths = literal(list(HOST_PATHS))
     read_only = "!has(c.volumeMounts) || c.volumeMounts.all(m, m.name != v.name || (has(m.readOnly) && m.readOnly))"
-    validations = [
-        _validation(
+    return [
+        validation(
             "variables.templates.all(p, !(has(p.hostNetwork) && p.hostNetwork) && "
             "!(has(p.hostPID) && p.hostPID) && !(has(p.hostIPC) && p.hostIPC))",
             "team pods may not use the host's network, PID or IPC namespace",
         ),
-        _validation(
+        validation(
             f"variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || v.hostPath.path in {host_paths}))",
             f"team pods may mount only these host paths: {', '.join(HOST_PATHS)}",
         ),
-        _validation(
+        validation(
             # Ephemeral containers declare no volumes but mount the pod's (`kubectl debug`); a list of
             # their own, as they are another type than containers.
             "variables.templates.all(p, !has(p.volumes) || p.volumes.all(v, !has(v.hostPath) || "
@@ -203,44 +134,54 @@ def pod_security_policy() -> Obj:
             f"cs.all(c, {read_only})) && (!has(p.ephemeralContainers) || p.ephemeralContainers.all(c, {read_only})))))",
             "team pods must mount host paths read-only (readOnly: true), ephemeral containers too",
         ),
-        _validation(
-            _each_container(_context("privileged", "!c.securityContext.privileged")),
+    ]
+
+
+def _container_validations() -> list[dict[str, str]]:
+    """Baseline's controls on containers and pod security contexts."""
+    return [
+        validation(
+            each_container(where_set("privileged", "!c.securityContext.privileged")),
             "team pods may not run privileged containers",
         ),
-        _validation(
-            _each_container(_context("allowPrivilegeEscalation", "!c.securityContext.allowPrivilegeEscalation")),
+        validation(
+            each_container(where_set("allowPrivilegeEscalation", "!c.securityContext.allowPrivilegeEscalation")),
             "team pods may not set allowPrivilegeEscalation: true",
         ),
-        _validation(
-            _each_container(
-                _context(
+        validation(
+            each_container(
+                where_set(
                     "capabilities",
                     "!has(c.securityContext.capabilities.add) || "
-                    f"c.securityContext.capabilities.add.all(a, a in {_cel(list(CAPABILITIES))})",
+                    f"c.securityContext.capabilities.add.all(a, a in {literal(list(CAPABILITIES))})",
                 )
             ),
             f"team pods may add only these capabilities: {', '.join(CAPABILITIES)}",
         ),
-        _validation(
-            _each_container("!has(c.ports) || c.ports.all(port, !has(port.hostPort) || port.hostPort == 0)"),
+        validation(
+            each_container("!has(c.ports) || c.ports.all(port, !has(port.hostPort) || port.hostPort == 0)"),
             "team pods may not use host ports",
         ),
-        _validation(
-            _each_container(
+        validation(
+            each_container(
                 "!has(c.securityContext) || ((!has(c.securityContext.procMount) || "
-                f"c.securityContext.procMount == 'Default') && {_baseline_rest('c.securityContext')})"
+                f"c.securityContext.procMount == 'Default') && {baseline_rest('c.securityContext')})"
             )
             + " && variables.templates.all(p, !has(p.securityContext) || ("
-            + _baseline_rest("p.securityContext")
+            + baseline_rest("p.securityContext")
             + " && (!has(p.securityContext.sysctls) || "
-            + f"p.securityContext.sysctls.all(s, s.name in {_cel(list(SYSCTLS))}))))",
+            + f"p.securityContext.sysctls.all(s, s.name in {literal(list(SYSCTLS))}))))",
             "team pods may not unmask /proc, run unconfined (seccomp, AppArmor), set SELinux user, role or "
             "a non-container type, run Windows host processes or set unsafe sysctls",
         ),
     ]
+
+
+def pod_security_policy() -> Obj:
+    validations = [*_host_validations(), *_container_validations()]
     return _policy(
         POD_SECURITY,
-        _rules(
+        resource_rules(
             [*WORKLOADS, ("", "v1", ("pods/ephemeralcontainers",))],
             ("CREATE", "UPDATE"),
         ),
@@ -259,30 +200,30 @@ def queue_policy(fleet: Fleet) -> Obj:
     """
     queues = {team.name: names.local_queue(team.name) for team in fleet.teams}
     variables = [
-        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"},
         {
             "name": "queue",
-            "expression": f"has(object.metadata.labels) && {_cel(QUEUE_LABEL)} in object.metadata.labels ? "
-            f"object.metadata.labels[{_cel(QUEUE_LABEL)}] : ''",
+            "expression": f"has(object.metadata.labels) && {literal(QUEUE_LABEL)} in object.metadata.labels ? "
+            f"object.metadata.labels[{literal(QUEUE_LABEL)}] : ''",
         },
         {
             "name": "oldQueue",
-            "expression": f"request.operation == 'UPDATE' && has(oldObject.metadata.labels) && {_cel(QUEUE_LABEL)} in "
-            f"oldObject.metadata.labels ? oldObject.metadata.labels[{_cel(QUEUE_LABEL)}] : ''",
+            "expression": f"request.operation == 'UPDATE' && has(oldObject.metadata.labels) && {literal(QUEUE_LABEL)} in "
+            f"oldObject.metadata.labels ? oldObject.metadata.labels[{literal(QUEUE_LABEL)}] : ''",
         },
     ]
     validations = [
         {
-            "expression": f"(variables.team in {_cel(queues)} && variables.queue == {_cel(queues)}[variables.team]) || "
-            f"(variables.queue == '' && request.userInfo.username in {_cel(list(CONTROLLERS))}) || "
+            "expression": f"(variables.team in {literal(queues)} && variables.queue == {literal(queues)}[variables.team]) || "
+            f"(variables.queue == '' && request.userInfo.username in {literal(list(CONTROLLERS))}) || "
             "(request.operation == 'UPDATE' && variables.queue == variables.oldQueue)",
             "message": f"workloads in a team namespace must carry the label {QUEUE_LABEL}: <the team's LocalQueue>",
             "messageExpression": f"'workloads in ' + request.namespace + ' must carry the label {QUEUE_LABEL}: ' + "
-            f"{_cel(queues)}[variables.team] + ', the LocalQueue of the team'",
+            f"{literal(queues)}[variables.team] + ', the LocalQueue of the team'",
             "reason": "Forbidden",
         }
     ]
-    return _policy(QUEUES, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return _policy(QUEUES, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
 def allowed_priorities(fleet: Fleet) -> dict[str, list[str]]:
@@ -304,36 +245,34 @@ def priority_policy(fleet: Fleet) -> Obj:
     """
     allowed = allowed_priorities(fleet)
     variables = [
-        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"},
         {"name": "templates", "expression": TEMPLATES},
     ]
-    label = _cel(PRIORITY_LABEL)
+    label = literal(PRIORITY_LABEL)
     validations = [
         {
             "expression": f"!has(object.metadata.labels) || !({label} in object.metadata.labels) || "
-            f"(variables.team in {_cel(allowed)} && object.metadata.labels[{label}] in {_cel(allowed)}[variables.team])",
+            f"(variables.team in {literal(allowed)} && object.metadata.labels[{label}] in {literal(allowed)}[variables.team])",
             "message": f"{PRIORITY_LABEL} names a class above the team's ceiling",
             # Pre-joined: the test evaluator has no strings.join.
             "messageExpression": f"'{PRIORITY_LABEL} in ' + request.namespace + ' must be one of: ' + "
-            f"{_cel({t: ', '.join(a) for t, a in allowed.items()})}[variables.team]",
+            f"{literal({t: ', '.join(a) for t, a in allowed.items()})}[variables.team]",
             "reason": "Forbidden",
         },
-        _validation(
+        validation(
             "variables.templates.all(p, !has(p.priorityClassName) || p.priorityClassName == '')",
             f"team pods take their priority from Kueue ({PRIORITY_LABEL}), never from priorityClassName",
         ),
     ]
-    return _policy(PRIORITIES, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return _policy(PRIORITIES, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
-def pod_ranges(fleet: Fleet) -> list[str]:
+def pod_ranges(loaded: LoadedFleet) -> list[str]:
     """Every cluster's pod range, from the address plan: the only sources a team's load balancer may admit."""
-    from fleet.planner import plan_addresses
-
-    return sorted(str(r.pods.cidr) for r in plan_addresses(fleet)[0].regions)
+    return sorted(str(r.pods.cidr) for r in loaded.addresses.regions)
 
 
-def service_policy(fleet: Fleet) -> Obj:
+def service_policy(ranges: list[str]) -> Obj:
     """Team Services stay inside the fleet's network.
 
     ClusterIP (and headless) as before; a LoadBalancer only as GKE's internal passthrough load balancer
@@ -342,28 +281,28 @@ def service_policy(fleet: Fleet) -> Obj:
     firewall rule (GKE docs, "LoadBalancer Service parameters"). NodePort would open a port on every
     node, ExternalName and external IPs redirect traffic meant for others (CVE-2020-8554).
     """
-    internal = _cel(names.INTERNAL_LB_ANNOTATION)
+    internal = literal(names.INTERNAL_LB_ANNOTATION)
     validations = [
-        _validation(
+        validation(
             "!has(object.spec.type) || object.spec.type == 'ClusterIP' || (object.spec.type == 'LoadBalancer' && "
             f"has(object.metadata.annotations) && {internal} in object.metadata.annotations && "
             f"object.metadata.annotations[{internal}] == 'Internal' && !has(object.spec.loadBalancerClass))",
             f"team Services are ClusterIP, or LoadBalancer with {names.INTERNAL_LB_ANNOTATION}: Internal "
             "(no loadBalancerClass); never NodePort, ExternalName or a public load balancer",
         ),
-        _validation(
+        validation(
             "!has(object.spec.type) || object.spec.type != 'LoadBalancer' || "
             "(has(object.spec.loadBalancerSourceRanges) && size(object.spec.loadBalancerSourceRanges) > 0 && "
-            f"object.spec.loadBalancerSourceRanges.all(r, r in {_cel(pod_ranges(fleet))}))",
+            f"object.spec.loadBalancerSourceRanges.all(r, r in {literal(ranges)}))",
             f"a team load balancer admits only the fleet's pod ranges: set loadBalancerSourceRanges to some of "
-            f"{', '.join(pod_ranges(fleet))}",
+            f"{', '.join(ranges)}",
         ),
-        _validation(
+        validation(
             "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
             "team Services may not set externalIPs",
         ),
     ]
-    return _policy(SERVICES, _rules([("", "v1", ("services",))], ("CREATE", "UPDATE")), [], validations)
+    return _policy(SERVICES, resource_rules([("", "v1", ("services",))], ("CREATE", "UPDATE")), [], validations)
 
 
 def deployment_policy(fleet: Fleet) -> Obj:
@@ -375,85 +314,31 @@ def deployment_policy(fleet: Fleet) -> Obj:
     (the queue policy refuses the pods otherwise, later and less clearly).
     """
     queues = {team.name: names.local_queue(team.name) for team in fleet.teams}
-    gpu = _cel(names.GPU_RESOURCE)
+    gpu = literal(names.GPU_RESOURCE)
     no_gpu = (
         f"!has(c.resources) || ((!has(c.resources.requests) || !({gpu} in c.resources.requests)) && "
         f"(!has(c.resources.limits) || !({gpu} in c.resources.limits)))"
     )
     labels = "object.spec.template.metadata.labels"
     variables = [
-        {"name": "team", "expression": f"namespaceObject.metadata.labels[{_cel(names.TEAM_LABEL)}]"},
+        {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"},
         {"name": "templates", "expression": TEMPLATES},
         {"name": "containers", "expression": CONTAINERS},
     ]
     validations = [
-        _validation(_each_container(no_gpu), f"team Deployments may not request {names.GPU_RESOURCE}; use a job"),
+        validation(each_container(no_gpu), f"team Deployments may not request {names.GPU_RESOURCE}; use a job"),
         {
-            "expression": f"has(object.spec.template.metadata) && has({labels}) && {_cel(QUEUE_LABEL)} in {labels} && "
-            f"variables.team in {_cel(queues)} && {labels}[{_cel(QUEUE_LABEL)}] == {_cel(queues)}[variables.team]",
+            "expression": f"has(object.spec.template.metadata) && has({labels}) && {literal(QUEUE_LABEL)} in {labels} && "
+            f"variables.team in {literal(queues)} && {labels}[{literal(QUEUE_LABEL)}] == {literal(queues)}[variables.team]",
             "message": f"a team Deployment's pod template must carry {QUEUE_LABEL}: <the team's LocalQueue>",
             "messageExpression": f"'a Deployment in ' + request.namespace + ' must carry {QUEUE_LABEL}: ' + "
-            f"{_cel(queues)}[variables.team] + ' in its pod template too'",
+            f"{literal(queues)}[variables.team] + ' in its pod template too'",
             "reason": "Forbidden",
         },
     ]
     return _policy(
-        DEPLOYMENTS, _rules([("apps", "v1", ("deployments",))], ("CREATE", "UPDATE")), variables, validations
+        DEPLOYMENTS, resource_rules([("apps", "v1", ("deployments",))], ("CREATE", "UPDATE")), variables, validations
     )
-
-
-def _requests_gpu(p: str) -> str:
-    """Some container of pod spec `p` asks for a GPU (a non-zero nvidia.com/gpu request or limit).
-
-    Ephemeral containers have no resources. Quantities reach CEL as strings ('8'); string() also
-    takes a YAML integer.
-    """
-    gpu = _cel(names.GPU_RESOURCE)
-    some = " || ".join(
-        f"(has(c.resources.{part}) && {gpu} in c.resources.{part} && string(c.resources.{part}[{gpu}]) != '0')"
-        for part in ("requests", "limits")
-    )
-    return (
-        f"[has({p}.containers) ? {p}.containers : [], has({p}.initContainers) ? {p}.initContainers : []]"
-        f".exists(cs, cs.exists(c, has(c.resources) && ({some})))"
-    )
-
-
-def _tolerates_gpu(p: str) -> str:
-    """Pod spec `p` tolerates GKE's GPU taint, by its key or by an empty key (which tolerates every taint)."""
-    return f"(has({p}.tolerations) && {p}.tolerations.exists(t, !has(t.key) || t.key in ['', {_cel(names.GPU_TAINT_KEY)}]))"
-
-
-def _selects_gpu(p: str, pools: list[str]) -> str:
-    """Pod spec `p` asks for a GPU node: the accelerator label, or a GPU pool's name by node selector or affinity.
-
-    Only the taint keeps pods off GPU nodes; this catches the intent (and the Kueue flavor it picks) early.
-    """
-    accelerator, pool_keys, gpu_pools = _cel(ACCELERATOR_LABEL), _cel(list(POOL_KEYS)), _cel(pools)
-    term = (
-        f"(e.key == {accelerator} && e.operator in ['In', 'Exists']) || "
-        f"(e.key in {pool_keys} && e.operator == 'In' && has(e.values) && e.values.exists(v, v in {gpu_pools}))"
-    )
-    na = f"{p}.affinity.nodeAffinity"
-    required = f"{na}.requiredDuringSchedulingIgnoredDuringExecution"
-    preferred = f"{na}.preferredDuringSchedulingIgnoredDuringExecution"
-    return (
-        f"(has({p}.nodeSelector) && ({accelerator} in {p}.nodeSelector || "
-        f"{p}.nodeSelector.exists(k, k in {pool_keys} && {p}.nodeSelector[k] in {gpu_pools}))) || "
-        f"(has({p}.affinity) && has({na}) && ("
-        f"(has({required}) && {required}.nodeSelectorTerms.exists(s, has(s.matchExpressions) && "
-        f"s.matchExpressions.exists(e, {term}))) || "
-        f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
-        f"w.preference.matchExpressions.exists(e, {term})))))"
-    )
-
-
-# The first pod template is a Ray head: a RayCluster's, a RayJob's cluster's, or the head pod KubeRay builds.
-HEAD_FIRST = f"""\
-request.resource.resource == 'rayclusters' ||
-(request.resource.resource == 'rayjobs' && has(object.spec.rayClusterSpec)) ||
-(request.resource.resource == 'pods' && has(object.metadata.labels) && {_cel(RAY_NODE_TYPE_LABEL)} in object.metadata.labels &&
-  object.metadata.labels[{_cel(RAY_NODE_TYPE_LABEL)}] == 'head')"""
 
 
 def placement_policy(region: Region) -> Obj:
@@ -470,19 +355,19 @@ def placement_policy(region: Region) -> Obj:
     """
     pools = sorted(p.name for p in region.gpu_pools)
     # Per pod template: [requests a GPU, tolerates the GPU taint or selects a GPU pool].
-    gpu = f"variables.templates.map(p, [{_requests_gpu('p')}, {_tolerates_gpu('p')} || {_selects_gpu('p', pools)}])"
+    gpu = f"variables.templates.map(p, [{requests_gpu('p')}, {tolerates_gpu('p')} || {selects_gpu('p', pools)}])"
     validations = [
-        _validation(
+        validation(
             "!variables.headFirst || !(variables.gpu[0][0] || variables.gpu[0][1])",
             f"Ray heads run on the CPU pool: a head may not request {names.GPU_RESOURCE}, tolerate the "
             f"{names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}); put GPUs in a worker group",
         ),
-        _validation(
+        validation(
             "variables.gpu.all(g, g[0] || !g[1])",
             f"team pods that tolerate the {names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}) "
             f"must request {names.GPU_RESOURCE}: without it they hold a GPU node outside the team's GPU quota",
         ),
-        _validation(
+        validation(
             "(request.resource.resource == 'pods' && request.operation != 'CREATE') || "
             "variables.templates.all(p, !has(p.nodeName) || p.nodeName == '')",
             "team pods may not set spec.nodeName: the scheduler places them (Kueue's flavors, node taints)",
@@ -493,7 +378,7 @@ def placement_policy(region: Region) -> Obj:
         {"name": "gpu", "expression": gpu},
         {"name": "headFirst", "expression": HEAD_FIRST},
     ]
-    return _policy(PLACEMENT, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return _policy(PLACEMENT, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
 def label_policy() -> Obj:
@@ -503,7 +388,7 @@ def label_policy() -> Obj:
     another's. Absent is allowed: children KubeRay builds (a RayJob's submitter) carry none, and the
     metrics take the team from the namespace anyway.
     """
-    team = _cel(names.TEAM_LABEL)
+    team = literal(names.TEAM_LABEL)
     variables = [
         {"name": "team", "expression": f"namespaceObject.metadata.labels[{team}]"},
         {"name": "labels", "expression": TEMPLATE_LABELS},
@@ -519,7 +404,7 @@ def label_policy() -> Obj:
             "reason": "Forbidden",
         }
     ]
-    return _policy(LABELS, _rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return _policy(LABELS, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
 def agent_node_policy() -> Obj:
@@ -530,10 +415,10 @@ def agent_node_policy() -> Obj:
     without it, or naming another node, is refused. PATCH arrives as UPDATE.
     """
     agent = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{WARDEN_AGENT_KSA}"
-    key = _cel(NODE_NAME_EXTRA)
+    key = literal(NODE_NAME_EXTRA)
     policy = _policy(
         AGENT_NODE,
-        _rules([("", "v1", ("nodes", "nodes/status"))], ("UPDATE",)),
+        resource_rules([("", "v1", ("nodes", "nodes/status"))], ("UPDATE",)),
         [],
         [
             {
@@ -547,7 +432,7 @@ def agent_node_policy() -> Obj:
         namespaced=False,
     )
     policy["spec"]["matchConditions"] = [
-        {"name": "warden-agent", "expression": f"request.userInfo.username == {_cel(agent)}"}
+        {"name": "warden-agent", "expression": f"request.userInfo.username == {literal(agent)}"}
     ]
     return policy
 
@@ -576,13 +461,14 @@ def _binding(policy: str, namespaced: bool = True) -> Obj:
     return obj(API, "ValidatingAdmissionPolicyBinding", policy, spec=spec)
 
 
-def team_policies(fleet: Fleet, region: Region) -> list[Obj]:
+def team_policies(loaded: LoadedFleet, region: Region) -> list[Obj]:
     """The tenancy policies and their bindings, for the `teams` application."""
+    fleet = loaded.fleet
     policies = [
         pod_security_policy(),
         queue_policy(fleet),
         priority_policy(fleet),
-        service_policy(fleet),
+        service_policy(pod_ranges(loaded)),
         deployment_policy(fleet),
         placement_policy(region),
         label_policy(),

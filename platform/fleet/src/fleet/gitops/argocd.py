@@ -161,32 +161,30 @@ CONTROLLER_FIELDS = [
 ]
 
 
-def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
-    v = fleet.versions
-    repo = {"repoURL": fleet.gitops.repo, "targetRevision": fleet.gitops.revision}
-
-    def overlay(app: str) -> dict[str, Any]:
-        return {**repo, "path": overlay_path(fleet, region, app)}
-
-    return [
-        App(
-            "argocd",
-            -3,
-            "platform",
-            {
-                "repoURL": ARGOCD_REPO,
-                "targetRevision": f"v{v.argocd}",
-                "path": "manifests/cluster-install",
-                "kustomize": {
-                    "patches": [
-                        {"target": {"kind": "ConfigMap", "name": "argocd-cm"}, "patch": argocd_config_patch_yaml()}
-                    ]
-                },
+def argocd_app(fleet: Fleet) -> App:
+    """Argo CD manages itself, with the health checks of the kinds it waits on."""
+    return App(
+        "argocd",
+        -3,
+        "platform",
+        {
+            "repoURL": ARGOCD_REPO,
+            "targetRevision": f"v{fleet.versions.argocd}",
+            "path": "manifests/cluster-install",
+            "kustomize": {
+                "patches": [{"target": {"kind": "ConfigMap", "name": "argocd-cm"}, "patch": argocd_config_patch_yaml()}]
             },
-            NAMESPACE,
-            prune=False,  # Argo CD never deletes parts of itself
-            sync_options=("ServerSideApply=true",),
-        ),
+        },
+        NAMESPACE,
+        prune=False,  # Argo CD never deletes parts of itself
+        sync_options=("ServerSideApply=true",),
+    )
+
+
+def operator_apps(fleet: Fleet) -> list[App]:
+    """KubeRay and Kueue, from their upstream sources at the versions fleet.yaml pins."""
+    v = fleet.versions
+    return [
         # CRDs are far above client-side apply's size limit, and deleting one deletes every
         # RayCluster and RayJob: server-side apply, never pruned.
         App(
@@ -230,18 +228,22 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             sync_options=("CreateNamespace=true", "ServerSideApply=true"),
             namespace_labels=operator_namespace_labels(fleet),
         ),
+    ]
+
+
+def overlay_apps(fleet: Fleet, region: Region) -> list[App]:
+    """The applications built from this repository's overlays for the region's cluster."""
+    repo = {"repoURL": fleet.gitops.repo, "targetRevision": fleet.gitops.revision}
+
+    def overlay(app: str) -> dict[str, Any]:
+        return {**repo, "path": overlay_path(fleet, region, app)}
+
+    return [
         # Namespaces, RBAC and quotas: the tenancy boundary, so the project that may grant rights.
         App("teams", 0, "platform", overlay("teams"), "default"),
         # The registry gkr reads, and who may read it (RBAC): the platform project. Server-side apply: no
         # last-applied annotation copies the ConfigMap (fleet.gitops.registry).
-        App(
-            "registry",
-            0,
-            "platform",
-            overlay("registry"),
-            REGISTRY_NAMESPACE,
-            sync_options=("ServerSideApply=true",),
-        ),
+        App("registry", 0, "platform", overlay("registry"), REGISTRY_NAMESPACE, sync_options=("ServerSideApply=true",)),
         App("gpu-networking", 0, "fleet-config", overlay("gpu-networking"), "kube-system"),
         App(
             "kueue-config",
@@ -266,6 +268,11 @@ def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
             ignore=CONTROLLER_FIELDS,
         ),
     ]
+
+
+def cluster_apps(fleet: Fleet, region: Region) -> list[App]:
+    """Every application the cluster's root syncs: upstream first, then this repository's overlays."""
+    return [argocd_app(fleet), *operator_apps(fleet), *overlay_apps(fleet, region)]
 
 
 def application(app: App) -> Obj:

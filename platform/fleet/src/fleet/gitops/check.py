@@ -151,91 +151,133 @@ def _pod_spec(o: Obj) -> dict[str, Any]:
     return dict(template.get("spec", {})) if isinstance(template, dict) else {}
 
 
-def _references(tree: ClusterTree) -> list[Finding]:
-    objects = [o for _, o in tree.objects()]
-    found: list[Finding] = []
+@dataclass(frozen=True)
+class _Known:
+    """What the tree defines (and the cluster has before Argo CD), for checking references against."""
 
-    def bad(app: str, o: Obj, message: str) -> None:
-        found.append(Finding(f"{tree.cluster}/{app}/{o.get('kind')}/{o['metadata'].get('name')}", message))
+    namespaces: set[str]
+    accounts: set[tuple[str, str]]
+    config_maps: set[tuple[str, str]]
+    priority_classes: set[str]
+    workload_priorities: set[str]
+    cluster_roles: set[str]
+    roles: set[tuple[str, str]]
+    queues: set[str]
+    flavors: set[str]
+    checks: set[str]
+    topologies: set[str]
+    provisioning: set[str]
+    quota_classes: dict[str, set[str]]
 
+    @classmethod
+    def of(cls, tree: ClusterTree) -> _Known:
+        objects = [o for _, o in tree.objects()]
+        applications = [a for a in tree.argocd if a.get("kind") == "Application"]
+        created = {
+            a["spec"]["destination"]["namespace"]
+            for a in applications
+            if "CreateNamespace=true" in a["spec"].get("syncPolicy", {}).get("syncOptions", [])
+        }
+        return cls(
+            namespaces=PREEXISTING_NAMESPACES | _names(objects, "Namespace") | created,
+            accounts=set(_by_kind(objects, "ServiceAccount")),
+            config_maps=set(_by_kind(objects, "ConfigMap")),
+            priority_classes=BUILTIN_PRIORITY_CLASSES | _names(objects, "PriorityClass"),
+            workload_priorities=_names(objects, "WorkloadPriorityClass"),
+            cluster_roles=BUILTIN_CLUSTER_ROLES | _names(objects, "ClusterRole"),
+            roles=set(_by_kind(objects, "Role")),
+            queues=_names(objects, "ClusterQueue"),
+            flavors=_names(objects, "ResourceFlavor"),
+            checks=_names(objects, "AdmissionCheck"),
+            topologies=_names(objects, "Topology"),
+            provisioning=_names(objects, "ProvisioningRequestConfig"),
+            quota_classes=_quota_classes(objects),
+        )
+
+
+def _duplicates(tree: ClusterTree) -> list[tuple[str, Obj, str]]:
+    found = []
     seen: dict[tuple[str, str, str, str], str] = {}
     for app, o in tree.objects():
         key = object_id(o)
         if key in seen:
-            bad(app, o, f"also defined by application {seen[key]}")
+            found.append((app, o, f"also defined by application {seen[key]}"))
         seen[key] = app
-
-    applications = [a for a in tree.argocd if a.get("kind") == "Application"]
-    namespaces = PREEXISTING_NAMESPACES | _names(objects, "Namespace")
-    namespaces |= {
-        a["spec"]["destination"]["namespace"]
-        for a in applications
-        if "CreateNamespace=true" in a["spec"].get("syncPolicy", {}).get("syncOptions", [])
-    }
-    accounts = set(_by_kind(objects, "ServiceAccount"))
-    config_maps = set(_by_kind(objects, "ConfigMap"))
-    priority_classes = BUILTIN_PRIORITY_CLASSES | _names(objects, "PriorityClass")
-    workload_priorities = _names(objects, "WorkloadPriorityClass")
-    cluster_roles = BUILTIN_CLUSTER_ROLES | _names(objects, "ClusterRole")
-    roles = set(_by_kind(objects, "Role"))
-    queues = _names(objects, "ClusterQueue")
-    flavors = _names(objects, "ResourceFlavor")
-    checks = _names(objects, "AdmissionCheck")
-    topologies = _names(objects, "Topology")
-    provisioning = _names(objects, "ProvisioningRequestConfig")
-    quota_classes = _quota_classes(objects)
-
-    for app, o in tree.objects():
-        meta, spec, kind = o["metadata"], o.get("spec") or {}, o.get("kind")
-        namespace = meta.get("namespace")
-        if namespace and namespace not in namespaces:
-            bad(app, o, f"namespace {namespace} is not created by any application")
-        for image in images(o):
-            if not pinned(image):
-                bad(app, o, f"image {image} is not pinned by a version tag or digest")
-        pod = _pod_spec(o)
-        if pod:
-            account = pod.get("serviceAccountName", "default")
-            if account != "default" and (namespace, account) not in accounts:
-                bad(app, o, f"service account {namespace}/{account} does not exist")
-            priority = pod.get("priorityClassName")
-            if priority and priority not in priority_classes:
-                bad(app, o, f"priority class {priority} does not exist")
-            selected = quota_classes.get(namespace or "", set())
-            if priority in BUILTIN_PRIORITY_CLASSES and namespace != "kube-system" and priority not in selected:
-                bad(
-                    app,
-                    o,
-                    f"priority class {priority} needs a ResourceQuota in {namespace} whose scopeSelector names it",
-                )
-            for volume in pod.get("volumes", []):
-                cm = volume.get("configMap", {}).get("name")
-                if cm and (namespace, cm) not in config_maps:
-                    bad(app, o, f"config map {namespace}/{cm} does not exist")
-        if kind == "Namespace":
-            priority = meta.get("annotations", {}).get(DEFAULT_PRIORITY_ANNOTATION)
-            if priority and priority not in workload_priorities:
-                bad(app, o, f"default priority {priority} is not a WorkloadPriorityClass")
-        if kind in ("RoleBinding", "ClusterRoleBinding"):
-            ref = o["roleRef"]
-            known = cluster_roles if ref["kind"] == "ClusterRole" else {n for ns, n in roles if ns == namespace}
-            if ref["name"] not in known:
-                bad(app, o, f"{ref['kind']} {ref['name']} does not exist")
-        if kind == "LocalQueue" and spec.get("clusterQueue") not in queues:
-            bad(app, o, f"ClusterQueue {spec.get('clusterQueue')} does not exist")
-        if kind == "ClusterQueue":
-            for group in spec.get("resourceGroups", []):
-                for flavor in group.get("flavors", []):
-                    if flavor["name"] not in flavors:
-                        bad(app, o, f"ResourceFlavor {flavor['name']} does not exist")
-            for check in spec.get("admissionChecksStrategy", {}).get("admissionChecks", []):
-                if check["name"] not in checks:
-                    bad(app, o, f"AdmissionCheck {check['name']} does not exist")
-        if kind == "ResourceFlavor" and spec.get("topologyName") and spec["topologyName"] not in topologies:
-            bad(app, o, f"Topology {spec['topologyName']} does not exist")
-        if kind == "AdmissionCheck" and spec.get("parameters", {}).get("name") not in provisioning:
-            bad(app, o, f"ProvisioningRequestConfig {spec.get('parameters', {}).get('name')} does not exist")
     return found
+
+
+def _pod_problems(o: Obj, known: _Known) -> list[str]:
+    """What a workload's pod template names that does not exist, or may not be used there."""
+    pod = _pod_spec(o)
+    if not pod:
+        return []
+    found = []
+    namespace = o["metadata"].get("namespace")
+    account = pod.get("serviceAccountName", "default")
+    if account != "default" and (namespace, account) not in known.accounts:
+        found.append(f"service account {namespace}/{account} does not exist")
+    priority = pod.get("priorityClassName")
+    if priority and priority not in known.priority_classes:
+        found.append(f"priority class {priority} does not exist")
+    selected = known.quota_classes.get(namespace or "", set())
+    if priority in BUILTIN_PRIORITY_CLASSES and namespace != "kube-system" and priority not in selected:
+        found.append(f"priority class {priority} needs a ResourceQuota in {namespace} whose scopeSelector names it")
+    for volume in pod.get("volumes", []):
+        cm = volume.get("configMap", {}).get("name")
+        if cm and (namespace, cm) not in known.config_maps:
+            found.append(f"config map {namespace}/{cm} does not exist")
+    return found
+
+
+def _kind_problems(o: Obj, known: _Known) -> list[str]:
+    """References particular to the object's kind: roles, queues, flavors, checks, topologies, priorities."""
+    meta, spec, kind = o["metadata"], o.get("spec") or {}, o.get("kind")
+    found = []
+    if kind == "Namespace":
+        priority = meta.get("annotations", {}).get(DEFAULT_PRIORITY_ANNOTATION)
+        if priority and priority not in known.workload_priorities:
+            found.append(f"default priority {priority} is not a WorkloadPriorityClass")
+    if kind in ("RoleBinding", "ClusterRoleBinding"):
+        ref = o["roleRef"]
+        namespace = meta.get("namespace")
+        roles = known.cluster_roles if ref["kind"] == "ClusterRole" else {n for ns, n in known.roles if ns == namespace}
+        if ref["name"] not in roles:
+            found.append(f"{ref['kind']} {ref['name']} does not exist")
+    if kind == "LocalQueue" and spec.get("clusterQueue") not in known.queues:
+        found.append(f"ClusterQueue {spec.get('clusterQueue')} does not exist")
+    if kind == "ClusterQueue":
+        for group in spec.get("resourceGroups", []):
+            found += [
+                f"ResourceFlavor {f['name']} does not exist"
+                for f in group.get("flavors", [])
+                if f["name"] not in known.flavors
+            ]
+        for check in spec.get("admissionChecksStrategy", {}).get("admissionChecks", []):
+            if check["name"] not in known.checks:
+                found.append(f"AdmissionCheck {check['name']} does not exist")
+    if kind == "ResourceFlavor" and spec.get("topologyName") and spec["topologyName"] not in known.topologies:
+        found.append(f"Topology {spec['topologyName']} does not exist")
+    if kind == "AdmissionCheck" and spec.get("parameters", {}).get("name") not in known.provisioning:
+        found.append(f"ProvisioningRequestConfig {spec.get('parameters', {}).get('name')} does not exist")
+    return found
+
+
+def _references(tree: ClusterTree) -> list[Finding]:
+    """Duplicates, unpinned images and references to what nothing creates, in the order the objects come."""
+    known = _Known.of(tree)
+    problems = _duplicates(tree)
+    for app, o in tree.objects():
+        namespace = o["metadata"].get("namespace")
+        if namespace and namespace not in known.namespaces:
+            problems.append((app, o, f"namespace {namespace} is not created by any application"))
+        problems += [
+            (app, o, f"image {i} is not pinned by a version tag or digest") for i in images(o) if not pinned(i)
+        ]
+        problems += [(app, o, message) for message in [*_pod_problems(o, known), *_kind_problems(o, known)]]
+    return [
+        Finding(f"{tree.cluster}/{app}/{o.get('kind')}/{o['metadata'].get('name')}", message)
+        for app, o, message in problems
+    ]
 
 
 def kinds(tree: ClusterTree) -> Counter[str]:

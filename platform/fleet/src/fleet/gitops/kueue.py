@@ -192,21 +192,17 @@ SWEEP_PRIORITY_OFFSET = 100  # the sweeps' WorkloadPriorityClass sits this far b
 SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the scheduler too preempts a sweep's pod
 
 
-def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
-    """The queue and priorities of Warden's sweeps (module docstring), on the region's GPU pools.
-
-    Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
-    when they join; a ProvisioningRequest for a check would make a node, not check one.
-    """
+def _sweep_flavors(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[dict[str, Any]]:
+    """The sweep queue's flavors: every GPU pool but flex-start ones, with nothing of its own and a borrowing
+    limit of everything the teams hold there (stated, as every queue's limit is)."""
     pools = [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
-    # It may borrow everything the teams hold in the pool (stated, as every queue's limit is), nothing of its own.
     held: dict[str, dict[str, int]] = {pool: {GPU: 0, "cpu": 0, "memory": 0} for pool in pools}
     for team in fleet.teams:
         for flavor, quota in quotas.team(region.name, team.name).nominal.items():
             for resource, amount in quota.items():
                 if flavor in held:
                     held[flavor][resource] += amount
-    flavors = [
+    return [
         {
             "name": pool,
             "resources": [
@@ -216,6 +212,15 @@ def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
         }
         for pool in pools
     ]
+
+
+def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
+    """The queue and priorities of Warden's sweeps (module docstring), on the region's GPU pools.
+
+    Flex-start pools are left out: their nodes come for one workload and go with it, and are burned in
+    when they join; a ProvisioningRequest for a check would make a node, not check one.
+    """
+    flavors = _sweep_flavors(fleet, region, quotas)
     never = "Never"
     queue = obj(
         API,

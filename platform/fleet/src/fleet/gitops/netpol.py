@@ -33,11 +33,8 @@ from ipaddress import IPv4Network
 from typing import Any
 
 from contract.names import RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORTS
-from fleet import planner
 from fleet.gitops.monitoring.scrape import KUBERAY_NAMESPACE
 from fleet.gitops.objects import Obj, obj
-from fleet.model import Fleet, Region
-from fleet.planner import plan_addresses
 
 API = "networking.k8s.io/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every Namespace
@@ -100,9 +97,3 @@ def team_network_policies(namespace: str, peer_pod_ranges: Sequence[IPv4Network]
         # No port list (see the module's docstring): the Lighthouse's port is one of those this admits.
         policies.append(_policy(regions, namespace, run_members, [{"from": sources, "ports": [{"protocol": "TCP"}]}]))
     return policies
-
-
-def peer_pod_ranges(fleet: Fleet, region: Region) -> list[IPv4Network]:
-    """The other regions' pod ranges, from the address plan (infra's cross-region firewall uses the same)."""
-    plan, _ = plan_addresses(fleet)  # a validated fleet plans without problems
-    return planner.peer_pod_ranges(plan, region.name)

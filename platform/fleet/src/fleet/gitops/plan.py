@@ -12,9 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fleet.gitops.check import kinds, load_tree
+from fleet.gitops.check import ClusterTree, kinds, load_tree
 from fleet.gitops.schemas import crd_schemas
 from fleet.gitops.tree import render_tree
+from fleet.gitops.validate import Finding
 from fleet.load import LoadedFleet
 
 
@@ -32,24 +33,29 @@ def project_kubectl() -> str | None:
 NO_KUBECTL = "no kubectl: run `make setup` (it puts the pinned kubectl in .venv/bin) or put kubectl on PATH"
 
 
-def render_plan(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> str:
+def built_trees(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> list[tuple[ClusterTree, list[Finding]]]:
+    """Every cluster's tree as Argo CD would build it from this spec: rendered into a scratch folder
+    that shares the repository's hand-written kustomize/base, then built there."""
     fleet = loaded.fleet
-    lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
     with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
         root = Path(tmp)
-        for rel, text in render_tree(fleet, loaded.quotas, crd_schemas(fleet, repo)).items():
+        for rel, text in render_tree(loaded, crd_schemas(fleet, repo)).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
         (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)
-        for region in fleet.regions:
-            tree, findings = load_tree(root, fleet, region, kubectl)
-            counts = kinds(tree)
-            lines.append(f"{tree.cluster}: {sum(counts.values())} objects in {len(tree.apps)} applications")
-            lines.append("  " + ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())))
-            upstream = [
-                f"{name} ({source.get('chart') or source.get('path')} {source.get('targetRevision')})"
-                for name, source in tree.upstream.items()
-            ]
-            lines.append("  upstream: " + ", ".join(upstream))
-            lines += [f"  error: {f}" for f in findings]
+        return [load_tree(root, fleet, region, kubectl) for region in fleet.regions]
+
+
+def render_plan(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> str:
+    lines = ["Argo CD, per cluster (objects built from this repository; upstream sources pinned)"]
+    for tree, findings in built_trees(repo, loaded, kubectl):
+        counts = kinds(tree)
+        lines.append(f"{tree.cluster}: {sum(counts.values())} objects in {len(tree.apps)} applications")
+        lines.append("  " + ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())))
+        upstream = [
+            f"{name} ({source.get('chart') or source.get('path')} {source.get('targetRevision')})"
+            for name, source in tree.upstream.items()
+        ]
+        lines.append("  upstream: " + ", ".join(upstream))
+        lines += [f"  error: {f}" for f in findings]
     return "\n".join(lines) + "\n"

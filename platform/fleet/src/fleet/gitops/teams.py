@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from fleet import names
 from fleet.gitops.admission import team_namespace_labels
-from fleet.gitops.netpol import peer_pod_ranges, team_network_policies
+from fleet.gitops.netpol import team_network_policies
 from fleet.gitops.objects import Obj, obj
-from fleet.model import Fleet, Region
-from fleet.quotaplan import QuotaPlan, TeamQuota
+from fleet.load import LoadedFleet
+from fleet.model import Fleet, Region, Team
+from fleet.planner import peer_pod_ranges
+from fleet.quotaplan import TeamQuota
 
 RESEARCHER_ROLE = "meridian-researcher"
 DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
@@ -79,8 +81,9 @@ def quota_hard(quotas: TeamQuota) -> dict[str, str]:
     }
 
 
-def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
-    objects = [
+def cluster_objects(fleet: Fleet) -> list[Obj]:
+    """What every team shares in a cluster: the roles and the read of every ClusterQueue."""
+    return [
         researcher_role(),
         queue_viewer_role(),
         obj(
@@ -91,66 +94,81 @@ def team_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
             subjects=team_subjects(fleet),
         ),
     ]
-    peers = peer_pod_ranges(fleet, region)
+
+
+def namespace_objects(fleet: Fleet, team: Team, quotas: TeamQuota) -> list[Obj]:
+    """The team's namespace, its members' access and its ceiling in one region."""
+    namespace = names.team_namespace(team.name)
+    return [
+        obj(
+            "v1",
+            "Namespace",
+            namespace,
+            labels=team_namespace_labels(fleet, team.name),  # the team and Pod Security levels
+            annotations={DEFAULT_PRIORITY_ANNOTATION: team.priority},
+        ),
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            "team-members",
+            namespace,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
+            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
+        ),
+        obj("v1", "ResourceQuota", "team-limits", namespace, spec={"hard": quota_hard(quotas)}),
+        obj(
+            "v1",
+            "LimitRange",
+            "team-defaults",
+            namespace,
+            spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS}]},
+        ),
+    ]
+
+
+def identity_objects(fleet: Fleet, team: Team) -> list[Obj]:
+    """The account the team's pods run as, and what it may do in the cluster."""
+    namespace = names.team_namespace(team.name)
+    return [
+        # The team's pods run as this account; Workload Identity maps it to the team's own
+        # Google service account, which reaches only the team's checkpoint folder.
+        obj(
+            "v1",
+            "ServiceAccount",
+            names.TRAINER_KSA,
+            namespace,
+            labels={names.TEAM_LABEL: team.name},
+            annotations={names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.team_service_account_email(fleet, team.name)},
+        ),
+        # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "Role",
+            "trainer-events",
+            namespace,
+            rules=[{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+        ),
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            "trainer-events",
+            namespace,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainer-events"},
+            subjects=[{"kind": "ServiceAccount", "name": names.TRAINER_KSA, "namespace": namespace}],
+        ),
+    ]
+
+
+def team_objects(loaded: LoadedFleet, region: Region) -> list[Obj]:
+    """Every team's namespace in the region, its quota from the quota plan, its peers from the address plan."""
+    fleet = loaded.fleet
+    peers = peer_pod_ranges(loaded.addresses, region.name)
+    objects = cluster_objects(fleet)
     for team in fleet.teams:
-        namespace = names.team_namespace(team.name)
         objects += [
-            obj(
-                "v1",
-                "Namespace",
-                namespace,
-                labels=team_namespace_labels(fleet, team.name),  # the team and Pod Security levels
-                annotations={DEFAULT_PRIORITY_ANNOTATION: team.priority},
-            ),
-            obj(
-                "rbac.authorization.k8s.io/v1",
-                "RoleBinding",
-                "team-members",
-                namespace,
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
-                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
-            ),
-            obj(
-                "v1",
-                "ResourceQuota",
-                "team-limits",
-                namespace,
-                spec={"hard": quota_hard(quotas.team(region.name, team.name))},
-            ),
-            obj(
-                "v1",
-                "LimitRange",
-                "team-defaults",
-                namespace,
-                spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUESTS}]},
-            ),
-            # The team's pods run as this account; Workload Identity maps it to the team's own
-            # Google service account, which reaches only the team's checkpoint folder.
-            obj(
-                "v1",
-                "ServiceAccount",
-                names.TRAINER_KSA,
-                namespace,
-                labels={names.TEAM_LABEL: team.name},
-                annotations={names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.team_service_account_email(fleet, team.name)},
-            ),
-            # The trainer reports NCCL failures as Events on its own pods; Warden counts them per node.
-            obj(
-                "rbac.authorization.k8s.io/v1",
-                "Role",
-                "trainer-events",
-                namespace,
-                rules=[{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
-            ),
-            obj(
-                "rbac.authorization.k8s.io/v1",
-                "RoleBinding",
-                "trainer-events",
-                namespace,
-                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "trainer-events"},
-                subjects=[{"kind": "ServiceAccount", "name": names.TRAINER_KSA, "namespace": namespace}],
-            ),
+            *namespace_objects(fleet, team, loaded.quotas.team(region.name, team.name)),
+            *identity_objects(fleet, team),
             # No ingress from another team; only what a run and the platform's scrapers and operators need.
-            *team_network_policies(namespace, peers),
+            *team_network_policies(names.team_namespace(team.name), peers),
         ]
     return objects

@@ -23,9 +23,9 @@ from fleet.gitops.objects import dump, kustomization
 from fleet.gitops.registry import registry_objects
 from fleet.gitops.teams import team_objects
 from fleet.gitops.warden import warden_objects
+from fleet.load import LoadedFleet
 from fleet.model import Fleet, Region
-from fleet.quotaplan import QuotaPlan
-from fleet.registry import registry
+from fleet.registry import registry_of
 
 GENERATED = contract_registry.GENERATED_DIR
 DASHBOARDS_DIR = "dashboards"
@@ -77,10 +77,8 @@ def image_override(name: str, reference: str) -> dict[str, str]:
     return entry
 
 
-def _overlay(
-    fleet: Fleet, region: Region, quotas: QuotaPlan, registry_json: str, schemas: Mapping[str, str]
-) -> dict[str, str]:
-    v = fleet.versions
+def _overlay(loaded: LoadedFleet, region: Region, registry_json: str, schemas: Mapping[str, str]) -> dict[str, str]:
+    fleet, v = loaded.fleet, loaded.fleet.versions
     files: dict[str, str] = {}
 
     def app(name: str, resources: list[str], objects: list[Any] | None = None, **fields: Any) -> None:
@@ -90,7 +88,7 @@ def _overlay(
             resources = [*resources, f"{name}.yaml"]
         files[f"{path}/kustomization.yaml"] = kustomization(resources, **fields)
 
-    app("teams", [], team_objects(fleet, region, quotas) + admission.team_policies(fleet, region))
+    app("teams", [], team_objects(loaded, region) + admission.team_policies(loaded, region))
     app("registry", [], registry_objects(fleet, registry_json, schemas))
     app(
         "gpu-networking",
@@ -98,7 +96,7 @@ def _overlay(
         network_objects(fleet, region),
         images=[image_override("nccl-installer", v.nccl_installer_image)],
     )
-    app("kueue-config", [], kueue_objects(fleet, region, quotas))
+    app("kueue-config", [], kueue_objects(fleet, region, loaded.quotas))
     wi = {names.GCP_SERVICE_ACCOUNT_ANNOTATION: names.service_account_email(fleet, names.WARDEN_ROLE)}
     app(
         "warden",
@@ -145,11 +143,13 @@ def generated_files(fleet: Fleet, registry_json: str, schemas: Mapping[str, str]
     return files
 
 
-def render_tree(fleet: Fleet, quotas: QuotaPlan, schemas: Mapping[str, str]) -> dict[str, str]:
-    """Everything `make generate` writes; `schemas` from fleet.gitops.schemas.crd_schemas (the pinned CRDs)."""
-    registry_json = contract_registry.dumps(registry(fleet, quotas))
+def render_tree(loaded: LoadedFleet, schemas: Mapping[str, str]) -> dict[str, str]:
+    """Everything `make generate` writes, from the fleet and the plans load() made for it; `schemas` from
+    fleet.gitops.schemas.crd_schemas (the pinned CRDs)."""
+    fleet = loaded.fleet
+    registry_json = contract_registry.dumps(registry_of(loaded))
     files = generated_files(fleet, registry_json, schemas)
     for region in fleet.regions:
-        files |= _overlay(fleet, region, quotas, registry_json, schemas)
+        files |= _overlay(loaded, region, registry_json, schemas)
         files |= _argocd(fleet, region)
     return dict(sorted(files.items()))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -279,38 +280,39 @@ def warden_board() -> Board:
     return board
 
 
-def kueue_board() -> Board:
-    board = Board("meridian-kueue", "Meridian Kueue", "Pending, admitted and preempted workloads per ClusterQueue.")
-    board.graph(
+class Graph(NamedTuple):
+    """A time series panel: its title, (query, legend) targets and how it is drawn (Board.graph)."""
+
+    title: str
+    targets: list[tuple[str, str]]
+    unit: str = "short"
+    stacked: bool = False
+    width: int = 12
+
+
+QUEUE = "{{cluster}} {{cluster_queue}}"
+# Kueue's own metrics, per ClusterQueue (metrics.enableClusterQueueResources adds the quota gauges).
+KUEUE_GRAPHS = (
+    Graph(
         "Pending workloads",
         [
             (
                 f"sum by (cluster, cluster_queue, status) (kueue_pending_workloads{{{KUEUE}}})",
-                "{{cluster}} {{cluster_queue}} {{status}}",
+                f"{QUEUE} {{{{status}}}}",
             )
         ],
         stacked=True,
-    )
-    board.graph(
+    ),
+    Graph(
         "Admitted workloads (active)",
-        [
-            (
-                f"sum by (cluster, cluster_queue) (kueue_admitted_active_workloads{{{KUEUE}}})",
-                "{{cluster}} {{cluster_queue}}",
-            )
-        ],
+        [(f"sum by (cluster, cluster_queue) (kueue_admitted_active_workloads{{{KUEUE}}})", QUEUE)],
         stacked=True,
-    )
-    board.graph(
+    ),
+    Graph(
         "Admissions per hour",
-        [
-            (
-                f"sum by (cluster, cluster_queue) (increase(kueue_admitted_workloads_total{{{KUEUE}}}[1h]))",
-                "{{cluster}} {{cluster_queue}}",
-            )
-        ],
-    )
-    board.graph(
+        [(f"sum by (cluster, cluster_queue) (increase(kueue_admitted_workloads_total{{{KUEUE}}}[1h]))", QUEUE)],
+    ),
+    Graph(
         "Preemptions per hour",
         [
             (
@@ -318,41 +320,42 @@ def kueue_board() -> Board:
                 "{{cluster}} {{preempting_cluster_queue}} {{reason}}",
             )
         ],
-    )
-    board.graph(
+    ),
+    Graph(
         "Evictions per hour",
         [
             (
                 f"sum by (cluster, cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{KUEUE}}}[1h]))",
-                "{{cluster}} {{cluster_queue}} {{reason}}",
+                f"{QUEUE} {{{{reason}}}}",
             )
         ],
-    )
-    board.graph(
+    ),
+    Graph(
         "Admission wait (p95)",
         [
             (
                 "histogram_quantile(0.95, sum by (cluster, cluster_queue, le)"
                 f" (rate(kueue_admission_wait_time_seconds_bucket{{{KUEUE}}}[1h])))",
-                "{{cluster}} {{cluster_queue}}",
+                QUEUE,
             )
         ],
         unit="s",
-    )
-    board.graph(
+    ),
+    Graph(
         "GPU usage and nominal quota",
         [
-            (
-                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})",
-                "{{cluster}} {{cluster_queue}} used",
-            ),
-            (
-                f"sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})",
-                "{{cluster}} {{cluster_queue}} quota",
-            ),
+            (f"sum by (cluster, cluster_queue) (kueue_cluster_queue_resource_usage{{{GPU},{KUEUE}}})", f"{QUEUE} used"),
+            (f"sum by (cluster, cluster_queue) (kueue_cluster_queue_nominal_quota{{{GPU},{KUEUE}}})", f"{QUEUE} quota"),
         ],
         width=24,
-    )
+    ),
+)
+
+
+def kueue_board() -> Board:
+    board = Board("meridian-kueue", "Meridian Kueue", "Pending, admitted and preempted workloads per ClusterQueue.")
+    for graph in KUEUE_GRAPHS:
+        board.graph(graph.title, graph.targets, unit=graph.unit, stacked=graph.stacked, width=graph.width)
     return board
 
 

@@ -1,0 +1,156 @@
+"""CEL building blocks of the admission policies (fleet.gitops.admission): literals, the pod
+templates every workload kind holds, their containers, and the GPU and Pod Security conditions.
+
+Each returns CEL source text; the policies combine them, so one condition is spelled once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from contract.names import ACCELERATOR_LABEL, RAY_NODE_TYPE_LABEL
+from fleet import names
+
+SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
+
+# Node labels that name a GPU pool (GKE's node pool, the fleet's pool); GKE's accelerator label is on GPU nodes only.
+POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
+
+
+def literal(value: Any) -> str:
+    """A CEL literal for strings, lists and maps of them (JSON's syntax is CEL's for these)."""
+    return json.dumps(value, sort_keys=True)
+
+
+def resource_rules(
+    resources: Iterable[tuple[str, str, tuple[str, ...]]], operations: Iterable[str]
+) -> list[dict[str, Any]]:
+    ops = tuple(operations)
+    return [  # fresh lists per rule: shared ones would come out as YAML anchors
+        {"apiGroups": [group], "apiVersions": [version], "operations": list(ops), "resources": list(res)}
+        for group, version, res in resources
+    ]
+
+
+# Everything that becomes a pod in a team namespace, and the pods themselves.
+WORKLOADS = (
+    ("", "v1", ("pods",)),
+    ("batch", "v1", ("jobs",)),
+    ("ray.io", "v1", ("rayjobs", "rayclusters")),
+    ("apps", "v1", ("deployments",)),
+)
+
+
+def pod_templates(of: Callable[[str], str]) -> str:
+    """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
+
+    A Pod's own, a Job's or Deployment's template, a RayCluster's head and worker groups, a RayJob's
+    cluster and submitter. Every workload becomes pods, so the Pod rule alone would do; checking
+    templates refuses a bad job when it is submitted instead of when its pods fail.
+    """
+    return f"""\
+request.resource.resource == 'pods' ? [{of("object")}] :
+request.resource.resource in ['jobs', 'deployments'] ? [{of("object.spec.template")}] :
+request.resource.resource == 'rayclusters' ?
+  [{of("object.spec.headGroupSpec.template")}] +
+  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, {of("g.template")}) : []) :
+(has(object.spec.rayClusterSpec) ?
+  [{of("object.spec.rayClusterSpec.headGroupSpec.template")}] +
+  (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
+    object.spec.rayClusterSpec.workerGroupSpecs.map(g, {of("g.template")}) : []) : []) +
+(has(object.spec.submitterPodTemplate) ? [{of("object.spec.submitterPodTemplate")}] : [])"""
+
+
+TEMPLATES = pod_templates(lambda t: f"{t}.spec")
+# The labels of each pod template (an empty map where it has none).
+TEMPLATE_LABELS = pod_templates(
+    lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
+)
+
+# Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
+# default library set that the test evaluator also has).
+CONTAINERS = """\
+variables.templates.map(p,
+  (has(p.containers) ? p.containers : []) +
+  (has(p.initContainers) ? p.initContainers : []) +
+  (has(p.ephemeralContainers) ? p.ephemeralContainers : []))"""
+
+
+def each_container(condition: str) -> str:
+    return f"variables.containers.all(cs, cs.all(c, {condition}))"
+
+
+def where_set(field: str, condition: str) -> str:
+    """`condition` on securityContext.<field> where it is set."""
+    return f"!has(c.securityContext) || !has(c.securityContext.{field}) || {condition}"
+
+
+def baseline_rest(sc: str) -> str:
+    """Baseline's remaining controls on one securityContext `sc` (pod's or container's)."""
+    return (
+        f"(!has({sc}.seccompProfile) || {sc}.seccompProfile.type != 'Unconfined') && "
+        f"(!has({sc}.appArmorProfile) || {sc}.appArmorProfile.type != 'Unconfined') && "
+        f"(!has({sc}.windowsOptions) || !has({sc}.windowsOptions.hostProcess) || !{sc}.windowsOptions.hostProcess) && "
+        f"(!has({sc}.seLinuxOptions) || (!has({sc}.seLinuxOptions.user) && !has({sc}.seLinuxOptions.role) && "
+        f"(!has({sc}.seLinuxOptions.type) || {sc}.seLinuxOptions.type in {literal(list(SELINUX_TYPES))})))"
+    )
+
+
+def validation(expression: str, message: str) -> dict[str, str]:
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def requests_gpu(p: str) -> str:
+    """Some container of pod spec `p` asks for a GPU (a non-zero nvidia.com/gpu request or limit).
+
+    Ephemeral containers have no resources. Quantities reach CEL as strings ('8'); string() also
+    takes a YAML integer.
+    """
+    gpu = literal(names.GPU_RESOURCE)
+    some = " || ".join(
+        f"(has(c.resources.{part}) && {gpu} in c.resources.{part} && string(c.resources.{part}[{gpu}]) != '0')"
+        for part in ("requests", "limits")
+    )
+    return (
+        f"[has({p}.containers) ? {p}.containers : [], has({p}.initContainers) ? {p}.initContainers : []]"
+        f".exists(cs, cs.exists(c, has(c.resources) && ({some})))"
+    )
+
+
+def tolerates_gpu(p: str) -> str:
+    """Pod spec `p` tolerates GKE's GPU taint, by its key or by an empty key (which tolerates every taint)."""
+    return f"(has({p}.tolerations) && {p}.tolerations.exists(t, !has(t.key) || t.key in ['', {literal(names.GPU_TAINT_KEY)}]))"
+
+
+def selects_gpu(p: str, pools: list[str]) -> str:
+    """Pod spec `p` asks for a GPU node: the accelerator label, or a GPU pool's name by node selector or affinity.
+
+    Only the taint keeps pods off GPU nodes; this catches the intent (and the Kueue flavor it picks) early.
+    """
+    accelerator, pool_keys, gpu_pools = literal(ACCELERATOR_LABEL), literal(list(POOL_KEYS)), literal(pools)
+    term = (
+        f"(e.key == {accelerator} && e.operator in ['In', 'Exists']) || "
+        f"(e.key in {pool_keys} && e.operator == 'In' && has(e.values) && e.values.exists(v, v in {gpu_pools}))"
+    )
+    na = f"{p}.affinity.nodeAffinity"
+    required = f"{na}.requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = f"{na}.preferredDuringSchedulingIgnoredDuringExecution"
+    return (
+        f"(has({p}.nodeSelector) && ({accelerator} in {p}.nodeSelector || "
+        f"{p}.nodeSelector.exists(k, k in {pool_keys} && {p}.nodeSelector[k] in {gpu_pools}))) || "
+        f"(has({p}.affinity) && has({na}) && ("
+        f"(has({required}) && {required}.nodeSelectorTerms.exists(s, has(s.matchExpressions) && "
+        f"s.matchExpressions.exists(e, {term}))) || "
+        f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
+        f"w.preference.matchExpressions.exists(e, {term})))))"
+    )
+
+
+# The first pod template is a Ray head: a RayCluster's, a RayJob's cluster's, or the head pod KubeRay builds.
+HEAD_FIRST = f"""\
+request.resource.resource == 'rayclusters' ||
+(request.resource.resource == 'rayjobs' && has(object.spec.rayClusterSpec)) ||
+(request.resource.resource == 'pods' && has(object.metadata.labels) && {literal(RAY_NODE_TYPE_LABEL)} in object.metadata.labels &&
+  object.metadata.labels[{literal(RAY_NODE_TYPE_LABEL)}] == 'head')"""
