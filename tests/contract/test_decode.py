@@ -41,10 +41,10 @@ def test_a_good_document_decodes_with_defaults() -> None:
 
 
 def test_every_problem_is_collected_with_its_path() -> None:
+    # "nmae" is one mistake, not two: its did-you-mean names the missing field.
     found = lines({"nmae": "x", "pods": 0, "lr": float("nan"), "inner": {"mode": "c", "betas": [1]}, "env": {"A": 1}})
     assert found == [
         "nmae: unknown field; did you mean name? use one of command, env, inner, lr, name, pods, ttl",
-        "name: missing; fix it",
         "pods: must be at least 1 (got 0); fix it",
         "lr: nan is not a finite number; fix it",
         "env.A: 1 is not a string; fix it",

@@ -15,6 +15,7 @@ string first.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import types
@@ -245,13 +246,16 @@ class _Walker:
         unknown = [key for key in data if key not in fields]
         for key in unknown:
             self.bad((*path, str(key)), "unknown field", fix=one_of(fields, str(key)))
+        # A misspelt field is one mistake: its did-you-mean above already names the missing one.
+        misspelt = {m for key in unknown for m in difflib.get_close_matches(str(key), fields, n=1)}
         values, failed = {}, bool(unknown)
         for name, field in fields.items():
             where = (*path, name)
             item = data.get(name)
             if name not in data or (item is None and self.null_is_default and has_default(field)):
                 if not has_default(field):
-                    self.bad(where, "missing", hints[name])
+                    if name not in misspelt:
+                        self.bad(where, "missing", hints[name])
                     failed = True
                 continue
             values[name] = self.value(hints[name], item, where, setting_of(field))
