@@ -118,8 +118,6 @@ class Progress:
     def finish(self, report: dict[str, object]) -> None:
         """The final event; on the lead rank the final metrics and the goodput line."""
         self.events.write("final", **report)
-        if (
-            self.live is not None
-        ):  # the lead: final metrics in Prometheus text format, for a textfile collector or a push
+        if self.live is not None:  # the lead: final metrics as Prometheus text, for a textfile collector or a push
             self.live.finish(run_dir(self.cfg) / f"goodput-{self.group}.prom")
             log.info(self.goodput.line(f"{self.cfg.run.name}/group-{self.group}"))
