@@ -60,7 +60,7 @@ _ALLOWED = {
     ("torch.serialization", "_get_layout"),  # how torch pickles a layout: a lookup by name among torch's layouts
     ("collections", "OrderedDict"),  # not seen in 2.13's metadata; a plain container, harmless if a version uses it
 }
-# A data file DCP writes: flat in the step directory (checkpoint.py's _FILE_NAME without .metadata).
+# A data file DCP writes: flat in the step directory (checkpoint/manifest.py's _FILE_NAME without .metadata).
 _DATA_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 
 

@@ -3,7 +3,7 @@
 Shaped like torchtitan's trainer: a ``Stateful`` object whose ``state_dict()`` is both what a healing
 peer fetches (through torchft) and what a checkpoint holds (through DCP), and whose
 ``load_state_dict()`` applies either. Fault tolerance is a separate object (ft.py) that takes the same
-calls whether it is on or off. The driver around it (events, checkpoints, goodput) is worker.py.
+calls whether it is on or off. The driver around it is worker.py (events and goodput: progress.py, ledger.py; checkpoints: checkpoint/).
 """
 
 from __future__ import annotations

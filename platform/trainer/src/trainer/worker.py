@@ -1,5 +1,9 @@
 """One rank's run in its replica group: fault tolerance and the Trainer, resume, the step loop, checkpoints, events, goodput.
 
+``train`` is the protocol, in torchtitan's shape; the decisions belong to its parts: the Checkpointer
+keeps its own cadence (checkpoint/), ``Progress`` the goodput accounting and the logging windows
+(progress.py), the ``Ledger`` which syncs torchft committed and which steps are replays (ledger.py).
+
 A replica group is ``ft.group_size`` processes (ranks; one per GPU in the cluster) that shard the model
 (group.py). With fault tolerance on, groups find each other through the torchft Lighthouse; when one
 dies the others shrink the quorum and continue, and its replacement heals from a live peer before it
@@ -16,16 +20,15 @@ from typing import Any
 
 from trainer.checkpoint import Checkpointer, CheckpointEvent
 from trainer.config import Config
-from trainer.flops import Window, flops_per_token
-from trainer.ft import fault_tolerance
+from trainer.ft import FaultTolerance, fault_tolerance
 from trainer.goodput import Goodput
-from trainer.group import checkpoint_group, join_group, leave_group
+from trainer.group import Rank, checkpoint_group, join_group, leave_group
 from trainer.kube_events import FailureReporter
-from trainer.metrics import observer
-from trainer.metrics import start as start_metrics
+from trainer.ledger import Ledger
 from trainer.nonfinite import NonFiniteStop
+from trainer.progress import Progress, open_reports
 from trainer.resume import Root, newest_verified
-from trainer.runs import EventLog, high_water, raise_high_water, run_dir
+from trainer.runs import EventLog, high_water
 from trainer.trainer import Trainer
 
 log = logging.getLogger("trainer")
@@ -41,114 +44,87 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     goodput = Goodput()
     started = goodput.clock()
     where = join_group(cfg, group)
-    lead = where.rank == 0  # writes the group's events and reports
-    live = start_metrics(cfg, group, goodput, run_dir(cfg)) if lead else None
-    events = EventLog(
-        run_dir(cfg) / (f"events-{group}.jsonl" if lead else f"ranks/events-{group}-{where.rank}.jsonl"), observer(live)
-    )
+    reports = open_reports(cfg, group, where.rank, goodput)
+    events = reports.events
     ft = fault_tolerance(cfg, where, lighthouse)
     trainer = Trainer(cfg, group, ft, where)
-
-    def healed(state: dict[str, Any]) -> None:
-        trainer.load_state_dict(state)
-        events.write("healed", step=ft.current_step())
-
-    ft.register_state(trainer.state_dict, healed)
-    checkpoints = Checkpointer(
-        f"{cfg.checkpoint.dir.rstrip('/')}/group-{group}",
-        keep=cfg.checkpoint.keep,
-        on_event=lambda e: _checkpoint_event(events, e),
-        process_group=checkpoint_group(where),  # each rank writes its own shards
-    )
+    ft.register_state(trainer.state_dict, _healer(trainer, ft, events))
+    checkpoints = _checkpointer(cfg, group, where, events, ft.inner_steps_per_commit)
     resumed = _resume(cfg, trainer, events)
     replays_up_to = high_water(cfg, group)
     with ft.running(trainer.fragments, trainer.inner, trainer.outer):
-        goodput.add("startup", goodput.clock() - started)
-        events.write("started", group=group, rank=where.rank, pid=os.getpid(), step=trainer.step, resumed=resumed)
+        progress = Progress(cfg, group, reports, goodput, ft, trainer.target)
+        progress.started(started, where.rank, trainer.step, resumed)
         reporter = FailureReporter(os.environ)
-        pending: list[float] = []  # inner steps whose fate the next sync decides
-        # DiLoCo: the digest of each fragment just after its last sync, by fragment (DiLoCo syncs fragment
-        # step % fragments at committed step `step`, then step + 1 is committed).
-        synced_at: list[str | None] = [None] * len(trainer.fragments)
-        synced = trainer.step
-        every = max(1, cfg.checkpoint.every // ft.inner_steps_per_commit)
-        window = throughput_window(cfg, ft.inner_steps_per_commit, goodput.clock)
-        window.start(trainer.step)
+        ledger = Ledger(trainer.step, replays_up_to, len(trainer.fragments), trainer.target)
         while trainer.step < trainer.target:
-            step_started = goodput.clock()
+            progress.step_begins()
             result = trainer.train_step()
             if result.nonfinite is not None:
-                events.write(
-                    "nonfinite", step=result.inner_step, in_a_row=trainer.guard.in_a_row, error=str(result.nonfinite)
-                )
-                log.warning("replica group %d: %s", group, result.nonfinite)
+                progress.nonfinite(result, trainer.guard.in_a_row)
                 if isinstance(result.nonfinite, NonFiniteStop):
                     checkpoints.close()
                     ft.shutdown()
                     raise result.nonfinite
-            if not result.counted:  # a skipped inner step (DiLoCo)
-                goodput.step(goodput.clock() - step_started, False, replayed=False)
+            progress.step_ends(result.counted)
+            if not result.synced:  # mid-period (DiLoCo), or a step that did not count
                 continue
-            pending.append(goodput.clock() - step_started)
-            if not result.synced:
-                continue
-            step = trainer.step
-            committed = step > synced
+            sync = ledger.sync(trainer.step)
             failure = ft.failure()
-            if not committed and failure is not None and result.nonfinite is None:
-                events.write("allreduce_failed", step=step, error=failure)
-                reporter.report(f"replica group {group}: collective failed at step {step}: {failure}")
-            for seconds in pending:
-                goodput.step(seconds, committed, replayed=step <= replays_up_to)
-            pending, synced = [], step
-            if not committed:
+            if not sync.committed and failure is not None and result.nonfinite is None:
+                events.write("allreduce_failed", step=sync.step, error=failure)
+                reporter.report(f"replica group {group}: collective failed at step {sync.step}: {failure}")
+            progress.settle(sync)
+            if not sync.committed:
                 continue
-            # Every committed step, with who took part: what the fault tests assert on.
-            events.write("commit", step=step, participants=ft.num_participants())
-            if step > trainer.target - len(synced_at):  # the last sync of fragment (step - 1) % fragments
-                synced_at[(step - 1) % len(synced_at)] = trainer.fragment_digest((step - 1) % len(synced_at))
-            if step % cfg.run.log_every == 0 or step == trainer.target:
-                events.write(
-                    "step", step=step, loss=round(result.loss, 4), participants=ft.num_participants(),
-                    bytes=ft.bytes_sent(), goodput=round(goodput.goodput, 4), **window.close(step), **ft.link_stats(),
-                )  # fmt: skip
-                if lead:
-                    raise_high_water(cfg, group, step)
-            if step % every == 0:
-                goodput.add("checkpoint", checkpoints.save(step, trainer.state_dict()))
+            progress.committed(sync.step)
+            ledger.record_fragment(sync.step, trainer.fragment_digest)
+            progress.maybe_log(sync.step, result.loss)
+            goodput.add("checkpoint", checkpoints.maybe_save(sync.step, trainer.state_dict))
     with goodput.timed("checkpoint"):
         checkpoints.wait()
     checkpoints.close()
-    report = {
-        "group": group,
-        "step": trainer.step,
-        "inner_steps": trainer.next_batch,
-        "weights": trainer.weights_digest(),  # streaming DiLoCo: differs between groups by design (README)
-        "fragments": synced_at,
-        "bytes_sent": ft.bytes_sent(),
-        **ft.link_stats(),
-        "loss": round(trainer.eval_loss(), 4),
-        "goodput": goodput.report(),
-    }
-    events.write("final", **report)
-    if lead:
-        if live is not None:  # the final metrics in Prometheus text format, for a textfile collector or a push
-            live.finish(run_dir(cfg) / f"goodput-{group}.prom")
-        log.info(goodput.line(f"{cfg.run.name}/group-{group}"))
+    report = _report(group, trainer, ft, ledger, goodput)
+    progress.finish(report)
     ft.shutdown()
     leave_group(where)
     return report
 
 
-def throughput_window(cfg: Config, inner_steps_per_commit: int, clock: Callable[[], float]) -> Window:
-    """tokens/s and MFU of this group per logging window (flops.py)."""
-    return Window(
-        tokens_per_step=inner_steps_per_commit * cfg.data.batch_size * cfg.model.seq_len,
-        flops_per_token=flops_per_token(cfg.model),
-        gpus=int(getattr(cfg.ft, "group_size", 1)),  # the group's GPUs (one rank each)
-        peak_tflops=cfg.perf.peak_tflops,
-        clock=clock,
+def _healer(trainer: Trainer, ft: FaultTolerance, events: EventLog) -> Callable[[dict[str, Any]], None]:
+    """What torchft calls with a live peer's state when this group heals."""
+
+    def healed(state: dict[str, Any]) -> None:
+        trainer.load_state_dict(state)
+        events.write("healed", step=ft.current_step())
+
+    return healed
+
+
+def _checkpointer(cfg: Config, group: int, where: Rank, events: EventLog, inner_steps_per_commit: int) -> Checkpointer:
+    """The group's checkpoints, saved every ``checkpoint.every`` inner steps (the loop saves at commits)."""
+    return Checkpointer(
+        f"{cfg.checkpoint.dir.rstrip('/')}/group-{group}",
+        keep=cfg.checkpoint.keep,
+        every=max(1, cfg.checkpoint.every // inner_steps_per_commit),
+        on_event=lambda e: _checkpoint_event(events, e),
+        process_group=checkpoint_group(where),  # each rank writes its own shards
     )
+
+
+def _report(group: int, trainer: Trainer, ft: FaultTolerance, ledger: Ledger, goodput: Goodput) -> dict[str, Any]:
+    """This group's final report (the ``final`` event and what ``train`` returns)."""
+    return {
+        "group": group,
+        "step": trainer.step,
+        "inner_steps": trainer.next_batch,
+        "weights": trainer.weights_digest(),  # streaming DiLoCo: differs between groups by design (README)
+        "fragments": ledger.fragments,
+        "bytes_sent": ft.bytes_sent(),
+        **ft.link_stats(),
+        "loss": round(trainer.eval_loss(), 4),
+        "goodput": goodput.report(),
+    }
 
 
 def _checkpoint_event(events: EventLog, event: CheckpointEvent) -> None:

@@ -1,0 +1,32 @@
+"""Staged, then durable, checkpoints with torch.distributed.checkpoint (DCP), trusted only when they verify.
+
+One module per job:
+
+* ``checkpointer.py``: the ``Checkpointer`` the training loop calls (cadence, save, wait, latest, load),
+  the background commit and pruning;
+* ``store.py``: one root's step directories on fsspec storage (local, ``file://``, ``gs://``);
+* ``manifest.py``: the ``COMMITTED`` marker, written last, and its strict reader;
+* ``verify.py``: whether a committed step can be trusted (marker, sizes, sha256, pickles);
+* ``staging.py``: how DCP copies the state out of the training loop's way;
+* ``finite.py``: the NaN and infinity check a state passes before it is saved.
+"""
+
+from trainer.checkpoint.checkpointer import Checkpointer, CheckpointError, CheckpointEvent
+from trainer.checkpoint.finite import nonfinite_tensors
+from trainer.checkpoint.manifest import MARKER, SCHEMA, FileDigest, InvalidCheckpoint, parse_marker
+from trainer.checkpoint.staging import staging_options
+from trainer.checkpoint.store import step_dir
+
+__all__ = [
+    "MARKER",
+    "SCHEMA",
+    "CheckpointError",
+    "CheckpointEvent",
+    "Checkpointer",
+    "FileDigest",
+    "InvalidCheckpoint",
+    "nonfinite_tensors",
+    "parse_marker",
+    "staging_options",
+    "step_dir",
+]
