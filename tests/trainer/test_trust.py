@@ -87,7 +87,11 @@ def test_a_directory_of_only_corrupt_checkpoints_is_refused(tmp_path: Path) -> N
 
 def test_a_transient_nan_loss_is_never_committed_and_the_run_goes_on(tmp_path: Path) -> None:
     # Both groups' loss of step 5 is NaN once: the step is retried, not committed, in every group.
-    run(tmp_path, "blip", "run.steps=20", "ft.replica_groups=2", "checkpoint.every=10", "run.inject_nan_at_step=5")
+    # ft.min_replicas=2: both groups in every quorum, so neither can finish alone before the other joins.
+    run(
+        tmp_path, "blip", "run.steps=20", "ft.replica_groups=2", "ft.min_replicas=2", "checkpoint.every=10",
+        "run.inject_nan_at_step=5",
+    )  # fmt: skip
     for group in (0, 1):
         log = events(tmp_path, "blip", group)
         commits = [e["step"] for e in log if e["event"] == "commit"]
