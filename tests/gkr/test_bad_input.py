@@ -34,7 +34,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "at most 53 lowercase letters",
     ),
-    ("unknown kind", {"kind": "deployment"}, [], "kind: must be one of rayjob, raycluster, job (got 'deployment')"),
+    ("unknown kind", {"kind": "deployment"}, [], "kind: 'deployment' is not one of 'rayjob', 'raycluster', 'job'; set kind in the job file or with --kind"),
     ("unknown team", {"team": "reserch"}, [], "team: unknown team 'reserch'; did you mean research?"),
     ("unknown region", {"region": "us-east5"}, [], "region: unknown region 'us-east5'"),
     ("unknown pool", {"pool": "h100-a"}, [], "pool: no pool 'h100-a' in us-east4"),
@@ -140,7 +140,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "datasets: unknown dataset 'meridian-datasets-uss'; did you mean meridian-datasets-us?",
     ),
     ("unknown --dataset flag", {}, ["--dataset", "nope"], "flag --dataset: unknown dataset 'nope'"),
-    ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: must be a list of dataset names"),
+    ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: 'meridian-datasets-us' is not a list; set datasets in the job file or with --dataset"),
     (
         "CPU pods beyond the CPU pool",
         {"kind": "job", "gpus_per_pod": 0, "pods": 100_000},
@@ -194,13 +194,13 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "ray.ttl_seconds: applies to RayJobs only, not to a job",
     ),
-    ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown key"),
+    ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown field; use one of allow_per_step_sync, checkpoint"),
     ("negative pods", {"pods": -1}, [], "pods: must be at least 1 (got -1)"),
     (
         "bad topology level",
         {"topology": {"mode": "required", "level": "rack"}},
         [],
-        "topology.level: must be one of block, subblock, host (got 'rack')",
+        "topology.level: 'rack' is not one of 'block', 'subblock', 'host'; set topology.level in the job file",
     ),
     ("flag beats file and is named", {}, ["--pods", "97"], "flag --pods: 97 pods x 8 GPUs = 776 GPUs"),
     ("bad --env flag", {}, ["--env", "NOEQUALS"], "flag --env: 'NOEQUALS' is not KEY=VALUE"),
@@ -208,7 +208,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "bad --topology flag",
         {},
         ["--topology", "sometimes:block"],
-        "flag --topology: must be one of required, preferred (got 'sometimes')",
+        "flag --topology: 'sometimes' is not one of 'required', 'preferred'; set topology.mode",
     ),
 ]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from contract import names
 from gkr import run_tls
-from gkr.resolve import Resolved
+from gkr.resolved import Resolved
 
 PLACEHOLDER_HOST = "<lighthouse-ip: known once the Service has its internal load balancer>"
 # gkr's own annotations on each region's RayJob: the run's regions and its home, so that status,

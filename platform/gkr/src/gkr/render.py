@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contract import names
 from gkr import groups
-from gkr.resolve import Resolved
+from gkr.resolved import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
