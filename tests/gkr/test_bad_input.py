@@ -34,10 +34,22 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "at most 53 lowercase letters",
     ),
-    ("unknown kind", {"kind": "deployment"}, [], "kind: 'deployment' is not one of 'rayjob', 'raycluster', 'job'; set kind in the job file or with --kind"),
+    (
+        "unknown kind",
+        {"kind": "deployment"},
+        [],
+        "kind: 'deployment' is not one of 'rayjob', 'raycluster', 'job'; set kind in the job file or with --kind",
+    ),
     ("unknown team", {"team": "reserch"}, [], "team: unknown team 'reserch'; did you mean research?"),
     ("unknown region", {"region": "us-east5"}, [], "region: unknown region 'us-east5'"),
     ("unknown pool", {"pool": "h100-a"}, [], "pool: no pool 'h100-a' in us-east4"),
+    (
+        "unknown pool: the team's pools and its nominal GPUs in each",
+        {"region": "us-central1", "pool": "h200-b"},
+        [],
+        "pool: no pool 'h200-b' in us-central1; did you mean h200-a? use one of h200-a, h200-flex "
+        "(team research's nominal GPUs: h200-a 768, h200-flex 256)",
+    ),
     (
         "pool of another team",
         {"region": "europe-west1", "pool": "h200-a"},
@@ -140,7 +152,12 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "datasets: unknown dataset 'meridian-datasets-uss'; did you mean meridian-datasets-us?",
     ),
     ("unknown --dataset flag", {}, ["--dataset", "nope"], "flag --dataset: unknown dataset 'nope'"),
-    ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: 'meridian-datasets-us' is not a list; set datasets in the job file or with --dataset"),
+    (
+        "datasets not a list",
+        {"datasets": "meridian-datasets-us"},
+        [],
+        "datasets: 'meridian-datasets-us' is not a list; set datasets in the job file or with --dataset",
+    ),
     (
         "CPU pods beyond the CPU pool",
         {"kind": "job", "gpus_per_pod": 0, "pods": 100_000},

@@ -12,8 +12,8 @@ from click.testing import Result
 
 from contract import names
 from gkr import groups
-from gkr.spec import JobSpec
 from gkr.flags import as_flags
+from gkr.spec import JobSpec
 from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contract.problem import Invalid
+from gkr.flags import as_flags, from_flags
 from gkr.render import render
 from gkr.resolve import resolve
 from gkr.spec import parse_job
-from gkr.flags import as_flags, from_flags
 from gkr.submit import MAX_OBJECT_BYTES, prepare
 from tests.gkr.conftest import shipped
 
@@ -143,9 +143,19 @@ CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
         f"flag --cpus-per-pod: {10**30} CPUs per pod do not fit",
     ),
     ("topology with a newline", {}, ["--topology", "required:\nblock"], "flag --topology: '\\nblock' is not one of"),
-    ("binary env value", {"env": {"A": b"hi"}}, [], "env.A: b'hi' is not a string; set env.A in the job file or with --env"),
+    (
+        "binary env value",
+        {"env": {"A": b"hi"}},
+        [],
+        "env.A: b'hi' is not a string; set env.A in the job file or with --env",
+    ),
     ("pods as a string", {"pods": "2"}, [], "pods: '2' is not an integer; set pods in the job file or with --pods"),
-    ("command of numbers", {"command": [1, 2]}, [], "command: [1, 2] is not a string or a list or null; set command in the job file or after --"),
+    (
+        "command of numbers",
+        {"command": [1, 2]},
+        [],
+        "command: [1, 2] is not a string or a list or null; set command in the job file or after --",
+    ),
     ("env as a list", {"env": ["A=1"]}, [], "env: ['A=1'] is not an object; set env in the job file or with --env"),
     ("deep nesting", {"ray": {"x": "DEEP"}}, [], "refused: nested more than 64 levels deep"),
     ("aliases", {"env": "LAUGHS"}, [], "refused: the document expands to more than 200,000 values"),

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from click.testing import Result
 
-from gkr.render import CHECKPOINT_MOUNT, DATASET_MOUNT, NCCL_ENV_SCRIPT, nccl_prelude
 from gkr.checks import image_problem
 from gkr.flags import as_flags
+from gkr.render import CHECKPOINT_MOUNT, DATASET_MOUNT, NCCL_ENV_SCRIPT, nccl_prelude
 from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gkr.render import nccl_prelude
 from gkr.flags import as_flags
+from gkr.render import nccl_prelude
 from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 

@@ -24,9 +24,7 @@ CONFIG = REPO / "platform" / "trainer" / "configs" / "config.yaml"
 
 def bucket_prefix(team: str, run: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Where in the bucket a run of `team` named `run` keeps its checkpoints, from what gkr renders."""
-    _, objects = prepare(
-        str(EXAMPLES / "pretrain-128-nodes.yaml"), as_flags({"team": team}), FLEET, None
-    )
+    _, objects = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), as_flags({"team": team}), FLEET, None)
     (job,) = objects
     pod: dict[str, Any] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     (container,) = pod["containers"]

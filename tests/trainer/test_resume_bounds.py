@@ -18,9 +18,9 @@ from trainer.resume import location_problem
 from contract import names
 from contract.registry import GENERATED_DIR
 from gkr import registry as gkr_registry
+from gkr.flags import as_flags
 from gkr.render import render
 from gkr.resolve import resolve
-from gkr.flags import as_flags
 from gkr.submit import read
 from tests.conftest import REPO
 from tests.gkr.conftest import EXAMPLES

@@ -32,7 +32,7 @@ def from_flags(given: dict[str, Any], cls: type = JobSpec) -> Flags:
     table = by_flag(cls)
     out: Flags = {}
     for flag, value in given.items():
-        if value is None or value is False or value == () or value == []:
+        if value is None or value is False or value in ((), []):
             continue
         key, value = _which(table[flag], value)
         out[key.path] = (flag, _value(key, flag, value))
@@ -82,7 +82,9 @@ def _fields(flag: str, value: str, cls: type) -> dict[str, str]:
     names = [k.path for k in keys.top(cls)]
     parts = value.split(":")
     if len(parts) > len(names):
-        raise Invalid([f"flag {flag}: {value!r} is not {':'.join(n.upper() for n in names)}; give at most {len(names)}"])
+        raise Invalid(
+            [f"flag {flag}: {value!r} is not {':'.join(n.upper() for n in names)}; give at most {len(names)}"]
+        )
     return {name: part for name, part in zip(names, parts, strict=False) if part}
 
 

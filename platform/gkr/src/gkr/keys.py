@@ -92,12 +92,28 @@ def default_text(field: dataclasses.Field[Any]) -> str:
     return f"`{value}`"
 
 
+def bounds_text(setting: codec.Setting) -> str:
+    """`, at least 1`: the bounds the decoder enforces, as the README states them."""
+    parts = [
+        f"{word} {value:g}"
+        for word, value in (("at least", setting.low), ("above", setting.above), ("at most", setting.high))
+        if value is not None
+    ]
+    return "".join(f", {p}" for p in parts)
+
+
 def table(cls: type) -> str:
-    """The README's table of job keys: key, type, default, flag, what it is."""
+    """The README's table of job keys: key, type (with bounds), default, flag, what it is."""
     rows = ["| key | type | default | flag | what |", "|---|---|---|---|---|"]
     for key in every(cls):
         flag = key.setting.flag or ""
-        cells = [f"`{key.path}`", type_text(key.kind), default_text(key.field), f"`{flag}`" if flag else "", key.setting.help]
+        cells = [
+            f"`{key.path}`",
+            type_text(key.kind) + bounds_text(key.setting),
+            default_text(key.field),
+            f"`{flag}`" if flag.startswith("-") else flag,  # `command`'s is a phrase: the arguments after --
+            key.setting.help,
+        ]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 

@@ -90,11 +90,14 @@ def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> t
     if found is None:
         if spec.pool in cpu_names:
             return None, Problem(
-                ("pool",), f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {_choices(usable, team)}"
+                ("pool",),
+                f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {_choices(usable, team)}",
             )
         return None, Problem(("pool",), f"no pool {spec.pool!r} in {region.name}; {_choices(usable, team, spec.pool)}")
     if found.name not in usable:
-        return found, Problem(("pool",), f"pool {found.name} is dedicated to team {found.team}; {_choices(usable, team)}")
+        return found, Problem(
+            ("pool",), f"pool {found.name} is dedicated to team {found.team}; {_choices(usable, team)}"
+        )
     return found, None
 
 

@@ -143,7 +143,7 @@ def parse_job(data: dict[str, Any], cls: type[JobSpec] = JobSpec) -> tuple[JobSp
     flags = keys.flags(cls)
 
     def fix(path: str, _kind: str) -> str:
-        flag = flags.get(path.split(".")[0].split("[")[0])
+        flag = flags.get(path.split(".", maxsplit=1)[0].split("[", maxsplit=1)[0])
         where = "after --" if flag == AFTER_DASHES else f"with {flag}"
         return f"set {path} in the job file" + (f" or {where}" if flag else "")
 
@@ -158,7 +158,9 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
     out = {key: value for key, value in data.items() if value is not None}
     env = out.get("env")
     if isinstance(env, dict):
-        out["env"] = {k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in env.items()}
+        out["env"] = {
+            k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in env.items()
+        }
     return out
 
 

@@ -57,9 +57,7 @@ def prepare(
     return prepare_job(spec, origins, found, default_region)
 
 
-def read(
-    file: str | None, flags: Flags, default_team: str | None = None
-) -> tuple[JobSpec, Origins]:
+def read(file: str | None, flags: Flags, default_team: str | None = None) -> tuple[JobSpec, Origins]:
     """The job from file and flags (the user config's team only without a file); Invalid, one line each."""
     if file is None and default_team and "team" not in flags:
         flags = {**flags, "team": (keys.flags(JobSpec)["team"], default_team)}

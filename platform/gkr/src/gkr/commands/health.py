@@ -12,8 +12,8 @@ from rich.table import Table
 
 from contract.problem import Exit, one_of
 from contract.registry import Region, Registry
-from gkr import health_read, kube
 from gkr import health as report
+from gkr import health_read, kube
 from gkr.commands.common import LIVE_TIMEOUT_S, RegistryPath, console, fail, located, typer_command
 
 

@@ -23,7 +23,9 @@ GIVEN = "gkr.job-flags"  # where in click's context the options record what was 
 SHORT = {"--env": "-e"}  # the one short alias a job key's flag has had
 
 
-def options(cls: type, only: Iterable[str] | None = None, defaults: dict[str, Any] | None = None) -> list[click.Parameter]:
+def options(
+    cls: type, only: Iterable[str] | None = None, defaults: dict[str, Any] | None = None
+) -> list[click.Parameter]:
     """The options of a declaring class's keys (or of `only` those), in declaration order; `defaults` by key."""
     chosen = set(only) if only is not None else None
     defaults = defaults or {}

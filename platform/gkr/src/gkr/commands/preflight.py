@@ -30,6 +30,4 @@ def preflight(
     submit_job(None, {**as_flags(job), **chosen}, None, dry_run, "yaml", registry, context)
 
 
-command = typer_command(
-    "preflight", preflight, job_options.options(JobSpec, [*SHAPE, "team", "region", "pool"], SHAPE)
-)
+command = typer_command("preflight", preflight, job_options.options(JobSpec, [*SHAPE, "team", "region", "pool"], SHAPE))
