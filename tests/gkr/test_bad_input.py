@@ -24,6 +24,7 @@ BASE = {
     "command": "python train.py",
 }
 
+SET_BY_PLATFORM = "is set by the platform on this job's pods"  # a variable the platform's own render sets
 # (id, job file changes, extra flags, words the single error line must contain)
 CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     ("invalid name", {"name": "Exp_1"}, [], "job.yaml:1: name: 'Exp_1' is not a valid rayjob name"),
@@ -96,29 +97,19 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         ["--priority", "high"],
         "flag --priority: high is above team evals's ceiling standard; use one of standard, preemptible",
     ),
-    (
-        "env shadows the downward API",
-        {"env": {"NODE_NAME": "gke-other-node"}},
-        [],
-        "env.NODE_NAME: NODE_NAME is set by the platform on this job's pods; rename your variable",
-    ),
-    (
-        "env shadows the library path",
-        {"env": {"LD_LIBRARY_PATH": "/tmp/evil"}},
-        [],
-        "LD_LIBRARY_PATH is set by the platform on this job's pods; rename your variable",
-    ),
-    (
-        "env in the NCCL family",
-        {"env": {"NCCL_DEBUG_SUBSYS": "ALL"}},
-        [],
-        "env.NCCL_DEBUG_SUBSYS: NCCL_* variables belong to the platform; rename your variable",
-    ),
-    (
-        "env moves the checkpoint dir",
-        {"env": {"MERIDIAN_CHECKPOINT_DIR": "/checkpoints/../other"}},
-        [],
-        "MERIDIAN_CHECKPOINT_DIR is set by the platform on this job's pods; rename your variable",
+    *(
+        (
+            f"env {what}",
+            {"env": {name: value}},
+            [],
+            f"env.{name}: {why or f'{name} {SET_BY_PLATFORM}'}; rename your variable",
+        )
+        for what, name, value, why in [
+            ("shadows the downward API", "NODE_NAME", "gke-other-node", ""),
+            ("shadows the library path", "LD_LIBRARY_PATH", "/tmp/evil", ""),
+            ("in the NCCL family", "NCCL_DEBUG_SUBSYS", "ALL", "NCCL_* variables belong to the platform"),
+            ("moves the checkpoint dir", "MERIDIAN_CHECKPOINT_DIR", "/checkpoints/../other", ""),
+        ]
     ),
     (
         "image from another registry",

@@ -38,6 +38,8 @@ DEPLOYMENT_PATH = f"/apis/apps/v1{NS}/deployments/{RUN}-lighthouse"
 RAYJOB_PATH = f"/apis/ray.io/v1{NS}/rayjobs/{RUN}"
 LIGHTHOUSE_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-lighthouse-tls"
 MEMBER_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-member-tls"
+LIGHTHOUSE_PATHS = [LIGHTHOUSE_TLS_PATH, DEPLOYMENT_PATH, SERVICE_PATH]  # in the order submit creates them
+MEMBER_PATHS = [MEMBER_TLS_PATH, RAYJOB_PATH]
 
 
 class Cluster(ThreadingHTTPServer):
@@ -142,6 +144,17 @@ def write_kubeconfig(folder: Path, monkeypatch: pytest.MonkeyPatch, servers: dic
 def calls(clusters: dict[str, Cluster]) -> list[tuple[str, str, str]]:
     log = next(iter(clusters.values())).log
     return [(r["cluster"].split("_")[2], r["method"], r["path"]) for r in log]
+
+
+def each(region: str, method: str, paths: list[str]) -> list[tuple[str, str, str]]:
+    """The calls `calls` lists for these paths in one region, in this order."""
+    return [(region, method, path) for path in paths]
+
+
+def rolled_back(*regions: str) -> list[tuple[str, str, str]]:
+    """The deletes of a rollback, newest first: each region's members (latest region first), then the Lighthouse."""
+    members = [call for region in regions for call in each(region, "DELETE", MEMBER_PATHS[::-1])]
+    return members + each("us-central1", "DELETE", LIGHTHOUSE_PATHS[::-1])
 
 
 def env_of(rayjob: dict[str, Any]) -> dict[str, str]:
@@ -390,14 +403,10 @@ def test_submit_creates_the_lighthouse_waits_for_its_ip_then_each_rayjob(
     assert result.exit_code == 0, result.stderr
     reads = [("us-central1", "GET", SERVICE_PATH)] * 3  # no IP, no IP, then the IP
     assert calls(clusters) == [
-        ("us-central1", "PATCH", LIGHTHOUSE_TLS_PATH),
-        ("us-central1", "PATCH", DEPLOYMENT_PATH),
-        ("us-central1", "PATCH", SERVICE_PATH),
+        *each("us-central1", "PATCH", LIGHTHOUSE_PATHS),
         *reads,
-        ("us-central1", "PATCH", MEMBER_TLS_PATH),
-        ("us-central1", "PATCH", RAYJOB_PATH),
-        ("us-east4", "PATCH", MEMBER_TLS_PATH),
-        ("us-east4", "PATCH", RAYJOB_PATH),
+        *each("us-central1", "PATCH", MEMBER_PATHS),
+        *each("us-east4", "PATCH", MEMBER_PATHS),
     ]
     log = clusters[CENTRAL].log
     assert all(r["content_type"] == "application/apply-patch+yaml" for r in log if r["method"] == "PATCH")
@@ -439,11 +448,7 @@ def test_no_ip_in_time_rolls_back_in_one_line(
         f"shows GKE's events); deleted service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
         f"secret {RUN}-lighthouse-tls in us-central1"
     )
-    assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
-        ("us-central1", "DELETE", SERVICE_PATH),
-        ("us-central1", "DELETE", DEPLOYMENT_PATH),
-        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
-    ]
+    assert [c for c in calls(clusters) if c[1] == "DELETE"] == rolled_back()
     assert not any(r[1] == "PATCH" and "rayjobs" in r[2] for r in calls(clusters))
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
 
@@ -459,15 +464,8 @@ def test_a_refused_rayjob_rolls_back_every_region(gkr: Callable[..., Result], cl
         f"us-central1, service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
         f"secret {RUN}-lighthouse-tls in us-central1"
     )
-    assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
-        ("us-east4", "DELETE", RAYJOB_PATH),  # it may have landed: deleted too (404 here)
-        ("us-east4", "DELETE", MEMBER_TLS_PATH),
-        ("us-central1", "DELETE", RAYJOB_PATH),
-        ("us-central1", "DELETE", MEMBER_TLS_PATH),
-        ("us-central1", "DELETE", SERVICE_PATH),
-        ("us-central1", "DELETE", DEPLOYMENT_PATH),
-        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
-    ]
+    # us-east4's refused RayJob may have landed: it is deleted too (404 here).
+    assert [c for c in calls(clusters) if c[1] == "DELETE"] == rolled_back("us-east4", "us-central1")
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
 
 

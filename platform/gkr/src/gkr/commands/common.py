@@ -11,12 +11,14 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import click
 import typer
 import yaml
+from typer.core import TyperOption
 
 from contract.names import team_namespace
 from contract.problem import Exit, Invalid, report
@@ -24,36 +26,62 @@ from gkr import config, defaults, kube
 from gkr import registry as registries
 from gkr.commands.group import Group
 
-Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
-RegistryPath = Annotated[
-    str | None,
-    typer.Option(
+# Where a command finds the fleet and the cluster: (option, help).
+WHERE = {
+    "team": ("--team", "team (default: the user config)"),
+    "region": ("--region", "region of the cluster (default: the user config, else the team's largest quota)"),
+    "registry": (
         "--registry",
-        help="the fleet registry: a folder with registry.json and schemas/, or the file (default: $GKR_REGISTRY, "
+        "the fleet registry: a folder with registry.json and schemas/, or the file (default: $GKR_REGISTRY, "
         "`registry:` in the user config, the checkout's generated/ upward, else `gkr registry fetch`'s copy)",
     ),
-]
-Context = Annotated[
-    str | None, typer.Option("--context", help="kubeconfig context (default: the region's GKE context)")
-]
-Region = Annotated[
-    str | None,
-    typer.Option("--region", help="region of the cluster (default: the user config, else the team's largest quota)"),
-]
-Team = Annotated[str | None, typer.Option("--team", help="team (default: the user config)")]
+    "context": ("--context", "kubeconfig context (default: the region's GKE context)"),
+}
+GIVEN_WHERE = "gkr.where"  # where in click's context the options of `where_options` record what was given
+Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
+RegistryPath = Annotated[str | None, typer.Option(WHERE["registry"][0], help=WHERE["registry"][1])]
+Context = Annotated[str | None, typer.Option(WHERE["context"][0], help=WHERE["context"][1])]
 Kind = Annotated[str, typer.Option("--kind", help="rayjob, raycluster or job")]
 LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
 
 
 def typer_command(
-    name: str, function: Callable[..., Any], extra: list[click.Parameter] | None = None, at: int = 0
+    name: str, function: Callable[..., Any], extra: list[click.Parameter] | None = None, at: int | None = None
 ) -> click.Command:
-    """A command from a typer-annotated function, for the lazy group; `extra` options (the job keys') go at `at`."""
+    """A command from a typer-annotated function, for the lazy group; `extra` options go at `at` (default: last)."""
     app = typer.Typer(add_completion=False)
     app.command(name)(function)
     command = typer.main.get_command(app)
+    at = len(command.params) if at is None else at
     command.params[at:at] = extra or []
     return Group.plain_defaults(command)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a command about existing jobs looks: the options of `where_options`, as given."""
+
+    team: str | None = None
+    region: str | None = None
+    registry: str | None = None
+    context: str | None = None
+
+
+def where_options() -> list[click.Parameter]:
+    """--team, --region, --registry, --context for a command about existing jobs, read back with `where(ctx)`."""
+
+    def record(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        ctx.meta.setdefault(GIVEN_WHERE, {})[param.name] = value
+        return value
+
+    return [
+        TyperOption(param_decls=[flag, name], help=text, expose_value=False, callback=record, show_default=False)
+        for name, (flag, text) in WHERE.items()
+    ]
+
+
+def where(ctx: click.Context) -> Where:
+    return Where(**ctx.meta.get(GIVEN_WHERE, {}))
 
 
 def console() -> Any:
@@ -136,21 +164,19 @@ def connect(found: registries.Located, region: Any, context: str | None) -> Any:
         return kube.client(target)
 
 
-def target(registry: str | None, team: str | None, region: str | None, context: str | None) -> tuple[Any, str, str]:
+def target(at: Where) -> tuple[Any, str, str]:
     """(API client, team namespace, the context used) for a command about existing jobs."""
-    user, found = located(registry)
+    user, found = located(at.registry)
     with bad_input():
-        chosen_team, chosen_region = defaults.target(found.registry, team or user.team, region or user.region)
-    api = connect(found, chosen_region, context)
-    return api, team_namespace(chosen_team.name), context or found.registry.context(chosen_region)
+        chosen_team, chosen_region = defaults.target(found.registry, at.team or user.team, at.region or user.region)
+    api = connect(found, chosen_region, at.context)
+    return api, team_namespace(chosen_team.name), at.context or found.registry.context(chosen_region)
 
 
-def job_target(
-    kind: str, registry: str | None, team: str | None, region: str | None, context: str | None
-) -> tuple[Any, str]:
+def job_target(kind: str, at: Where) -> tuple[Any, str]:
     """(API client, team namespace) for a command about one job of a kind (`status`, `delete`)."""
     choose(kind, kube.KINDS, "--kind")
-    api, namespace, _ = target(registry, team, region, context)
+    api, namespace, _ = target(at)
     return api, namespace
 
 

@@ -10,25 +10,22 @@ import typer
 
 from contract.problem import Exit
 from gkr import kube
-from gkr.commands.common import Context, Region, RegistryPath, Team, api_errors, choose, fail, target, typer_command
+from gkr.commands import common
 
 
 def dashboard(
+    ctx: typer.Context,
     name: str,
     kind: Annotated[str, typer.Option("--kind", help="rayjob or raycluster")] = "rayjob",
     port: Annotated[int, typer.Option("--port", help="local port")] = 8265,
-    team: Team = None,
-    region: Region = None,
-    registry: RegistryPath = None,
-    context: Context = None,
 ) -> None:
     """Forward a running job's or cluster's Ray dashboard to localhost (kubectl port-forward; Ctrl-C stops)."""
-    choose(kind, ("rayjob", "raycluster"), "--kind")
+    common.choose(kind, ("rayjob", "raycluster"), "--kind")
     found = kube.kubectl()
     if found is None:
-        fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
-    api, namespace, context_used = target(registry, team, region, context)
-    with api_errors(f"finding the Ray head of {kind} {name}"):
+        common.fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
+    api, namespace, context_used = common.target(common.where(ctx))
+    with common.api_errors(f"finding the Ray head of {kind} {name}"):
         try:
             service = kube.head_service(api, namespace, kind, name)
         except kube.NotReady as exc:
@@ -46,4 +43,4 @@ def run(command: list[str]) -> int:
         return 0
 
 
-command = typer_command("dashboard", dashboard)
+command = common.typer_command("dashboard", dashboard, common.where_options())

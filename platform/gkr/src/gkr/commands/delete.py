@@ -8,37 +8,21 @@ import typer
 
 from contract.problem import Exit
 from gkr import kube, launch, lighthouse
-from gkr.commands.common import (
-    Context,
-    Kind,
-    Region,
-    RegistryPath,
-    Team,
-    api_errors,
-    job_target,
-    run_clients,
-    typer_command,
-)
+from gkr.commands import common
 
 
-def delete(
-    name: str,
-    kind: Kind = "rayjob",
-    team: Team = None,
-    region: Region = None,
-    registry: RegistryPath = None,
-    context: Context = None,
-) -> None:
+def delete(ctx: typer.Context, name: str, kind: common.Kind = "rayjob") -> None:
     """Delete a job or cluster, and its pods."""
-    api, namespace = job_target(kind, registry, team, region, context)
+    at = common.where(ctx)
+    api, namespace = common.job_target(kind, at)
     run = None
     if kind == "rayjob":  # a RayJob may be one region's part of a run: then the whole run goes
-        with api_errors(f"reading {kind} {name}"):
+        with common.api_errors(f"reading {kind} {name}"):
             run = lighthouse.run_of(kube.get_job(api, namespace, kind, name))
     if run is not None:
-        _delete_run(registry, namespace, run)
+        _delete_run(at.registry, namespace, run)
         return
-    with api_errors(f"deleting {kind} {name}"):
+    with common.api_errors(f"deleting {kind} {name}"):
         kube.delete_job(api, namespace, kind, name)
     print(f"deleted {kind} {name}", file=sys.stderr)
 
@@ -46,7 +30,7 @@ def delete(
 def _delete_run(registry: str | None, namespace: str, run: tuple[str, list[str], str]) -> None:
     """Every region's RayJob of the run and its Lighthouse; what could not be reached is named, exit 1."""
     name, regions, home = run
-    apis, why = run_clients(registry, regions)
+    apis, why = common.run_clients(registry, regions)
     deleted, failed = launch.delete(apis, {**launch.find(apis, namespace, name, home), **why})
     for line in deleted:
         print(f"deleted {line}", file=sys.stderr)
@@ -56,4 +40,4 @@ def _delete_run(registry: str | None, namespace: str, run: tuple[str, list[str],
     print(f"deleted run {name} in {', '.join(regions)}", file=sys.stderr)
 
 
-command = typer_command("delete", delete)
+command = common.typer_command("delete", delete, common.where_options())

@@ -14,7 +14,7 @@ from contract.problem import Exit, one_of
 from contract.registry import Region, Registry
 from gkr import health as report
 from gkr import health_read, kube
-from gkr.commands.common import LIVE_TIMEOUT_S, RegistryPath, console, fail, located, typer_command
+from gkr.commands import common
 
 
 def health(
@@ -32,16 +32,16 @@ def health(
         float | None,
         typer.Option("--due-after", help="days after its last deep check a node is due (default: Warden's cadence)"),
     ] = None,
-    registry: RegistryPath = None,
+    registry: common.RegistryPath = None,
 ) -> None:
     """Operators: per cluster and pool, nodes by Warden state, deep checks due, failures in the last 7 days."""
-    _, found = located(registry)
+    _, found = common.located(registry)
     reg = found.registry
     if due_after is not None and not (math.isfinite(due_after) and 0 < due_after <= 3650):
-        fail([f"--due-after {due_after}: a number of days in (0, 3650]"])
+        common.fail([f"--due-after {due_after}: a number of days in (0, 3650]"])
     chosen = _regions(reg, region or [])
     if context is not None and len(chosen) != 1:
-        fail(["--context names one cluster's context: give one --region with it"])
+        common.fail(["--context names one cluster's context: give one --region with it"])
     now = time.time()
     clusters = [_cluster(reg, r, context, due_after, now) for r in chosen]
     whole = report.report(clusters, now)
@@ -58,7 +58,7 @@ def _regions(reg: Registry, names: list[str]) -> list[Region]:
     known = {r.name: r for r in reg.regions}
     unknown = [r for r in names if r not in known]
     if unknown:
-        fail([f"--region {unknown[0]}: {one_of(known, unknown[0])}"])
+        common.fail([f"--region {unknown[0]}: {one_of(known, unknown[0])}"])
     return [known[r] for r in dict.fromkeys(names)] if names else list(reg.regions)
 
 
@@ -67,7 +67,9 @@ def _cluster(reg: Registry, region: Region, context: str | None, due_after: floa
     target = context or reg.context(region)
     where = {"region": region.name, "cluster": region.cluster, "context": target}
     try:
-        read = health_read.read(kube.client(target), LIVE_TIMEOUT_S, None if due_after is None else due_after * 86400)
+        read = health_read.read(
+            kube.client(target), common.LIVE_TIMEOUT_S, None if due_after is None else due_after * 86400
+        )
     except Exception as exc:
         why = kube.unreachable(exc)
         fix = f"; run: {reg.credentials_command(region)}" if why in ("no context", "no kubeconfig") else ""
@@ -81,7 +83,7 @@ def _table(whole: dict[str, Any], nodes: bool) -> None:
     for cluster in whole["clusters"]:
         for row in cluster.get("pools", []):
             table.add_row(*report.pool_cells(cluster, row))
-    console().print(table)
+    common.console().print(table)
     for cluster in whole["clusters"]:
         if not cluster["reachable"]:
             print(f"{cluster['region']}: unreachable ({cluster['error']})")
@@ -94,4 +96,4 @@ def _table(whole: dict[str, Any], nodes: bool) -> None:
             print(report.node_line(node))
 
 
-command = typer_command("health", health)
+command = common.typer_command("health", health)

@@ -9,46 +9,33 @@ from typing import Annotated, Any
 import typer
 
 from gkr import kube, lighthouse, views
-from gkr.commands.common import (
-    Context,
-    Region,
-    RegistryPath,
-    Team,
-    api_errors,
-    choose,
-    fail,
-    run_clients,
-    target,
-    typer_command,
-)
+from gkr.commands import common
 
 
 def logs(
+    ctx: typer.Context,
     name: str,
     role: Annotated[str, typer.Option("--role", help="head, worker or all")] = "head",
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
-    team: Team = None,
-    region: Region = None,
-    registry: RegistryPath = None,
-    context: Context = None,
 ) -> None:
     """Logs of a job's head, workers or all pods."""
-    choose(role, kube.ROLE_SELECTORS, "--role")
-    api, namespace, _ = target(registry, team, region, context)
-    with api_errors(f"finding the pods of {name}"):
+    common.choose(role, kube.ROLE_SELECTORS, "--role")
+    at = common.where(ctx)
+    api, namespace, _ = common.target(at)
+    with common.api_errors(f"finding the pods of {name}"):
         found = kube.pod_metadata(api, namespace, name, role)
     run = next((r for r in (lighthouse.run_of({"metadata": m}) for m in found.values()) if r), None)
     apis: dict[str, Any] = {"": api}
     if run is not None:  # a run across regions: every region's pods, each line prefixed with its region
-        apis, why = run_clients(registry, run[1])
+        apis, why = common.run_clients(at.registry, run[1])
         for region_name, reason in why.items():
             print(f"{region_name}: {reason}", file=sys.stderr)
     pods: dict[str, list[str]] = {}
     for where, client in apis.items():
-        with api_errors(f"finding the pods of {name}{f' in {where}' if where else ''}"):
+        with common.api_errors(f"finding the pods of {name}{f' in {where}' if where else ''}"):
             pods[where] = sorted(found) if client is api and not where else kube.pods(client, namespace, name, role)
     if not any(pods.values()):
-        fail([f"no {role} pods for {name} in {namespace} (yet)"])
+        common.fail([f"no {role} pods for {name} in {namespace} (yet)"])
     if follow:
         _follow(apis, namespace, pods)
         return
@@ -81,4 +68,4 @@ def _follow(apis: dict[str, Any], namespace: str, pods: dict[str, list[str]]) ->
         thread.join()
 
 
-command = typer_command("logs", logs)
+command = common.typer_command("logs", logs, common.where_options())
