@@ -11,11 +11,10 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import yaml
 from click.testing import Result
 
 from gkr import kube
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, use_contexts
 from tests.gkr.jsonhandler import JsonHandler
 
 
@@ -104,16 +103,7 @@ def use_kubeconfig(
     folder: Path, monkeypatch: pytest.MonkeyPatch, context: str, server: str, token: str = "t0ken"
 ) -> None:
     """A kubeconfig with one context (and its cluster and user), made current through $KUBECONFIG."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server}}],
-        "users": [{"name": context, "user": {"token": token}}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-        "current-context": context,
-    }
-    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
+    use_contexts(folder, monkeypatch, {context: server}, token)
 
 
 @pytest.fixture

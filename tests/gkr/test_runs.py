@@ -24,7 +24,7 @@ from contract import names
 from fleet.load import load
 from gkr import launch, lighthouse
 from tests.conftest import REPO, SHIPPED
-from tests.gkr.conftest import EXAMPLES, registry_folder
+from tests.gkr.conftest import EXAMPLES, registry_folder, use_contexts
 from tests.gkr.test_kube import FakeApiServer
 
 EXAMPLE = str(EXAMPLES / "cross-region.yaml")
@@ -121,24 +121,11 @@ def clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     found = {context: Cluster(context, log) for context in (CENTRAL, EAST4)}
     for cluster in found.values():
         threading.Thread(target=cluster.serve_forever, daemon=True).start()
-    write_kubeconfig(tmp_path, monkeypatch, {c: f"http://127.0.0.1:{s.server_port}" for c, s in found.items()})
+    use_contexts(tmp_path, monkeypatch, {c: f"http://127.0.0.1:{s.server_port}" for c, s in found.items()})
     monkeypatch.setattr(launch, "POLL_S", 0.01)
     yield found
     for cluster in found.values():
         cluster.shutdown()
-
-
-def write_kubeconfig(folder: Path, monkeypatch: pytest.MonkeyPatch, servers: dict[str, str]) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": s}} for c, s in servers.items()],
-        "users": [{"name": c, "user": {"token": "t0ken"}} for c in servers],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in servers],
-        "current-context": next(iter(servers)),
-    }
-    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
 
 
 def calls(clusters: dict[str, Cluster]) -> list[tuple[str, str, str]]:
@@ -472,7 +459,7 @@ def test_a_refused_rayjob_rolls_back_every_region(gkr: Callable[..., Result], cl
 def test_a_missing_context_applies_nothing(
     gkr: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_kubeconfig(tmp_path, monkeypatch, {CENTRAL: "http://127.0.0.1:9"})
+    use_contexts(tmp_path, monkeypatch, {CENTRAL: "http://127.0.0.1:9"})
     result = gkr("submit", "-f", EXAMPLE)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].startswith(f"error: no context {EAST4} in ")
@@ -519,7 +506,7 @@ def test_delete_names_a_region_it_cannot_reach(
     gkr: Callable[..., Result], clusters: dict[str, Cluster], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert gkr("submit", "-f", EXAMPLE).exit_code == 0
-    write_kubeconfig(tmp_path, monkeypatch, {CENTRAL: f"http://127.0.0.1:{clusters[CENTRAL].server_port}"})
+    use_contexts(tmp_path, monkeypatch, {CENTRAL: f"http://127.0.0.1:{clusters[CENTRAL].server_port}"})
     result = gkr("delete", RUN, "--team", "research", "--region", "us-central1")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith(f"error: run {RUN} not wholly deleted: us-east4: unreachable: ")
