@@ -25,6 +25,20 @@ BASE = {
 }
 
 SET_BY_PLATFORM = "is set by the platform on this job's pods"  # a variable the platform's own render sets
+ENV_CASES: list[tuple[str, dict[str, object], list[str], str]] = [
+    (
+        f"env {what}",
+        {"env": {name: value}},
+        [],
+        f"env.{name}: {why or f'{name} {SET_BY_PLATFORM}'}; rename your variable",
+    )
+    for what, name, value, why in [
+        ("shadows the downward API", "NODE_NAME", "gke-other-node", ""),
+        ("shadows the library path", "LD_LIBRARY_PATH", "/tmp/evil", ""),
+        ("in the NCCL family", "NCCL_DEBUG_SUBSYS", "ALL", "NCCL_* variables belong to the platform"),
+        ("moves the checkpoint dir", "MERIDIAN_CHECKPOINT_DIR", "/checkpoints/../other", ""),
+    ]
+]
 # (id, job file changes, extra flags, words the single error line must contain)
 CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     ("invalid name", {"name": "Exp_1"}, [], "job.yaml:1: name: 'Exp_1' is not a valid rayjob name"),
@@ -97,20 +111,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         ["--priority", "high"],
         "flag --priority: high is above team evals's ceiling standard; use one of standard, preemptible",
     ),
-    *(
-        (
-            f"env {what}",
-            {"env": {name: value}},
-            [],
-            f"env.{name}: {why or f'{name} {SET_BY_PLATFORM}'}; rename your variable",
-        )
-        for what, name, value, why in [
-            ("shadows the downward API", "NODE_NAME", "gke-other-node", ""),
-            ("shadows the library path", "LD_LIBRARY_PATH", "/tmp/evil", ""),
-            ("in the NCCL family", "NCCL_DEBUG_SUBSYS", "ALL", "NCCL_* variables belong to the platform"),
-            ("moves the checkpoint dir", "MERIDIAN_CHECKPOINT_DIR", "/checkpoints/../other", ""),
-        ]
-    ),
+    *ENV_CASES,
     (
         "image from another registry",
         {"image": "docker.io/library/python:3.12"},

@@ -55,25 +55,35 @@ def _value(key: keys.Key, flag: str, value: Any) -> Any:
         return not codec.default_of(key.field)
     inner = keys.nested(key.kind)
     if get_origin(key.kind) is dict:
-        return _mapping(flag, value, inner)
+        return _mapping(flag, value) if inner is None else _named(flag, value, keys.placeholder(key), inner)
     if inner is not None:
-        return _fields(flag, value, inner[0])
+        return _fields(flag, value, inner)
     return list(value) if isinstance(value, tuple | list) else value
 
 
-def _mapping(flag: str, values: list[str], inner: tuple[type, str] | None) -> dict[str, Any]:
-    """KEY=VALUE entries; for a mapping of nested keys (`regions`), NAME=N sets the nested class's one key."""
-    first = keys.top(inner[0])[0].path if inner is not None else ""
-    shape = f"{inner[1].upper()}={first.upper()}" if inner is not None else "KEY=VALUE"
-    out: dict[str, Any] = {}
+def _mapping(flag: str, values: list[str]) -> dict[str, str]:
+    """KEY=VALUE entries (`--env`)."""
+    out = {}
     for item in values:
         name, sep, text = item.partition("=")
-        if not sep or (inner is not None and not (text.isascii() and text.isdigit())):
-            hint = "; give one region alone or each as R=N" if inner is not None else ""
-            raise Invalid([f"flag {flag}: {item!r} is not {shape}{hint}"])
-        if inner is not None and name in out:
-            raise Invalid([f"flag {flag}: {name} is given twice; give each region once"])
-        out[name] = {first: int(text)} if inner is not None else text
+        if not sep:
+            raise Invalid([f"flag {flag}: {item!r} is not KEY=VALUE"])
+        out[name] = text
+    return out
+
+
+def _named(flag: str, values: list[str], noun: str, cls: type) -> dict[str, dict[str, int]]:
+    """NAME=N entries of a mapping of nested keys (`--region us-central1=4`): N is the nested class's first key."""
+    first = keys.top(cls)[0].path
+    out: dict[str, dict[str, int]] = {}
+    for item in values:
+        name, sep, text = item.partition("=")
+        if not (sep and text.isascii() and text.isdigit()):
+            alone = f"give one {noun.lower()} alone or each as {noun[0]}=N"  # the flag's plain key takes one name
+            raise Invalid([f"flag {flag}: {item!r} is not {noun}={first.upper()}; {alone}"])
+        if name in out:
+            raise Invalid([f"flag {flag}: {name} is given twice; give each {noun.lower()} once"])
+        out[name] = {first: int(text)}
     return out
 
 

@@ -43,19 +43,24 @@ def every(cls: type, prefix: str = "") -> list[Key]:
         out.append(Key(path, key.kind, key.field))
         inner = nested(key.kind)
         if inner is not None:
-            below = f"{path}.{inner[1].upper()}." if inner[1] else f"{path}."
-            out += every(inner[0], below)
+            below = f"{path}.{placeholder(key)}." if get_origin(key.kind) is dict else f"{path}."
+            out += every(inner, below)
     return out
 
 
-def nested(kind: Any) -> tuple[type, str] | None:
-    """(the declaring class inside a key's type, the name of the mapping key in between or ''), or None."""
+def nested(kind: Any) -> type | None:
+    """The declaring class inside a key's type (`Topology | None`; a mapping's values, `dict[str, RegionShare]`)."""
     options = [a for a in get_args(kind) if a is not type(None)] if _is_union(kind) else [kind]
     if len(options) == 1 and dataclasses.is_dataclass(options[0]):
-        return typing.cast(type, options[0]), ""
+        return typing.cast(type, options[0])
     if get_origin(kind) is dict and dataclasses.is_dataclass(get_args(kind)[1]):
-        return typing.cast(type, get_args(kind)[1]), "region"
+        return typing.cast(type, get_args(kind)[1])
     return None
+
+
+def placeholder(key: Key) -> str:
+    """What a mapping's own keys stand for, from its plural name: `regions` -> `REGION`."""
+    return key.path.rsplit(".", 1)[-1].removesuffix("s").upper()
 
 
 def flags(cls: type) -> dict[str, str]:
