@@ -10,7 +10,7 @@ field here plus its use in rendering. Precedence: defaults < job file < flags. A
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from contract import codec
 from contract.codec import setting
@@ -19,7 +19,6 @@ from gkr import keys
 
 AFTER_DASHES = "the command after --"  # the flag column of `command`: it is the command's arguments
 Kind = Literal["rayjob", "raycluster", "job"]
-KINDS: tuple[str, ...] = get_args(Kind)
 
 
 @dataclass(frozen=True)

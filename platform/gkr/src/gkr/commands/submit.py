@@ -65,14 +65,15 @@ def submit_job(
     with common.bad_input():
         planned = plan.plan(file, flags, found, user, context, workdir)
     if isinstance(planned, plan.Across):
-        _warn(planned.warnings, run_summary(planned.run))
+        _tell(run_summary(planned.run), planned.warnings)
         _submit_run(planned.run, found, dry_run, output)
     else:
-        _warn(planned.warnings, summary(planned.resolved, context))
+        _tell(summary(planned.resolved, context), planned.warnings)
         _submit_one(planned, found, workdir, dry_run, output, context)
 
 
-def _warn(warnings: list[str], text: str) -> None:
+def _tell(text: str, warnings: list[str]) -> None:
+    """What the job asks for, then what the user should know before it is applied: on stderr, stdout is the objects."""
     print(text, file=sys.stderr)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
