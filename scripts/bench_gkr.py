@@ -1,4 +1,4 @@
-"""Benchmark: how fast gkr answers (target: dry-run median under 300 ms).
+"""Benchmark: how fast gkr answers (target: dry-run median at most 250 ms on an idle machine).
 
 Runs `gkr --help` and `gkr submit -f <example> --dry-run` as a researcher
 would (a fresh process each time, from the checkout, so gkr finds
@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 GKR = Path(sys.executable).parent / "gkr"
-TARGET_MS = 300.0
+TARGET_MS = 250.0
 
 
 def timed(args: list[str]) -> float:
@@ -72,7 +72,7 @@ def run(runs: int, registry: list[str]) -> int:
         print(f"{name:42} median {medians[name]:6.0f} ms  (min {min(times):.0f}, max {max(times):.0f}, {runs} runs)")
     dry_run = medians["gkr submit --dry-run (128-node RayJob)"]
     print(
-        f"dry-run: {dry_run:.0f} ms = {dry_run / TARGET_MS:.2f} x the {TARGET_MS:.0f} ms target: {'met' if dry_run < TARGET_MS else 'NOT met'}"
+        f"dry-run: {dry_run:.0f} ms = {dry_run / TARGET_MS:.2f} x the {TARGET_MS:.0f} ms target: {'met' if dry_run <= TARGET_MS else 'NOT met'}"
     )
     return 0
 

@@ -21,7 +21,7 @@ from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import Finding
 from fleet.model import Fleet
 from gkr.render import NCCL_ENV_SCRIPT
-from gkr.submit import flags_of, prepare
+from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
@@ -51,7 +51,7 @@ def _installer(trees: Trees, region: str) -> dict[str, Any]:
 
 def _gpu_job_mounts() -> dict[str, str]:
     """mountPath -> hostPath of the hostPath volumes gkr gives an H200 worker pod."""
-    _, objs = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({}, None, False, None), shipped(), None)
+    _, objs = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), {}, shipped(), None)
     (job,) = objs
     spec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     hosts = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -45,6 +46,20 @@ def _generated(text: str) -> Path:
 def registry_folder(fleet_yaml: Path = SHIPPED) -> Path:
     """What `make generate` writes for this fleet.yaml as gkr reads it: registry.json and schemas/."""
     return _generated(fleet_yaml.read_text(encoding="utf-8"))
+
+
+def use_contexts(folder: Path, monkeypatch: pytest.MonkeyPatch, servers: dict[str, str], token: str = "t0ken") -> None:
+    """A kubeconfig with a context (and its cluster and user) per server, the first current, through $KUBECONFIG."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": s}} for c, s in servers.items()],
+        "users": [{"name": c, "user": {"token": token}} for c in servers],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in servers],
+        "current-context": next(iter(servers)),
+    }
+    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
 
 
 def shipped() -> gkr_registry.Located:

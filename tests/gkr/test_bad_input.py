@@ -24,6 +24,21 @@ BASE = {
     "command": "python train.py",
 }
 
+SET_BY_PLATFORM = "is set by the platform on this job's pods"  # a variable the platform's own render sets
+ENV_CASES: list[tuple[str, dict[str, object], list[str], str]] = [
+    (
+        f"env {what}",
+        {"env": {name: value}},
+        [],
+        f"env.{name}: {why or f'{name} {SET_BY_PLATFORM}'}; rename your variable",
+    )
+    for what, name, value, why in [
+        ("shadows the downward API", "NODE_NAME", "gke-other-node", ""),
+        ("shadows the library path", "LD_LIBRARY_PATH", "/tmp/evil", ""),
+        ("in the NCCL family", "NCCL_DEBUG_SUBSYS", "ALL", "NCCL_* variables belong to the platform"),
+        ("moves the checkpoint dir", "MERIDIAN_CHECKPOINT_DIR", "/checkpoints/../other", ""),
+    ]
+]
 # (id, job file changes, extra flags, words the single error line must contain)
 CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     ("invalid name", {"name": "Exp_1"}, [], "job.yaml:1: name: 'Exp_1' is not a valid rayjob name"),
@@ -34,10 +49,22 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "at most 53 lowercase letters",
     ),
-    ("unknown kind", {"kind": "deployment"}, [], "kind: must be one of rayjob, raycluster, job (got 'deployment')"),
+    (
+        "unknown kind",
+        {"kind": "deployment"},
+        [],
+        "kind: 'deployment' is not one of 'rayjob', 'raycluster', 'job'; set kind in the job file or with --kind",
+    ),
     ("unknown team", {"team": "reserch"}, [], "team: unknown team 'reserch'; did you mean research?"),
     ("unknown region", {"region": "us-east5"}, [], "region: unknown region 'us-east5'"),
     ("unknown pool", {"pool": "h100-a"}, [], "pool: no pool 'h100-a' in us-east4"),
+    (
+        "unknown pool: the team's pools and its nominal GPUs in each",
+        {"region": "us-central1", "pool": "h200-b"},
+        [],
+        "pool: no pool 'h200-b' in us-central1; did you mean h200-a? use one of h200-a, h200-flex "
+        "(team research's nominal GPUs: h200-a 768, h200-flex 256)",
+    ),
     (
         "pool of another team",
         {"region": "europe-west1", "pool": "h200-a"},
@@ -84,30 +111,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         ["--priority", "high"],
         "flag --priority: high is above team evals's ceiling standard; use one of standard, preemptible",
     ),
-    (
-        "env shadows the downward API",
-        {"env": {"NODE_NAME": "gke-other-node"}},
-        [],
-        "env.NODE_NAME: NODE_NAME is set by the platform on this job's pods; rename your variable",
-    ),
-    (
-        "env shadows the library path",
-        {"env": {"LD_LIBRARY_PATH": "/tmp/evil"}},
-        [],
-        "LD_LIBRARY_PATH is set by the platform on this job's pods; rename your variable",
-    ),
-    (
-        "env in the NCCL family",
-        {"env": {"NCCL_DEBUG_SUBSYS": "ALL"}},
-        [],
-        "env.NCCL_DEBUG_SUBSYS: NCCL_* variables belong to the platform; rename your variable",
-    ),
-    (
-        "env moves the checkpoint dir",
-        {"env": {"MERIDIAN_CHECKPOINT_DIR": "/checkpoints/../other"}},
-        [],
-        "MERIDIAN_CHECKPOINT_DIR is set by the platform on this job's pods; rename your variable",
-    ),
+    *ENV_CASES,
     (
         "image from another registry",
         {"image": "docker.io/library/python:3.12"},
@@ -140,7 +144,12 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "datasets: unknown dataset 'meridian-datasets-uss'; did you mean meridian-datasets-us?",
     ),
     ("unknown --dataset flag", {}, ["--dataset", "nope"], "flag --dataset: unknown dataset 'nope'"),
-    ("datasets not a list", {"datasets": "meridian-datasets-us"}, [], "datasets: must be a list of dataset names"),
+    (
+        "datasets not a list",
+        {"datasets": "meridian-datasets-us"},
+        [],
+        "datasets: 'meridian-datasets-us' is not a list; set datasets in the job file or with --dataset",
+    ),
     (
         "CPU pods beyond the CPU pool",
         {"kind": "job", "gpus_per_pod": 0, "pods": 100_000},
@@ -194,13 +203,13 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         [],
         "ray.ttl_seconds: applies to RayJobs only, not to a job",
     ),
-    ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown key"),
+    ("unknown key", {"gpus": 8}, [], "job.yaml:7: gpus: unknown field; use one of allow_per_step_sync, checkpoint"),
     ("negative pods", {"pods": -1}, [], "pods: must be at least 1 (got -1)"),
     (
         "bad topology level",
         {"topology": {"mode": "required", "level": "rack"}},
         [],
-        "topology.level: must be one of block, subblock, host (got 'rack')",
+        "topology.level: 'rack' is not one of 'block', 'subblock', 'host'; set topology.level in the job file",
     ),
     ("flag beats file and is named", {}, ["--pods", "97"], "flag --pods: 97 pods x 8 GPUs = 776 GPUs"),
     ("bad --env flag", {}, ["--env", "NOEQUALS"], "flag --env: 'NOEQUALS' is not KEY=VALUE"),
@@ -208,7 +217,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "bad --topology flag",
         {},
         ["--topology", "sometimes:block"],
-        "flag --topology: must be one of required, preferred (got 'sometimes')",
+        "flag --topology: 'sometimes' is not one of 'required', 'preferred'; set topology.mode",
     ),
 ]
 

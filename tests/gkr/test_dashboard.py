@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from gkr import cli, kube
+from gkr import kube
+from gkr.commands import dashboard
 from tests.gkr.test_kube import EAST4, FakeApiServer, use_kubeconfig
 
 
@@ -43,7 +44,7 @@ def ray_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[li
         ran.append(command)
         return 0
 
-    monkeypatch.setattr(cli, "_run", run)
+    monkeypatch.setattr(dashboard, "run", run)
     monkeypatch.setattr(kube, "kubectl", lambda: "/venv/bin/kubectl")
     yield ran
     httpd.shutdown()

@@ -57,7 +57,7 @@ def test_a_misspelt_job_file_key_gets_did_you_mean(gkr: Callable[..., Result], t
     result = gkr("submit", "-f", str(job), "--dry-run")
     assert result.exit_code == 2
     assert result.stderr.startswith(
-        f"error: {job}:3: gpus_per_node: unknown key; did you mean gpus_per_pod? use one of"
+        f"error: {job}:3: gpus_per_node: unknown field; did you mean gpus_per_pod? use one of"
     )
 
 

@@ -12,8 +12,9 @@ from click.testing import Result
 
 from contract import names
 from gkr import groups
+from gkr.flags import as_flags
 from gkr.spec import JobSpec
-from gkr.submit import flags_of, prepare
+from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 
 SHIPPED = shipped()
@@ -22,7 +23,7 @@ GROUP_ENV = (names.REPLICA_GROUPS_ENV, names.GROUP_SIZE_ENV)
 
 def render(example: str | None, **given: Any) -> list[dict[str, Any]]:
     file = str(EXAMPLES / f"{example}.yaml") if example else None
-    return prepare(file, flags_of(given, None, False, None), SHIPPED, None)[1]  # schema-checked there
+    return prepare(file, as_flags(given), SHIPPED, None)[1]  # schema-checked there
 
 
 def containers(value: Any) -> list[dict[str, Any]]:
@@ -109,7 +110,10 @@ REFUSED = [
         ["--pods", "8", "--replica-groups", "4", "--group-size", "8"],
         "flag --group-size: replica_groups 4 x group_size 8 = 32, not the 64 GPUs of 8 pods x 8; set only one of them",
     ),
-    (["--pods", "8", "--replica-groups", "0"], "flag --replica-groups: must be at least 1 (got 0)"),
+    (
+        ["--pods", "8", "--replica-groups", "0"],
+        "flag --replica-groups: must be at least 1 (got 0); set replica_groups in the job file or with --replica-groups",
+    ),
     (
         ["--pods", "2", "--gpus-per-pod", "0", "--group-size", "2"],
         "flag --group-size: replica groups are made of GPUs (one rank each) and this job has gpus_per_pod 0; "
@@ -152,13 +156,13 @@ def test_hostile_values_are_one_line(gkr: Callable[..., Result], tmp_path: Path,
 
 def test_flags_and_file_agree(tmp_path: Path) -> None:
     base = "name: exp\nteam: research\npods: 8\ncommand: python train.py\n"
-    by_flag = prepare(None, flags_of({**yaml.safe_load(base), "group_size": 16}, None, False, None), SHIPPED, None)[1]
+    by_flag = prepare(None, as_flags({**yaml.safe_load(base), "group_size": 16}), SHIPPED, None)[1]
     for line in ("group_size: 16", "replica_groups: 4", "replica_groups: 4\ngroup_size: 16"):
         job = tmp_path / "job.yaml"
         job.write_text(f"{base}{line}\n")
         assert prepare(str(job), {}, SHIPPED, None)[1] == by_flag, line
     job.write_text(f"{base}group_size: 2\n")  # a flag overrides the file's value
-    assert prepare(str(job), flags_of({"group_size": 16}, None, False, None), SHIPPED, None)[1] == by_flag
+    assert prepare(str(job), as_flags({"group_size": 16}), SHIPPED, None)[1] == by_flag
 
 
 def test_the_platform_owns_the_variables(gkr: Callable[..., Result]) -> None:
@@ -199,6 +203,6 @@ def test_the_summary_shows_the_shape(gkr: Callable[..., Result]) -> None:
 def test_a_flag_replaces_the_files_shape_whole(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text("name: exp\nteam: research\npods: 8\nreplica_groups: 4\ncommand: python train.py\n")
-    objects = prepare(str(job), flags_of({"group_size": 8}, None, False, None), SHIPPED, None)[1]
+    objects = prepare(str(job), as_flags({"group_size": 8}), SHIPPED, None)[1]
     for env in env_of(objects):  # --group-size alone is the whole new shape, not half of one with the file's
         assert (env[names.REPLICA_GROUPS_ENV], env[names.GROUP_SIZE_ENV]) == ("8", "8")

@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import yaml
 from click.testing import Result
 
 from contract import health as deep
 from contract import names
 from contract import warden as policy
 from gkr import health, health_read
+from tests.gkr.conftest import use_contexts
 from tests.gkr.jsonhandler import JsonHandler
 from tests.gkr.test_kube import EAST4
 
@@ -147,16 +147,7 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_port}"
     contexts = {EAST4: url, CENTRAL1: "http://127.0.0.1:9"}
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": s}} for c, s in contexts.items()],
-        "users": [{"name": c, "user": {"token": "t0ken"}} for c in contexts],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
-        "current-context": EAST4,
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    use_contexts(tmp_path, monkeypatch, contexts)
     yield url
     httpd.shutdown()
 

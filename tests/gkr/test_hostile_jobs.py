@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contract.problem import Invalid
+from gkr.flags import as_flags, from_flags
 from gkr.render import render
 from gkr.resolve import resolve
 from gkr.spec import parse_job
-from gkr.submit import MAX_OBJECT_BYTES, flags_of, prepare
+from gkr.submit import MAX_OBJECT_BYTES, prepare
 from tests.gkr.conftest import shipped
 
 SHIPPED = shipped()
@@ -74,7 +75,7 @@ def _containers(obj: Any) -> Iterator[dict[str, Any]]:
 @pytest.mark.parametrize("value", HOSTILE_STRINGS, ids=[repr(s)[:30] for s in HOSTILE_STRINGS])
 @pytest.mark.parametrize("kind", ["rayjob", "job"])
 def test_user_strings_round_trip(value: str, kind: str) -> None:
-    flags = flags_of({"kind": kind, "command": ["echo", value]}, None, False, [f"HOSTILE={value}"])
+    flags = {**as_flags({"kind": kind, "command": ["echo", value]}), **from_flags({"--env": [f"HOSTILE={value}"]})}
     spec, invalid = parse_job({**BASE, "kind": kind, **{k: v for k, (_, v) in flags.items()}})
     assert spec is not None, invalid
     resolved, problems = resolve(spec, FLEET)
@@ -141,11 +142,21 @@ CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
         ["--cpus-per-pod", str(10**30)],
         f"flag --cpus-per-pod: {10**30} CPUs per pod do not fit",
     ),
-    ("topology with a newline", {}, ["--topology", "required:\nblock"], "flag --topology: must be one of"),
-    ("binary env value", {"env": {"A": b"hi"}}, [], "env.A: must be a string"),
-    ("pods as a string", {"pods": "2"}, [], "pods: must be a whole number (got '2')"),
-    ("command of numbers", {"command": [1, 2]}, [], "command: must be a string or a list of strings"),
-    ("env as a list", {"env": ["A=1"]}, [], "env: must be a mapping"),
+    ("topology with a newline", {}, ["--topology", "required:\nblock"], "flag --topology: '\\nblock' is not one of"),
+    (
+        "binary env value",
+        {"env": {"A": b"hi"}},
+        [],
+        "env.A: b'hi' is not a string; set env.A in the job file or with --env",
+    ),
+    ("pods as a string", {"pods": "2"}, [], "pods: '2' is not an integer; set pods in the job file or with --pods"),
+    (
+        "command of numbers",
+        {"command": [1, 2]},
+        [],
+        "command: [1, 2] is not a string or a list or null; set command in the job file or after --",
+    ),
+    ("env as a list", {"env": ["A=1"]}, [], "env: ['A=1'] is not an object; set env in the job file or with --env"),
     ("deep nesting", {"ray": {"x": "DEEP"}}, [], "refused: nested more than 64 levels deep"),
     ("aliases", {"env": "LAUGHS"}, [], "refused: the document expands to more than 200,000 values"),
 ]
@@ -252,7 +263,7 @@ def test_fuzzed_flags_never_crash(gkr: Callable[..., Result], flags: list[tuple[
 @settings(max_examples=80, deadline=None)
 @given(st.dictionaries(st.sampled_from(["A", "B", "PATH_X", "Z"]), TEXT, max_size=3))
 def test_fuzzed_env_values_round_trip_or_are_refused(env: dict[str, str]) -> None:
-    flags = flags_of({"command": ["true"]}, None, False, [f"{k}={v}" for k, v in env.items()])
+    flags = {**as_flags({"command": ["true"]}), **from_flags({"--env": [f"{k}={v}" for k, v in env.items()]})}
     try:
         _, objects = prepare(None, {**flags, **{k: (k, v) for k, v in BASE.items()}}, SHIPPED, None)
     except Invalid as exc:

@@ -11,11 +11,10 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import yaml
 from click.testing import Result
 
 from gkr import kube
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, use_contexts
 from tests.gkr.jsonhandler import JsonHandler
 
 
@@ -104,16 +103,7 @@ def use_kubeconfig(
     folder: Path, monkeypatch: pytest.MonkeyPatch, context: str, server: str, token: str = "t0ken"
 ) -> None:
     """A kubeconfig with one context (and its cluster and user), made current through $KUBECONFIG."""
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server}}],
-        "users": [{"name": context, "user": {"token": token}}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-        "current-context": context,
-    }
-    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
+    use_contexts(folder, monkeypatch, {context: server}, token)
 
 
 @pytest.fixture
@@ -254,3 +244,25 @@ def test_logs_follow_streams_every_pod(gkr: Callable[..., Result], kubeconfig: s
     ]
     follows = [r["query"].get("follow") for r in FakeApiServer.requests if r["path"].endswith("/log")]
     assert follows == [["true"], ["true"]]
+
+
+CENTRAL = "gke_meridian-train-prod_us-central1_meridian-us-central1"
+
+
+def test_a_job_above_its_pool_share_is_warned_of_and_submitted(
+    gkr: Callable[..., Result], server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """research holds 256 of h200-flex's GPUs in us-central1 (1,024 in the region): 320 fit the region, not the pool."""
+    use_kubeconfig(tmp_path, monkeypatch, CENTRAL, server)
+    result = gkr("submit", "-f", str(EXAMPLES / "flex-start-finetune.yaml"), "--pods", "40")
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        "warning: 320 GPUs are more than team research's nominal share of pool h200-flex in us-central1 (256 GPUs); "
+        "Kueue may still admit the job by borrowing other teams' idle GPUs there, and preempts it when they reclaim "
+        "them: pick a pool with room, or expect to wait"
+    ]
+    assert [r["method"] for r in FakeApiServer.requests] == ["PATCH"]
+    assert result.stderr.endswith("submitted rayjob sft-eval-sweep to team-research\n")
+    within = gkr("submit", "-f", str(EXAMPLES / "flex-start-finetune.yaml"), "--pods", "32", "--dry-run")
+    assert within.exit_code == 0, within.stderr
+    assert "warning:" not in within.stderr  # 256 GPUs: the whole share, no more

@@ -11,9 +11,10 @@ import pytest
 import yaml
 from click.testing import Result
 
+from gkr.checks import image_problem
+from gkr.flags import as_flags
 from gkr.render import CHECKPOINT_MOUNT, DATASET_MOUNT, NCCL_ENV_SCRIPT, nccl_prelude
-from gkr.resolve import image_problem
-from gkr.submit import flags_of, prepare
+from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 
 SHIPPED = shipped()
@@ -21,7 +22,7 @@ FLEET = SHIPPED.registry
 
 
 def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
-    _, objs = prepare(str(EXAMPLES / f"{example}.yaml"), flags_of(flags, None, False, None), SHIPPED, None)
+    _, objs = prepare(str(EXAMPLES / f"{example}.yaml"), as_flags(flags), SHIPPED, None)
     return objs
 
 

@@ -21,7 +21,7 @@ from fleet.gitops.teams import QUEUE_VIEWER_ROLE, RESEARCHER_ROLE, team_objects
 from fleet.load import load
 from gkr import launch
 from tests.conftest import SHIPPED
-from tests.gkr.conftest import EXAMPLES
+from tests.gkr.conftest import EXAMPLES, use_contexts
 from tests.gkr.test_kube import EAST4, FakeApiServer, use_kubeconfig
 
 Access = tuple[str, str, str]  # API group, resource[/subresource], verb
@@ -151,7 +151,7 @@ def _run_across_regions(gkr: Callable[..., Result], tmp_path: Path, monkeypatch:
     for cluster in clusters.values():
         threading.Thread(target=cluster.serve_forever, daemon=True).start()
     servers = {c: f"http://127.0.0.1:{s.server_port}" for c, s in clusters.items()}
-    test_runs.write_kubeconfig(tmp_path, monkeypatch, servers)
+    use_contexts(tmp_path, monkeypatch, servers)
     monkeypatch.setattr(launch, "POLL_S", 0.01)
     where = ("--team", "research", "--region", "us-east4")
     commands = [

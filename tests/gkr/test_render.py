@@ -7,21 +7,16 @@ from typing import Any
 
 import pytest
 
+from gkr.flags import as_flags
 from gkr.render import nccl_prelude
-from gkr.submit import flags_of, prepare
+from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 
 SHIPPED = shipped()
 
 
-def objects(example: str, **flags: Any) -> list[dict[str, Any]]:
-    given = {k: v for k, v in flags.items() if k not in ("topology", "no_preflight", "env")}
-    _, objs = prepare(
-        str(EXAMPLES / f"{example}.yaml"),
-        flags_of(given, flags.get("topology"), flags.get("no_preflight", False), flags.get("env")),
-        SHIPPED,
-        None,
-    )
+def objects(example: str, **given: Any) -> list[dict[str, Any]]:
+    _, objs = prepare(str(EXAMPLES / f"{example}.yaml"), as_flags(given), SHIPPED, None)
     return objs
 
 
@@ -66,7 +61,7 @@ def test_h200_workers_get_gpu_networking_and_queue() -> None:
 
 
 def test_no_preflight_drops_the_init_container() -> None:
-    (job,) = objects("pretrain-128-nodes", no_preflight=True)
+    (job,) = objects("pretrain-128-nodes", preflight=False)
     assert workers(job)["spec"]["initContainers"] == []
 
 
@@ -77,7 +72,7 @@ def test_flex_start_pods_tolerate_queued_nodes() -> None:
 
 
 def test_indexed_job_runs_the_collective_check_first() -> None:
-    service, job = objects("flex-start-finetune", kind="job", pods=4, topology="required:host")
+    service, job = objects("flex-start-finetune", kind="job", pods=4, topology={"mode": "required", "level": "host"})
     assert service["spec"]["clusterIP"] == "None"
     spec = job["spec"]["template"]["spec"]
     assert spec["subdomain"] == "sft-eval-sweep"
@@ -143,7 +138,7 @@ def test_rayjob_entrypoint_runs_the_cross_pod_check_first() -> None:
         "python -m preflight.ray_collective --pods 128 --gpus-per-pod 8 --min-busbw-gbps=256 && "
         "python train.py configs/config.yaml model=small optim=diloco run.launcher=ray ft.device=cuda run.name=llama-70b-pretrain"
     )
-    (job,) = objects("pretrain-128-nodes", no_preflight=True)
+    (job,) = objects("pretrain-128-nodes", preflight=False)
     assert (
         job["spec"]["entrypoint"]
         == "python train.py configs/config.yaml model=small optim=diloco run.launcher=ray ft.device=cuda run.name=llama-70b-pretrain"

@@ -24,7 +24,7 @@ from contract import names
 from fleet.load import load
 from gkr import launch, lighthouse
 from tests.conftest import REPO, SHIPPED
-from tests.gkr.conftest import EXAMPLES, registry_folder
+from tests.gkr.conftest import EXAMPLES, registry_folder, use_contexts
 from tests.gkr.test_kube import FakeApiServer
 
 EXAMPLE = str(EXAMPLES / "cross-region.yaml")
@@ -38,6 +38,8 @@ DEPLOYMENT_PATH = f"/apis/apps/v1{NS}/deployments/{RUN}-lighthouse"
 RAYJOB_PATH = f"/apis/ray.io/v1{NS}/rayjobs/{RUN}"
 LIGHTHOUSE_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-lighthouse-tls"
 MEMBER_TLS_PATH = f"/api/v1{NS}/secrets/{RUN}-member-tls"
+LIGHTHOUSE_PATHS = [LIGHTHOUSE_TLS_PATH, DEPLOYMENT_PATH, SERVICE_PATH]  # in the order submit creates them
+MEMBER_PATHS = [MEMBER_TLS_PATH, RAYJOB_PATH]
 
 
 class Cluster(ThreadingHTTPServer):
@@ -119,29 +121,27 @@ def clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[s
     found = {context: Cluster(context, log) for context in (CENTRAL, EAST4)}
     for cluster in found.values():
         threading.Thread(target=cluster.serve_forever, daemon=True).start()
-    write_kubeconfig(tmp_path, monkeypatch, {c: f"http://127.0.0.1:{s.server_port}" for c, s in found.items()})
+    use_contexts(tmp_path, monkeypatch, {c: f"http://127.0.0.1:{s.server_port}" for c, s in found.items()})
     monkeypatch.setattr(launch, "POLL_S", 0.01)
     yield found
     for cluster in found.values():
         cluster.shutdown()
 
 
-def write_kubeconfig(folder: Path, monkeypatch: pytest.MonkeyPatch, servers: dict[str, str]) -> None:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": s}} for c, s in servers.items()],
-        "users": [{"name": c, "user": {"token": "t0ken"}} for c in servers],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in servers],
-        "current-context": next(iter(servers)),
-    }
-    (folder / "kubeconfig").write_text(yaml.safe_dump(config))
-    monkeypatch.setenv("KUBECONFIG", str(folder / "kubeconfig"))
-
-
 def calls(clusters: dict[str, Cluster]) -> list[tuple[str, str, str]]:
     log = next(iter(clusters.values())).log
     return [(r["cluster"].split("_")[2], r["method"], r["path"]) for r in log]
+
+
+def each(region: str, method: str, paths: list[str]) -> list[tuple[str, str, str]]:
+    """The calls `calls` lists for these paths in one region, in this order."""
+    return [(region, method, path) for path in paths]
+
+
+def rolled_back(*regions: str) -> list[tuple[str, str, str]]:
+    """The deletes of a rollback, newest first: each region's members (latest region first), then the Lighthouse."""
+    members = [call for region in regions for call in each(region, "DELETE", MEMBER_PATHS[::-1])]
+    return members + each("us-central1", "DELETE", LIGHTHOUSE_PATHS[::-1])
 
 
 def env_of(rayjob: dict[str, Any]) -> dict[str, str]:
@@ -390,14 +390,10 @@ def test_submit_creates_the_lighthouse_waits_for_its_ip_then_each_rayjob(
     assert result.exit_code == 0, result.stderr
     reads = [("us-central1", "GET", SERVICE_PATH)] * 3  # no IP, no IP, then the IP
     assert calls(clusters) == [
-        ("us-central1", "PATCH", LIGHTHOUSE_TLS_PATH),
-        ("us-central1", "PATCH", DEPLOYMENT_PATH),
-        ("us-central1", "PATCH", SERVICE_PATH),
+        *each("us-central1", "PATCH", LIGHTHOUSE_PATHS),
         *reads,
-        ("us-central1", "PATCH", MEMBER_TLS_PATH),
-        ("us-central1", "PATCH", RAYJOB_PATH),
-        ("us-east4", "PATCH", MEMBER_TLS_PATH),
-        ("us-east4", "PATCH", RAYJOB_PATH),
+        *each("us-central1", "PATCH", MEMBER_PATHS),
+        *each("us-east4", "PATCH", MEMBER_PATHS),
     ]
     log = clusters[CENTRAL].log
     assert all(r["content_type"] == "application/apply-patch+yaml" for r in log if r["method"] == "PATCH")
@@ -439,11 +435,7 @@ def test_no_ip_in_time_rolls_back_in_one_line(
         f"shows GKE's events); deleted service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
         f"secret {RUN}-lighthouse-tls in us-central1"
     )
-    assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
-        ("us-central1", "DELETE", SERVICE_PATH),
-        ("us-central1", "DELETE", DEPLOYMENT_PATH),
-        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
-    ]
+    assert [c for c in calls(clusters) if c[1] == "DELETE"] == rolled_back()
     assert not any(r[1] == "PATCH" and "rayjobs" in r[2] for r in calls(clusters))
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
 
@@ -459,22 +451,15 @@ def test_a_refused_rayjob_rolls_back_every_region(gkr: Callable[..., Result], cl
         f"us-central1, service {RUN}-lighthouse in us-central1, deployment {RUN}-lighthouse in us-central1, "
         f"secret {RUN}-lighthouse-tls in us-central1"
     )
-    assert [c for c in calls(clusters) if c[1] == "DELETE"] == [
-        ("us-east4", "DELETE", RAYJOB_PATH),  # it may have landed: deleted too (404 here)
-        ("us-east4", "DELETE", MEMBER_TLS_PATH),
-        ("us-central1", "DELETE", RAYJOB_PATH),
-        ("us-central1", "DELETE", MEMBER_TLS_PATH),
-        ("us-central1", "DELETE", SERVICE_PATH),
-        ("us-central1", "DELETE", DEPLOYMENT_PATH),
-        ("us-central1", "DELETE", LIGHTHOUSE_TLS_PATH),
-    ]
+    # us-east4's refused RayJob may have landed: it is deleted too (404 here).
+    assert [c for c in calls(clusters) if c[1] == "DELETE"] == rolled_back("us-east4", "us-central1")
     assert clusters[CENTRAL].store == clusters[EAST4].store == {}
 
 
 def test_a_missing_context_applies_nothing(
     gkr: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_kubeconfig(tmp_path, monkeypatch, {CENTRAL: "http://127.0.0.1:9"})
+    use_contexts(tmp_path, monkeypatch, {CENTRAL: "http://127.0.0.1:9"})
     result = gkr("submit", "-f", EXAMPLE)
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].startswith(f"error: no context {EAST4} in ")
@@ -521,7 +506,7 @@ def test_delete_names_a_region_it_cannot_reach(
     gkr: Callable[..., Result], clusters: dict[str, Cluster], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert gkr("submit", "-f", EXAMPLE).exit_code == 0
-    write_kubeconfig(tmp_path, monkeypatch, {CENTRAL: f"http://127.0.0.1:{clusters[CENTRAL].server_port}"})
+    use_contexts(tmp_path, monkeypatch, {CENTRAL: f"http://127.0.0.1:{clusters[CENTRAL].server_port}"})
     result = gkr("delete", RUN, "--team", "research", "--region", "us-central1")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith(f"error: run {RUN} not wholly deleted: us-east4: unreachable: ")

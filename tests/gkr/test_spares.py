@@ -61,14 +61,17 @@ def _job(**given: object) -> dict[str, object]:
 
 
 def test_the_default_rule_is_the_contracts() -> None:
-    base = JobSpec(name="x", team="t", pods=512, replica_groups=512, command=TRAINER.split())
+    base = JobSpec(name="x", team="t", pods=512, replica_groups=512, command=tuple(TRAINER.split()))
     assert groups.spares(base) == 1
     assert groups.spares(JobSpec(name="x", team="t", pods=1024, replica_groups=1024, command=TRAINER)) == 2
 
 
 REFUSED = [
     (["--spare-groups", "65"], "flag --spare-groups: 65 is more than 64 spares; use 0 to 64"),
-    (["--spare-groups", "-1"], "flag --spare-groups: must be at least 0 (got -1)"),
+    (
+        ["--spare-groups", "-1"],
+        "flag --spare-groups: must be at least 0 (got -1); set spare_groups in the job file or with --spare-groups",
+    ),
     (
         ["--spare-groups", "1", "--", "python", "other.py"],
         "flag --spare-groups: spare workers are used by the trainer on Ray (a rayjob whose command has "

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from trainer.config import compose
 
-from gkr.submit import flags_of, prepare
+from gkr.flags import as_flags
+from gkr.submit import prepare
 from tests.conftest import REPO
 from tests.gkr.conftest import EXAMPLES, shipped
 
@@ -23,9 +24,7 @@ CONFIG = REPO / "platform" / "trainer" / "configs" / "config.yaml"
 
 def bucket_prefix(team: str, run: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Where in the bucket a run of `team` named `run` keeps its checkpoints, from what gkr renders."""
-    _, objects = prepare(
-        str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({"team": team}, None, False, None), FLEET, None
-    )
+    _, objects = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), as_flags({"team": team}), FLEET, None)
     (job,) = objects
     pod: dict[str, Any] = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     (container,) = pod["containers"]

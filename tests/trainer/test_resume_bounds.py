@@ -18,9 +18,10 @@ from trainer.resume import location_problem
 from contract import names
 from contract.registry import GENERATED_DIR
 from gkr import registry as gkr_registry
+from gkr.flags import as_flags
 from gkr.render import render
 from gkr.resolve import resolve
-from gkr.submit import flags_of, read
+from gkr.submit import read
 from tests.conftest import REPO
 from tests.gkr.conftest import EXAMPLES
 from tests.trainer.conftest import CONFIG
@@ -106,7 +107,7 @@ def test_train_py_refuses_a_foreign_resume_location_in_one_line(
 def test_what_gkr_renders_is_what_the_trainer_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
     """The roots gkr sets name every region's bucket, the team's folder only; its checkpoint.dir passes."""
     registry = gkr_registry.load(REPO / GENERATED_DIR).registry  # the committed registry, as gkr reads it
-    spec, _ = read(str(EXAMPLES / "pretrain-128-nodes.yaml"), flags_of({"team": "research"}, None, False, None))
+    spec, _ = read(str(EXAMPLES / "pretrain-128-nodes.yaml"), as_flags({"team": "research"}))
     resolved, problems = resolve(spec, registry, None)
     assert resolved is not None
     assert not problems

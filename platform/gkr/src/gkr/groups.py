@@ -7,7 +7,7 @@ of two (its all-gathers would cross the slow link for some ranks and not others,
 pod's failure would take two groups down).
 
 Neither field set: gkr says nothing and the trainer's own config decides (ft.replica_groups),
-as before. Pure: resolve.py calls it once the pod shape itself is known to be sound.
+as before. Pure: checks.py calls it once the pod shape itself is known to be sound.
 
 Spare groups (issue 28, `spare_groups`): idle Ray workers, a replica group's worth each, in the
 RayJob's one worker group, so Kueue admits them with the run as one gang and a replacement never
@@ -109,8 +109,8 @@ def _split(per_pod: int) -> str:
 
 
 def _on_ray(spec: JobSpec) -> bool:
-    command = spec.command if isinstance(spec.command, list) else (spec.command or "").split()
-    return spec.kind == "rayjob" and TRAINER_ON_RAY in command
+    words = spec.command.split() if isinstance(spec.command, str) else spec.command or ()
+    return spec.kind == "rayjob" and TRAINER_ON_RAY in words
 
 
 def spares(spec: JobSpec) -> int:
@@ -132,8 +132,8 @@ def spare_pods(spec: JobSpec) -> int:
 def spare_problems(spec: JobSpec) -> list[Problem]:
     """One line for a `spare_groups` nothing would use, or one out of bounds."""
     where = ("spare_groups",)
-    command = spec.command if isinstance(spec.command, list) else (spec.command or "")
-    if any(SPARE_OVERRIDE in part for part in ([command] if isinstance(command, str) else command)):
+    parts = [spec.command] if isinstance(spec.command, str) else spec.command or ()
+    if any(SPARE_OVERRIDE in part for part in parts):
         return [Problem(("command",), f"sets {SPARE_OVERRIDE}...; gkr sets it from the job: use spare_groups")]
     if not spec.spare_groups:
         return []

@@ -23,7 +23,7 @@ from typing import Any
 
 from contract import names
 from gkr import run_tls
-from gkr.resolve import Resolved
+from gkr.resolved import Resolved
 
 PLACEHOLDER_HOST = "<lighthouse-ip: known once the Service has its internal load balancer>"
 # gkr's own annotations on each region's RayJob: the run's regions and its home, so that status,
@@ -54,16 +54,23 @@ def _labels(home: Resolved, run: str) -> dict[str, str]:
     }
 
 
+HARDENED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
 def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str]) -> list[dict[str, Any]]:
     """The Lighthouse's TLS Secret (PLACEHOLDER data), Deployment and internal load balancer Service, in the home
     region's team namespace."""
     labels = _labels(home, run)
-    # Kueue's pod integration admits each Lighthouse pod through the team's queue (the team admission
-    # policy requires the label on Deployments and on their pods; Kueue docs, "Run a Deployment").
-    queued = {**labels, names.QUEUE_LABEL: home.queue, names.PRIORITY_LABEL: home.priority}
-    cpu_pool = home.cpu_pool.name if home.cpu_pool is not None else ""
-    hardened = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
-    container = {
+    return [
+        run_tls.secret(run, "lighthouse", home.namespace, labels),
+        _deployment(home, run, min_replicas),
+        _service(home, run, source_ranges),
+    ]
+
+
+def _containers_of(home: Resolved, min_replicas: int) -> list[dict[str, Any]]:
+    """The Lighthouse on the pod's loopback, and the TLS proxy that alone takes the Service's port."""
+    lighthouse = {
         "name": "lighthouse",
         "image": home.registry.trainer_image,
         "command": [
@@ -74,7 +81,7 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
             f"127.0.0.1:{names.LIGHTHOUSE_INNER_PORT}",  # the pod's loopback: only the TLS proxy reaches it
         ],
         "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
-        "securityContext": copy.deepcopy(hardened),
+        "securityContext": copy.deepcopy(HARDENED),
     }
     proxy = {
         "name": "mtls",
@@ -96,10 +103,18 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
             "requests": {"cpu": PROXY_CPU, "memory": PROXY_MEMORY},
             "limits": {"cpu": PROXY_CPU, "memory": PROXY_MEMORY},
         },
-        "securityContext": copy.deepcopy(hardened),
+        "securityContext": copy.deepcopy(HARDENED),
         "volumeMounts": [dict(run_tls.MOUNT)],
     }
-    deployment = {
+    return [lighthouse, proxy]
+
+
+def _deployment(home: Resolved, run: str, min_replicas: int) -> dict[str, Any]:
+    # Kueue's pod integration admits each Lighthouse pod through the team's queue (the team admission
+    # policy requires the label on Deployments and on their pods; Kueue docs, "Run a Deployment").
+    queued = {**_labels(home, run), names.QUEUE_LABEL: home.queue, names.PRIORITY_LABEL: home.priority}
+    cpu_pool = home.cpu_pool.name if home.cpu_pool is not None else ""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name(run), "namespace": home.namespace, "labels": queued},
@@ -118,19 +133,22 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
                         "runAsGroup": NOBODY,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "containers": [container, proxy],
+                    "containers": _containers_of(home, min_replicas),
                     "volumes": [run_tls.volume(run, "lighthouse")],
                 },
             },
         },
     }
-    service = {
+
+
+def _service(home: Resolved, run: str, source_ranges: list[str]) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
             "name": name(run),
             "namespace": home.namespace,
-            "labels": labels,
+            "labels": _labels(home, run),
             "annotations": {names.INTERNAL_LB_ANNOTATION: "Internal", names.GLOBAL_ACCESS_ANNOTATION: "true"},
         },
         "spec": {
@@ -146,7 +164,6 @@ def objects(home: Resolved, run: str, min_replicas: int, source_ranges: list[str
             "loadBalancerSourceRanges": list(source_ranges),
         },
     }
-    return [run_tls.secret(run, "lighthouse", home.namespace, labels), deployment, service]
 
 
 def ingress_ip(service: dict[str, Any]) -> str | None:

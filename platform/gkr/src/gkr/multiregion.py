@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,7 +23,8 @@ from gkr import lighthouse, run_tls
 from gkr.inputs import Origins
 from gkr.registry import Located
 from gkr.render import render
-from gkr.resolve import Resolved, resolve
+from gkr.resolve import resolve
+from gkr.resolved import Resolved
 from gkr.spec import JobSpec, RegionShare
 from gkr.submit import check_rendered, one_line
 
@@ -72,7 +74,7 @@ class Run:
         return replace(self, parts=parts, home=home, lighthouse=objects)
 
 
-def hydra_value(command: str | list[str] | None, keys: tuple[str, ...]) -> str | None:
+def hydra_value(command: str | Sequence[str] | None, keys: tuple[str, ...]) -> str | None:
     """The last `key=value` override (also `+key=`, `++key=`) of the command for any of `keys`."""
     if isinstance(command, str):
         try:
@@ -98,15 +100,13 @@ def _run_problems(spec: JobSpec, registry: Registry) -> list[Problem]:
     out: list[Problem] = []
     known = {r.name: r for r in registry.regions}
     seen: set[str] = set()
-    for share in spec.regions:
-        if share.name not in known:
-            out.append(Problem(("regions", share.name), f"unknown region {share.name!r}; {one_of(known, share.name)}"))
-        elif share.name in seen:
-            out.append(Problem(("regions", share.name), "is named twice; give each region once"))
-        seen.add(share.name)
+    for name in spec.regions:  # a mapping: each region once (the flag and the YAML reader refuse repeats)
+        if name not in known:
+            out.append(Problem(("regions", name), f"unknown region {name!r}; {one_of(known, name)}"))
+        seen.add(name)
     if len(spec.regions) < 2:
         out.append(Problem(("regions",), "a run across regions names at least two; for one, use region: and pods:"))
-    if spec.home is not None and spec.home not in {s.name for s in spec.regions}:
+    if spec.home is not None and spec.home not in spec.regions:
         out.append(Problem(("home",), f"{spec.home!r} is not one of the run's regions; {one_of(seen, spec.home)}"))
     conflicts = {
         "region": spec.region is not None,
@@ -129,9 +129,9 @@ def _run_problems(spec: JobSpec, registry: Registry) -> list[Problem]:
     team = next((t for t in registry.teams if t.name == spec.team), None)
     if team is not None:
         out += [
-            Problem(("regions", s.name), f"team {team.name} has no GPU quota in {s.name}; pick another region")
-            for s in spec.regions
-            if s.name in known and team.quota.get(s.name, 0) == 0
+            Problem(("regions", name), f"team {team.name} has no GPU quota in {name}; pick another region")
+            for name in spec.regions
+            if name in known and team.quota.get(name, 0) == 0
         ]
     algorithm = optimizer(spec)
     if algorithm not in RARE_SYNC and not spec.allow_per_step_sync:
@@ -150,7 +150,7 @@ def _run_problems(spec: JobSpec, registry: Registry) -> list[Problem]:
     return out
 
 
-def region_spec(spec: JobSpec, share: RegionShare) -> tuple[JobSpec | None, Problem | None]:
+def region_spec(spec: JobSpec, name: str, share: RegionShare) -> tuple[JobSpec | None, Problem | None]:
     """The job as one region runs it: pods from the region's replica groups of `group_size` GPUs."""
     size = spec.group_size or spec.gpus_per_pod
     gpus = share.replica_groups * size
@@ -163,17 +163,17 @@ def region_spec(spec: JobSpec, share: RegionShare) -> tuple[JobSpec | None, Prob
     if gpus % spec.gpus_per_pod:
         step = spec.gpus_per_pod // math.gcd(size, spec.gpus_per_pod)
         return None, Problem(
-            ("regions", share.name, "replica_groups"),
-            f"in {share.name}: {share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
+            ("regions", name, "replica_groups"),
+            f"in {name}: {share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
             f"of {spec.gpus_per_pod} GPUs; use a multiple of {step}",
         )
     local = replace(
         spec,
-        region=share.name,
+        region=name,
         pods=gpus // spec.gpus_per_pod,
         replica_groups=None,
         group_size=size,
-        regions=(),
+        regions={},
         home=None,
     )
     return local, None
@@ -192,15 +192,15 @@ def plan(spec: JobSpec, registry: Registry) -> tuple[list[tuple[Resolved, dict[s
     if any(p.path[:1] == ("regions",) for p in problems):
         return [], problems  # the regions themselves are wrong: resolving them would only repeat it
     rendered, lines = [], set()
-    for share in spec.regions:
-        local, problem = region_spec(spec, share)
+    for name, share in spec.regions.items():
+        local, problem = region_spec(spec, name, share)
         if local is None:
             if problem is not None and problem.line() not in lines:  # a group_size that fits no region: once
                 lines.add(problem.line())
                 problems.append(problem)
             continue
         resolved, found = resolve(local, registry)
-        for p in (_in_region(p, share.name) for p in found):
+        for p in (_in_region(p, name) for p in found):
             if p.line() not in lines:  # the same image or env problem in every region: once
                 lines.add(p.line())
                 problems.append(p)
@@ -220,8 +220,8 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
     rendered, problems = plan(spec, registry)
     if problems:
         raise _Problems(problems)
-    home_name = spec.home or spec.regions[0].name
-    regions = [s.name for s in spec.regions]
+    regions = list(spec.regions)
+    home_name = spec.home or regions[0]
     run_name = hydra_value(spec.command, (RUN_NAME_KEY,)) or spec.name
     dirs = {r.region.name: checkpoint_dir(r, run_name) for r, _ in rendered}
     parts = tuple(

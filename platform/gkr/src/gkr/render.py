@@ -11,7 +11,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contract import names
 from gkr import groups
-from gkr.resolve import Resolved
+from gkr.resolved import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -140,67 +140,32 @@ def _gcsfuse(name: str, bucket: str, options: str, read_only: bool = False) -> d
     return {"name": name, "csi": csi}
 
 
+@dataclass
+class _Pod:
+    """A pod template's parts as they are filled in, in the order they appear in the rendered pod."""
+
+    env: list[dict[str, Any]]
+    annotations: dict[str, str] = field(default_factory=dict)
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    tolerations: list[dict[str, str]] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    library_path: str = ""
+
+
 def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     """Everything a pod template needs; `gpu` for the pods that hold the job's GPUs, `head` for the Ray head."""
-    spec, machine = r.spec, r.machine
-    rdma = gpu and machine.rdma_nics > 0
-    annotations: dict[str, str] = {}
-    volumes: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
+    spec = r.spec
     # Where the pod runs, for the trainer's NCCL failure Events (Warden counts them per node).
     env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD]
-    env += [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    tolerations: list[dict[str, str]] = []
-    node_selector: dict[str, str] = {}
-    library_path = ""
+    parts = _Pod(env + [{"name": k, "value": v} for k, v in sorted(spec.env.items())])
     if gpu:
-        node_selector[names.ACCELERATOR_LABEL] = str(machine.gpu_type)
-        tolerations += [
-            {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
-            names.IMPENDING_TERMINATION_TOLERATION,
-        ]
-        if r.pool.flex_start:
-            tolerations.append(names.QUEUED_TOLERATION)
-        volumes.append({"name": "nvidia", "hostPath": {"path": names.NVIDIA_HOST_PATH}})
-        # Host paths read-only: a pod that could write them would replace the next tenant's driver libraries.
-        mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True})
-        library_path = "/usr/local/nvidia/lib64"
-        if rdma:
-            annotations[names.DEFAULT_INTERFACE_ANNOTATION] = "eth0"
-            annotations[names.INTERFACES_ANNOTATION] = _interfaces(r)
-            volumes.append({"name": "gib", "hostPath": {"path": names.GIB_HOST_PATH}})
-            mounts.append({"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True})
-            library_path += ":/usr/local/gib/lib64"
-            env.append({"name": "NCCL_NET", "value": "gIB"})
-        env.insert(0, {"name": "LD_LIBRARY_PATH", "value": library_path})
-        if spec.topology is not None:
-            annotations[f"kueue.x-k8s.io/podset-{spec.topology.mode}-topology"] = LEVEL_LABELS[spec.topology.level]
-            annotations.update(group_slices(r))
+        _gpu_node(r, parts)
     elif r.cpu_pool is not None:  # resolve refuses CPU pods in a region without a CPU pool
         # The CPU pool only, with no GPU toleration: Kueue admits it on the pool's flavor, never on H200 nodes.
-        node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name
+        parts.node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name
     cpus, memory = (spec.ray.head_cpus, spec.ray.head_memory_gib) if head else (r.cpus, r.memory_gib)
-    # Memory-backed /dev/shm for data loaders and NCCL's shared-memory transport (counts against the pod's memory).
-    volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, memory // 2)}Gi"}})
-    mounts.append({"name": "shm", "mountPath": "/dev/shm"})
-    if spec.checkpoint:
-        # Only the team's managed folder is mounted, and only its account may use it: run names
-        # resolve inside it, so two teams' runs of the same name never meet.
-        only_dir = names.team_prefix(r.team.name).rstrip("/")
-        volumes.append(_gcsfuse("checkpoints", r.region.checkpoint_bucket, f"{CHECKPOINT_MOUNT},only-dir={only_dir}"))
-        mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
-        env.append({"name": names.CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR})
-        # The team's folder in every region's bucket: the trainer resumes from nothing else (issue 27).
-        roots = [f"gs://{region.checkpoint_bucket}/{only_dir}/" for region in r.registry.regions]
-        env.append({"name": names.CHECKPOINT_ROOTS_ENV, "value": ",".join(roots)})
-    env += trainer_env(r)
-    for index, dataset in enumerate(spec.datasets):
-        volumes.append(_gcsfuse(f"dataset-{index}", dataset, DATASET_MOUNT, read_only=True))
-        mounts.append({"name": f"dataset-{index}", "mountPath": f"{DATA_DIR}/{dataset}", "readOnly": True})
-    if spec.checkpoint or spec.datasets:
-        annotations["gke-gcsfuse/volumes"] = "true"
-        if gpu:  # a CPU pod shares its node: the sidecar keeps GKE's default limits there
-            annotations.update(GCSFUSE_UNLIMITED)
+    _storage(r, parts, gpu, memory)
     resources: dict[str, Any] = {
         "requests": {"cpu": str(cpus), "memory": f"{memory}Gi"},
         "limits": {"memory": f"{memory}Gi"},
@@ -208,23 +173,78 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     if gpu:
         resources["requests"][names.GPU_RESOURCE] = str(spec.gpus_per_pod)
         resources["limits"][names.GPU_RESOURCE] = str(spec.gpus_per_pod)
-    init = [_preflight(r, mounts, library_path)] if gpu and spec.preflight else []
+    init = [_preflight(r, parts.mounts, parts.library_path)] if gpu and spec.preflight else []
     return {
         "labels": {names.TEAM_LABEL: r.team.name, names.JOB_LABEL: spec.name},
-        "annotations": annotations,
+        "annotations": parts.annotations,
         "service_account": names.TRAINER_KSA,
-        "node_selector": node_selector,
-        "tolerations": tolerations,
+        "node_selector": parts.node_selector,
+        "tolerations": parts.tolerations,
         "init_containers": init,
         "image": r.image,
-        "command": [nccl_prelude()] if rdma else [],
-        "env": env,
+        "command": [nccl_prelude()] if gpu and r.machine.rdma_nics > 0 else [],
+        "env": parts.env,
         "resources": resources,
-        "mounts": mounts,
-        "volumes": volumes,
+        "mounts": parts.mounts,
+        "volumes": parts.volumes,
         "ports": [],
         "spec_extra": {},
     }
+
+
+def _gpu_node(r: Resolved, parts: _Pod) -> None:
+    """A GPU pod: its machine's selector and taints, the driver (and gIB with RDMA) from the host, its placement."""
+    machine = r.machine
+    parts.node_selector[names.ACCELERATOR_LABEL] = str(machine.gpu_type)
+    parts.tolerations += [
+        {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+        names.IMPENDING_TERMINATION_TOLERATION,
+    ]
+    if r.pool.flex_start:
+        parts.tolerations.append(names.QUEUED_TOLERATION)
+    parts.volumes.append({"name": "nvidia", "hostPath": {"path": names.NVIDIA_HOST_PATH}})
+    # Host paths read-only: a pod that could write them would replace the next tenant's driver libraries.
+    parts.mounts.append({"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True})
+    parts.library_path = "/usr/local/nvidia/lib64"
+    if machine.rdma_nics > 0:
+        parts.annotations[names.DEFAULT_INTERFACE_ANNOTATION] = "eth0"
+        parts.annotations[names.INTERFACES_ANNOTATION] = _interfaces(r)
+        parts.volumes.append({"name": "gib", "hostPath": {"path": names.GIB_HOST_PATH}})
+        parts.mounts.append({"name": "gib", "mountPath": "/usr/local/gib", "readOnly": True})
+        parts.library_path += ":/usr/local/gib/lib64"
+        parts.env.append({"name": "NCCL_NET", "value": "gIB"})
+    parts.env.insert(0, {"name": "LD_LIBRARY_PATH", "value": parts.library_path})
+    if r.spec.topology is not None:
+        topology = r.spec.topology
+        parts.annotations[f"kueue.x-k8s.io/podset-{topology.mode}-topology"] = LEVEL_LABELS[topology.level]
+        parts.annotations.update(group_slices(r))
+
+
+def _storage(r: Resolved, parts: _Pod, gpu: bool, memory: int) -> None:
+    """Shared memory, the team's checkpoint folder and the datasets, and what the trainer reads about the job."""
+    spec = r.spec
+    # Memory-backed /dev/shm for data loaders and NCCL's shared-memory transport (counts against the pod's memory).
+    parts.volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, memory // 2)}Gi"}})
+    parts.mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+    if spec.checkpoint:
+        # Only the team's managed folder is mounted, and only its account may use it: run names
+        # resolve inside it, so two teams' runs of the same name never meet.
+        only_dir = names.team_prefix(r.team.name).rstrip("/")
+        bucket = r.region.checkpoint_bucket
+        parts.volumes.append(_gcsfuse("checkpoints", bucket, f"{CHECKPOINT_MOUNT},only-dir={only_dir}"))
+        parts.mounts.append({"name": "checkpoints", "mountPath": CHECKPOINT_DIR})
+        parts.env.append({"name": names.CHECKPOINT_DIR_ENV, "value": CHECKPOINT_DIR})
+        # The team's folder in every region's bucket: the trainer resumes from nothing else (issue 27).
+        roots = [f"gs://{region.checkpoint_bucket}/{only_dir}/" for region in r.registry.regions]
+        parts.env.append({"name": names.CHECKPOINT_ROOTS_ENV, "value": ",".join(roots)})
+    parts.env += trainer_env(r)
+    for index, dataset in enumerate(spec.datasets):
+        parts.volumes.append(_gcsfuse(f"dataset-{index}", dataset, DATASET_MOUNT, read_only=True))
+        parts.mounts.append({"name": f"dataset-{index}", "mountPath": f"{DATA_DIR}/{dataset}", "readOnly": True})
+    if spec.checkpoint or spec.datasets:
+        parts.annotations["gke-gcsfuse/volumes"] = "true"
+        if gpu:  # a CPU pod shares its node: the sidecar keeps GKE's default limits there
+            parts.annotations.update(GCSFUSE_UNLIMITED)
 
 
 def group_slices(r: Resolved) -> dict[str, str]:

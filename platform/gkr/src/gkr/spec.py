@@ -1,145 +1,166 @@
-"""The job description researchers write (YAML, flags, or both), as typed data.
+"""The job description researchers write (YAML, flags, or both): every key declared once, here.
 
-Precedence: defaults < job file < flags. Anything left unset is resolved
-against the fleet (resolve.py): region, pool, image, priority, per-pod CPU and
-memory. Parsed by hand rather than with pydantic: gkr must start fast.
+Each key is a field declared with `contract.codec.setting`: its type, default, bounds, flag and
+help. `contract.codec.decode` reads a job against these classes; gkr/keys.py derives the flag
+table, the submit command's options and the README's key table from them, so a new key is one
+field here plus its use in rendering. Precedence: defaults < job file < flags. A key left unset
+(None) is resolved against the fleet (resolve.py): region, pool, image, priority, CPU, memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from contract.problem import Path, Problem, one_of
+from contract import codec
+from contract.codec import setting
+from contract.problem import Path, Problem
+from gkr import keys
 
-KINDS = ("rayjob", "raycluster", "job")
-TOPOLOGY_MODES = ("required", "preferred")
-TOPOLOGY_LEVELS = ("block", "subblock", "host")
+AFTER_DASHES = "the command after --"  # the flag column of `command`: it is the command's arguments
+Kind = Literal["rayjob", "raycluster", "job"]
 
 
 @dataclass(frozen=True)
 class Topology:
-    mode: str = "preferred"
-    level: str = "block"
+    mode: Literal["required", "preferred"] = setting(
+        "preferred", help="`required`: Kueue admits the job only where it fits one domain; `preferred`: where it can"
+    )
+    level: Literal["block", "subblock", "host"] = setting("block", help="the domain: `block`, `subblock` or `host`")
 
 
 @dataclass(frozen=True)
 class Ray:
-    head_cpus: int = 8
-    head_memory_gib: int = 32
-    shutdown_after_finish: bool = True  # Kueue requires it for RayJobs
-    ttl_seconds: int | None = None  # needs shutdown_after_finish
-    backoff_limit: int | None = None  # not with interactive mode
-    interactive: bool = False
-    cluster: str | None = None  # run on an existing RayCluster (not with Kueue)
+    head_cpus: int = setting(8, low=1, help="CPUs of the Ray head (on the region's CPU pool)")
+    head_memory_gib: int = setting(32, low=1, help="memory of the Ray head, GiB")
+    shutdown_after_finish: bool = setting(True, help="delete the Ray cluster when the job ends (Kueue requires it)")
+    ttl_seconds: int | None = setting(None, low=0, help="how long a finished job's cluster stays; not with Kueue")
+    backoff_limit: int | None = setting(None, low=0, help="retries of the RayJob; not in interactive mode")
+    interactive: bool = setting(False, help="KubeRay's interactive mode: the RayJob waits for a submission")
+    cluster: str | None = setting(None, help="an existing RayCluster to run on; not with Kueue (refused)")
 
 
 @dataclass(frozen=True)
 class RegionShare:
-    """One region's part of a run across regions (gkr/multiregion.py): its replica groups."""
+    """One region's part of a run across regions (gkr/multiregion.py)."""
 
-    name: str
-    replica_groups: int
+    replica_groups: int = setting(low=1, help="the replica groups the run has in that region")
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    name: str
-    team: str
-    kind: str = "rayjob"
-    region: str | None = None
-    pool: str | None = None
-    image: str | None = None
-    command: str | list[str] | None = None
-    pods: int = 1
-    gpus_per_pod: int = 8
+    name: str = setting(
+        flag="--name", help="DNS-1035; at most 47 characters for a RayJob, 53 for a RayCluster, 63 for a Job"
+    )
+    team: str = setting(
+        flag="--team", help="its namespace `team-<team>`, Kueue queue and quota (default: the user config's)"
+    )
+    kind: Kind = setting(
+        "rayjob",
+        flag="--kind",
+        help="`rayjob`, `raycluster` (persistent: stays until `gkr delete`) or `job` (no Ray: an indexed Job)",
+    )
+    region: str | None = setting(
+        None,
+        flag="--region",
+        help="where it runs (default: the user config's, else the team's region with the largest GPU quota)",
+    )
+    pool: str | None = setting(
+        None, flag="--pool", help="a GPU pool the team may use in the region (default: the first of them)"
+    )
+    image: str | None = setting(
+        None,
+        flag="--image",
+        help="in the fleet registry, pinned by version or digest (default: the fleet's trainer image)",
+    )
+    command: str | tuple[str, ...] | None = setting(
+        None, flag=AFTER_DASHES, help="a string (run by `bash -c`) or a list; none for a raycluster"
+    )
+    pods: int = setting(1, low=1, flag="--pods", help="GPU pods (Ray workers, or the Job's pods)")
+    gpus_per_pod: int = setting(
+        8, low=0, flag="--gpus-per-pod", help="a divisor of the machine's GPUs; 0 for a CPU job (the CPU pool)"
+    )
     # How the GPUs form the trainer's replica groups (gkr/groups.py); at most one is needed, the other follows.
-    replica_groups: int | None = None
-    group_size: int | None = None  # ranks (GPUs) per group
-    # Idle replica groups' worth of Ray workers the run holds (gkr/groups.py, contract.spares); None: the default.
-    spare_groups: int | None = None
-    cpus_per_pod: int | None = None
-    memory_per_pod_gib: int | None = None
-    priority: str | None = None
-    topology: Topology | None = None
-    preflight: bool = True
-    checkpoint: bool = True  # mount the region's checkpoint bucket at /checkpoints
-    datasets: tuple[str, ...] = ()  # the fleet's dataset buckets, each read-only at /data/<name>
-    env: dict[str, str] = field(default_factory=dict)
-    ray: Ray = field(default_factory=Ray)
+    replica_groups: int | None = setting(
+        None, low=1, flag="--replica-groups", help="replica groups the GPUs form (or give group_size)"
+    )
+    group_size: int | None = setting(None, low=1, flag="--group-size", help="GPUs (ranks) in each replica group")
+    spare_groups: int | None = setting(
+        None,
+        low=0,
+        flag="--spare-groups",
+        help="idle replica groups held for replacements, 0-64 (default: 1 from 256 groups, 1 more per 1,024; "
+        "the trainer on Ray only)",
+    )
+    cpus_per_pod: int | None = setting(
+        None, low=1, flag="--cpus-per-pod", help="CPUs per pod (default: 90% of its GPUs' share of the machine)"
+    )
+    memory_per_pod_gib: int | None = setting(
+        None, low=1, flag="--memory-per-pod-gib", help="GiB per pod (default: 90% of its GPUs' share of the machine)"
+    )
+    priority: str | None = setting(
+        None, flag="--priority", help="a priority class of the fleet, at most the team's ceiling (default: the team's)"
+    )
+    topology: Topology | None = setting(
+        None, flag="--topology", help="Kueue topology-aware placement (the flag: MODE[:LEVEL], e.g. required:block)"
+    )
+    preflight: bool = setting(
+        True, flag="--no-preflight", help="the preflight checks before the command (the flag skips them)"
+    )
+    checkpoint: bool = setting(True, help="the team's folder of the region's checkpoint bucket at /checkpoints")
+    datasets: tuple[str, ...] = setting(
+        (), flag="--dataset", help="fleet dataset buckets, each read-only at /data/NAME (the flag: repeat it)"
+    )
+    env: dict[str, str] = setting(
+        factory=dict, flag="--env", help="extra environment (the flag: KEY=VALUE, repeat it); not the platform's own"
+    )
+    ray: Ray = setting(factory=Ray, help="Ray options; those of a RayJob are refused on other kinds")
     # A run across regions (gkr/multiregion.py): one RayJob per region, one Lighthouse in `home`.
-    regions: tuple[RegionShare, ...] = ()
-    home: str | None = None  # where the Lighthouse runs; default the first of `regions`
-    min_replicas: int | None = None  # the Lighthouse's quorum floor (torchft --min_replicas); default 1
-    allow_per_step_sync: bool = False  # DDP across regions (a WAN round trip every step) only when forced
+    regions: dict[str, RegionShare] = setting(
+        factory=dict, flag="--region", help="a run across regions (the flag: REGION=REPLICA_GROUPS, repeat it)"
+    )
+    home: str | None = setting(
+        None, flag="--home", help="a run across regions: where its Lighthouse runs (default: the first region)"
+    )
+    min_replicas: int | None = setting(
+        None, low=1, flag="--min-replicas", help="a run across regions: the Lighthouse's quorum floor (default: 1)"
+    )
+    allow_per_step_sync: bool = setting(
+        False, flag="--force-per-step-sync", help="a run across regions: allow an optimizer that syncs every step"
+    )
 
 
-class _Reader:
-    """Checks one mapping's values against the expected kinds, collecting problems."""
+def parse_job(data: dict[str, Any], cls: type[JobSpec] = JobSpec) -> tuple[JobSpec | None, list[Problem]]:
+    """The job, or None and every problem found (contract.problem.Problem, paths into the job).
 
-    def __init__(self, data: dict[str, Any], prefix: Path, allowed: tuple[str, ...], problems: list[Problem]) -> None:
-        self.data, self.prefix, self.problems = data, prefix, problems
-        for key in data:
-            if key not in allowed:
-                problems.append(Problem(self.path(str(key)), f"unknown key; {one_of(allowed, str(key))}"))
+    Around the one decoder, what it cannot know: text no process can receive (before), env numbers
+    written bare in YAML (before: they are strings to the process), repeated datasets (after).
+    """
+    problems = _text_problems(data, ())
+    if problems:
+        return None, problems[:1]  # one is enough; the rest would repeat it
+    flags = keys.flags(cls)
 
-    def path(self, key: str) -> Path:
-        return (*self.prefix, key)
+    def fix(path: str, _kind: str) -> str:
+        flag = flags.get(path.split(".", maxsplit=1)[0].split("[", maxsplit=1)[0])
+        where = "after --" if flag == AFTER_DASHES else f"with {flag}"
+        return f"set {path} in the job file" + (f" or {where}" if flag else "")
 
-    def bad(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.path(key), f"{message} (got {self.data[key]!r})"))
-
-    def text(self, key: str, required: bool = False) -> str | None:
-        if key not in self.data or self.data[key] is None:
-            if required:
-                self.problems.append(
-                    Problem(self.path(key), "is required; add it to the job file or pass it as a flag")
-                )
-            return None
-        value = self.data[key]
-        if not isinstance(value, str):
-            self.bad(key, "must be a string")
-            return None
-        return value
-
-    def number(self, key: str, minimum: int, default: int | None) -> int | None:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.bad(key, "must be a whole number")
-            return default
-        if value < minimum:
-            self.bad(key, f"must be at least {minimum}")
-            return default
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            self.bad(key, "must be true or false")
-            return default
-        return value
-
-    def choice(self, key: str, options: tuple[str, ...], default: str) -> str:
-        value = self.data.get(key, default)
-        if value not in options:
-            self.bad(key, f"must be one of {', '.join(options)}")
-            return default
-        return str(value)
-
-    def mapping(self, key: str) -> dict[str, Any] | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            self.bad(key, "must be a mapping")
-            return None
-        return value
+    spec, problems = codec.decode(cls, _plain(data), fix=fix, null_is_default=True)
+    if spec is None:
+        return None, problems
+    return replace(spec, datasets=tuple(dict.fromkeys(spec.datasets))), []
 
 
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    """A null key is an unset one (YAML's `key:`), so a required one is missing; env numbers as the strings they are."""
+    out = {key: value for key, value in data.items() if value is not None}
+    env = out.get("env")
+    if isinstance(env, dict):
+        out["env"] = {
+            k: str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in env.items()
+        }
+    return out
 
 
 def _text_problems(value: Any, path: Path) -> list[Problem]:
@@ -147,7 +168,7 @@ def _text_problems(value: Any, path: Path) -> list[Problem]:
     (lone surrogates, from undecodable bytes in a flag: no UTF-8 to send to the API server)."""
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _text_problems(k, path) + _text_problems(v, (*path, str(k)))]
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [p for i, v in enumerate(value) for p in _text_problems(v, (*path, i))]
     if isinstance(value, str):
         if "\x00" in value:
@@ -157,86 +178,3 @@ def _text_problems(value: Any, path: Path) -> list[Problem]:
         except UnicodeEncodeError:
             return [Problem(path, "is not valid Unicode text (bytes that are not UTF-8); retype it")]
     return []
-
-
-def parse_job(data: dict[str, Any]) -> tuple[JobSpec | None, list[Problem]]:
-    """The job, or None and every problem found (contract.problem.Problem, paths into the job)."""
-    problems = _text_problems(data, ())
-    if problems:
-        return None, problems[:1]  # one is enough; the rest would repeat it
-    r = _Reader(data, (), _names(JobSpec), problems)
-    command = data.get("command")
-    if command is not None and not (
-        isinstance(command, str) or (isinstance(command, list) and all(isinstance(c, str) for c in command))
-    ):
-        r.bad("command", "must be a string or a list of strings")
-        command = None
-    datasets = data.get("datasets") or []
-    if not (isinstance(datasets, list) and all(isinstance(d, str) for d in datasets)):
-        r.bad("datasets", "must be a list of dataset names")
-        datasets = []
-    env = r.mapping("env") or {}
-    for key, value in env.items():
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            problems.append(Problem(("env", str(key)), f"must be a string (got {value!r})"))
-    topology_data = r.mapping("topology")
-    topology = None
-    if topology_data is not None:
-        t = _Reader(topology_data, ("topology",), _names(Topology), problems)
-        topology = Topology(t.choice("mode", TOPOLOGY_MODES, "preferred"), t.choice("level", TOPOLOGY_LEVELS, "block"))
-    regions = _regions(r.mapping("regions") or {}, problems)
-    ray_data = r.mapping("ray") or {}
-    y = _Reader(ray_data, ("ray",), _names(Ray), problems)
-    ray = Ray(
-        head_cpus=y.number("head_cpus", 1, 8) or 8,
-        head_memory_gib=y.number("head_memory_gib", 1, 32) or 32,
-        shutdown_after_finish=y.flag("shutdown_after_finish", True),
-        ttl_seconds=y.number("ttl_seconds", 0, None),
-        backoff_limit=y.number("backoff_limit", 0, None),
-        interactive=y.flag("interactive", False),
-        cluster=y.text("cluster"),
-    )
-    spec = JobSpec(
-        name=r.text("name", required=True) or "",
-        team=r.text("team", required=True) or "",
-        kind=r.choice("kind", KINDS, "rayjob"),
-        region=r.text("region"),
-        pool=r.text("pool"),
-        image=r.text("image"),
-        command=command,
-        pods=r.number("pods", 1, 1) or 1,
-        gpus_per_pod=r.number("gpus_per_pod", 0, 8) or 0,
-        replica_groups=r.number("replica_groups", 1, None),
-        group_size=r.number("group_size", 1, None),
-        spare_groups=r.number("spare_groups", 0, None),
-        cpus_per_pod=r.number("cpus_per_pod", 1, None),
-        memory_per_pod_gib=r.number("memory_per_pod_gib", 1, None),
-        priority=r.text("priority"),
-        topology=topology,
-        preflight=r.flag("preflight", True),
-        checkpoint=r.flag("checkpoint", True),
-        datasets=tuple(dict.fromkeys(datasets)),
-        env={str(k): str(v) for k, v in env.items()},
-        ray=ray,
-        regions=regions,
-        home=r.text("home"),
-        min_replicas=r.number("min_replicas", 1, None),
-        allow_per_step_sync=r.flag("allow_per_step_sync", False),
-    )
-    return (None if problems else spec), problems
-
-
-def _regions(data: dict[str, Any], problems: list[Problem]) -> tuple[RegionShare, ...]:
-    """`regions: {us-central1: {replica_groups: 4}, ...}`, in the order written (the first is the default home)."""
-    shares = []
-    for name, value in data.items():
-        path: Path = ("regions", str(name))
-        if not isinstance(value, dict):
-            problems.append(Problem(path, f"must be a mapping like {{replica_groups: 2}} (got {value!r})"))
-            continue
-        r = _Reader(value, path, _names(RegionShare)[1:], problems)
-        count = r.number("replica_groups", 1, None)
-        if count is None and "replica_groups" not in value:
-            problems.append(Problem((*path, "replica_groups"), "is required: how many replica groups run there"))
-        shares.append(RegionShare(str(name), count or 1))
-    return tuple(shares)

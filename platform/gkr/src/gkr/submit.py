@@ -6,10 +6,13 @@ import json
 from typing import Any
 
 from contract.problem import Invalid, Problem
+from gkr import keys
+from gkr.flags import Flags
 from gkr.inputs import Origins, read_job
 from gkr.registry import Located
 from gkr.render import render
-from gkr.resolve import Resolved, resolve
+from gkr.resolve import resolve
+from gkr.resolved import Resolved
 from gkr.spec import JobSpec
 from gkr.validate import schema_problems
 
@@ -18,29 +21,6 @@ from gkr.validate import schema_problems
 # to leave room for JSON (kubernetes/kubernetes#105863). gkr applies JSON: it measures that.
 MAX_OBJECT_BYTES = 1536 * 1024
 
-FLAG_NAMES = {
-    "name": "--name",
-    "kind": "--kind",
-    "team": "--team",
-    "region": "--region",
-    "pool": "--pool",
-    "image": "--image",
-    "pods": "--pods",
-    "gpus_per_pod": "--gpus-per-pod",
-    "replica_groups": "--replica-groups",
-    "group_size": "--group-size",
-    "spare_groups": "--spare-groups",
-    "cpus_per_pod": "--cpus-per-pod",
-    "memory_per_pod_gib": "--memory-per-pod-gib",
-    "priority": "--priority",
-    "datasets": "--dataset",
-    "command": "the command after --",
-    "regions": "--region",
-    "home": "--home",
-    "min_replicas": "--min-replicas",
-}
-
-
 # Every character str.splitlines() and terminals break a line at, written as its escape.
 _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 
@@ -48,58 +28,6 @@ _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u20
 def one_line(lines: list[str]) -> list[str]:
     """Keys and values from the input may hold line breaks: keep each problem on its line."""
     return [line.translate(_LINE_BREAKS) for line in lines]
-
-
-def regions_of(values: list[str]) -> dict[str, Any]:
-    """`--region us-central1=4 --region us-east4=2` as the job file's `regions:`; Invalid for a malformed one."""
-    regions: dict[str, Any] = {}
-    for item in values:
-        region, sep, count = item.partition("=")
-        if not sep or not count.isdigit() or not count.isascii():
-            raise Invalid(
-                [f"flag --region: {item!r} is not REGION=REPLICA_GROUPS; give one region alone or each as R=N"]
-            )
-        if region in regions:
-            raise Invalid([f"flag --region: {region} is given twice; give each region once"])
-        regions[region] = {"replica_groups": int(count)}
-    return regions
-
-
-def flags_of(
-    given: dict[str, Any],
-    topology: str | None,
-    no_preflight: bool,
-    env: list[str] | None,
-    force_per_step_sync: bool = False,
-) -> dict[str, tuple[str, Any]]:
-    """The flags that were given, as job keys -> (flag, value); Invalid for a malformed one.
-
-    `region` may be a list (repeatable --region): one name is the region, as always; R=N entries are a run's regions.
-    """
-    given = dict(given)
-    region = given.get("region")
-    if isinstance(region, list):
-        one = len(region) == 1 and "=" not in region[0]
-        given["region"] = region[0] if one else None
-        if not one:
-            given["regions"] = regions_of(region)
-    flags = {key: (FLAG_NAMES[key], value) for key, value in given.items() if value is not None}
-    if force_per_step_sync:
-        flags["allow_per_step_sync"] = ("--force-per-step-sync", True)
-    if topology is not None:
-        mode, _, level = topology.partition(":")
-        flags["topology"] = ("--topology", {"mode": mode, "level": level or "block"})
-    if no_preflight:
-        flags["preflight"] = ("--no-preflight", False)
-    if env:
-        pairs = {}
-        for item in env:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise Invalid([f"flag --env: {item!r} is not KEY=VALUE"])
-            pairs[key] = value
-        flags["env"] = ("--env", pairs)
-    return flags
 
 
 def preflight_job(user: str, pods: int, gpus_per_pod: int) -> dict[str, Any]:
@@ -115,7 +43,7 @@ def preflight_job(user: str, pods: int, gpus_per_pod: int) -> dict[str, Any]:
 
 def prepare(
     file: str | None,
-    flags: dict[str, tuple[str, Any]],
+    flags: Flags,
     found: Located,
     default_region: str | None,
     default_team: str | None = None,
@@ -129,12 +57,10 @@ def prepare(
     return prepare_job(spec, origins, found, default_region)
 
 
-def read(
-    file: str | None, flags: dict[str, tuple[str, Any]], default_team: str | None = None
-) -> tuple[JobSpec, Origins]:
+def read(file: str | None, flags: Flags, default_team: str | None = None) -> tuple[JobSpec, Origins]:
     """The job from file and flags (the user config's team only without a file); Invalid, one line each."""
     if file is None and default_team and "team" not in flags:
-        flags = {**flags, "team": (FLAG_NAMES["team"], default_team)}
+        flags = {**flags, "team": (keys.flags(JobSpec)["team"], default_team)}
     try:
         return read_job(file, flags)
     except Invalid as exc:

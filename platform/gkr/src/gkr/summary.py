@@ -6,7 +6,7 @@ from typing import Any
 
 from contract import names
 from gkr import groups
-from gkr.resolve import Resolved
+from gkr.resolved import Resolved
 
 
 def _gib(n: int) -> str:

@@ -1,0 +1,85 @@
+"""A job resolved against the fleet registry: where it runs and with what (data, no checks).
+
+Its own module so that the renderer and the checks both read it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contract import names
+from contract.registry import Machine, Pool, Region, Registry, Team
+from gkr import groups
+from gkr.spec import JobSpec
+
+SYSTEM_SHARE = 0.9  # what a pod may ask of a node; the rest is the node's own (kubelet, daemons)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    spec: JobSpec
+    registry: Registry
+    region: Region
+    team: Team
+    pool: Pool  # the GPU pool, or for a CPU-only job the CPU pool
+    cpu_pool: Pool | None  # where the Ray head and CPU-only pods run (None: the region has none)
+    priority: str
+    image: str
+    cpus: int
+    memory_gib: int
+    command: list[str]
+
+    @property
+    def machine(self) -> Machine:
+        return self.pool.machine
+
+    @property
+    def namespace(self) -> str:
+        return names.team_namespace(self.team.name)
+
+    @property
+    def queue(self) -> str:
+        return names.local_queue(self.team.name)
+
+    @property
+    def gpus(self) -> int:
+        return self.worker_pods * self.spec.gpus_per_pod
+
+    @property
+    def pods_text(self) -> str:
+        """ "8 pods", or "8 pods and 1 spare pod": what the job's GPUs are counted over."""
+        spare = f" and {self.spare_pods} spare pod{'s' * (self.spare_pods != 1)}" if self.spare_pods else ""
+        return f"{self.spec.pods} pods{spare}"
+
+    @property
+    def context(self) -> str:
+        return self.registry.context(self.region)
+
+    @property
+    def spare_pods(self) -> int:
+        """Idle worker pods held for replacement groups (gkr/groups.py): admitted, placed and paid with the run."""
+        return groups.spare_pods(self.spec) if self.spec.gpus_per_pod else 0
+
+    @property
+    def worker_pods(self) -> int:
+        return self.spec.pods + self.spare_pods
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the job's pods take (GPU pods share a node when they use part of its GPUs; CPU pods pack)."""
+        if self.spec.gpus_per_pod == 0:
+            return cpu_nodes(self.machine, self.spec.pods, self.cpus, self.memory_gib)
+        per_node = self.machine.gpus // self.spec.gpus_per_pod if self.spec.gpus_per_pod <= self.machine.gpus else 1
+        return -(-self.worker_pods // per_node)
+
+
+def cpu_nodes(machine: Machine, pods: int, cpus: int, memory_gib: int) -> int:
+    """Machines `pods` pods of this shape pack onto (a pod that does not fit one counts one each)."""
+    per_node = min(int(machine.vcpus * SYSTEM_SHARE) // cpus, int(machine.memory_gb * SYSTEM_SHARE) // memory_gib)
+    return -(-pods // max(1, per_node))
+
+
+def default_share(machine: Machine, gpus: int, total: int) -> int:
+    """A pod's share of a machine for `gpus` of its GPUs, less what the node keeps for itself."""
+    fraction = min(gpus, machine.gpus) / machine.gpus if machine.gpus and gpus else 0.0
+    return int(total * fraction * SYSTEM_SHARE)
