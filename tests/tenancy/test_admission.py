@@ -319,13 +319,19 @@ def lighthouse(kind: str) -> Obj:
     return copy.deepcopy(next(found))
 
 
-def _service(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+def _lighthouse_edited(kind: str, edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    """An attack: creating the Lighthouse's `kind` (Service, Deployment) as gkr renders it, changed by `edit`."""
+
     def attempts() -> Iterator[Attempt]:
-        service = lighthouse("Service")
-        edit(service)
-        yield Attempt(request(service), service)
+        obj = lighthouse(kind)
+        edit(obj)
+        yield Attempt(request(obj), obj)
 
     return attempts
+
+
+def _service(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
+    return _lighthouse_edited("Service", edit)
 
 
 def _external(s: Obj) -> None:
@@ -359,12 +365,7 @@ SERVICE_ATTACKS: dict[str, Callable[[], Iterator[Attempt]]] = {
 
 
 def _deployment(edit: Callable[[Obj], None]) -> Callable[[], Iterator[Attempt]]:
-    def attempts() -> Iterator[Attempt]:
-        deployment = lighthouse("Deployment")
-        edit(deployment)
-        yield Attempt(request(deployment), deployment)
-
-    return attempts
+    return _lighthouse_edited("Deployment", edit)
 
 
 def _gpu(d: Obj) -> None:
