@@ -110,22 +110,25 @@ def signal_to_cordon(trials: int) -> list[float]:
             time.sleep(0.05)
         for k in range(trials):
             name = f"a-{100 + k:04d}"
-            changed = xid(api, name, 48, time.time())
+            # Xid 95 (uncontained ECC error: reboot) is one the default `act_on: unambiguous` carries out;
+            # an ambiguous one (48, say) would only be logged, and no cordon would ever come.
+            changed = xid(api, name, 95, time.time())
             sent = time.monotonic()
             api.push_watch({"type": "MODIFIED", "object": changed})
-            while True:
-                cordon = [
-                    r
-                    for r in list(api.requests)
-                    if r.method == "PATCH" and r.path == f"/api/v1/nodes/{name}" and "spec" in (r.body or {})
-                ]
-                if cordon:
-                    delays.append(cordon[0].at - sent)
-                    break
-                time.sleep(0.01)
+            delays.append(cordoned_at(api, name, sent + 60) - sent)
         stop.set()
         thread.join(5)
     return delays
+
+
+def cordoned_at(api: ApiState, name: str, deadline: float) -> float:
+    """When the first PATCH of `name`'s spec (the cordon) arrived; the bench stops if none came by `deadline`."""
+    while time.monotonic() < deadline:
+        for r in list(api.requests):
+            if r.method == "PATCH" and r.path == f"/api/v1/nodes/{name}" and "spec" in (r.body or {}):
+                return r.at
+        time.sleep(0.01)
+    raise SystemExit(f"bench_warden: {name} was never cordoned; did the policy's act_on change?")
 
 
 def correlated_round(share: float, simulated_limiter: bool) -> tuple[float, float, int, bool]:
