@@ -149,7 +149,7 @@ def render(table: list[list[str]]) -> str:
     return "\n".join([lines[0], "-+-".join("-" * w for w in widths), *lines[1:]])
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="inner steps of each measured run")
     parser.add_argument("--sync-every", default="10,50,100,500")
@@ -163,41 +163,31 @@ def main() -> int:
     parser.add_argument("--mfu", type=float, default=0.40, help="scaled: ASSUMED MFU on H200")
     parser.add_argument("--batch-tokens", type=int, default=2**21, help="scaled: tokens per step per group")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    sync_every = [int(h) for h in args.sync_every.split(",")]
+    return parser.parse_args()
+
+
+def verify_link(work: Path, setup: Setup, index: int, steps: int, rtt_ms: float, gbps: float) -> dict[str, Any]:
+    """Measured against modelled time per inner step over the emulated link.
+
+    The setup runs without and then with the emulator, back to back: the model takes the compute time of
+    the run just before (the load varies).
+    """
+    base = measure(train(work, f"b{index}", steps, setup.overrides), setup)
+    link = (f"ft.link_rtt_ms={rtt_ms}", f"ft.link_gbps={gbps}")
+    emulated = measure(train(work, f"v{index}", steps, (*setup.overrides, *link)), setup)
+    modelled = inner_step_s(
+        base.compute_s, setup.steps_per_sync, base.bytes_per_sync, GROUPS, rtt_ms, gbps, setup.overlap_steps
+    )
+    return {"setup": setup.name, "no_link_s": base.compute_s, "measured_s": emulated.compute_s,
+            "modelled_s": modelled, "error": emulated.compute_s / modelled - 1}  # fmt: skip
+
+
+def print_models(
+    args: argparse.Namespace, measured: dict[str, Measured], all_setups: list[Setup], tokens_per_step: int
+) -> None:
+    """Held-out loss per setup, then tokens/s over the links for tiny as measured and for 1b and 8b as assumed."""
     gbps = [float(g) for g in args.gbps.split(",")]
     rtts = [float(r) for r in args.rtt_ms.split(",")]
-    rtt_v, gbps_v = (float(x) for x in args.verify_link.split(","))
-    all_setups = setups(sync_every, args.streaming_every)
-    cfg = compose(CONFIG, ["run.name=bench"])
-    tokens_per_step = cfg.data.batch_size * cfg.model.seq_len
-    load_before = os.getloadavg()[0]
-    started = time.monotonic()
-    results: dict[str, Any] = {"load_before": load_before, "setups": {}, "verify": []}
-    with tempfile.TemporaryDirectory(prefix="bench-xr-") as tmp:
-        work = Path(tmp)
-        measured: dict[str, Measured] = {}
-        for i, setup in enumerate(all_setups):
-            measured[setup.name] = measure(train(work, f"m{i}", args.steps, setup.overrides), setup)
-            results["setups"][setup.name] = asdict(measured[setup.name])
-        # Verification: DDP, the shortest DiLoCo period and streaming, each run without and then with the
-        # emulator, back to back: the model takes the compute time of the run just before (the load varies).
-        for i, setup in enumerate([all_setups[0], all_setups[1], all_setups[-1]]):
-            base = measure(train(work, f"b{i}", args.verify_steps, setup.overrides), setup)
-            link = (f"ft.link_rtt_ms={rtt_v}", f"ft.link_gbps={gbps_v}")
-            emulated = measure(train(work, f"v{i}", args.verify_steps, (*setup.overrides, *link)), setup)
-            modelled = inner_step_s(
-                base.compute_s, setup.steps_per_sync, base.bytes_per_sync, GROUPS, rtt_v, gbps_v, setup.overlap_steps
-            )
-            results["verify"].append(
-                {"setup": setup.name, "no_link_s": base.compute_s, "measured_s": emulated.compute_s,
-                 "modelled_s": modelled, "error": emulated.compute_s / modelled - 1}
-            )  # fmt: skip
-    results["seconds"] = time.monotonic() - started
-    results["load_after"] = os.getloadavg()[0]
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
     ddp_loss = measured["DDP"].loss
     print(f"measured: tiny, {GROUPS} groups, {args.steps} inner steps each, this CPU (gloo)")
     loss = [["setup", "held-out loss", "vs DDP"]]
@@ -215,11 +205,14 @@ def main() -> int:
         )
         scaled = scaled_rows(model, all_setups, args.gpus, args.mfu, args.batch_tokens)
         print(render(link_table(scaled, args.batch_tokens, gbps, rtts)))
+
+
+def print_verification(args: argparse.Namespace, verified: list[dict[str, Any]], rtt_ms: float, gbps: float) -> None:
     print(
-        f"\nverify: emulated link {rtt_v:g} ms, {gbps_v:g} Gbit/s, {args.verify_steps} inner steps; tolerance ±{args.tolerance:.0%}"
+        f"\nverify: emulated link {rtt_ms:g} ms, {gbps:g} Gbit/s, {args.verify_steps} inner steps; tolerance ±{args.tolerance:.0%}"
     )
     verify = [["setup", "no link s/step", "measured s/step", "modelled s/step", "error", ""]]
-    for v in results["verify"]:
+    for v in verified:
         ok = "ok" if abs(v["error"]) <= args.tolerance else "OUTSIDE"
         verify.append(
             [
@@ -232,6 +225,34 @@ def main() -> int:
             ]
         )
     print(render(verify))
+
+
+def main() -> int:
+    args = _arguments()
+    sync_every = [int(h) for h in args.sync_every.split(",")]
+    rtt_v, gbps_v = (float(x) for x in args.verify_link.split(","))
+    all_setups = setups(sync_every, args.streaming_every)
+    cfg = compose(CONFIG, ["run.name=bench"])
+    tokens_per_step = cfg.data.batch_size * cfg.model.seq_len
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    results: dict[str, Any] = {"load_before": load_before, "setups": {}, "verify": []}
+    with tempfile.TemporaryDirectory(prefix="bench-xr-") as tmp:
+        work = Path(tmp)
+        measured: dict[str, Measured] = {}
+        for i, setup in enumerate(all_setups):
+            measured[setup.name] = measure(train(work, f"m{i}", args.steps, setup.overrides), setup)
+            results["setups"][setup.name] = asdict(measured[setup.name])
+        # Verification: DDP, the shortest DiLoCo period and streaming.
+        for i, setup in enumerate([all_setups[0], all_setups[1], all_setups[-1]]):
+            results["verify"].append(verify_link(work, setup, i, args.verify_steps, rtt_v, gbps_v))
+    results["seconds"] = time.monotonic() - started
+    results["load_after"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print_models(args, measured, all_setups, tokens_per_step)
+    print_verification(args, results["verify"], rtt_v, gbps_v)
     print(f"\n{results['seconds']:.0f} s; load average {load_before:.1f} -> {results['load_after']:.1f}")
     return 0
 

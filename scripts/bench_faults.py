@@ -69,19 +69,9 @@ def median_ms(action: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    sys.path[:0] = [
-        str(REPO / "platform/contract/src"),
-        str(REPO / "platform/fleet/src"),
-        str(REPO / "platform/preflight/src"),
-        str(REPO),
-    ]
+def yaml_loads(runs: int) -> None:
+    """The shipped fleet.yaml and the largest document the limits accept, each loaded in a fresh interpreter."""
     import safeyaml
-    from preflight import kernel_log
-    from tests.faults.hostile import HOSTILE
 
     limits = safeyaml.DEFAULT
     tmp = REPO / ".bench_faults.yaml"
@@ -92,13 +82,13 @@ def main() -> int:
             "largest accepted": largest_document(limits.max_bytes, limits.max_nodes),
         }.items():
             tmp.write_text(text)
-            runs = [in_child(tmp) for _ in range(args.runs)]
-            seconds = statistics.median(float(str(r["s"])) for r in runs)
-            kib = statistics.median(int(str(r["kib"])) for r in runs)
+            children = [in_child(tmp) for _ in range(runs)]
+            seconds = statistics.median(float(str(r["s"])) for r in children)
+            kib = statistics.median(int(str(r["kib"])) for r in children)
             rows[name] = seconds
             print(
                 f"{name:22} {len(text.encode()):>9,} bytes  load+lines median {seconds * 1000:8.1f} ms  "
-                f"peak RSS +{kib / 1024:6.1f} MiB  ({runs[0]['outcome']})"
+                f"peak RSS +{kib / 1024:6.1f} MiB  ({children[0]['outcome']})"
             )
         print(f"largest / shipped: {rows['largest accepted'] / rows['shipped fleet.yaml']:.0f} x the time")
     finally:
@@ -106,20 +96,35 @@ def main() -> int:
     print(
         f"limits: {limits.max_bytes:,} bytes, depth {limits.max_depth}, {limits.max_aliases} aliases, {limits.max_nodes:,} values"
     )
+
+
+def yaml_refusals(runs: int) -> None:
+    import safeyaml
+    from tests.faults.hostile import HOSTILE
+
     for case in ("billion laughs", "deep list", "oversized", "long int"):
         text = HOSTILE[case][0]
-        print(f"refuse {case:16} median {median_ms(functools.partial(safeyaml.load, text), args.runs):8.2f} ms")
-    # Warden's config (contract.warden): the generated one read, hostile ones refused.
+        print(f"refuse {case:16} median {median_ms(functools.partial(safeyaml.load, text), runs):8.2f} ms")
+
+
+def warden_configs(runs: int) -> None:
+    """Warden's config (contract.warden): the generated one read, hostile ones refused."""
     from contract import warden as warden_config
     from tests.faults.hostile import HOSTILE_CONFIGS
 
     generated = warden_config.dumps(warden_config.DEFAULTS)
-    ms = median_ms(functools.partial(warden_config.loads, generated, "config.json"), args.runs)
+    ms = median_ms(functools.partial(warden_config.loads, generated, "config.json"), runs)
     print(f"warden config {len(generated.encode()):>7,} bytes  load median {ms:8.2f} ms")
     for case in ("deep list", "long int", "NaN"):
         hostile = HOSTILE_CONFIGS[case][0].decode()
-        ms = median_ms(functools.partial(warden_config.loads, hostile, "config.json"), args.runs)
+        ms = median_ms(functools.partial(warden_config.loads, hostile, "config.json"), runs)
         print(f"warden refuse {case:14} median {ms:8.2f} ms")
+
+
+def kernel_log_lines(runs: int) -> None:
+    """preflight's kernel-log parser on 1 MB lines shaped to make a careless pattern backtrack."""
+    from preflight import kernel_log
+
     xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
     megabyte = 1024 * 1024
     lines = {
@@ -129,8 +134,24 @@ def main() -> int:
         "1 MB of 'NVRM: Xid ('": "NVRM: Xid (" * (megabyte // 11),
     }
     for name, line in lines.items():
-        ms = median_ms(functools.partial(kernel_log.parse, [line], year=2026), args.runs)
+        ms = median_ms(functools.partial(kernel_log.parse, [line], year=2026), runs)
         print(f"kernel_log.parse {name:26} median {ms:8.2f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    sys.path[:0] = [
+        str(REPO / "platform/contract/src"),
+        str(REPO / "platform/fleet/src"),
+        str(REPO / "platform/preflight/src"),
+        str(REPO),
+    ]
+    yaml_loads(args.runs)
+    yaml_refusals(args.runs)
+    warden_configs(args.runs)
+    kernel_log_lines(args.runs)
     return 0
 
 

@@ -110,22 +110,25 @@ def signal_to_cordon(trials: int) -> list[float]:
             time.sleep(0.05)
         for k in range(trials):
             name = f"a-{100 + k:04d}"
-            changed = xid(api, name, 48, time.time())
+            # Xid 95 (uncontained ECC error: reboot) is one the default `act_on: unambiguous` carries out;
+            # an ambiguous one (48, say) would only be logged, and no cordon would ever come.
+            changed = xid(api, name, 95, time.time())
             sent = time.monotonic()
             api.push_watch({"type": "MODIFIED", "object": changed})
-            while True:
-                cordon = [
-                    r
-                    for r in list(api.requests)
-                    if r.method == "PATCH" and r.path == f"/api/v1/nodes/{name}" and "spec" in (r.body or {})
-                ]
-                if cordon:
-                    delays.append(cordon[0].at - sent)
-                    break
-                time.sleep(0.01)
+            delays.append(cordoned_at(api, name, sent + 60) - sent)
         stop.set()
         thread.join(5)
     return delays
+
+
+def cordoned_at(api: ApiState, name: str, deadline: float) -> float:
+    """When the first PATCH of `name`'s spec (the cordon) arrived; the bench stops if none came by `deadline`."""
+    while time.monotonic() < deadline:
+        for r in list(api.requests):
+            if r.method == "PATCH" and r.path == f"/api/v1/nodes/{name}" and "spec" in (r.body or {}):
+                return r.at
+        time.sleep(0.01)
+    raise SystemExit(f"bench_warden: {name} was never cordoned; did the policy's act_on change?")
 
 
 def correlated_round(share: float, simulated_limiter: bool) -> tuple[float, float, int, bool]:
@@ -196,24 +199,14 @@ def latent_fault_search(policy: Policy, seeds: int) -> None:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--seeds", type=int, default=1, help="simulated weeks of sweeps, one per seed")
-    parser.add_argument("--sweeps-only", action="store_true", help="only the idle sweeps' figure")
-    args = parser.parse_args()
-    policy = Policy(dry_run=False)
-    if args.sweeps_only:
-        latent_fault_search(policy, args.seeds)
-        return 0
-
+def round_speed(policy: Policy, rounds: int) -> None:
+    """The median time of one simulated round over the whole cluster, 20 faulty nodes among healthy ones."""
     sim = SimCluster.build(POOLS, policy)
     for i in range(0, 1280, 64):  # 20 faulty nodes spread over the cluster, the rest healthy
         name = list(sim.nodes)[i]
         sim.inject(name, Signal("xid", 79), needs_new_machine=True)
     timings = []
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         start = time.perf_counter()
         sim.step()
         timings.append(time.perf_counter() - start)
@@ -222,6 +215,9 @@ def main() -> int:
         f"one round over {len(sim.nodes):,} nodes: median {per_round * 1000:.1f} ms = {len(sim.nodes) / per_round:,.0f} node decisions/s"
     )
 
+
+def simulated_cordons(policy: Policy) -> None:
+    """Simulated seconds from signal to cordon: a lone fault, then 30% of one pool at once within the budget."""
     lone = SimCluster.build(POOLS, policy)
     lone.inject("a-0100", Signal("xid", 48))
     (delay,) = cordon_delays(lone, ["a-0100"], 10)
@@ -242,7 +238,10 @@ def main() -> int:
         f"(limit {policy.unhealthy_share_limit:.0%}); all back: {phases == {'healthy'}}"
     )
 
-    delays = signal_to_cordon(args.trials)
+
+def service_figures(trials: int) -> None:
+    """The real service against the loopback API server: event-driven cordons, and a correlated round vs the Lease."""
+    delays = signal_to_cordon(trials)
     print(
         f"signal to cordon from the watch event (loopback API server, 1,280 nodes, 2 s debounce): "
         f"median {statistics.median(delays):.2f} s, max {max(delays):.2f} s over {len(delays)} events "
@@ -256,6 +255,20 @@ def main() -> int:
             f"waiting for the limiter{', simulated' if simulated else ''}) vs Lease {lease} s; "
             f"{renewals} renewals from the Lease thread during the round; still leader after: {leading}"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=1, help="simulated weeks of sweeps, one per seed")
+    parser.add_argument("--sweeps-only", action="store_true", help="only the idle sweeps' figure")
+    args = parser.parse_args()
+    policy = Policy(dry_run=False)
+    if not args.sweeps_only:
+        round_speed(policy, args.rounds)
+        simulated_cordons(policy)
+        service_figures(args.trials)
     latent_fault_search(policy, args.seeds)
     return 0
 

@@ -36,15 +36,30 @@ def _one_line(stderr: str, prefix: str, words: str) -> None:
     assert words in lines[0]
 
 
+def _refused(command: list[str], prefix: str, words: str) -> str:
+    """Runs `command` (bounded): exit 2 and one line on stderr, starting with `prefix` and naming `words`; its stdout."""
+    result = run_bounded(command)
+    assert result.returncode == 2, result.stderr[-2000:]
+    _one_line(result.stderr, prefix, words)
+    return result.stdout
+
+
+def _gkr(environment: dict[str, str], *args: str) -> list[str]:
+    """gkr's command line in a fresh interpreter that sets `environment` first (its folders in the test's tmp)."""
+    return [
+        sys.executable,
+        "-c",
+        f"import os; os.environ.update({environment!r}); from gkr.cli import app; app()",
+        *args,
+    ]
+
+
 @pytest.mark.parametrize("case", IDS)
 def test_meridian_plan_refuses_hostile_specs(tmp_path: Path, case: str) -> None:
     text, words = HOSTILE[case]
     file = tmp_path / "fleet.yaml"
     file.write_text(text, encoding="utf-8")
-    result = run_bounded([str(BIN / "meridian"), "plan", "--fleet", str(file)])
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stdout == ""
-    _one_line(result.stderr, f"error: {file}:", words)
+    assert _refused([str(BIN / "meridian"), "plan", "--fleet", str(file)], f"error: {file}:", words) == ""
 
 
 @pytest.mark.parametrize("case", IDS)
@@ -52,24 +67,10 @@ def test_gkr_refuses_hostile_job_files(tmp_path: Path, case: str) -> None:
     text, words = HOSTILE[case]
     file = tmp_path / "job.yaml"
     file.write_text(text, encoding="utf-8")
-    env_home = tmp_path / "home"
-    result = run_bounded(
-        [
-            sys.executable,
-            "-c",
-            f"import os; os.environ['XDG_CONFIG_HOME'] = {str(env_home)!r}; os.environ['XDG_CACHE_HOME'] = {str(env_home)!r}; "
-            "from gkr.cli import app; app()",
-            "submit",
-            "--registry",
-            str(registry_folder()),
-            "-f",
-            str(file),
-            "--dry-run",
-        ]
-    )
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stdout == ""
-    _one_line(result.stderr, f"error: {file}:", words)
+    home = str(tmp_path / "home")
+    environment = {"XDG_CONFIG_HOME": home, "XDG_CACHE_HOME": home}
+    command = _gkr(environment, "submit", "--registry", str(registry_folder()), "-f", str(file), "--dry-run")
+    assert _refused(command, f"error: {file}:", words) == ""
 
 
 @pytest.mark.parametrize("case", IDS)
@@ -78,18 +79,8 @@ def test_gkr_refuses_a_hostile_user_config(tmp_path: Path, case: str) -> None:
     config = tmp_path / "home" / "gkr" / "config.yaml"
     config.parent.mkdir(parents=True)
     config.write_text(text, encoding="utf-8")
-    result = run_bounded(
-        [
-            sys.executable,
-            "-c",
-            f"import os; os.environ['XDG_CONFIG_HOME'] = {str(config.parent.parent)!r}; from gkr.cli import app; app()",
-            "list",
-            "--team",
-            "research",
-        ]
-    )
-    assert result.returncode == 2, result.stderr[-2000:]
-    _one_line(result.stderr, f"error: {config}:", words)
+    command = _gkr({"XDG_CONFIG_HOME": str(config.parent.parent)}, "list", "--team", "research")
+    _refused(command, f"error: {config}:", words)
 
 
 @pytest.mark.parametrize("case", list(HOSTILE_CONFIGS))
@@ -97,9 +88,7 @@ def test_warden_refuses_hostile_configs(tmp_path: Path, case: str) -> None:
     content, words = HOSTILE_CONFIGS[case]
     file = tmp_path / "config.json"
     file.write_bytes(content)
-    result = run_bounded([sys.executable, "-m", "warden", "serve", "--config", str(file), "--once"])
-    assert result.returncode == 2, result.stderr[-2000:]
-    _one_line(result.stderr, f"warden: {file}:", words)
+    _refused([sys.executable, "-m", "warden", "serve", "--config", str(file), "--once"], f"warden: {file}:", words)
 
 
 def test_line_numbers_survive_and_point_at_the_problem() -> None:

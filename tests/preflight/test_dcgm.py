@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,45 +86,20 @@ def test_hostile_documents_never_pass_and_never_raise(text: str) -> None:
     assert result.summary.startswith("unparseable dcgmi output")
 
 
+def _memory_test(*results: dict[str, Any]) -> str:
+    """`dcgmi diag -j` output, DCGM 4's shape, holding one Hardware test, memory, with these results."""
+    tests = [{"name": "memory", "results": list(results)}]
+    return json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": tests}]}})
+
+
 def test_an_unknown_status_word_reads_as_a_failure() -> None:
-    text = json.dumps(
-        {
-            "DCGM Diagnostic": {
-                "test_categories": [
-                    {
-                        "category": "Hardware",
-                        "tests": [
-                            {"name": "memory", "results": [{"entity_group": "GPU", "entity_id": 2, "status": "Kaput"}]}
-                        ],
-                    }
-                ]
-            }
-        }
-    )
+    text = _memory_test({"entity_group": "GPU", "entity_id": 2, "status": "Kaput"})
     result = dcgm.check(text, 2)
     assert (result.status, result.evidence) == ("fail", ["GPU 2: memory (Hardware) fail"])
 
 
 def test_a_long_warning_stays_one_short_line() -> None:
-    text = json.dumps(
-        {
-            "DCGM Diagnostic": {
-                "test_categories": [
-                    {
-                        "category": "Hardware",
-                        "tests": [
-                            {
-                                "name": "memory",
-                                "results": [
-                                    {"entity_id": 0, "status": "Fail", "warnings": [{"warning": "bad\n" * 10_000}]}
-                                ],
-                            }
-                        ],
-                    }
-                ]
-            }
-        }
-    )
+    text = _memory_test({"entity_id": 0, "status": "Fail", "warnings": [{"warning": "bad\n" * 10_000}]})
     (line,) = dcgm.check(text, 2).evidence
     assert "\n" not in line
     assert len(line) < 400

@@ -7,16 +7,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from contract import incluster
+from tests.httpfake import JsonReplies
 
 
-class _Server(BaseHTTPRequestHandler):
+class _Server(JsonReplies):
     seen: ClassVar[list[dict[str, Any]]] = []
     reply: ClassVar[tuple[int, bytes, float]] = (200, b"{}", 0.0)  # status, body, delay
 
@@ -26,16 +27,9 @@ class _Server(BaseHTTPRequestHandler):
         _Server.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
         status, text, delay = _Server.reply
         time.sleep(delay)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(text)))
-        self.end_headers()
-        self.wfile.write(text)
+        self.send_body(status, text)
 
     do_GET = do_POST = do_PATCH = _answer
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture

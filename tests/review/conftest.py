@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.cli import main as meridian
+from review.cli import main as review_main
 from review.review import BaseCache, Review, review
 from tests.conftest import REPO
 
@@ -39,6 +40,18 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
 def reset(repo: Path, base: str) -> None:
     git(repo, "reset", "-q", "--hard", base)
     git(repo, "clean", "-qfdx", "-e", ".venv")
+
+
+def at_base(sandbox: Sandbox) -> tuple[Path, str]:
+    """The sandbox back at its base commit with nothing else in the tree: (repo, base)."""
+    repo, base, _ = sandbox
+    reset(repo, base)
+    return repo, base
+
+
+def review_cli(repo: Path, base: str, out: Path, *extra: str) -> int:
+    """The review's command line on the sandbox, HEAD against `base`, the report written to `out`."""
+    return review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL, *extra])
 
 
 def regenerate(repo: Path, edit: Callable[[str], str]) -> None:

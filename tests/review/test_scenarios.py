@@ -8,10 +8,9 @@ import pytest
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.gitops import admission
-from review.cli import main as review_main
 from review.report import markdown
 from review.review import review
-from tests.review.conftest import KUBECTL, Sandbox, git, replace_once, reset, scenario
+from tests.review.conftest import KUBECTL, Sandbox, at_base, git, replace_once, reset, review_cli, scenario
 
 # The registry ConfigMap in every cluster holds the whole fleet's registry (fleet.gitops.registry), so a
 # change to any region's pools or any team's quota changes it in every cluster.
@@ -110,8 +109,7 @@ def test_a_spec_change_without_make_generate_is_refused(
 ) -> None:
     # The Kubernetes side is built from the committed tree, which here still has the old quota:
     # without the refusal the report said "No change in any cluster".
-    repo, base, _ = sandbox
-    reset(repo, base)
+    repo, base = at_base(sandbox)
     spec = repo / "fleet.yaml"
     spec.write_text(
         replace_once("quota: {us-central1: 1024, us-east4: 768,", "quota: {us-central1: 1024, us-east4: 512,")(
@@ -120,7 +118,7 @@ def test_a_spec_change_without_make_generate_is_refused(
     )
     git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "quota, not regenerated")
     out = tmp_path / "review.md"
-    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 2
+    assert review_cli(repo, base, out) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: HEAD: the committed kustomize/ and argocd/ files are stale against its fleet.yaml (")
     assert "outdated: generated/registry.json" in line
@@ -224,11 +222,10 @@ teams:
 
 
 def test_cli_exit_codes_and_report(sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    repo, base, _ = sandbox
-    reset(repo, base)
+    repo, base = at_base(sandbox)
     out = tmp_path / "review.md"
-    assert review_main(["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 0
+    assert review_cli(repo, base, out) == 0
     assert "No destructive change." in out.read_text()
     assert "no change" in capsys.readouterr().out
-    assert review_main(["--base", "no-such-ref", "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL]) == 2
+    assert review_cli(repo, "no-such-ref", out) == 2
     assert capsys.readouterr().err.startswith("error: git rev-parse --verify no-such-ref^{commit}: ")

@@ -23,6 +23,11 @@ def _ds(**pod: Any) -> Obj:
     }
 
 
+def _container(security: Obj, **more: Any) -> Obj:
+    """Container c with this securityContext (and `more` of its fields)."""
+    return {"name": "c", "securityContext": security, **more}
+
+
 def _k8s(before: list[Obj], after: list[Obj]) -> list[str]:
     return [f.what for f in security_findings({"c": before}, {"c": after}, {}, {})]
 
@@ -74,16 +79,11 @@ def test_a_privileged_pod_with_the_host_root_mounted_is_flagged() -> None:
         hostIPC=True,
         volumes=[{"name": "root", "hostPath": {"path": "/"}}],
         containers=[
-            {
-                "name": "c",
-                "securityContext": {
-                    "privileged": True,
-                    "allowPrivilegeEscalation": True,
-                    "capabilities": {"add": ["SYS_ADMIN"]},
-                },
-                "volumeMounts": [{"name": "root", "mountPath": "/host"}],
-                "ports": [{"containerPort": 80, "hostPort": 80}],
-            }
+            _container(
+                {"privileged": True, "allowPrivilegeEscalation": True, "capabilities": {"add": ["SYS_ADMIN"]}},
+                volumeMounts=[{"name": "root", "mountPath": "/host"}],
+                ports=[{"containerPort": 80, "hostPort": 80}],
+            )
         ],
     )
     assert _both_ways([_ds()], [wide]) == [
@@ -120,14 +120,9 @@ def test_removing_a_guard_widens() -> None:
     guarded = _ds(
         automountServiceAccountToken=False,
         containers=[
-            {
-                "name": "c",
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
+            _container(
+                {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+            )
         ],
     )
     assert _both_ways([guarded], [_ds()]) == [

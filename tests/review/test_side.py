@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from review import side
-from review.cli import main as review_main
-from tests.review.conftest import KUBECTL, Sandbox, reset
+from tests.review.conftest import Sandbox, at_base, review_cli
 
 
 def document(**changes: Any) -> dict[str, Any]:
@@ -74,12 +73,10 @@ def test_a_document_too_large_is_refused_before_it_is_read(tmp_path: Path, monke
 def test_the_cli_fails_closed_on_a_bad_head_document(
     sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo, base, _ = sandbox
-    reset(repo, base)
+    repo, base = at_base(sandbox)
     bad = tmp_path / "head-plan.json"
     bad.write_text(json.dumps(document(stacks="nope")))
     out = tmp_path / "review.md"
-    argv = ["--base", base, "--repo", str(repo), "--out", str(out), "--kubectl", KUBECTL, "--head-plan", str(bad)]
-    assert review_main(argv) == 2
+    assert review_cli(repo, base, out, "--head-plan", str(bad)) == 2
     assert capsys.readouterr().err == f"error: HEAD: {bad}.stacks: not an object of stacks\n"
     assert not out.exists()

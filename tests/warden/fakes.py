@@ -22,9 +22,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.httpfake import JsonReplies
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -145,7 +147,7 @@ def _labelled(items: list[dict[str, Any]], selector: str, namespace: str | None 
     ]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonReplies):
     state: Any  # ApiState or ComputeState: has .requests
 
     def _read(self) -> Request:
@@ -175,17 +177,6 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(seconds)
         return request
 
-    def _reply(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 class FakeApiServer(_Handler):
     state: ApiState
@@ -200,12 +191,7 @@ class FakeApiServer(_Handler):
                     s.watch_ready.wait(s.watch_wait_s)
                 lines = b"".join(json.dumps(e).encode() + b"\n" for e in getattr(s, queue))
                 setattr(s, queue, [])
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(lines)))
-            self.end_headers()
-            self.wfile.write(lines)
-            return
+            return self.send_body(200, lines)
         if r.path == "/api/v1/nodes":
             items = sorted(s.nodes.values(), key=lambda n: n["metadata"]["name"])
             start = int(r.query.get("continue", "0"))
@@ -213,46 +199,46 @@ class FakeApiServer(_Handler):
             page = items[start : start + size]
             more = start + size < len(items)
             meta = {"resourceVersion": str(s.version), **({"continue": str(start + size)} if more else {})}
-            return self._reply(200, {"kind": "NodeList", "metadata": meta, "items": page})
+            return self.send_json(200, {"kind": "NodeList", "metadata": meta, "items": page})
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
             found = s.nodes.get(parts[3])
-            return self._reply(200, found) if found else self._reply(404, {"code": 404})
+            return self.send_json(200, found) if found else self.send_json(404, {"code": 404})
         if r.path == "/api/v1/pods" and "labelSelector" in r.query:  # label exists (the only form Warden uses)
             items = [p for p in s.pods if r.query["labelSelector"] in (p["metadata"].get("labels") or {})]
-            return self._reply(200, {"items": items})
+            return self.send_json(200, {"items": items})
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods":
             found = next(
                 (p for p in s.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[3], parts[5])), None
             )
-            return self._reply(200, found) if found else self._reply(404, {"kind": "Status", "code": 404})
+            return self.send_json(200, found) if found else self.send_json(404, {"kind": "Status", "code": 404})
         if r.path == "/api/v1/pods":  # one node's live pods, or every live pod (all the fake's pods are live)
             wanted = dict(f.split("=", 1) for f in r.query["fieldSelector"].split(",") if "!=" not in f)
             node = wanted.get("spec.nodeName")
             items = [p for p in s.pods if node is None or p["spec"]["nodeName"] == node]
-            return self._reply(200, {"items": items})
+            return self.send_json(200, {"items": items})
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and parts[4] == "pods":
-            return self._reply(200, {"items": _labelled(s.pods, r.query.get("labelSelector", ""), parts[3])})
+            return self.send_json(200, {"items": _labelled(s.pods, r.query.get("labelSelector", ""), parts[3])})
         if parts[:2] == ["apis", "batch"] and parts[-1] == "jobs":
-            return self._reply(200, {"items": _labelled(list(s.jobs.values()), r.query.get("labelSelector", ""))})
+            return self.send_json(200, {"items": _labelled(list(s.jobs.values()), r.query.get("labelSelector", ""))})
         if r.path == "/api/v1/events":
             reason = r.query["fieldSelector"].removeprefix("reason=")
-            return self._reply(200, {"items": [e for e in s.events if e.get("reason") == reason]})
+            return self.send_json(200, {"items": [e for e in s.events if e.get("reason") == reason]})
         store = s.leases if "leases" in parts else s.jobs if "jobs" in parts else None
         if store is not None and parts[-1] in store:
-            return self._reply(200, store[parts[-1]])
-        self._reply(404, {"kind": "Status", "code": 404})
+            return self.send_json(200, store[parts[-1]])
+        self.send_json(404, {"kind": "Status", "code": 404})
 
     def do_PATCH(self) -> None:
         r, s = self._read(), self.state
         if s.fail_next:
-            return self._reply(s.fail_next.pop(0), {"code": 500})
+            return self.send_json(s.fail_next.pop(0), {"code": 500})
         parts = r.path.strip("/").split("/")
         current = s.nodes.get(parts[3])
         if current is None:
-            return self._reply(404, {"code": 404})
+            return self.send_json(404, {"code": 404})
         wanted = ((r.body or {}).get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != current["metadata"].get("resourceVersion"):
-            return self._reply(409, {"kind": "Status", "code": 409, "reason": "Conflict"})  # a precondition failed
+            return self.send_json(409, {"kind": "Status", "code": 409, "reason": "Conflict"})  # a precondition failed
         if parts[-1] == "status":  # strategic merge: conditions merge by type
             conditions = {c["type"]: c for c in current["status"].get("conditions", [])}
             for c in r.body["status"]["conditions"]:
@@ -260,43 +246,43 @@ class FakeApiServer(_Handler):
             current["status"]["conditions"] = list(conditions.values())
         else:
             current.update(merge_patch(current, r.body))
-        self._reply(200, s.bump(current))
+        self.send_json(200, s.bump(current))
 
     def do_POST(self) -> None:
         r, s = self._read(), self.state
         if s.fail_next:
-            return self._reply(s.fail_next.pop(0), {"code": 500})
+            return self.send_json(s.fail_next.pop(0), {"code": 500})
         parts = r.path.strip("/").split("/")
         if parts[-1] == "eviction":
             if parts[-2] in s.pdb_blocked:
-                return self._reply(429, {"code": 429, "reason": "TooManyRequests"})
+                return self.send_json(429, {"code": 429, "reason": "TooManyRequests"})
             s.pods = [p for p in s.pods if p["metadata"]["name"] != parts[-2]]
-            return self._reply(201, r.body)
+            return self.send_json(201, r.body)
         if parts[-1] == "events":
             s.events.append(r.body)
-            return self._reply(201, r.body)
+            return self.send_json(201, r.body)
         store = s.leases if parts[-1] == "leases" else s.jobs
         name = r.body["metadata"]["name"]
         if name in store:
-            return self._reply(409, {"code": 409, "reason": "AlreadyExists"})
+            return self.send_json(409, {"code": 409, "reason": "AlreadyExists"})
         store[name] = s.bump(r.body)
-        self._reply(201, store[name])
+        self.send_json(201, store[name])
 
     def do_PUT(self) -> None:
         r, s = self._read(), self.state
         name = r.path.rsplit("/", 1)[1]
         current = s.leases.get(name)
         if current is None:
-            return self._reply(404, {"code": 404})
+            return self.send_json(404, {"code": 404})
         if r.body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            return self._reply(409, {"code": 409, "reason": "Conflict"})
+            return self.send_json(409, {"code": 409, "reason": "Conflict"})
         s.leases[name] = s.bump(r.body)
-        self._reply(200, s.leases[name])
+        self.send_json(200, s.leases[name])
 
     def do_DELETE(self) -> None:
         r, s = self._read(), self.state
         found = s.jobs.pop(r.path.rsplit("/", 1)[1], None)
-        self._reply(200 if found else 404, {"kind": "Status"})
+        self.send_json(200 if found else 404, {"kind": "Status"})
 
 
 @dataclass
@@ -315,11 +301,11 @@ class FakeCompute(_Handler):
         group = self.state.groups.get(name)
         value = self.state.created_by.get(name) or f"projects/123/zones/us-central1-b/instanceGroupManagers/{group}"
         items = [{"key": "created-by", "value": value}] if group or name in self.state.created_by else []
-        self._reply(200, {"name": name, "metadata": {"items": items}})
+        self.send_json(200, {"name": name, "metadata": {"items": items}})
 
     def do_POST(self) -> None:
         self._read()
-        self._reply(200, {"kind": "compute#operation", "name": "operation-1", "status": "RUNNING"})
+        self.send_json(200, {"kind": "compute#operation", "name": "operation-1", "status": "RUNNING"})
 
 
 class _Server(ThreadingHTTPServer):

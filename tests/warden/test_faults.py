@@ -7,9 +7,10 @@ server) advances.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -464,10 +465,14 @@ def test_a_watch_event_starts_a_round_for_that_node_after_the_debounce(cluster: 
     assert not [r for r in api.requests[mark:] if r.method == "GET" and r.path.startswith("/apis/batch/")]
 
 
-def test_serve_reacts_to_a_watch_event_without_waiting_for_the_round(cluster: Cluster) -> None:
-    api = cluster.api
-    api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(40)}
-    api.watch_wait_s = 0.5
+@contextlib.contextmanager
+def serving_warden(cluster: Cluster) -> Iterator[tuple[WardenMetrics, threading.Event]]:
+    """serve() in a thread over 40 nodes, past its first round; stopped when the block ends.
+
+    Timed rounds are an hour apart and the debounce is 0.2 s: a round that follows came from a watch event.
+    """
+    cluster.api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(40)}
+    cluster.api.watch_wait_s = 0.5
     elector = Elector(cluster.kube(token="lease-a"), "warden", "warden-a", retry_period_s=0.5)
     kube, metrics = cluster.kube(guard=elector.check), WardenMetrics()
     cache = NodeCache(kube)
@@ -476,21 +481,29 @@ def test_serve_reacts_to_a_watch_event_without_waiting_for_the_round(cluster: Cl
     thread = threading.Thread(target=serve, args=(warden, elector, stop, 3600, False, Trigger(0.2)))
     thread.start()
     try:
-        for _ in range(400):  # the first (timed) round
-            if metrics.rounds.get() >= 1:
-                break
-            stop.wait(0.05)
+        wait_until(stop, lambda: metrics.rounds.get() >= 1)  # the first (timed) round
+        yield metrics, stop
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def wait_until(stop: threading.Event, done: Callable[[], object]) -> None:
+    """Polls `done` for up to 20 s; the assertions after it say what did not happen."""
+    for _ in range(400):
+        if done():
+            return
+        stop.wait(0.05)
+
+
+def test_serve_reacts_to_a_watch_event_without_waiting_for_the_round(cluster: Cluster) -> None:
+    api = cluster.api
+    with serving_warden(cluster) as (metrics, stop):
         changed = json.loads(json.dumps(api.nodes["n-07"]))
         changed["status"]["conditions"].append(xid_condition(95, 1e9))
         api.nodes["n-07"] = api.bump(changed)
         api.push_watch({"type": "MODIFIED", "object": changed})
-        for _ in range(400):
-            if node_writes(api.requests, "n-07"):
-                break
-            stop.wait(0.05)
-    finally:
-        stop.set()
-        thread.join(10)
+        wait_until(stop, lambda: node_writes(api.requests, "n-07"))
     assert metrics.triggered.get() >= 1  # the next timed round was an hour away
     assert record_of(cluster, "n-07").phase == "quarantined"
 
@@ -526,32 +539,13 @@ def test_serve_wakes_for_nccl_events_but_they_never_write_the_node(cluster: Clus
     """An Event watch still wakes a round early; a tenant's Events only ask for a check (issue 27), so that
     round writes nothing to the node (the check is asked in the next full round: tests/warden/test_verification.py)."""
     api = cluster.api
-    api.nodes = {f"n-{i:02d}": node(f"n-{i:02d}") for i in range(40)}
     api.pods = [pod(f"w-{i}", "n-05") for i in range(3)]
-    api.watch_wait_s = 0.5
-    elector = Elector(cluster.kube(token="lease-a"), "warden", "warden-a", retry_period_s=0.5)
-    kube, metrics = cluster.kube(guard=elector.check), WardenMetrics()
-    cache = NodeCache(kube)
-    actuator = Actuator(kube, Compute(token=lambda: "t", base=cluster.gce_url), POLICY, cache, metrics)
-    warden, stop = Warden(kube, POLICY, cache, actuator, metrics), threading.Event()
-    thread = threading.Thread(target=serve, args=(warden, elector, stop, 3600, False, Trigger(0.2)))
-    thread.start()
-    try:
-        for _ in range(400):
-            if metrics.rounds.get() >= 1:
-                break
-            stop.wait(0.05)
+    with serving_warden(cluster) as (metrics, stop):
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         events = [nccl_event(f"w-{i}", "n-05", lastTimestamp=now) for i in range(3)]
         api.events += events
         api.push_watch(*({"type": "ADDED", "object": e} for e in events), kind="events")
-        for _ in range(400):
-            if metrics.triggered.get() >= 1 and metrics.rounds.get() >= 2:
-                break
-            stop.wait(0.05)
-    finally:
-        stop.set()
-        thread.join(10)
+        wait_until(stop, lambda: metrics.triggered.get() >= 1 and metrics.rounds.get() >= 2)
     assert metrics.triggered.get() >= 1
     assert node_writes(api.requests, "n-05") == []
     assert record_of(cluster, "n-05").phase == "healthy"

@@ -54,6 +54,22 @@ def sweep_jobs(cluster: Cluster) -> dict[str, dict[str, Any]]:
     return {j["metadata"]["labels"]["meridian.dev/deep-check-node"]: j for j in cluster.api.jobs.values()}
 
 
+def check_failed(cluster: Cluster, job: dict[str, Any], node_name: str, report: str) -> None:
+    """A deep check Job failed: its pod on `node_name` ended with `report` as the deep check's termination message."""
+    name = job["metadata"]["name"]
+    job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
+    terminated = {"exitCode": 1, "message": report}
+    cluster.api.pods.append(
+        pod(
+            f"{name}-x",
+            node_name,
+            namespace="warden",
+            metadata={"labels": {"job-name": name}},
+            status={"containerStatuses": [{"name": "deep-check", "state": {"terminated": terminated}}]},
+        )
+    )
+
+
 def due_node_swept(cluster: Cluster, node_fields: dict[str, Any] | None = None) -> tuple[Warden, dict[str, Any]]:
     """39 nodes in service and one due for a sweep; two rounds 601 s apart: the sweep Job for it exists."""
     pool_of(cluster, 39)
@@ -159,20 +175,10 @@ def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Clu
 def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: Cluster) -> None:
     api, clock = cluster.api, cluster.clock
     w, job = due_node_swept(cluster)
-    name = job["metadata"]["name"]
-    job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
     # What Warden's deep check writes: preflight's own encoder, never a hand-written report.
     report = termination_message([Result("dcgm-diag", "fail", "Memory test failed", ["GPU 3: memory fail"], 3)], 1.0)
-    terminated = {"exitCode": 1, "message": report}
-    api.pods.append(
-        pod(
-            f"{name}-x",
-            "due",
-            namespace="warden",
-            metadata={"labels": {"job-name": name}},
-            status={"containerStatuses": [{"name": "deep-check", "state": {"terminated": terminated}}]},
-        )
-    )
+    assert report is not None
+    check_failed(cluster, job, "due", report)
     clock.now += 900
     w.round()
     check = health.loads(api.nodes["due"]["metadata"]["annotations"][DEEP_CHECK], "test")

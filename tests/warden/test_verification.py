@@ -18,7 +18,7 @@ from contract.names import DEEP_CHECK_ANNOTATION as DEEP_CHECK
 from preflight.report import Result, termination_message
 from tests.warden.fakes import node, pod
 from tests.warden.test_kube import POLICY, Cluster, cluster, nccl_event, record_of
-from tests.warden.test_sweeps import warden
+from tests.warden.test_sweeps import check_failed, warden
 from warden import verify
 from warden.deepcheck import KIND_LABEL, failures
 
@@ -127,20 +127,9 @@ def test_only_warden_s_failing_check_quarantines_and_it_names_the_gpu(cluster: C
     w.round()
     assert record_of(cluster, "n-05").phase == "healthy"
     (job,) = verification_jobs(cluster).values()
-    name = job["metadata"]["name"]
     job["spec"]["suspend"] = False
-    job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
     ours = failing_report("dcgm-diag", gpu=5, at=clock.now)  # what Warden's own check wrote, via preflight
-    terminated = {"exitCode": 1, "message": ours}
-    api.pods.append(
-        pod(
-            f"{name}-x",
-            "n-05",
-            namespace="warden",
-            metadata={"labels": {"job-name": name}},
-            status={"containerStatuses": [{"name": "deep-check", "state": {"terminated": terminated}}]},
-        )
-    )
+    check_failed(cluster, job, "n-05", ours)
     clock.now += 30
     w.round()
     recorded = health.loads(api.nodes["n-05"]["metadata"]["annotations"][DEEP_CHECK], "test")

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from contract import incluster
 from preflight import dcgm, multinode, nvidia_smi, rdma_links
@@ -122,93 +123,123 @@ DEEP_CHECKS: dict[str, Callable[[argparse.Namespace], Result]] = {
 ALL_CHECKS = {**CHECKS, **DEEP_CHECKS}
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
+Option = tuple[str, dict[str, Any]]  # a flag and its argparse keywords
+
+# What `preflight run` checks and how, in --help order (defaults read from the environment: _environment_defaults).
+CHECK_OPTIONS: tuple[Option, ...] = (
+    (
+        "--check",
+        {"action": "append", "metavar": "NAME", "help": f"run only this check (repeatable): {', '.join(ALL_CHECKS)}"},
+    ),
+    ("--kernel-log", {"metavar": "FILE", "help": "read a saved kernel log instead of dmesg"}),
+    ("--nvidia-smi", {"metavar": "FILE", "help": f"read saved output of: {' '.join(nvidia_smi.QUERY)}"}),
+    ("--expect-gpus", {"type": int, "help": "GPUs the pool's machine has"}),
+    (
+        "--window",
+        {
+            "type": float,
+            "default": 3600.0,
+            "metavar": "SECONDS",
+            "help": "look-back window for kernel log errors (default 3600)",
+        },
+    ),
+    ("--min-driver", {"help": "oldest NVIDIA driver allowed, e.g. 570.124.06"}),
+    ("--min-tflops", {"type": float, "help": "compute threshold per device (gkr passes the catalog's)"}),
+    ("--min-busbw-gbps", {"type": float, "help": "all-reduce bus bandwidth threshold (gkr passes the catalog's)"}),
+    (
+        "--sizes",
+        {
+            "type": _sizes,
+            "default": (1 << 20, 16 << 20, 256 << 20),
+            "help": "all-reduce sizes in bytes, comma-separated",
+        },
+    ),
+    ("--cpu", {"action": "store_true", "help": "tiny CPU mode of the compute check (tests, machines without GPUs)"}),
+    ("--checkpoint-dir", {"help": "where the checkpoint bucket is mounted"}),
+    (
+        "--no-rdma",
+        {"action": "store_true", "help": "the machine has no RDMA NICs: skip the NCCL/gIB and interface checks"},
+    ),
+    ("--min-shm-gib", {"type": float, "default": 64, "help": "smallest /dev/shm allowed (default 64 GiB)"}),
+    ("--root", {"default": "/", "help": argparse.SUPPRESS}),  # a fake /sys, /proc, /usr/local tree for tests
+)
+# The deep checks' own, shown as their own group.
+DEEP_OPTIONS: tuple[Option, ...] = (
+    ("--deep", {"action": "store_true", "help": f"also run the deep checks: {', '.join(DEEP_CHECKS)}"}),
+    ("--level", {"default": "2", "help": "DCGM diagnostic run level, 1-4 (default 2; 3 for burn-in)"}),
+    ("--dcgmi", {"metavar": "FILE", "help": "read saved `dcgmi diag -j` output instead of running dcgmi"}),
+    ("--dcgm-host", {"metavar": "HOST", "help": "the nv-hostengine dcgmi talks to (default: its own)"}),
+    ("--dcgm-timeout", {"type": float, "help": "seconds before dcgmi is stopped (default: per level)"}),
+    ("--peers", {"default": "", "metavar": "HOST,...", "help": "known-good nodes to all-reduce with"}),
+    ("--self", {"metavar": "HOST", "help": "how the peers reach this node (default: NODE_NAME, else the host name)"}),
+    ("--peer-port", {"default": str(multinode.PORT), "help": f"rendezvous port (default {multinode.PORT})"}),
+    (
+        "--peer-timeout",
+        {"type": float, "default": multinode.TIMEOUT_S, "help": "seconds to wait for the peers and the all-reduce"},
+    ),
+    (
+        "--expect-rdma-nics",
+        {"type": int, "default": rdma_links.EXPECTED_NICS, "help": "RDMA NICs the machine has (default 8)"},
+    ),
+    (
+        "--min-rdma-gbps",
+        {"type": float, "default": rdma_links.MIN_RATE_GBPS, "help": "slowest RDMA link allowed (default 400)"},
+    ),
+)
+
+
+# How `preflight run` reports, after the checks.
+REPORT_OPTIONS: tuple[Option, ...] = (
+    ("--json", {"action": "store_true", "help": "print the versioned JSON report"}),
+    (
+        "--termination-log",
+        {
+            "metavar": "FILE",
+            "help": "on failure, write the failing check as JSON here (a pod's terminationMessagePath), for Warden",
+        },
+    ),
+    (
+        "--metrics-port",
+        {"type": int, "metavar": "PORT", "help": "serve the results as Prometheus metrics here while it runs"},
+    ),
+    (
+        "--metrics-file",
+        {"metavar": "FILE", "help": "write the results as Prometheus metrics here (a textfile collector's)"},
+    ),
+    (
+        "--annotate",
+        {
+            "action": "store_true",
+            "help": "on failure, annotate this Node (NODE_NAME) for Warden; needs a service account that may patch Nodes",
+        },
+    ),
+)
+
+
+def _environment_defaults() -> dict[str, Any]:
+    """Defaults a pod sets through its environment, read when the parser is built (not at import)."""
+    return {
+        "--expect-gpus": int(os.environ.get("PREFLIGHT_EXPECTED_GPUS", "0")) or None,
+        "--self": os.environ.get("NODE_NAME") or os.uname().nodename,
+    }
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="preflight", description="Check the machines a job was given before it trains."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the checks")
-    run.add_argument(
-        "--check", action="append", metavar="NAME", help=f"run only this check (repeatable): {', '.join(ALL_CHECKS)}"
-    )
-    run.add_argument("--kernel-log", metavar="FILE", help="read a saved kernel log instead of dmesg")
-    run.add_argument("--nvidia-smi", metavar="FILE", help=f"read saved output of: {' '.join(nvidia_smi.QUERY)}")
-    run.add_argument(
-        "--expect-gpus",
-        type=int,
-        default=int(os.environ.get("PREFLIGHT_EXPECTED_GPUS", "0")) or None,
-        help="GPUs the pool's machine has",
-    )
-    run.add_argument(
-        "--window",
-        type=float,
-        default=3600.0,
-        metavar="SECONDS",
-        help="look-back window for kernel log errors (default 3600)",
-    )
-    run.add_argument("--min-driver", help="oldest NVIDIA driver allowed, e.g. 570.124.06")
-    run.add_argument("--min-tflops", type=float, help="compute threshold per device (gkr passes the catalog's)")
-    run.add_argument(
-        "--min-busbw-gbps", type=float, help="all-reduce bus bandwidth threshold (gkr passes the catalog's)"
-    )
-    run.add_argument(
-        "--sizes",
-        type=lambda s: tuple(int(x) for x in s.split(",")),
-        default=(1 << 20, 16 << 20, 256 << 20),
-        help="all-reduce sizes in bytes, comma-separated",
-    )
-    run.add_argument(
-        "--cpu", action="store_true", help="tiny CPU mode of the compute check (tests, machines without GPUs)"
-    )
-    run.add_argument("--checkpoint-dir", help="where the checkpoint bucket is mounted")
-    run.add_argument(
-        "--no-rdma", action="store_true", help="the machine has no RDMA NICs: skip the NCCL/gIB and interface checks"
-    )
-    run.add_argument("--min-shm-gib", type=float, default=64, help="smallest /dev/shm allowed (default 64 GiB)")
-    run.add_argument("--root", default="/", help=argparse.SUPPRESS)  # a fake /sys, /proc, /usr/local tree for tests
     deep = run.add_argument_group("deep checks (burn-in, idle sweeps)")
-    deep.add_argument("--deep", action="store_true", help=f"also run the deep checks: {', '.join(DEEP_CHECKS)}")
-    deep.add_argument("--level", default="2", help="DCGM diagnostic run level, 1-4 (default 2; 3 for burn-in)")
-    deep.add_argument("--dcgmi", metavar="FILE", help="read saved `dcgmi diag -j` output instead of running dcgmi")
-    deep.add_argument("--dcgm-host", metavar="HOST", help="the nv-hostengine dcgmi talks to (default: its own)")
-    deep.add_argument("--dcgm-timeout", type=float, help="seconds before dcgmi is stopped (default: per level)")
-    deep.add_argument("--peers", default="", metavar="HOST,...", help="known-good nodes to all-reduce with")
-    deep.add_argument(
-        "--self",
-        default=os.environ.get("NODE_NAME") or os.uname().nodename,
-        metavar="HOST",
-        help="how the peers reach this node (default: NODE_NAME, else the host name)",
-    )
-    deep.add_argument("--peer-port", default=str(multinode.PORT), help=f"rendezvous port (default {multinode.PORT})")
-    deep.add_argument(
-        "--peer-timeout",
-        type=float,
-        default=multinode.TIMEOUT_S,
-        help="seconds to wait for the peers and the all-reduce",
-    )
-    deep.add_argument(
-        "--expect-rdma-nics", type=int, default=rdma_links.EXPECTED_NICS, help="RDMA NICs the machine has (default 8)"
-    )
-    deep.add_argument(
-        "--min-rdma-gbps", type=float, default=rdma_links.MIN_RATE_GBPS, help="slowest RDMA link allowed (default 400)"
-    )
-    run.add_argument("--json", action="store_true", help="print the versioned JSON report")
-    run.add_argument(
-        "--termination-log",
-        metavar="FILE",
-        help="on failure, write the failing check as JSON here (a pod's terminationMessagePath), for Warden",
-    )
-    run.add_argument(
-        "--metrics-port", type=int, metavar="PORT", help="serve the results as Prometheus metrics here while it runs"
-    )
-    run.add_argument(
-        "--metrics-file", metavar="FILE", help="write the results as Prometheus metrics here (a textfile collector's)"
-    )
-    run.add_argument(
-        "--annotate",
-        action="store_true",
-        help="on failure, annotate this Node (NODE_NAME) for Warden; needs a service account that may patch Nodes",
-    )
+    from_environment = _environment_defaults()
+    for group, options in ((run, CHECK_OPTIONS), (deep, DEEP_OPTIONS), (run, REPORT_OPTIONS)):
+        for flag, keywords in options:
+            default = {"default": from_environment[flag]} if flag in from_environment else {}
+            group.add_argument(flag, **keywords, **default)
     return parser
 
 

@@ -39,14 +39,10 @@ _MCE = re.compile(r"mce: \[Hardware Error\]")
 _EDAC_KIND = re.compile(r"\b(?P<kind>UE|CE)\b")
 _AER = re.compile(rf"(?:pcieport|nvidia) {_PCI}: AER: (?P<kind>Corrected|Uncorrected)")
 
-_UPTIME = re.compile(r"^\[\s*(?P<s>\d+\.\d+)\]\s")
-_CTIME = re.compile(r"^\[(?P<t>\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")
-_SYSLOG = re.compile(r"^(?P<t>\w{3} +\d+ \d\d:\d\d:\d\d) \S+ kernel: ")
 # A journal or syslog line from anything but the kernel: never a kernel event, even if it quotes one.
 _OTHER_PROCESS = re.compile(
     r"^(?:\w{3} +\d+ \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) \S+ (?!kernel:)[\w.@/-]+(?:\[\d+\])?: "
 )
-_ISO = re.compile(r"^(?P<t>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: ")
 
 # How serious each kind of event is for a job about to start.
 FATAL, WARN, INFO = "fatal", "warn", "info"
@@ -94,16 +90,22 @@ def _seconds(style: str, stamp: str, year: int) -> float:
     return datetime.strptime(f"{year} {stamp}", "%Y %b %d %H:%M:%S").timestamp()
 
 
-_STYLES = (("boot", _UPTIME, "s"), ("ctime", _CTIME, "t"), ("iso", _ISO, "t"), ("syslog", _SYSLOG, "t"))
+# The timestamps a kernel log line may start with, tried in this order; `t` holds the time.
+_STYLES = (
+    ("boot", re.compile(r"^\[\s*(?P<t>\d+\.\d+)\]\s")),  # dmesg: seconds since boot
+    ("ctime", re.compile(r"^\[(?P<t>\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]\s")),  # dmesg -T
+    ("iso", re.compile(r"^(?P<t>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: ")),
+    ("syslog", re.compile(r"^(?P<t>\w{3} +\d+ \d\d:\d\d:\d\d) \S+ kernel: ")),  # no year: the caller's
+)
 
 
 def _timestamp(line: str, year: int) -> tuple[float | None, str, str, str | None]:
     """(seconds, clock, message, problem) for one line."""
-    for style, pattern, group in _STYLES:
+    for style, pattern in _STYLES:
         if m := pattern.match(line):
             clock = "boot" if style == "boot" else "wall"
             try:
-                seconds = _seconds(style, m[group], year)
+                seconds = _seconds(style, m["t"], year)
             except (ValueError, OverflowError, OSError):
                 return None, "none", line[m.end() :], UNPARSEABLE
             if not 0 <= seconds < _LATEST:  # NaN, infinities, before 1970, or an uptime of centuries

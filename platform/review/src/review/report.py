@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from review.capacity import Delta
-from review.kubernetes import label
+from review.kubernetes import ClusterDiff, label
 from review.review import Review
 from review.terraform import StackDiff
 from review.versions import VersionChange
@@ -58,6 +58,23 @@ def _pool_rows(r: Review) -> list[str]:
 
 def markdown(r: Review) -> str:
     out = [f"## Meridian plan review: {r.base} -> {r.head}", "", _outcome(r), ""]
+    out += _flagged(r)
+    out += [f"_{note}_" for note in r.notes]
+    out += ["### Versions", ""]
+    out += [_version_line(v) for v in r.versions] or ["No version changes."]
+    out.append("")
+    out += _capacity(r)
+    out += _terraform(r)
+    out += ["### Network access (who can reach what)", ""]
+    out += [f"- {line}" for line in r.access] or ["No firewall rule changes."]
+    out.append("")
+    out += _kubernetes(r)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _flagged(r: Review) -> list[str]:
+    """What a reviewer must see first: the review's own machinery, destruction, widened access."""
+    out: list[str] = []
     if r.machinery:
         out += ["> [!WARNING]", "> **The review's own machinery changes** (this review ran BASE's code, not these):"]
         out += [f"> - `{path}`" for path in r.machinery]
@@ -73,11 +90,11 @@ def markdown(r: Review) -> str:
         out += ["### Security (widens access; a code owner must approve)", ""]
         out += [f"- {f.scope}: {f.what}" for f in r.findings]
         out.append("")
-    out += [f"_{note}_" for note in r.notes]
-    out += ["### Versions", ""]
-    out += [_version_line(v) for v in r.versions] or ["No version changes."]
-    out.append("")
-    out += [
+    return out
+
+
+def _capacity(r: Review) -> list[str]:
+    return [
         "### Capacity (GPUs, from what Terraform will do)",
         "",
         "| region | before | after | change |",
@@ -86,9 +103,15 @@ def markdown(r: Review) -> str:
         "",
         *_pool_rows(r),
         "",
+        "| team quota | before | after | change |",
+        "|---|---:|---:|---:|",
+        *_delta_rows(r.teams),
+        "",
     ]
-    out += ["| team quota | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(r.teams), ""]
-    out += ["### Terraform", ""]
+
+
+def _terraform(r: Review) -> list[str]:
+    out = ["### Terraform", ""]
     if any(d.source == "estimate" for d in r.stacks) or not r.stacks:
         out += [ESTIMATE, ""]
     if not r.stacks:
@@ -102,19 +125,15 @@ def markdown(r: Review) -> str:
             if len(res.changes) > 20:
                 out.append(f"  - ... {len(res.changes) - 20} more attributes")
         out.append("")
-    out += ["### Network access (who can reach what)", ""]
-    out += [f"- {line}" for line in r.access] or ["No firewall rule changes."]
-    out.append("")
-    out += ["### Kubernetes (what Argo CD applies)", ""]
+    return out
+
+
+def _kubernetes(r: Review) -> list[str]:
+    out = ["### Kubernetes (what Argo CD applies)", ""]
     if not r.clusters:
         out += ["No change in any cluster.", ""]
     for cluster in r.clusters:
-        counts = Counter(o.action for o in cluster.objects)
-        out += [
-            f"#### {cluster.cluster}: "
-            + ", ".join(f"{counts[a]} {a}" for a in ("added", "changed", "removed") if counts[a]),
-            "",
-        ]
+        out += [f"#### {cluster.cluster}: {_object_counts(cluster)}", ""]
         for o in cluster.objects:
             flags = "".join(f" — **{f}**" for f in o.flags)
             out.append(f"- {o.action} `{label(o.key)}`{flags}")
@@ -128,7 +147,12 @@ def markdown(r: Review) -> str:
                     "  </details>",
                 ]
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return out
+
+
+def _object_counts(cluster: ClusterDiff) -> str:
+    counts = Counter(o.action for o in cluster.objects)
+    return ", ".join(f"{counts[a]} {a}" for a in ("added", "changed", "removed") if counts[a])
 
 
 def terminal(r: Review) -> str:
@@ -143,11 +167,7 @@ def terminal(r: Review) -> str:
         out.append(f"  terraform {diff.stack}: {_counts(diff)}")
     out += [f"  access {line}" for line in r.access]
     for cluster in r.clusters:
-        counts = Counter(o.action for o in cluster.objects)
-        out.append(
-            f"  kubernetes {cluster.cluster}: "
-            + ", ".join(f"{counts[a]} {a}" for a in ("added", "changed", "removed") if counts[a])
-        )
+        out.append(f"  kubernetes {cluster.cluster}: {_object_counts(cluster)}")
         out += [f"    ! {f}" for o in cluster.flagged for f in o.flags]
     out += [f"  MACHINERY {path} (this review ran BASE's code)" for path in r.machinery]
     out += [f"  SECURITY {line}" for line in r.security]
@@ -181,12 +201,7 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
     yield "Capacity (GPUs)", _changed_table("region", r.regions)
     yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
     counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]
-    for cluster in r.clusters:
-        c = Counter(o.action for o in cluster.objects)
-        counts.append(
-            f"- kubernetes `{cluster.cluster}`: "
-            + ", ".join(f"{c[a]} {a}" for a in ("added", "changed", "removed") if c[a])
-        )
+    counts += [f"- kubernetes `{cluster.cluster}`: {_object_counts(cluster)}" for cluster in r.clusters]
     yield "Changes per region and cluster", counts
 
 

@@ -49,6 +49,8 @@ from warden.verify import Request
 log = logging.getLogger(__package__)
 
 
+NodeReads = tuple[list[dict[str, Any]], str | None]  # pods left on a draining node, probation result
+
 MAX_PENDING = 10_000  # nodes waiting for an early round; a flood of forged Events cannot grow it further
 
 
@@ -121,7 +123,7 @@ class Warden:
             self.metrics.ignored.inc(count, reason=reason)
         return verdicts
 
-    def _node_reads(self, name: str, record: Record) -> tuple[list[dict[str, Any]], str | None]:
+    def _node_reads(self, name: str, record: Record) -> NodeReads:
         """Pods left on a draining node and its probation result; on an API error, what changes nothing."""
         pods: list[dict[str, Any]] = []
         probation: str | None = None
@@ -155,50 +157,15 @@ class Warden:
     def round(self, only: Collection[str] | None = None) -> Round:
         """One round over every GPU node; with `only`, decide and act on those nodes alone, budget over all."""
         started = self.clock()
-        nodes: dict[str, dict[str, Any]] = {}
-        for node in self.cache.snapshot():
-            try:
-                if is_gpu_node(node):
-                    nodes[str(node["metadata"]["name"])] = node
-            except Exception as error:  # not shaped like a Node: nothing to act on, but say so
-                self.metrics.node_errors.inc(stage="observe")
-                log.warning("skipped a node object Warden cannot read: %s", type(error).__name__)
+        nodes = self._gpu_nodes()
         if self.sweeper is not None and only is None:
             self.sweeper.observe(nodes, started)
-        views: list[NodeView] = []
-        seen: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
-        for name, node in nodes.items():
-            decide = only is None or name in only
-            try:
-                found, pods, probation = self._view(name, node, started, decide)
-            except LeaseLost:
-                raise
-            except Exception as error:  # one node's data must never end the round: hold it for a person
-                self.metrics.node_errors.inc(stage="observe")
-                why = f"node unreadable: {type(error).__name__}: {str(error)[:200]}"
-                log.warning("%s: held for a person: %s", name, why)
-                found, pods, probation = NodeView(name, _pool(node), Record("held", reason=why), Facts(), ()), [], None
-            views.append(found)
-            seen[name] = (pods, probation)
+        views, seen = self._views(nodes, started, only)
         self._count_xids(views, started)
         sweeping = self.sweeper.running() if self.sweeper is not None else None
         decided = run_round(views, self.policy, started, only, sweeping)
-        phases: Counter[tuple[str, str]] = Counter()
-        for v in views:
-            decision = decided.decisions.get(v.name)
-            phases[v.pool, (decision.record if decision else v.record).phase] += 1
-            if only is not None and v.name not in only:
-                continue
-            if decision is not None:
-                burn_in = self._burn_in_result(v, decision, seen[v.name][1], started)
-                self.actuator.apply(nodes[v.name], v.record, decision, burn_in)
-            else:
-                self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
-        self.pools |= {v.pool for v in views}  # a pool that empties reads 0, not its last count
-        for pool in sorted(self.pools):
-            for phase in PHASES:
-                self.metrics.nodes.set(phases[pool, phase], pool=pool, phase=phase)
-        self.metrics.blocked.set(decided.blocked)
+        phases = self._act(nodes, views, seen, decided, only, started)
+        self._export_phases(views, phases, decided)
         if only is None:  # tenants' requests and the checks that answer them, with the sweeps
             requests = self._tenant_reports(started).requests(self.policy.nccl_failures)
             if self.sweeper is not None:
@@ -216,6 +183,69 @@ class Warden:
             len(decided.decisions),
         )
         return decided
+
+    def _gpu_nodes(self) -> dict[str, dict[str, Any]]:
+        """The GPU Nodes in the watch cache, by name; an object not shaped like a Node is counted and skipped."""
+        nodes: dict[str, dict[str, Any]] = {}
+        for node in self.cache.snapshot():
+            try:
+                if is_gpu_node(node):
+                    nodes[str(node["metadata"]["name"])] = node
+            except Exception as error:  # not shaped like a Node: nothing to act on, but say so
+                self.metrics.node_errors.inc(stage="observe")
+                log.warning("skipped a node object Warden cannot read: %s", type(error).__name__)
+        return nodes
+
+    def _views(
+        self, nodes: dict[str, dict[str, Any]], now: float, only: Collection[str] | None
+    ) -> tuple[list[NodeView], dict[str, NodeReads]]:
+        """Every node's view, and for each the pods and probation result read for its decision."""
+        views: list[NodeView] = []
+        seen: dict[str, NodeReads] = {}
+        for name, node in nodes.items():
+            decide = only is None or name in only
+            try:
+                found, pods, probation = self._view(name, node, now, decide)
+            except LeaseLost:
+                raise
+            except Exception as error:  # one node's data must never end the round: hold it for a person
+                self.metrics.node_errors.inc(stage="observe")
+                why = f"node unreadable: {type(error).__name__}: {str(error)[:200]}"
+                log.warning("%s: held for a person: %s", name, why)
+                found, pods, probation = NodeView(name, _pool(node), Record("held", reason=why), Facts(), ()), [], None
+            views.append(found)
+            seen[name] = (pods, probation)
+        return views, seen
+
+    def _act(
+        self,
+        nodes: dict[str, dict[str, Any]],
+        views: list[NodeView],
+        seen: dict[str, NodeReads],
+        decided: Round,
+        only: Collection[str] | None,
+        now: float,
+    ) -> Counter[tuple[str, str]]:
+        """Apply each decision (or keep an undecided node's phase in force); the nodes per (pool, phase) after."""
+        phases: Counter[tuple[str, str]] = Counter()
+        for v in views:
+            decision = decided.decisions.get(v.name)
+            phases[v.pool, (decision.record if decision else v.record).phase] += 1
+            if only is not None and v.name not in only:
+                continue
+            if decision is not None:
+                burn_in = self._burn_in_result(v, decision, seen[v.name][1], now)
+                self.actuator.apply(nodes[v.name], v.record, decision, burn_in)
+            else:
+                self.actuator.ensure(self.cache.get(v.name) or nodes[v.name], v.record, *seen[v.name])
+        return phases
+
+    def _export_phases(self, views: list[NodeView], phases: Counter[tuple[str, str]], decided: Round) -> None:
+        self.pools |= {v.pool for v in views}  # a pool that empties reads 0, not its last count
+        for pool in sorted(self.pools):
+            for phase in PHASES:
+                self.metrics.nodes.set(phases[pool, phase], pool=pool, phase=phase)
+        self.metrics.blocked.set(decided.blocked)
 
     def _count_xids(self, views: list[NodeView], now: float) -> None:
         """warden_xids_total: each Xid an agent condition lists, once (by its time), within the policy's window.

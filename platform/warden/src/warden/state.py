@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -193,6 +194,20 @@ def _repeat_offender(record: Record, now: float, policy: Policy) -> bool:
     return len(recent) >= policy.repeat_count
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What a phase's step works from besides the record: this round's facts and limits, and the signals' verdict."""
+
+    facts: Facts
+    now: float
+    policy: Policy
+    budget: Budget
+    signals: tuple[Signal, ...]  # on a healthy node, only those not dealt with yet
+    action: Action  # the worst action the signals call for
+    faults: tuple[health.Fault, ...]
+    reason: str  # the faults as text, for the record and its Events
+
+
 def decide(record: Record, signals: list[Signal], facts: Facts, now: float, policy: Policy, budget: Budget) -> Decision:
     """The next state of one node and what to do to it. Calling it again with the same inputs asks for nothing new."""
     if facts.opted_out and record.phase in ("healthy", "suspect"):
@@ -201,81 +216,106 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
         signals = [s for s in signals if not s.at or s.at > record.handled]
     action = _worst([policy.action_for(s.kind, s.code) for s in signals])
     faults = tuple(health.Fault(s.kind, s.code) for s in signals)
-    reason = health.faults_text(faults)
-    phase = record.phase
+    seen = _Seen(facts, now, policy, budget, tuple(signals), action, faults, health.faults_text(faults))
+    return _STEPS.get(record.phase, _held)(record, seen)
 
-    if phase == "healthy":
-        if action == "none":
-            if policy.burn_in and facts.joined and facts.idle:
-                return _join(record, now, budget, facts.cordoned_by_other)
-            return Decision(record)
-        if action == "restart_pods":
-            handled = replace(record, handled=max(record.handled, *(s.at for s in signals)))
-            told = health.NodeEvent("restart_pods", faults=faults)
-            return Decision(
-                handled, (Command("restart_pods", reason), Command("event", f"restarting pods: {reason}", told))
-            )
-        if _repeat_offender(record, now, policy):
-            action = "review"
-        suspect = replace(record, phase="suspect", since=now, action=action, reason=reason)
-        return decide_suspect(suspect, now, budget, facts.cordoned_by_other)
-    if phase == "suspect":
-        if SEVERITY[action] > SEVERITY[record.action]:
-            record = replace(record, action=action, reason=f"{record.reason}; {reason}")
-        return decide_suspect(record, now, budget, facts.cordoned_by_other)
-    if phase == "quarantined":
-        if record.action == "review":
-            return Decision(
-                replace(record, phase="held", since=now), (Command("event", f"held for review: {record.reason}"),)
-            )
-        draining = replace(record, phase="draining", since=now)
-        return Decision(draining, (Command("evict", f"grace {policy.drain_grace_s:.0f}s"),))
-    if phase == "draining":
-        drained = facts.pods == 0 or now - record.since >= policy.drain_grace_s
-        if not drained:
-            return Decision(record)
-        if not budget.may_remediate:
-            return Decision(record)  # within the concurrency caps only
-        remediating = replace(
-            record, phase="remediating", since=now, boot_id=facts.boot_id, remediations=(*record.remediations, now)
-        )
-        if record.action == "replace":
-            return Decision(remediating, (Command("report_faulty", record.reason), Command("replace", record.reason)))
-        return Decision(remediating, (Command("reboot", record.reason),))
-    if phase == "remediating":
-        back = facts.ready and facts.boot_id != record.boot_id
-        if not back:
-            if now - record.since < policy.remediate_timeout_s:
-                return Decision(record)
-            # The request was lost (an API error, a Warden restart before it left): the node never
-            # went down, so asking again cannot double a reboot.
-            verb = "replace" if record.action == "replace" else "reboot"
-            return Decision(replace(record, since=now), (Command(verb, f"retry: {record.reason}"),))
-        return Decision(replace(record, phase="probation", since=now), (Command("preflight", "probation"),))
-    if phase == "probation":
-        if facts.preflight is None:
-            if record.burn_in and facts.check_missing and budget.may_burn_in:
-                return Decision(record, (Command("preflight", "burn-in"),))  # its turn within the pool's bound
-            return Decision(record)
-        if facts.preflight == "pass":
-            healthy = replace(
-                record, phase="healthy", since=now, action="none", reason="", boot_id="", handled=now, burn_in=False
-            )
-            return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
-        escalated = _after_failed_check(record, now, policy)
+
+def _healthy(record: Record, seen: _Seen) -> Decision:
+    """Nothing new, a join to burn in, pods to restart in place, or a suspect (held for review if it keeps failing)."""
+    if seen.action == "none":
+        if seen.policy.burn_in and seen.facts.joined and seen.facts.idle:
+            return _join(record, seen.now, seen.budget, seen.facts.cordoned_by_other)
+        return Decision(record)
+    if seen.action == "restart_pods":
+        handled = replace(record, handled=max(record.handled, *(s.at for s in seen.signals)))
+        told = health.NodeEvent("restart_pods", faults=seen.faults)
         return Decision(
-            replace(
-                record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"
-            ),
-            (
-                Command(
-                    "event",
-                    f"probation failed: escalating to {escalated}",
-                    health.NodeEvent("probation_failed", faults=(health.Fault("probation failed"),)),
-                ),
-            ),
+            handled, (Command("restart_pods", seen.reason), Command("event", f"restarting pods: {seen.reason}", told))
         )
-    return Decision(record)  # held: until a person clears the record
+    action = "review" if _repeat_offender(record, seen.now, seen.policy) else seen.action
+    suspect = replace(record, phase="suspect", since=seen.now, action=action, reason=seen.reason)
+    return decide_suspect(suspect, seen.now, seen.budget, seen.facts.cordoned_by_other)
+
+
+def _suspect(record: Record, seen: _Seen) -> Decision:
+    """A worse fault raises the planned action; the quarantine waits for the safety budget."""
+    if SEVERITY[seen.action] > SEVERITY[record.action]:
+        record = replace(record, action=seen.action, reason=f"{record.reason}; {seen.reason}")
+    return decide_suspect(record, seen.now, seen.budget, seen.facts.cordoned_by_other)
+
+
+def _quarantined(record: Record, seen: _Seen) -> Decision:
+    if record.action == "review":
+        return Decision(
+            replace(record, phase="held", since=seen.now), (Command("event", f"held for review: {record.reason}"),)
+        )
+    draining = replace(record, phase="draining", since=seen.now)
+    return Decision(draining, (Command("evict", f"grace {seen.policy.drain_grace_s:.0f}s"),))
+
+
+def _draining(record: Record, seen: _Seen) -> Decision:
+    """Once drained (or the grace period is over) and the concurrency caps allow: reboot or replace."""
+    drained = seen.facts.pods == 0 or seen.now - record.since >= seen.policy.drain_grace_s
+    if not drained or not seen.budget.may_remediate:
+        return Decision(record)
+    remediating = replace(
+        record,
+        phase="remediating",
+        since=seen.now,
+        boot_id=seen.facts.boot_id,
+        remediations=(*record.remediations, seen.now),
+    )
+    if record.action == "replace":
+        return Decision(remediating, (Command("report_faulty", record.reason), Command("replace", record.reason)))
+    return Decision(remediating, (Command("reboot", record.reason),))
+
+
+def _remediating(record: Record, seen: _Seen) -> Decision:
+    """Back (ready, with a new boot id): probation; past the timeout: ask again."""
+    back = seen.facts.ready and seen.facts.boot_id != record.boot_id
+    if back:
+        return Decision(replace(record, phase="probation", since=seen.now), (Command("preflight", "probation"),))
+    if seen.now - record.since < seen.policy.remediate_timeout_s:
+        return Decision(record)
+    # The request was lost (an API error, a Warden restart before it left): the node never
+    # went down, so asking again cannot double a reboot.
+    verb = "replace" if record.action == "replace" else "reboot"
+    return Decision(replace(record, since=seen.now), (Command(verb, f"retry: {record.reason}"),))
+
+
+def _probation(record: Record, seen: _Seen) -> Decision:
+    """A passed check returns the node; a failed one quarantines it again, one step up."""
+    now = seen.now
+    if seen.facts.preflight is None:
+        if record.burn_in and seen.facts.check_missing and seen.budget.may_burn_in:
+            return Decision(record, (Command("preflight", "burn-in"),))  # its turn within the pool's bound
+        return Decision(record)
+    if seen.facts.preflight == "pass":
+        healthy = replace(
+            record, phase="healthy", since=now, action="none", reason="", boot_id="", handled=now, burn_in=False
+        )
+        return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
+    escalated = _after_failed_check(record, now, seen.policy)
+    failed = health.NodeEvent("probation_failed", faults=(health.Fault("probation failed"),))
+    return Decision(
+        replace(record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"),
+        (Command("event", f"probation failed: escalating to {escalated}", failed),),
+    )
+
+
+def _held(record: Record, seen: _Seen) -> Decision:
+    return Decision(record)  # until a person clears the record
+
+
+_STEPS: dict[str, Callable[[Record, _Seen], Decision]] = {
+    "healthy": _healthy,
+    "suspect": _suspect,
+    "quarantined": _quarantined,
+    "draining": _draining,
+    "remediating": _remediating,
+    "probation": _probation,
+    "held": _held,
+}
 
 
 def carried_out(before: Record, decision: Decision, policy: Policy) -> bool:
