@@ -12,7 +12,7 @@ CHECK = health.DeepCheck(
     kind="burn_in",
     verdict="fail",
     level=3,
-    failures=(health.Failure("dcgm_diag", 5, "Memory test: GPU 5 miscompare"),),
+    failures=(health.Failure(check="dcgm_diag", gpu=5, evidence="Memory test: GPU 5 miscompare"),),
 )
 
 
@@ -42,7 +42,13 @@ def test_a_hand_edited_record_is_refused_in_one_line(text: str, says: str) -> No
     assert "make generate" not in refused.value.lines[0]  # the annotation is Warden's, not a generated file
 
 
-REPORT = health.Report("dcgm-diag", "level 2: memory failed on GPU 5", 1_764_547_200.0, 5, ("GPU 5: memory fail",))
+REPORT = health.Report(
+    check="dcgm-diag",
+    summary="level 2: memory failed on GPU 5",
+    time=1_764_547_200.0,
+    gpu=5,
+    evidence=("GPU 5: memory fail",),
+)
 
 
 def test_a_report_round_trips_and_keeps_its_gpu() -> None:
@@ -52,10 +58,14 @@ def test_a_report_round_trips_and_keeps_its_gpu() -> None:
 
 
 def test_a_report_fits_the_termination_limit_evidence_first() -> None:
-    big = health.Report("shm", "s" * 100, 1.0, None, tuple("e" * 1000 for _ in range(8)))
+    big = health.Report(
+        check="shm", summary="s" * 100, time=1.0, gpu=None, evidence=tuple("e" * 1000 for _ in range(8))
+    )
     text = health.dump_report(big)
     assert len(text.encode()) <= health.REPORT_MAX_BYTES
-    assert health.load_report(text, "t") == health.Report("shm", "s" * 100, 1.0, None, big.evidence[:3])
+    assert health.load_report(text, "t") == health.Report(
+        check="shm", summary="s" * 100, time=1.0, gpu=None, evidence=big.evidence[:3]
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,6 +92,6 @@ def test_a_forged_report_is_refused_in_one_line(fields: dict[str, object], says:
 
 
 def test_a_deep_check_with_an_impossible_gpu_is_refused() -> None:
-    bad = health.DeepCheck(time=1.0, kind="verify", verdict="fail", failures=(health.Failure("x", 99),))
+    bad = health.DeepCheck(time=1.0, kind="verify", verdict="fail", failures=(health.Failure(check="x", gpu=99),))
     with pytest.raises(Invalid, match="gpu: 99"):
         health.loads(health.dumps(bad), "node/a")

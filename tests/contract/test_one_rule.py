@@ -61,3 +61,17 @@ def test_the_checks_see_a_copy(tmp_path: Path) -> None:
     assert any(_is_team_pools_rule(n) for n in ast.walk(copy))
     assert _walks_annotations(ast.parse("from typing import get_type_hints\nhints = get_type_hints(C)\n"))
     assert not _walks_annotations(ast.parse("x = 1\n"))
+
+
+def test_contract_types_are_built_by_keyword() -> None:
+    """A positional call would silently swap two fields of one type (a report's check and summary, say)."""
+    positional = [
+        f"{path}:{node.name}"
+        for path, tree in _sources()
+        if path.parts[:4] == ("platform", "contract", "src", "contract")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        for decorator in node.decorator_list
+        if "dataclass" in ast.unparse(decorator) and "kw_only=True" not in ast.unparse(decorator)
+    ]
+    assert positional == []

@@ -71,10 +71,10 @@ def event(
 
 
 def left(before: str, after: str, *faults: deep.Fault) -> deep.NodeEvent:
-    return deep.NodeEvent("left_healthy", before, after, faults)
+    return deep.NodeEvent(change="left_healthy", before=before, after=after, faults=faults)
 
 
-XID79, NCCL = deep.Fault("xid", 79), deep.Fault("nccl_errors")
+XID79, NCCL = deep.Fault(kind="xid", code=79), deep.Fault(kind="nccl_errors")
 
 
 NODES = [
@@ -87,7 +87,7 @@ NODES = [
         "f-1",
         "h200-flex",
         "probation",
-        check(2, "fail", (deep.Failure("dcgm-diag", 3, "memory test failed"),)),
+        check(2, "fail", (deep.Failure(check="dcgm-diag", gpu=3, evidence="memory test failed"),)),
         not_ready=True,
         conditions=[
             {"type": names.XID_CONDITION, "status": "True", "message": f"79@{int(NOW - DAY)} 13@{int(NOW - 30 * DAY)}"}
@@ -97,18 +97,20 @@ NODES = [
 ]
 EVENTS = [
     event("a-3", "WardenQuarantined", left("healthy", "quarantined", XID79, NCCL), 2),
-    event("a-3", "WardenAction", deep.NodeEvent("other", faults=(XID79, NCCL)), 2),  # not again
-    event("a-4", "WardenSuspect", left("healthy", "suspect", deep.Fault("sxid", 12)), 10),  # too old
-    event("a-1", "WardenAction", deep.NodeEvent("restart_pods", faults=(deep.Fault("xid", 13),)), 1),
-    event("a-1", "WardenProbation", deep.NodeEvent("other", "healthy", "probation"), 1),  # a burn-in
-    event("a-2", "WardenQuarantined", left("healthy", "quarantined", deep.Fault("xid", 48)), 1, "someone"),
+    event("a-3", "WardenAction", deep.NodeEvent(change="other", faults=(XID79, NCCL)), 2),  # not again
+    event("a-4", "WardenSuspect", left("healthy", "suspect", deep.Fault(kind="sxid", code=12)), 10),  # too old
+    event("a-1", "WardenAction", deep.NodeEvent(change="restart_pods", faults=(deep.Fault(kind="xid", code=13),)), 1),
+    event(
+        "a-1", "WardenProbation", deep.NodeEvent(change="other", before="healthy", after="probation"), 1
+    ),  # a burn-in
+    event("a-2", "WardenQuarantined", left("healthy", "quarantined", deep.Fault(kind="xid", code=48)), 1, "someone"),
     event(
         "f-1",
         "WardenAction",
-        deep.NodeEvent("probation_failed", faults=(deep.Fault("probation failed"),)),
+        deep.NodeEvent(change="probation_failed", faults=(deep.Fault(kind="probation failed"),)),
         3,
     ),
-    event("a-5", "WardenSuspect", left("healthy", "suspect", deep.Fault("thermal")), 1),  # unknown kind
+    event("a-5", "WardenSuspect", left("healthy", "suspect", deep.Fault(kind="thermal")), 1),  # unknown kind
     event("a-5", "WardenSuspect", '{"schema": "meridian.node-event/v1", "change": "<script>; rm -rf"}', 1),
 ]
 CONFIG = policy.dumps(policy.DEFAULTS)
@@ -328,9 +330,11 @@ def test_hostile_nodes_never_crash(obj: dict[str, Any]) -> None:
 
 
 def test_event_records_decode_strictly() -> None:
-    told = deep.NodeEvent("left_healthy", "healthy", "suspect", (XID79, deep.Fault("sxid", 12)))
+    told = deep.NodeEvent(
+        change="left_healthy", before="healthy", after="suspect", faults=(XID79, deep.Fault(kind="sxid", code=12))
+    )
     assert health.event_kinds(event("n", "WardenSuspect", told, 0)) == ["xid:79", "sxid:12"]
-    faults = (deep.Fault("preflight"), deep.Fault("gpu_missing"), deep.Fault("x"))
+    faults = (deep.Fault(kind="preflight"), deep.Fault(kind="gpu_missing"), deep.Fault(kind="x"))
     assert health.fault_kinds(faults) == ["preflight", "gpu-missing", "other"]
     for forged in (
         '{"schema": "meridian.node-event/v1", "change": "left_healthy", "faults": [{"kind": "<b>"}]}',

@@ -166,7 +166,11 @@ def test_a_failure_becomes_the_node_annotation_warden_reads(tmp_path: Path) -> N
     assert list(annotation) == [ANNOTATION] == ["meridian.dev/preflight-failure"]
     # Read back with the node-health contract's decoder, as Warden and gkr read it.
     assert health.load_report(annotation[ANNOTATION], ANNOTATION) == health.Report(
-        "gpu-state", "GPU 1: 2 uncorrectable ECC errors", 1_764_410_400.0, 1, tuple(f"line {i}" for i in range(5))
+        check="gpu-state",
+        summary="GPU 1: 2 uncorrectable ECC errors",
+        time=1_764_410_400.0,
+        gpu=1,
+        evidence=tuple(f"line {i}" for i in range(5)),
     )
     assert node_annotation(results[:1], 0.0) is None
 
@@ -176,7 +180,11 @@ def test_a_failure_becomes_the_node_annotation_warden_reads(tmp_path: Path) -> N
     token = tmp_path / "token"
     token.write_text("t0ken\n")
     try:
-        annotate(incluster.Cluster(f"http://127.0.0.1:{server.server_port}", str(token)), "gke-h200-a-7f3c", annotation)
+        annotate(
+            incluster.Cluster(api=f"http://127.0.0.1:{server.server_port}", token_file=str(token)),
+            "gke-h200-a-7f3c",
+            annotation,
+        )
     finally:
         server.shutdown()
     (request,) = _Recorder.requests
@@ -202,7 +210,7 @@ def test_annotation_refused_is_a_warning_not_a_crash(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     token = tmp_path / "token"
     token.write_text("t")
-    cluster = incluster.Cluster(f"http://127.0.0.1:{server.server_port}", str(token))
+    cluster = incluster.Cluster(api=f"http://127.0.0.1:{server.server_port}", token_file=str(token))
     monkeypatch.setattr(incluster, "discover", lambda: cluster)
     monkeypatch.setenv("NODE_NAME", "gke-node-1")
     try:

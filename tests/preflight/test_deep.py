@@ -55,7 +55,9 @@ def test_deep_adds_the_deep_checks_after_the_usual_ones(
     assert verdicts["nccl-multinode"][0] == "skip"
     assert verdicts["dcgm-diag"] == ("fail", "level 3: memory failed on GPU 3")
     assert code == 1
-    assert health.Failure("dcgm-diag", 3, report["checks"][-1]["evidence"][0]) in deep.failures(report)
+    assert health.Failure(check="dcgm-diag", gpu=3, evidence=report["checks"][-1]["evidence"][0]) in deep.failures(
+        report
+    )
 
 
 def test_without_deep_nothing_changes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,13 +121,15 @@ def test_failures_of_a_whole_report() -> None:
         Result("compute", "skip", "no GPU"),
     ]
     assert deep.failures(as_json(results, "node-1", "2026-12-01T00:00:00+00:00")) == (
-        health.Failure("gpu-state", None, "GPU 2 has 3 uncorrectable ECC errors"),
-        health.Failure("rdma-links", None, "mlx5_4 port 1: state DOWN, expected ACTIVE"),
+        health.Failure(check="gpu-state", gpu=None, evidence="GPU 2 has 3 uncorrectable ECC errors"),
+        health.Failure(check="rdma-links", gpu=None, evidence="mlx5_4 port 1: state DOWN, expected ACTIVE"),
         health.Failure(
-            "nccl-multinode", None, "could not run: the all-reduce with 1 peer(s) did not finish within 300 s"
+            check="nccl-multinode",
+            gpu=None,
+            evidence="could not run: the all-reduce with 1 peer(s) did not finish within 300 s",
         ),
-        health.Failure("dcgm-diag", 5, "GPU 5: pcie (Integration) fail: x"),
-        health.Failure("dcgm-diag", None, "memory (Hardware) fail"),
+        health.Failure(check="dcgm-diag", gpu=5, evidence="GPU 5: pcie (Integration) fail: x"),
+        health.Failure(check="dcgm-diag", gpu=None, evidence="memory (Hardware) fail"),
     )
 
 
@@ -145,7 +149,7 @@ def test_many_failures_are_capped() -> None:
     )
     found = deep.failures(report)
     assert len(found) == deep.MAX_PER_CHECK + 1
-    assert found[-1] == health.Failure("rdma-links", None, f"... {100 - deep.MAX_PER_CHECK} more")
+    assert found[-1] == health.Failure(check="rdma-links", gpu=None, evidence=f"... {100 - deep.MAX_PER_CHECK} more")
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ def cluster(tmp_path: Path) -> Iterator[incluster.Cluster]:
     token = tmp_path / "token"
     token.write_text("first\n")
     try:
-        yield incluster.Cluster(f"http://127.0.0.1:{server.server_port}", str(token))
+        yield incluster.Cluster(api=f"http://127.0.0.1:{server.server_port}", token_file=str(token))
     finally:
         server.shutdown()
 
@@ -51,7 +51,9 @@ def test_discover_finds_the_service_account_and_the_api_server(tmp_path: Path) -
     assert incluster.discover({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, tmp_path) is None  # no token mounted
     (tmp_path / "token").write_text("t")
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
-    assert incluster.discover(env, tmp_path) == incluster.Cluster("https://10.0.0.1:6443", str(tmp_path / "token"))
+    assert incluster.discover(env, tmp_path) == incluster.Cluster(
+        api="https://10.0.0.1:6443", token_file=str(tmp_path / "token")
+    )
     (tmp_path / "ca.crt").write_text("")
     found = incluster.discover({"KUBERNETES_SERVICE_HOST": "fd00::1"}, tmp_path)
     assert found is not None
@@ -104,9 +106,11 @@ def test_no_server_and_no_token_are_api_errors_too(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("t")
     with pytest.raises(incluster.ApiError) as refused:
-        incluster.request(incluster.Cluster(f"http://127.0.0.1:{port}", str(token)), "GET", "/x", timeout=2)
+        incluster.request(
+            incluster.Cluster(api=f"http://127.0.0.1:{port}", token_file=str(token)), "GET", "/x", timeout=2
+        )
     assert refused.value.status == 0
     assert "GET /x: " in str(refused.value)
     with pytest.raises(incluster.ApiError) as missing:
-        incluster.request(incluster.Cluster("http://127.0.0.1:1", str(tmp_path / "none")), "GET", "/x")
+        incluster.request(incluster.Cluster(api="http://127.0.0.1:1", token_file=str(tmp_path / "none")), "GET", "/x")
     assert "cannot read the service account token" in str(missing.value)

@@ -35,7 +35,14 @@ def test_the_config_survives_a_round_trip() -> None:
             dry_run=False,
             xid_actions={79: "review", 13: "none"},
             signal_actions={"sxid": "reboot"},
-            pools={"a": Thresholds(8, 600.5, 368.0, 256.0, True), "cpu": Thresholds(0, 0.0, 0.0, 0.0, False)},
+            pools={
+                "a": Thresholds(
+                    gpus=8, min_tflops=600.5, min_busbw_one_node_gbps=368.0, min_busbw_many_nodes_gbps=256.0, rdma=True
+                ),
+                "cpu": Thresholds(
+                    gpus=0, min_tflops=0.0, min_busbw_one_node_gbps=0.0, min_busbw_many_nodes_gbps=0.0, rdma=False
+                ),
+            },
         ),
     ):
         text = config.dumps(value)

@@ -43,7 +43,11 @@ POLICY = Policy(
     dry_run=False,
     act_on="all",  # these tests follow every action to its end; the new fleet's default has its own tests
     probation_image="registry.example/trainer@sha256:" + "a" * 64,
-    pools={"h200-a": Thresholds(8, 600.0, 368.0, 256.0, rdma=True)},
+    pools={
+        "h200-a": Thresholds(
+            gpus=8, min_tflops=600.0, min_busbw_one_node_gbps=368.0, min_busbw_many_nodes_gbps=256.0, rdma=True
+        )
+    },
 )
 
 
@@ -150,8 +154,10 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     assert events[0].body["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": bad, "uid": f"uid-{bad}"}
     # What gkr health counts comes from each Event's typed record, through the contract's decoder.
     assert [health.load_event(e.body["metadata"]["annotations"][NODE_EVENT_ANNOTATION], "e") for e in events] == [
-        health.NodeEvent("left_healthy", "healthy", "quarantined", (health.Fault("xid", 79),)),
-        health.NodeEvent("other"),
+        health.NodeEvent(
+            change="left_healthy", before="healthy", after="quarantined", faults=(health.Fault(kind="xid", code=79),)
+        ),
+        health.NodeEvent(change="other"),
     ]
     assert [gkr_health.event_kinds(e.body) for e in events] == [["xid:79"], []]
     assert warden.metrics.transitions.get(from_phase="healthy", to_phase="quarantined") == 1

@@ -183,7 +183,7 @@ def test_a_failed_sweep_records_what_failed_and_the_policy_acts_on_it(cluster: C
     w.round()
     check = health.loads(api.nodes["due"]["metadata"]["annotations"][DEEP_CHECK], "test")
     assert (check.kind, check.verdict) == ("sweep", "fail")
-    assert check.failures == (health.Failure("dcgm-diag", 3, "Memory test failed"),)
+    assert check.failures == (health.Failure(check="dcgm-diag", gpu=3, evidence="Memory test failed"),)
     assert w.metrics.deep_checks.get(pool="h200-a", kind="sweep", verdict="fail") == 1
     api.pods = []
     clock.now += 30

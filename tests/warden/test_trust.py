@@ -153,4 +153,6 @@ def test_preflight_retries_keep_the_latest_failure_and_old_ones_expire() -> None
     }
     verdicts = Verdicts()
     preflight_failures([ray_pod, stale, {"status": "hostile"}, {}], NOW, 3600, verdicts)
-    assert verdicts.preflight == {("n-07", "research"): (health.Report("nccl", "no gIB", NOW - 60), NOW - 60)}
+    assert verdicts.preflight == {
+        ("n-07", "research"): (health.Report(check="nccl", summary="no gIB", time=NOW - 60), NOW - 60)
+    }

@@ -82,6 +82,12 @@ def setting_of(field: dataclasses.Field[Any]) -> Setting:
     return found
 
 
+def declared(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
+    """(field, resolved type) of each field of `cls`, in order: what tables derived from the declarations read."""
+    hints = get_type_hints(cls)
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+
+
 def has_default(field: dataclasses.Field[Any]) -> bool:
     return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
 
@@ -165,7 +171,7 @@ class _Walker:
     def bad(self, path: Path, what: str, kind: Any = None, fix: str | None = None) -> _Failed:
         if fix is None:
             fix = self.fix if isinstance(self.fix, str) else self.fix(dotted(path), _name(kind))
-        self.problems.append(Problem(path, f"{what}; {fix}"))
+        self.problems.append(Problem(path=path, message=f"{what}; {fix}"))
         return FAILED
 
     def value(self, kind: Any, data: Any, path: Path, rule: Setting) -> Any:

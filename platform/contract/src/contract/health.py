@@ -45,14 +45,14 @@ CheckKind = Literal["burn_in", "sweep", "verify"]
 Verdict = Literal["pass", "fail"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Failure:
     check: str  # preflight's check name: "dcgm-diag", "nccl-multinode", "rdma-links" (preflight.deep.CHECKS), ...
     gpu: int | None = None  # the GPU index, when the failure is one GPU's
     evidence: str = ""  # one line: the failing test and what it measured
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeepCheck:
     time: float  # unix seconds when the check finished
     kind: CheckKind
@@ -89,7 +89,7 @@ REPORT_MAX_BYTES = 4096  # what the kubelet keeps of a termination message; the 
 REPORT_FIX = "it is written by `preflight run` (--termination-log, --annotate); run it again"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Report:
     """The first failing check of a preflight run."""
 
@@ -148,13 +148,13 @@ _FAULT = re.compile(r"([a-z][a-z_ ]{0,31}?)(?: (\d{1,6}))?")
 EventChange = Literal["left_healthy", "restart_pods", "probation_failed", "other"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fault:
     kind: str  # a contract.signals kind ("xid", "nccl_errors", "preflight"...), or "probation failed"
     code: int | None = None  # the Xid or SXid number
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeEvent:
     change: EventChange
     before: str = ""  # the node's Warden phase before the Event's change, and after it
@@ -173,7 +173,7 @@ def parse_faults(text: str) -> tuple[Fault, ...]:
     for part in text.split(";")[:MAX_FAULTS]:
         m = _FAULT.fullmatch(part.strip())
         if m:
-            out.append(Fault(m[1], None if m[2] is None else int(m[2])))
+            out.append(Fault(kind=m[1], code=None if m[2] is None else int(m[2])))
     return tuple(out)
 
 

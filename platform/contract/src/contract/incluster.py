@@ -36,7 +36,7 @@ class ApiError(Exception):
         self.status = status
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cluster:
     """Where the API server is and how to prove who we are."""
 
@@ -56,7 +56,7 @@ def discover(env: Mapping[str, str] = os.environ, account: Path = SERVICE_ACCOUN
         return None
     ca = account / "ca.crt"
     host = f"[{host}]" if ":" in host else host  # an IPv6 service address
-    return Cluster(f"https://{host}:{port}", str(token), str(ca) if ca.is_file() else None)
+    return Cluster(api=f"https://{host}:{port}", token_file=str(token), ca_file=str(ca) if ca.is_file() else None)
 
 
 def request(

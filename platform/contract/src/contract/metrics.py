@@ -20,7 +20,7 @@ from typing import Literal
 Kind = Literal["counter", "gauge", "histogram"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Metric:
     name: str  # as exposed: counters end in _total, histograms add _bucket/_sum/_count
     kind: Kind
@@ -34,7 +34,7 @@ class Metric:
         return (self.name,)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Catalog:
     """One component's metrics as attributes; iterating yields them in declaration order.
 
@@ -57,112 +57,145 @@ RUN_LABELS = ("run", "region", "group")
 GOODPUT_CATEGORIES = ("productive", "startup", "checkpoint", "failed", "replayed")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trainer(Catalog):
-    step: Metric = Metric("meridian_trainer_step", "gauge", "Last committed step.", RUN_LABELS)
+    step: Metric = Metric(name="meridian_trainer_step", kind="gauge", help="Last committed step.", labels=RUN_LABELS)
     loss: Metric = Metric(
-        "meridian_trainer_loss", "gauge", "Mean training loss over the last logging window.", RUN_LABELS
+        name="meridian_trainer_loss",
+        kind="gauge",
+        help="Mean training loss over the last logging window.",
+        labels=RUN_LABELS,
     )
     tokens_per_second: Metric = Metric(
-        "meridian_trainer_tokens_per_second", "gauge", "Tokens per second over the last logging window.", RUN_LABELS
+        name="meridian_trainer_tokens_per_second",
+        kind="gauge",
+        help="Tokens per second over the last logging window.",
+        labels=RUN_LABELS,
     )
     mfu_ratio: Metric = Metric(
-        "meridian_trainer_mfu_ratio", "gauge", "Model FLOPs utilization over the last logging window (0-1).", RUN_LABELS
+        name="meridian_trainer_mfu_ratio",
+        kind="gauge",
+        help="Model FLOPs utilization over the last logging window (0-1).",
+        labels=RUN_LABELS,
     )
     goodput_seconds: Metric = Metric(
-        "meridian_trainer_goodput_seconds_total",
-        "counter",
-        "Seconds of the group's life by category (productive, startup, checkpoint, failed, replayed).",
-        (*RUN_LABELS, "category"),
+        name="meridian_trainer_goodput_seconds_total",
+        kind="counter",
+        help="Seconds of the group's life by category (productive, startup, checkpoint, failed, replayed).",
+        labels=(*RUN_LABELS, "category"),
     )
     participants: Metric = Metric(
-        "meridian_trainer_participants", "gauge", "Replica groups in the last committed step's quorum.", RUN_LABELS
+        name="meridian_trainer_participants",
+        kind="gauge",
+        help="Replica groups in the last committed step's quorum.",
+        labels=RUN_LABELS,
     )
     heals: Metric = Metric(
-        "meridian_trainer_heals_total", "counter", "Times this group healed from a live peer.", RUN_LABELS
+        name="meridian_trainer_heals_total",
+        kind="counter",
+        help="Times this group healed from a live peer.",
+        labels=RUN_LABELS,
     )
     checkpoint_seconds: Metric = Metric(
-        "meridian_trainer_checkpoint_seconds",
-        "histogram",
-        "Time from a checkpoint's start until it was staged (training resumes) or durable (files and marker written).",
-        (*RUN_LABELS, "state"),
+        name="meridian_trainer_checkpoint_seconds",
+        kind="histogram",
+        help="Time from a checkpoint's start until it was staged (training resumes) or durable (files and marker written).",
+        labels=(*RUN_LABELS, "state"),
     )
     last_commit_timestamp_seconds: Metric = Metric(
-        "meridian_trainer_last_commit_timestamp_seconds",
-        "gauge",
-        "Unix time of the last committed step: a run whose pods run but whose value stops moving is stuck.",
-        RUN_LABELS,
+        name="meridian_trainer_last_commit_timestamp_seconds",
+        kind="gauge",
+        help="Unix time of the last committed step: a run whose pods run but whose value stops moving is stuck.",
+        labels=RUN_LABELS,
     )
 
 
 # Warden: one process per cluster (the leader acts; every replica serves its metrics).
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Warden(Catalog):
     transitions: Metric = Metric(
-        "warden_transitions_total", "counter", "Node state transitions.", ("from_phase", "to_phase")
+        name="warden_transitions_total",
+        kind="counter",
+        help="Node state transitions.",
+        labels=("from_phase", "to_phase"),
     )
     commands: Metric = Metric(
-        "warden_commands_total", "counter", "Commands decided, and whether carried out.", ("verb", "carried_out")
+        name="warden_commands_total",
+        kind="counter",
+        help="Commands decided, and whether carried out.",
+        labels=("verb", "carried_out"),
     )
-    api_errors: Metric = Metric("warden_api_errors_total", "counter", "Failed Kubernetes or Compute Engine requests.")
+    api_errors: Metric = Metric(
+        name="warden_api_errors_total", kind="counter", help="Failed Kubernetes or Compute Engine requests."
+    )
     conflicts: Metric = Metric(
-        "warden_conflicts_total", "counter", "Node patches refused with 409; retried next round."
+        name="warden_conflicts_total", kind="counter", help="Node patches refused with 409; retried next round."
     )
     node_errors: Metric = Metric(
-        "warden_node_errors_total", "counter", "Nodes Warden could not read or act on.", ("stage",)
+        name="warden_node_errors_total",
+        kind="counter",
+        help="Nodes Warden could not read or act on.",
+        labels=("stage",),
     )
     lease_lost: Metric = Metric(
-        "warden_lease_lost_total", "counter", "Rounds stopped because the Lease was no longer held."
+        name="warden_lease_lost_total", kind="counter", help="Rounds stopped because the Lease was no longer held."
     )
     triggered: Metric = Metric(
-        "warden_triggered_rounds_total", "counter", "Rounds started by a watch event, not the timer."
+        name="warden_triggered_rounds_total", kind="counter", help="Rounds started by a watch event, not the timer."
     )
-    nodes: Metric = Metric("warden_nodes", "gauge", "GPU nodes by pool and phase.", ("pool", "phase"))
+    nodes: Metric = Metric(
+        name="warden_nodes", kind="gauge", help="GPU nodes by pool and phase.", labels=("pool", "phase")
+    )
     blocked: Metric = Metric(
-        "warden_breaker_blocked_nodes", "gauge", "Suspect nodes the circuit breaker keeps in service."
+        name="warden_breaker_blocked_nodes", kind="gauge", help="Suspect nodes the circuit breaker keeps in service."
     )
-    leader: Metric = Metric("warden_leader", "gauge", "1 while this replica leads.")
-    round_seconds: Metric = Metric("warden_round_seconds", "gauge", "How long the last round took.")
-    rounds: Metric = Metric("warden_rounds_total", "counter", "Rounds run.")
-    ignored: Metric = Metric("warden_signals_ignored_total", "counter", "Tenant reports ignored.", ("reason",))
+    leader: Metric = Metric(name="warden_leader", kind="gauge", help="1 while this replica leads.")
+    round_seconds: Metric = Metric(name="warden_round_seconds", kind="gauge", help="How long the last round took.")
+    rounds: Metric = Metric(name="warden_rounds_total", kind="counter", help="Rounds run.")
+    ignored: Metric = Metric(
+        name="warden_signals_ignored_total", kind="counter", help="Tenant reports ignored.", labels=("reason",)
+    )
     deep_checks: Metric = Metric(
-        "warden_deep_checks_total",
-        "counter",
-        "Deep checks (burn-in and idle sweeps) finished, by pool, kind (burn_in, sweep) and verdict (pass, fail).",
-        ("pool", "kind", "verdict"),
+        name="warden_deep_checks_total",
+        kind="counter",
+        help="Deep checks (burn-in and idle sweeps) finished, by pool, kind (burn_in, sweep) and verdict (pass, fail).",
+        labels=("pool", "kind", "verdict"),
     )
     sweeps_running: Metric = Metric(
-        "warden_sweeps_running", "gauge", "Idle-node sweep checks running now, by pool.", ("pool",)
+        name="warden_sweeps_running",
+        kind="gauge",
+        help="Idle-node sweep checks running now, by pool.",
+        labels=("pool",),
     )
     # GKE's managed DCGM does not export DCGM_FI_DEV_XID_ERRORS, and its series carry no node pool: the per-pool
     # Xid rate alert reads Warden's count of the Xids its node agents report.
     xids: Metric = Metric(
-        "warden_xids_total",
-        "counter",
-        "GPU Xid errors the node agents reported, by pool and Xid code.",
-        ("pool", "xid"),
+        name="warden_xids_total",
+        kind="counter",
+        help="GPU Xid errors the node agents reported, by pool and Xid code.",
+        labels=("pool", "xid"),
     )
     # Tenants' reports (a failed preflight container, NCCLFailure Events) only ask Warden to verify a node.
     verifications: Metric = Metric(
-        "warden_verification_requests_total",
-        "counter",
-        "Tenants' requests to verify a node, by the namespace that asked and outcome (accepted, rate_limited).",
-        ("namespace", "outcome"),
+        name="warden_verification_requests_total",
+        kind="counter",
+        help="Tenants' requests to verify a node, by the namespace that asked and outcome (accepted, rate_limited).",
+        labels=("namespace", "outcome"),
     )
 
 
 # preflight: a run's checks (the probation and job-start pods serve them until they exit; the Pushgateway is
 # not used: a short-lived pod's result is also on the Node annotation and in Warden's transitions).
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Preflight(Catalog):
     checks: Metric = Metric(
-        "meridian_preflight_checks_total",
-        "counter",
-        "Checks run, by check and verdict (pass, fail).",
-        ("check", "verdict"),
+        name="meridian_preflight_checks_total",
+        kind="counter",
+        help="Checks run, by check and verdict (pass, fail).",
+        labels=("check", "verdict"),
     )
     last_run: Metric = Metric(
-        "meridian_preflight_last_run_timestamp_seconds", "gauge", "Unix time preflight last finished."
+        name="meridian_preflight_last_run_timestamp_seconds", kind="gauge", help="Unix time preflight last finished."
     )
 
 

@@ -24,7 +24,7 @@ class Exit(IntEnum):
     NEEDS_OWNER = 4  # the plan review found a change a code owner must approve (access, versions, the review itself)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Problem:
     """One thing wrong with an input: where (a path into the document) and what to do."""
 

@@ -36,7 +36,7 @@ def schema_file(group: str, version: str, kind: str) -> str:
     return f"{group}_{version}_{kind}.json"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Thresholds:
     """What `preflight run` must measure on a machine, as numbers (the catalog's, less the tolerance)."""
 
@@ -55,7 +55,7 @@ class Thresholds:
         return args if self.rdma else (*args, "--no-rdma")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Machine:
     name: str
     gpus: int
@@ -81,7 +81,7 @@ def team_pools(pools: Iterable[OwnedT], team: str) -> list[OwnedT]:
     return [p for p in pools if p.team in (None, team)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pool:
     """A GPU pool (`nodes` fixed), or a CPU pool (`nodes` its autoscaling maximum, `zone` empty: regional)."""
 
@@ -97,7 +97,7 @@ class Pool:
         return self.nodes * self.machine.gpus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Region:
     name: str
     cluster: str
@@ -109,7 +109,7 @@ class Region:
     pod_range: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Team:
     name: str
     priority: str  # the default for the team's jobs
@@ -118,13 +118,13 @@ class Team:
     pool_quota: dict[str, dict[str, int]]  # region -> GPU pool -> nominal GPUs, whole nodes; sums to `quota`
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Dataset:
     name: str  # the bucket name
     location: str  # GCS location: a region or a multi-region (US, EU)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Registry:
     project: str
     supernet: str  # the fleet's address block (fleet.yaml network.supernet): every pod range lies inside it

@@ -41,7 +41,7 @@ UNAMBIGUOUS_XIDS = frozenset(c for b in ("reset_gpu", "restart_machine", "restar
 UNAMBIGUOUS_SIGNALS: frozenset[str] = frozenset({"maintenance"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """Warden's policy for one cluster: which action each signal calls for, and the safety limits."""
 

@@ -96,7 +96,7 @@ def _from_pydantic(exc: pydantic.ValidationError) -> list[Problem]:
             message = f"must be {_STRICT[kind]}, not {type(got).__name__} {got!r}; {fix}"
         else:
             message = f"{error['msg']} (got {error['input']!r})"
-        problems.append(Problem(path, message))
+        problems.append(Problem(path=path, message=message))
     # One problem per path: a union reports each failed member separately.
     return list({p.path: p for p in reversed(problems)}.values())[::-1]
 

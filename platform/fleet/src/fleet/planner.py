@@ -119,16 +119,16 @@ def plan_addresses(fleet: Fleet) -> tuple[AddressPlan, list[Problem]]:
     if net.region_prefix < net.supernet.prefixlen:
         problems.append(
             Problem(
-                ("network", "region_prefix"),
-                f"/{net.region_prefix} per region is larger than the supernet {net.supernet}; use a prefix of at least /{net.supernet.prefixlen}",
+                path=("network", "region_prefix"),
+                message=f"/{net.region_prefix} per region is larger than the supernet {net.supernet}; use a prefix of at least /{net.supernet.prefixlen}",
             )
         )
         return AddressPlan(()), problems
     if span > region_size:
         problems.append(
             Problem(
-                ("network", "region_prefix"),
-                f"one region's ranges need {span:,} addresses but /{net.region_prefix} holds {region_size:,}; use a shorter region_prefix or longer range prefixes",
+                path=("network", "region_prefix"),
+                message=f"one region's ranges need {span:,} addresses but /{net.region_prefix} holds {region_size:,}; use a shorter region_prefix or longer range prefixes",
             )
         )
         return AddressPlan(()), problems
@@ -140,8 +140,8 @@ def plan_addresses(fleet: Fleet) -> tuple[AddressPlan, list[Problem]]:
         if index >= slots and missing:
             problems.append(
                 Problem(
-                    ("regions", index, "network"),
-                    f"the supernet {net.supernet} holds {slots} regions of /{net.region_prefix}; "
+                    path=("regions", index, "network"),
+                    message=f"the supernet {net.supernet} holds {slots} regions of /{net.region_prefix}; "
                     f"write this region's ranges ({', '.join(missing)}) explicitly, or plan a larger supernet",
                 )
             )
@@ -176,8 +176,8 @@ def _plan_region(
         if zone not in wanted:
             problems.append(
                 Problem(
-                    (*at, "rdma", zone),
-                    f"zone {zone!r} has no pool with RDMA NICs in {region.name}; remove these ranges",
+                    path=(*at, "rdma", zone),
+                    message=f"zone {zone!r} has no pool with RDMA NICs in {region.name}; remove these ranges",
                 )
             )
     rdma_offset, _ = offsets["rdma"]
@@ -189,8 +189,8 @@ def _plan_region(
             if len(explicit) != RDMA_SUBNETS:
                 problems.append(
                     Problem(
-                        path,
-                        f"{len(explicit)} RDMA ranges given; an A3 Ultra zone needs exactly {RDMA_SUBNETS}, one per NIC",
+                        path=path,
+                        message=f"{len(explicit)} RDMA ranges given; an A3 Ultra zone needs exactly {RDMA_SUBNETS}, one per NIC",
                     )
                 )
             rdma[zone] = tuple(
@@ -201,8 +201,8 @@ def _plan_region(
         if slot >= net.rdma_zone_slots:
             problems.append(
                 Problem(
-                    path,
-                    f"network.rdma_zone_slots is {net.rdma_zone_slots} and {zone} is zone #{slot + 1}; "
+                    path=path,
+                    message=f"network.rdma_zone_slots is {net.rdma_zone_slots} and {zone} is zone #{slot + 1}; "
                     f"write its {RDMA_SUBNETS} RDMA ranges explicitly",
                 )
             )
@@ -224,7 +224,10 @@ def _overlaps(plan: AddressPlan) -> Iterator[Problem]:
             # Blame the range a person wrote; between two of the same kind, the later one.
             blamed, other = (widest, item) if widest.explicit and not item.explicit else (item, widest)
             how = "given" if other.explicit else "planned"
-            yield Problem(blamed.path, f"{blamed.cidr} overlaps {other.label} {other.cidr} ({how}); pick a free range")
+            yield Problem(
+                path=blamed.path,
+                message=f"{blamed.cidr} overlaps {other.label} {other.cidr} ({how}); pick a free range",
+            )
         if widest is None or item.cidr.broadcast_address > widest.cidr.broadcast_address:
             widest = item
 
@@ -262,23 +265,23 @@ def _sizes(fleet: Fleet, plan: AddressPlan) -> Iterator[Problem]:
             if assigned.explicit:
                 path = assigned.path[:5] if assigned.path[3] == "rdma" else assigned.path
                 yield Problem(
-                    path,
-                    f"{assigned.cidr} holds {have:,} addresses but {what} need {need:,} (a /{prefix}); write a larger range",
+                    path=path,
+                    message=f"{assigned.cidr} holds {have:,} addresses but {what} need {need:,} (a /{prefix}); write a larger range",
                 )
                 continue
             kind = assigned.path[3]
             setting = "rdma_subnet_prefix" if kind == "rdma" else f"{kind}_prefix"
             problem = Problem(
-                ("network", setting),
-                f"planned /{assigned.cidr.prefixlen} {kind} ranges hold {have:,} addresses but {what} need {need:,}; "
+                path=("network", setting),
+                message=f"planned /{assigned.cidr.prefixlen} {kind} ranges hold {have:,} addresses but {what} need {need:,}; "
                 f"set {setting} to {prefix} or less",
             )
             if need > short.get(setting, (0, problem))[0]:
                 short[setting] = (need, problem)
         if ranges.control_plane.cidr.prefixlen != 28:
             yield Problem(
-                ranges.control_plane.path,
-                f"{ranges.control_plane.cidr} is not a /28; GKE's control-plane range is exactly a /28",
+                path=ranges.control_plane.path,
+                message=f"{ranges.control_plane.cidr} is not a /28; GKE's control-plane range is exactly a /28",
             )
     for _, problem in short.values():
         yield problem

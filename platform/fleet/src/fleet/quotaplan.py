@@ -105,8 +105,8 @@ def _plan_region(fleet: Fleet, index: int, region: Region) -> tuple[RegionQuotas
     if sound and not problems:  # whole nodes of mixed sizes can miss a quota the checks let through
         problems += [
             Problem(
-                ("teams", i, "quota", region.name),
-                f"{t.quota[region.name]:,} GPUs cannot be split in whole nodes "
+                path=("teams", i, "quota", region.name),
+                message=f"{t.quota[region.name]:,} GPUs cannot be split in whole nodes "
                 f"over {', '.join(pools[t.name])}; the nearest split is {gpus[t.name]:,}: use that",
             )
             for i, t in enumerate(fleet.teams)
@@ -198,15 +198,16 @@ def _check_region(fleet: Fleet, index: int, region: Region) -> list[Problem]:
                 )
             problems.append(
                 Problem(
-                    path, f"quota of {quota:,} GPUs is above the {can:,} GPUs {where}; lower it to {can:,} or add pools"
+                    path=path,
+                    message=f"quota of {quota:,} GPUs is above the {can:,} GPUs {where}; lower it to {can:,} or add pools",
                 )
             )
         elif quota % step:
             below = quota // step * step
             problems.append(
                 Problem(
-                    path,
-                    f"quota of {quota:,} GPUs is not whole nodes of {step} GPUs "
+                    path=path,
+                    message=f"quota of {quota:,} GPUs is not whole nodes of {step} GPUs "
                     f"({', '.join(p.name for p in usable)}); raise it to {below + step:,} or lower it to {below:,}",
                 )
             )
@@ -218,16 +219,16 @@ def _check_region(fleet: Fleet, index: int, region: Region) -> list[Problem]:
     if total > sum(held.values()):
         problems.append(
             Problem(
-                at,
-                f"teams' quotas in {region.name} add up to {total:,} GPUs but the region holds {sum(held.values()):,}; "
+                path=at,
+                message=f"teams' quotas in {region.name} add up to {total:,} GPUs but the region holds {sum(held.values()):,}; "
                 "nominal quotas are guarantees, so lower them or add pools",
             )
         )
     elif demand > (room := sum(held[p] for p in shared)):
         problems.append(
             Problem(
-                at,
-                f"beyond their own pools, teams' quotas in {region.name} need {demand:,} GPUs of the shared pools "
+                path=at,
+                message=f"beyond their own pools, teams' quotas in {region.name} need {demand:,} GPUs of the shared pools "
                 f"({', '.join(shared) or 'none'}), which hold {room:,}; lower them or add shared pools",
             )
         )

@@ -31,7 +31,7 @@ def _duplicates(items: Iterable[tuple[Path, str]], what: str) -> Iterator[Proble
     for path, name in items:
         if counts[name] > 1 and name not in reported:
             reported.add(name)
-            yield Problem(path, f"{what} {name!r} is used {counts[name]} times; names must be unique")
+            yield Problem(path=path, message=f"{what} {name!r} is used {counts[name]} times; names must be unique")
 
 
 def _regions(fleet: Fleet) -> Iterator[Problem]:
@@ -40,22 +40,24 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
         at: Path = ("regions", i)
         known = REGIONS.get(region.name)
         if known is None:
-            yield Problem((*at, "name"), f"unknown region {region.name!r}; {one_of(REGIONS, region.name)}")
+            yield Problem(path=(*at, "name"), message=f"unknown region {region.name!r}; {one_of(REGIONS, region.name)}")
             continue
         for z, zone in enumerate(region.zones):
             if zone not in known:
-                yield Problem((*at, "zones", z), f"zone {zone!r} is not in {region.name}; {one_of(known, zone)}")
+                yield Problem(
+                    path=(*at, "zones", z), message=f"zone {zone!r} is not in {region.name}; {one_of(known, zone)}"
+                )
         yield from _duplicates(((((*at, "zones", z)), zone) for z, zone in enumerate(region.zones)), "zone")
         window = region.cluster.maintenance_window
         days_at = (*at, "cluster", "maintenance_window", "days")
         for d, day in enumerate(window.days):
             if day in window.days[:d]:
                 # GKE takes a set of days: a repeat adds no maintenance time, and hides a missing day.
-                yield Problem((*days_at, d), f"{day} is listed twice; list each day once")
+                yield Problem(path=(*days_at, d), message=f"{day} is listed twice; list each day once")
         if len(set(window.days)) * window.hours * 4 < 48:
             yield Problem(
-                (*at, "cluster", "maintenance_window"),
-                "GKE needs at least 48 hours of maintenance availability in 32 days; "
+                path=(*at, "cluster", "maintenance_window"),
+                message="GKE needs at least 48 hours of maintenance availability in 32 days; "
                 "add days or hours (days x hours must be at least 12)",
             )
         for e, exclusion in enumerate(region.cluster.maintenance_exclusions):
@@ -65,11 +67,13 @@ def _regions(fleet: Fleet) -> Iterator[Problem]:
         path = (*at, "system_pool", "machine_type")
         if machine is None:
             yield Problem(
-                path, f"unknown machine type {system.machine_type!r}; {one_of(_cpu_types(), system.machine_type)}"
+                path=path,
+                message=f"unknown machine type {system.machine_type!r}; {one_of(_cpu_types(), system.machine_type)}",
             )
         elif machine.is_gpu:
             yield Problem(
-                path, f"{machine.name} is a GPU machine; the system pool needs a CPU type such as n2-standard-16"
+                path=path,
+                message=f"{machine.name} is a GPU machine; the system pool needs a CPU type such as n2-standard-16",
             )
 
 
@@ -77,18 +81,18 @@ def _exclusion(exclusion: Exclusion, at: Path) -> Iterator[Problem]:
     if exclusion.end is None:
         if exclusion.scope == "NO_UPGRADES":
             yield Problem(
-                (*at, "end"),
-                "a NO_UPGRADES exclusion needs an end (at most 30 days); "
+                path=(*at, "end"),
+                message="a NO_UPGRADES exclusion needs an end (at most 30 days); "
                 "set end, or use scope NO_MINOR_OR_NODE_UPGRADES to hold until end of support",
             )
         return
     length = exclusion.end - exclusion.start
     if length <= timedelta(0):
-        yield Problem((*at, "end"), "the exclusion ends before it starts; swap start and end")
+        yield Problem(path=(*at, "end"), message="the exclusion ends before it starts; swap start and end")
     elif exclusion.scope == "NO_UPGRADES" and length > timedelta(days=30):
         yield Problem(
-            (*at, "end"),
-            f"a NO_UPGRADES exclusion lasts at most 30 days in GKE, this one {length.days}; "
+            path=(*at, "end"),
+            message=f"a NO_UPGRADES exclusion lasts at most 30 days in GKE, this one {length.days}; "
             "shorten it or use scope NO_MINOR_OR_NODE_UPGRADES",
         )
 
@@ -117,8 +121,8 @@ def _pools(fleet: Fleet) -> Iterator[Problem]:
         if len(zones) > 1:
             first_other = next(p for p, zone in rdma if zone != rdma[0][1])
             yield Problem(
-                (*at, first_other, "zone"),
-                f"A3 Ultra pools of {region.name} span zones {', '.join(zones)}; pods name RDMA networks rdma-0..7, "
+                path=(*at, first_other, "zone"),
+                message=f"A3 Ultra pools of {region.name} span zones {', '.join(zones)}; pods name RDMA networks rdma-0..7, "
                 "which exist once per cluster, so keep them in one zone",
             )
 
@@ -131,32 +135,38 @@ def _cpu_pools(fleet: Fleet) -> Iterator[Problem]:
         for p, pool in enumerate(region.cpu_pools):
             if pool.name in taken:
                 yield Problem(
-                    (*at, p, "name"), f"pool name {pool.name!r} is already a GPU or system pool; pick another name"
+                    path=(*at, p, "name"),
+                    message=f"pool name {pool.name!r} is already a GPU or system pool; pick another name",
                 )
             machine = MACHINE_TYPES.get(pool.machine_type)
             if machine is None or machine.is_gpu:
                 what = "is a GPU machine" if machine else "is not a known CPU machine type"
                 yield Problem(
-                    (*at, p, "machine_type"), f"{pool.machine_type!r} {what}; {one_of(_cpu_types(), pool.machine_type)}"
+                    path=(*at, p, "machine_type"),
+                    message=f"{pool.machine_type!r} {what}; {one_of(_cpu_types(), pool.machine_type)}",
                 )
             if pool.min_nodes > pool.max_nodes:
-                yield Problem((*at, p, "min_nodes"), f"min_nodes {pool.min_nodes} is above max_nodes {pool.max_nodes}")
+                yield Problem(
+                    path=(*at, p, "min_nodes"),
+                    message=f"min_nodes {pool.min_nodes} is above max_nodes {pool.max_nodes}",
+                )
 
 
 def _pool(region: Region, pool: GpuPool, at: Path, teams: set[str]) -> Iterator[Problem]:
     if pool.zone not in region.zones:
         yield Problem(
-            (*at, "zone"),
-            f"zone {pool.zone!r} is not one of the zones of {region.name}; {one_of(region.zones, pool.zone)}",
+            path=(*at, "zone"),
+            message=f"zone {pool.zone!r} is not one of the zones of {region.name}; {one_of(region.zones, pool.zone)}",
         )
     machine = MACHINE_TYPES.get(pool.machine_type)
     gpu_types = [m.name for m in MACHINE_TYPES.values() if m.is_gpu]
     if machine is None:
         yield Problem(
-            (*at, "machine_type"), f"unknown machine type {pool.machine_type!r}; {one_of(gpu_types, pool.machine_type)}"
+            path=(*at, "machine_type"),
+            message=f"unknown machine type {pool.machine_type!r}; {one_of(gpu_types, pool.machine_type)}",
         )
     elif not machine.is_gpu:
-        yield Problem((*at, "machine_type"), f"{machine.name} has no GPUs; {one_of(gpu_types)}")
+        yield Problem(path=(*at, "machine_type"), message=f"{machine.name} has no GPUs; {one_of(gpu_types)}")
     elif pool.zone in region.zones and not machine.offered_in(pool.zone):
         offered = sorted(z for z in machine.zones or () if z.startswith(f"{region.name}-"))
         where = (
@@ -164,9 +174,9 @@ def _pool(region: Region, pool: GpuPool, at: Path, teams: set[str]) -> Iterator[
             if offered
             else f"it is not offered in {region.name}"
         )
-        yield Problem((*at, "zone"), f"{machine.name} is not offered in {pool.zone}; {where}")
+        yield Problem(path=(*at, "zone"), message=f"{machine.name} is not offered in {pool.zone}; {where}")
     if pool.team is not None and pool.team not in teams:
-        yield Problem((*at, "team"), f"unknown team {pool.team!r}; {one_of(teams, pool.team)}")
+        yield Problem(path=(*at, "team"), message=f"unknown team {pool.team!r}; {one_of(teams, pool.team)}")
     yield from _capacity(pool, (*at, "capacity"))
 
 
@@ -176,7 +186,8 @@ def _capacity(pool: GpuPool, at: Path) -> Iterator[Problem]:
     if mode is CapacityMode.RESERVATION:
         if not capacity.reservation:
             yield Problem(
-                (*at, "reservation"), "mode reservation needs the reservation's name; add capacity.reservation"
+                path=(*at, "reservation"),
+                message="mode reservation needs the reservation's name; add capacity.reservation",
             )
         return
     why = {
@@ -185,10 +196,11 @@ def _capacity(pool: GpuPool, at: Path) -> Iterator[Problem]:
         CapacityMode.ON_DEMAND: "on-demand pools do not consume a reservation",
     }[mode]
     if capacity.reservation:
-        yield Problem((*at, "reservation"), f"{why}; remove it or use mode: reservation")
+        yield Problem(path=(*at, "reservation"), message=f"{why}; remove it or use mode: reservation")
     if capacity.block:
         yield Problem(
-            (*at, "block"), f"{why}, so a reservation block does not apply; remove it or use mode: reservation"
+            path=(*at, "block"),
+            message=f"{why}, so a reservation block does not apply; remove it or use mode: reservation",
         )
 
 
@@ -199,11 +211,11 @@ def _teams(fleet: Fleet) -> Iterator[Problem]:
         for field in ("priority", "max_priority"):
             name = getattr(team, field)
             if name is not None and name not in values:
-                yield Problem(("teams", i, field), f"unknown priority {name!r}; {one_of(values, name)}")
+                yield Problem(path=("teams", i, field), message=f"unknown priority {name!r}; {one_of(values, name)}")
         if team.priority in values and team.ceiling in values and values[team.priority] > values[team.ceiling]:
             yield Problem(
-                ("teams", i, "max_priority"),
-                f"{team.ceiling} is below the team's default priority {team.priority}; raise max_priority",
+                path=("teams", i, "max_priority"),
+                message=f"{team.ceiling} is below the team's default priority {team.priority}; raise max_priority",
             )
     yield from _quotas(fleet)
 
@@ -215,8 +227,8 @@ def _quotas(fleet: Fleet) -> Iterator[Problem]:
         for name in team.quota:
             if name not in regions:
                 yield Problem(
-                    ("teams", i, "quota", name),
-                    f"quota for region {name!r}, which the fleet does not have; {one_of(regions, name)}",
+                    path=("teams", i, "quota", name),
+                    message=f"quota for region {name!r}, which the fleet does not have; {one_of(regions, name)}",
                 )
 
 
@@ -233,13 +245,13 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
         image: str = getattr(fleet.versions, field)
         if not image.startswith(f"{registry}/"):
             yield Problem(
-                ("versions", field),
-                f"image must come from the fleet's registry {registry}/; push it there and pin its digest",
+                path=("versions", field),
+                message=f"image must come from the fleet's registry {registry}/; push it there and pin its digest",
             )
     if fleet.versions.argocd not in images.ARGOCD_HELPERS:
         yield Problem(
-            ("versions", "argocd"),
-            f"Argo CD {fleet.versions.argocd}: its redis and dex images are not known to the Binary Authorization "
+            path=("versions", "argocd"),
+            message=f"Argo CD {fleet.versions.argocd}: its redis and dex images are not known to the Binary Authorization "
             f"allowlist; add them to fleet.images.ARGOCD_HELPERS from that tag's manifests/install.yaml "
             f"(known: {', '.join(sorted(images.ARGOCD_HELPERS))})",
         )
@@ -311,4 +323,4 @@ def _names(fleet: Fleet) -> Iterator[Problem]:
         else:
             continue
         blamed.add(path)
-        yield Problem(path, f"the derived {kind} {name!r} {what}; {fix}")
+        yield Problem(path=path, message=f"the derived {kind} {name!r} {what}; {fix}")

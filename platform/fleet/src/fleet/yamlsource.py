@@ -30,4 +30,4 @@ def parse(text: str, limits: safeyaml.Limits = safeyaml.DEFAULT) -> tuple[Source
         source = safeyaml.located(text, limits)
     except safeyaml.YamlError as exc:
         raise YamlSyntaxError(exc.line, exc.message) from None
-    return source, [Problem(path, safeyaml.DUPLICATE_KEY) for path in source.duplicates]
+    return source, [Problem(path=path, message=safeyaml.DUPLICATE_KEY) for path in source.duplicates]

@@ -32,8 +32,8 @@ def problems(r: Resolved) -> list[Problem]:
     if r.gpus > quota:
         out.append(
             Problem(
-                ("pods",),
-                f"{r.pods_text} x {r.spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
+                path=("pods",),
+                message=f"{r.pods_text} x {r.spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
             )
         )
     out += _references(r)
@@ -71,7 +71,7 @@ def _shape(r: Resolved) -> list[Problem]:
             f"{r.pods_text} need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}",
         ),
     ]
-    out = [Problem((field,), what) for wrong, field, what in checks if wrong]
+    out = [Problem(path=(field,), message=what) for wrong, field, what in checks if wrong]
     if not any(wrong for wrong, field, _ in checks if field in ("gpus_per_pod", "pods")):
         out += groups.problems(spec) or groups.spare_problems(spec)  # one cause, one line
     return out
@@ -82,20 +82,23 @@ def _references(r: Resolved) -> list[Problem]:
     out = []
     if r.priority not in r.registry.priorities:
         out.append(
-            Problem(("priority",), f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}")
+            Problem(
+                path=("priority",),
+                message=f"unknown priority {r.priority!r}; {one_of(r.registry.priorities, r.priority)}",
+            )
         )
     elif (ceiling := _ceiling_problem(r)) is not None:
-        out.append(Problem(("priority",), ceiling))
+        out.append(Problem(path=("priority",), message=ceiling))
     if (image := image_problem(r.image, r.registry)) is not None:
-        out.append(Problem(("image",), image))
+        out.append(Problem(path=("image",), message=image))
     datasets = [d.name for d in r.registry.datasets]
     out += [
-        Problem(("datasets",), f"unknown dataset {name!r}; {one_of(datasets, name)}")
+        Problem(path=("datasets",), message=f"unknown dataset {name!r}; {one_of(datasets, name)}")
         for name in r.spec.datasets
         if name not in datasets
     ]
     out += [
-        Problem(("env",), f"{key!r} is not a valid environment variable name")
+        Problem(path=("env",), message=f"{key!r} is not a valid environment variable name")
         for key in r.spec.env
         if not ENV_NAME.fullmatch(key)
     ]
@@ -105,9 +108,15 @@ def _references(r: Resolved) -> list[Problem]:
 def _command(r: Resolved) -> list[Problem]:
     kind = r.spec.kind
     if kind in ("rayjob", "job") and not r.command:
-        return [Problem(("command",), f"a {kind} needs a command; pass it after -- or set command: in the job file")]
+        return [
+            Problem(
+                path=("command",), message=f"a {kind} needs a command; pass it after -- or set command: in the job file"
+            )
+        ]
     if kind == "raycluster" and r.command:
-        return [Problem(("command",), "a raycluster runs no command; submit jobs to it, or use --kind rayjob")]
+        return [
+            Problem(path=("command",), message="a raycluster runs no command; submit jobs to it, or use --kind rayjob")
+        ]
     return []
 
 
@@ -141,8 +150,8 @@ def _exec_limits(r: Resolved) -> list[Problem]:
     if longest > MAX_ARG_BYTES:
         out.append(
             Problem(
-                ("command",),
-                f"one argument of the command is {longest:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} "
+                path=("command",),
+                message=f"one argument of the command is {longest:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} "
                 "per argument (MAX_ARG_STRLEN): put the script in a file in the image",
             )
         )
@@ -151,8 +160,8 @@ def _exec_limits(r: Resolved) -> list[Problem]:
         if size > MAX_ARG_BYTES:
             out.append(
                 Problem(
-                    ("env", key),
-                    f"{key}=... is {size:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} per variable "
+                    path=("env", key),
+                    message=f"{key}=... is {size:,} bytes; Linux passes at most {MAX_ARG_BYTES:,} per variable "
                     "(MAX_ARG_STRLEN): put the value in a file in the image or a dataset bucket",
                 )
             )
@@ -180,10 +189,16 @@ def _shadowed_env(r: Resolved) -> list[Problem]:
     out = []
     for key in r.spec.env:
         if key in platform:
-            out.append(Problem(("env", key), f"{key} is set by the platform on this job's pods; rename your variable"))
+            out.append(
+                Problem(
+                    path=("env", key), message=f"{key} is set by the platform on this job's pods; rename your variable"
+                )
+            )
         elif key.startswith(RESERVED_ENV_PREFIXES):
             prefix = next(p for p in RESERVED_ENV_PREFIXES if key.startswith(p))
-            out.append(Problem(("env", key), f"{prefix}* variables belong to the platform; rename your variable"))
+            out.append(
+                Problem(path=("env", key), message=f"{prefix}* variables belong to the platform; rename your variable")
+            )
     return out
 
 
@@ -193,14 +208,18 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
     head = spec.kind != "job"
     if pool is None:
         # CPU-only jobs were refused while choosing the pool; a Ray head must not take a GPU node either.
-        return [Problem(("kind",), f"{r.region.name} has no CPU pool for the Ray head; use --kind job")] if head else []
+        return (
+            [Problem(path=("kind",), message=f"{r.region.name} has no CPU pool for the Ray head; use --kind job")]
+            if head
+            else []
+        )
     machine, out = pool.machine, []
     limit_cpus, limit_memory = int(machine.vcpus * SYSTEM_SHARE), int(machine.memory_gb * SYSTEM_SHARE)
     if head and (spec.ray.head_cpus > limit_cpus or spec.ray.head_memory_gib > limit_memory):
         out.append(
             Problem(
-                ("ray", "head_cpus" if spec.ray.head_cpus > limit_cpus else "head_memory_gib"),
-                f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit a {machine.name} "
+                path=("ray", "head_cpus" if spec.ray.head_cpus > limit_cpus else "head_memory_gib"),
+                message=f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit a {machine.name} "
                 f"of CPU pool {pool.name} (at most {limit_cpus} CPUs, {limit_memory} GiB)",
             )
         )
@@ -209,8 +228,8 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
         if nodes > pool.nodes:
             out.append(
                 Problem(
-                    ("pods",),
-                    f"{spec.pods:,} pods x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
+                    path=("pods",),
+                    message=f"{spec.pods:,} pods x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
                     f"CPU pool {pool.name} in {r.region.name} scales to {pool.nodes:,} ({pool.nodes * limit_cpus:,} CPU for pods)",
                 )
             )
@@ -224,17 +243,19 @@ def _ray(spec: JobSpec) -> list[Problem]:
             ttl = " (KubeRay also ignores ray.ttl_seconds without it)" if ray.ttl_seconds is not None else ""
             out.append(
                 Problem(
-                    ("ray", "shutdown_after_finish"),
-                    f"a Kueue-managed RayJob must shut its cluster down when it finishes{ttl}",
+                    path=("ray", "shutdown_after_finish"),
+                    message=f"a Kueue-managed RayJob must shut its cluster down when it finishes{ttl}",
                 )
             )
         if ray.backoff_limit is not None and ray.interactive:
-            out.append(Problem(("ray", "backoff_limit"), "KubeRay rejects backoff_limit in interactive mode"))
+            out.append(
+                Problem(path=("ray", "backoff_limit"), message="KubeRay rejects backoff_limit in interactive mode")
+            )
         if ray.cluster is not None:
             out.append(
                 Problem(
-                    ("ray", "cluster"),
-                    "a Kueue-managed RayJob cannot use an existing cluster (clusterSelector); drop ray.cluster",
+                    path=("ray", "cluster"),
+                    message="a Kueue-managed RayJob cannot use an existing cluster (clusterSelector); drop ray.cluster",
                 )
             )
         return out
@@ -245,5 +266,5 @@ def _ray(spec: JobSpec) -> list[Problem]:
         if getattr(ray, k) != getattr(defaults, k)
     ]
     if changed:
-        out.append(Problem(("ray", changed[0]), f"applies to RayJobs only, not to a {spec.kind}"))
+        out.append(Problem(path=("ray", changed[0]), message=f"applies to RayJobs only, not to a {spec.kind}"))
     return out

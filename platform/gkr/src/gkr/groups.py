@@ -61,8 +61,8 @@ def problems(spec: JobSpec) -> list[Problem]:
     if spec.gpus_per_pod == 0:
         return [
             Problem(
-                (field,),
-                "replica groups are made of GPUs (one rank each) and this job has gpus_per_pod 0; "
+                path=(field,),
+                message="replica groups are made of GPUs (one rank each) and this job has gpus_per_pod 0; "
                 f"drop {field} or ask for GPUs",
             )
         ]
@@ -74,26 +74,32 @@ def problems(spec: JobSpec) -> list[Problem]:
     if count is not None and size is not None and count * size != gpus:
         return [
             Problem(
-                ("group_size",),
-                f"replica_groups {count:,} x group_size {size:,} = {count * size:,}, not {job}; set only one of them",
+                path=("group_size",),
+                message=f"replica_groups {count:,} x group_size {size:,} = {count * size:,}, not {job}; set only one of them",
             )
         ]
     if size is not None:
         if gpus % size:
-            return [Problem(("group_size",), f"group_size {size:,} does not divide {job}; use {_listed(ok)}")]
+            return [
+                Problem(path=("group_size",), message=f"group_size {size:,} does not divide {job}; use {_listed(ok)}")
+            ]
         if size not in ok:
-            return [Problem(("group_size",), f"group_size {size:,} {_split(per_pod)}; use {_listed(ok)}")]
+            return [Problem(path=("group_size",), message=f"group_size {size:,} {_split(per_pod)}; use {_listed(ok)}")]
         return []
     count = count or 1
     counts = sorted(gpus // s for s in ok)
     if gpus % count:
-        return [Problem(("replica_groups",), f"{count:,} replica groups do not divide {job}; use {_listed(counts)}")]
+        return [
+            Problem(
+                path=("replica_groups",), message=f"{count:,} replica groups do not divide {job}; use {_listed(counts)}"
+            )
+        ]
     if count not in counts:
         size = gpus // count
         return [
             Problem(
-                ("replica_groups",),
-                f"{count:,} replica groups of {size:,} GPUs: a group of {size:,} {_split(per_pod)}; "
+                path=("replica_groups",),
+                message=f"{count:,} replica groups of {size:,} GPUs: a group of {size:,} {_split(per_pod)}; "
                 f"use {_listed(counts)}",
             )
         ]
@@ -134,23 +140,36 @@ def spare_problems(spec: JobSpec) -> list[Problem]:
     where = ("spare_groups",)
     parts = [spec.command] if isinstance(spec.command, str) else spec.command or ()
     if any(SPARE_OVERRIDE in part for part in parts):
-        return [Problem(("command",), f"sets {SPARE_OVERRIDE}...; gkr sets it from the job: use spare_groups")]
+        return [
+            Problem(path=("command",), message=f"sets {SPARE_OVERRIDE}...; gkr sets it from the job: use spare_groups")
+        ]
     if not spec.spare_groups:
         return []
     if spec.spare_groups > spare_rule.MAX:
         return [
-            Problem(where, f"{spec.spare_groups:,} is more than {spare_rule.MAX} spares; use 0 to {spare_rule.MAX}")
+            Problem(
+                path=where,
+                message=f"{spec.spare_groups:,} is more than {spare_rule.MAX} spares; use 0 to {spare_rule.MAX}",
+            )
         ]
     if not _on_ray(spec):
         return [
             Problem(
-                where,
-                f"spare workers are used by the trainer on Ray (a rayjob whose command has {TRAINER_ON_RAY}); "
+                path=where,
+                message=f"spare workers are used by the trainer on Ray (a rayjob whose command has {TRAINER_ON_RAY}); "
                 "set spare_groups: 0 or run the trainer",
             )
         ]
     if isinstance(spec.command, str) and any(op in spec.command for op in ("&&", "||", ";", "|", "\n")):
-        return [Problem(("command",), f"is a shell line; gkr appends {SPARE_OVERRIDE}N to it: give it as a list")]
+        return [
+            Problem(
+                path=("command",), message=f"is a shell line; gkr appends {SPARE_OVERRIDE}N to it: give it as a list"
+            )
+        ]
     if shape(spec) is None:
-        return [Problem(where, "a spare is a replica group's worth of workers: set replica_groups or group_size")]
+        return [
+            Problem(
+                path=where, message="a spare is a replica group's worth of workers: set replica_groups or group_size"
+            )
+        ]
     return []

@@ -10,7 +10,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin
 
 from contract import codec
 
@@ -31,8 +31,7 @@ class Key:
 
 def top(cls: type) -> list[Key]:
     """The top-level keys of a declaring class, in declaration order."""
-    hints = get_type_hints(cls)
-    return [Key(f.name, hints[f.name], f) for f in dataclasses.fields(cls)]
+    return [Key(f.name, kind, f) for f, kind in codec.declared(cls)]
 
 
 def every(cls: type, prefix: str = "") -> list[Key]:

@@ -97,56 +97,64 @@ def optimizer(spec: JobSpec) -> str:
 
 def _run_problems(spec: JobSpec, registry: Registry) -> list[Problem]:
     """What is wrong with the run as a whole, before any region is resolved."""
-    out: list[Problem] = []
-    known = {r.name: r for r in registry.regions}
-    seen: set[str] = set()
-    for name in spec.regions:  # a mapping: each region once (the flag and the YAML reader refuse repeats)
-        if name not in known:
-            out.append(Problem(("regions", name), f"unknown region {name!r}; {one_of(known, name)}"))
-        seen.add(name)
-    if len(spec.regions) < 2:
-        out.append(Problem(("regions",), "a run across regions names at least two; for one, use region: and pods:"))
-    if spec.home is not None and spec.home not in spec.regions:
-        out.append(Problem(("home",), f"{spec.home!r} is not one of the run's regions; {one_of(seen, spec.home)}"))
-    conflicts = {
-        "region": spec.region is not None,
-        "pods": spec.pods != 1,
-        "replica_groups": spec.replica_groups is not None,
-    }
-    out += [
-        Problem((key,), "comes from each region's replica_groups in a run across regions; drop it")
-        for key, given in conflicts.items()
-        if given
+    return _region_problems(spec, registry) + [
+        Problem(path=(key,), message=message) for key, message in _setting_problems(spec)
     ]
-    if spec.kind != "rayjob":
-        out.append(Problem(("kind",), f"a run across regions is made of RayJobs, not a {spec.kind}"))
-    if not spec.checkpoint:
-        out.append(
-            Problem(("checkpoint",), "a run across regions resumes from its regions' checkpoints; drop checkpoint")
-        )
-    if spec.gpus_per_pod == 0:
-        out.append(Problem(("gpus_per_pod",), "replica groups are made of GPUs; a run across regions needs them"))
+
+
+def _region_problems(spec: JobSpec, registry: Registry) -> list[Problem]:
+    """The regions named: known, at least two, `home` among them, each with the team's quota."""
+    known = {r.name: r for r in registry.regions}
+    out = [
+        Problem(path=("regions", name), message=f"unknown region {name!r}; {one_of(known, name)}")
+        for name in spec.regions  # a mapping: each region once (the flag and the YAML reader refuse repeats)
+        if name not in known
+    ]
+    if len(spec.regions) < 2:
+        message = "a run across regions names at least two; for one, use region: and pods:"
+        out.append(Problem(path=("regions",), message=message))
+    if spec.home is not None and spec.home not in spec.regions:
+        message = f"{spec.home!r} is not one of the run's regions; {one_of(spec.regions, spec.home)}"
+        out.append(Problem(path=("home",), message=message))
     team = next((t for t in registry.teams if t.name == spec.team), None)
     if team is not None:
         out += [
-            Problem(("regions", name), f"team {team.name} has no GPU quota in {name}; pick another region")
+            Problem(path=("regions", name), message=f"team {team.name} has no GPU quota in {name}; pick another region")
             for name in spec.regions
             if name in known and team.quota.get(name, 0) == 0
         ]
+    return out
+
+
+def _setting_problems(spec: JobSpec) -> list[tuple[str, str]]:
+    """(key, message) for each job setting a run across regions cannot take."""
+    out = [
+        (key, "comes from each region's replica_groups in a run across regions; drop it")
+        for key, given in (
+            ("region", spec.region is not None),
+            ("pods", spec.pods != 1),
+            ("replica_groups", spec.replica_groups is not None),
+        )
+        if given
+    ]
+    if spec.kind != "rayjob":
+        out.append(("kind", f"a run across regions is made of RayJobs, not a {spec.kind}"))
+    if not spec.checkpoint:
+        out.append(("checkpoint", "a run across regions resumes from its regions' checkpoints; drop checkpoint"))
+    if spec.gpus_per_pod == 0:
+        out.append(("gpus_per_pod", "replica groups are made of GPUs; a run across regions needs them"))
     algorithm = optimizer(spec)
     if algorithm not in RARE_SYNC and not spec.allow_per_step_sync:
         out.append(
-            Problem(
-                ("command",),
+            (
+                "command",
                 f"optimizer {algorithm} synchronizes every step, across regions a WAN round trip each time; "
-                f"add optim=diloco or optim=streaming_diloco to the command, or set allow_per_step_sync: true "
+                "add optim=diloco or optim=streaming_diloco to the command, or set allow_per_step_sync: true "
                 "(--force-per-step-sync)",
             )
         )
     if hydra_value(spec.command, (RUN_NAME_KEY,)) is None:
-        out.append(
-            Problem(("command",), "set run.name=<name> in the command: every region's checkpoint folder is named by it")
-        )
+        out.append(("command", "set run.name=<name> in the command: every region's checkpoint folder is named by it"))
     return out
 
 
@@ -156,15 +164,15 @@ def region_spec(spec: JobSpec, name: str, share: RegionShare) -> tuple[JobSpec |
     gpus = share.replica_groups * size
     if spec.gpus_per_pod % size and size % spec.gpus_per_pod:
         return None, Problem(
-            ("group_size",),
-            f"group_size {size:,} would take part of two pods of {spec.gpus_per_pod} GPUs; a group fits in one pod "
+            path=("group_size",),
+            message=f"group_size {size:,} would take part of two pods of {spec.gpus_per_pod} GPUs; a group fits in one pod "
             f"or is whole pods: use a divisor or a multiple of {spec.gpus_per_pod}",
         )
     if gpus % spec.gpus_per_pod:
         step = spec.gpus_per_pod // math.gcd(size, spec.gpus_per_pod)
         return None, Problem(
-            ("regions", name, "replica_groups"),
-            f"in {name}: {share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
+            path=("regions", name, "replica_groups"),
+            message=f"in {name}: {share.replica_groups:,} replica groups x {size:,} GPUs = {gpus:,} GPUs do not fill whole pods "
             f"of {spec.gpus_per_pod} GPUs; use a multiple of {step}",
         )
     local = replace(
@@ -182,7 +190,7 @@ def region_spec(spec: JobSpec, name: str, share: RegionShare) -> tuple[JobSpec |
 def _in_region(problem: Problem, region: str) -> Problem:
     """A region's problem about the pods it gets, named by what the user wrote: its replica_groups."""
     if problem.path[:1] == ("pods",):
-        return Problem(("regions", region, "replica_groups"), f"in {region}: {problem.message}")
+        return Problem(path=("regions", region, "replica_groups"), message=f"in {region}: {problem.message}")
     return problem
 
 
@@ -254,10 +262,14 @@ def build(spec: JobSpec, registry: Registry, host: str = lighthouse.PLACEHOLDER_
             ]
         )
     if home.resolved.cpu_pool is None:
-        raise _Problems([Problem(("home",), f"{home_name} has no CPU pool for the Lighthouse; pick another home")])
+        raise _Problems(
+            [Problem(path=("home",), message=f"{home_name} has no CPU pool for the Lighthouse; pick another home")]
+        )
     reserved = {names.LIGHTHOUSE_ENV, names.RUN_TLS_ENV} & spec.env.keys()
     if reserved:
-        raise _Problems([Problem(("env", k), f"{k} is set by gkr for a run across regions; drop it") for k in reserved])
+        raise _Problems(
+            [Problem(path=("env", k), message=f"{k} is set by gkr for a run across regions; drop it") for k in reserved]
+        )
     objects = lighthouse.objects(
         home.resolved,
         spec.name,

@@ -27,21 +27,24 @@ def resolve(
     if not NAME.fullmatch(spec.name) or len(spec.name) > limit:
         problems.append(
             Problem(
-                ("name",),
-                f"{spec.name!r} is not a valid {spec.kind} name: at most {limit} lowercase letters, digits and '-', starting with a letter",
+                path=("name",),
+                message=f"{spec.name!r} is not a valid {spec.kind} name: at most {limit} lowercase letters, digits and '-', starting with a letter",
             )
         )
     teams = {t.name: t for t in registry.teams}
     team = teams.get(spec.team)
     if team is None:
-        return None, [*problems, Problem(("team",), f"unknown team {spec.team!r}; {one_of(teams, spec.team)}")]
+        return None, [
+            *problems,
+            Problem(path=("team",), message=f"unknown team {spec.team!r}; {one_of(teams, spec.team)}"),
+        ]
     regions = {r.name: r for r in registry.regions}
     region_name = spec.region or default_region or defaults.default_region(registry, team)
     region = regions.get(region_name or "")
     if region is None:
         return None, [
             *problems,
-            Problem(("region",), f"unknown region {region_name!r}; {one_of(regions, region_name or '')}"),
+            Problem(path=("region",), message=f"unknown region {region_name!r}; {one_of(regions, region_name or '')}"),
         ]
     cpu_pool = region.cpu_pools[0] if region.cpu_pools else None
     found_pool, problem = _pool(spec, region, team, cpu_pool)
@@ -68,35 +71,39 @@ def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> t
     if spec.gpus_per_pod == 0:  # CPU-only pods go to the region's CPU pool, never to GPU nodes
         if cpu_pool is None:
             return None, Problem(
-                ("gpus_per_pod",), f"{region.name} has no CPU pool for CPU-only pods; pick another --region"
+                path=("gpus_per_pod",),
+                message=f"{region.name} has no CPU pool for CPU-only pods; pick another --region",
             )
         if spec.pool is None:
             return cpu_pool, None
         found = next((p for p in region.cpu_pools if p.name == spec.pool), None)
         if found is None:
             return None, Problem(
-                ("pool",),
-                f"no CPU pool {spec.pool!r} in {region.name} for a job without GPUs; {one_of(cpu_names, spec.pool)}",
+                path=("pool",),
+                message=f"no CPU pool {spec.pool!r} in {region.name} for a job without GPUs; {one_of(cpu_names, spec.pool)}",
             )
         return found, None
     usable = usable_pools(region, team)
     if spec.pool is None:
         if not usable:
             return None, Problem(
-                ("region",), f"team {team.name} may use no GPU pool in {region.name}; pick another --region"
+                path=("region",),
+                message=f"team {team.name} may use no GPU pool in {region.name}; pick another --region",
             )
         return next(p for p in region.pools if p.name in usable), None
     found = next((p for p in region.pools if p.name == spec.pool), None)
     if found is None:
         if spec.pool in cpu_names:
             return None, Problem(
-                ("pool",),
-                f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {_choices(usable, team)}",
+                path=("pool",),
+                message=f"pool {spec.pool} has no GPUs; set gpus_per_pod: 0 for a CPU job, or {_choices(usable, team)}",
             )
-        return None, Problem(("pool",), f"no pool {spec.pool!r} in {region.name}; {_choices(usable, team, spec.pool)}")
+        return None, Problem(
+            path=("pool",), message=f"no pool {spec.pool!r} in {region.name}; {_choices(usable, team, spec.pool)}"
+        )
     if found.name not in usable:
         return found, Problem(
-            ("pool",), f"pool {found.name} is dedicated to team {found.team}; {_choices(usable, team)}"
+            path=("pool",), message=f"pool {found.name} is dedicated to team {found.team}; {_choices(usable, team)}"
         )
     return found, None
 

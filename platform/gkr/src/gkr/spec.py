@@ -172,9 +172,9 @@ def _text_problems(value: Any, path: Path) -> list[Problem]:
         return [p for i, v in enumerate(value) for p in _text_problems(v, (*path, i))]
     if isinstance(value, str):
         if "\x00" in value:
-            return [Problem(path, "contains a NUL character, which no process can receive; remove it")]
+            return [Problem(path=path, message="contains a NUL character, which no process can receive; remove it")]
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return [Problem(path, "is not valid Unicode text (bytes that are not UTF-8); retype it")]
+            return [Problem(path=path, message="is not valid Unicode text (bytes that are not UTF-8); retype it")]
     return []

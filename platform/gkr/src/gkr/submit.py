@@ -84,7 +84,7 @@ def check_rendered(resolved: Resolved, objects: list[dict[str, Any]], found: Loc
     oversized = _oversized(resolved, objects)
     if oversized:
         field, message = oversized
-        raise Invalid(one_line([origins.line(Problem((field,), message))]))
+        raise Invalid(one_line([origins.line(Problem(path=(field,), message=message))]))
     invalid = [line for obj in objects for line in schema_problems(obj, found.schemas)]
     if invalid:
         raise Invalid(one_line([f"rendered manifest: {line}" for line in invalid]))

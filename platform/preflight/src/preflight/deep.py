@@ -36,15 +36,15 @@ def _of_check(
     name: str, status: str, summary: str, evidence: list[str], gpu: int | None = None
 ) -> list[health.Failure]:
     if status == "error":
-        return [health.Failure(name, None, _cut(f"could not run: {summary}"))]
+        return [health.Failure(check=name, gpu=None, evidence=_cut(f"could not run: {summary}"))]
     if name not in LINE_PER_FAILURE or not evidence:
-        return [health.Failure(name, gpu, _cut(summary))]
+        return [health.Failure(check=name, gpu=gpu, evidence=_cut(summary))]
     found = []
     for line in evidence[:MAX_PER_CHECK]:
         m = _GPU.match(line)
-        found.append(health.Failure(name, int(m[1]) if m else None, _cut(line)))
+        found.append(health.Failure(check=name, gpu=int(m[1]) if m else None, evidence=_cut(line)))
     if len(evidence) > MAX_PER_CHECK:
-        found.append(health.Failure(name, None, f"... {len(evidence) - MAX_PER_CHECK} more"))
+        found.append(health.Failure(check=name, gpu=None, evidence=f"... {len(evidence) - MAX_PER_CHECK} more"))
     return found
 
 

@@ -66,7 +66,13 @@ def failure(results: list[Result], at: float, max_evidence: int = 5) -> health.R
     failed = next((r for r in results if r.status == "fail"), None)
     if failed is None:
         return None
-    return health.Report(failed.name, failed.summary, at, failed.gpu, tuple(failed.evidence[:max_evidence]))
+    return health.Report(
+        check=failed.name,
+        summary=failed.summary,
+        time=at,
+        gpu=failed.gpu,
+        evidence=tuple(failed.evidence[:max_evidence]),
+    )
 
 
 def termination_message(results: list[Result], at: float) -> str | None:

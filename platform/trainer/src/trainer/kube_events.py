@@ -52,7 +52,9 @@ class FailureReporter:
         self.node, self.pod, self.namespace = env.get("NODE_NAME"), env.get("POD_NAME"), env.get("POD_NAMESPACE")
         token = account / "token"
         self.cluster = (
-            incluster.Cluster(api, str(token)) if api and token.is_file() else incluster.discover(env, account)
+            incluster.Cluster(api=api, token_file=str(token))
+            if api and token.is_file()
+            else incluster.discover(env, account)
         )
         self.interval_s, self.last = interval_s, float("-inf")
 

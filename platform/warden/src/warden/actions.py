@@ -147,10 +147,10 @@ class Actuator:
             if before.phase != after.phase:
                 left = before.phase == "healthy" and after.phase in ("suspect", "quarantined")
                 told = health.NodeEvent(
-                    "left_healthy" if left else "other",
-                    before.phase,
-                    after.phase,
-                    health.parse_faults(after.reason) if left else (),
+                    change="left_healthy" if left else "other",
+                    before=before.phase,
+                    after=after.phase,
+                    faults=health.parse_faults(after.reason) if left else (),
                 )
                 message = f"{before.phase} -> {after.phase}: {after.reason}"
                 self.event(node, names.warden_phase_reason(after.phase), message, told)
@@ -185,7 +185,7 @@ class Actuator:
         elif verb == "uncordon":
             self.uncordon(node, keep_unschedulable=before is not None and before.person_cordon)
         elif verb == "event":
-            self.event(node, names.WARDEN_ACTION_REASON, detail, told or health.NodeEvent("other"))
+            self.event(node, names.WARDEN_ACTION_REASON, detail, told or health.NodeEvent(change="other"))
 
     def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
         instance = instance_of(node.get("spec", {}).get("providerID", ""))

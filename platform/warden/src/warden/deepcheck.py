@@ -159,8 +159,8 @@ def failures(pods: list[dict[str, Any]]) -> tuple[health.Failure, ...]:
                 if terminated.get("exitCode") not in (0, None):
                     found.append(_failure(terminated.get("message")))
         except (AttributeError, TypeError):  # a pod not shaped like one: its report is not readable
-            found.append(health.Failure("deep_check", evidence="the check's pod is unreadable"))
-    return tuple(found[:8]) or (health.Failure("deep_check", evidence="the check's Job failed without a report"),)
+            found.append(health.Failure(check="deep_check", evidence="the check's pod is unreadable"))
+    return tuple(found[:8]) or (health.Failure(check="deep_check", evidence="the check's Job failed without a report"),)
 
 
 def _failure(message: Any) -> health.Failure:
@@ -170,8 +170,8 @@ def _failure(message: Any) -> health.Failure:
     except (Invalid, ValueError, RecursionError):
         report = None
     if report is None:
-        return health.Failure("deep_check", evidence="no readable preflight report")
-    return health.Failure(report.check, report.gpu, report.summary[:512])
+        return health.Failure(check="deep_check", evidence="no readable preflight report")
+    return health.Failure(check=report.check, gpu=report.gpu, evidence=report.summary[:512])
 
 
 def record(kind: health.CheckKind, verdict: health.Verdict, now: float, pods: list[dict[str, Any]]) -> str:

@@ -94,7 +94,11 @@ class FleetWeek:
         failures: tuple[health.Failure, ...] = ()
         if verdict == "fail":  # what the deep check reports for each kind of latent fault
             gpu = self.latent.get(node.name, ("gpu", 0.0))[0] == "gpu"
-            failures = (health.Failure("dcgm_diag", 0, "memory test") if gpu else health.Failure("nccl_multinode"),)
+            failures = (
+                health.Failure(check="dcgm_diag", gpu=0, evidence="memory test")
+                if gpu
+                else health.Failure(check="nccl_multinode"),
+            )
         check = health.DeepCheck(time=at, kind=kind, verdict=verdict, failures=failures)
         node.annotations[names.DEEP_CHECK_ANNOTATION] = health.dumps(check)
         self.check_of[node.name] = last_deep_check(node.annotations)  # through the real reader, once per write

@@ -215,7 +215,7 @@ def decide(record: Record, signals: list[Signal], facts: Facts, now: float, poli
     if record.phase == "healthy":
         signals = [s for s in signals if not s.at or s.at > record.handled]
     action = _worst([policy.action_for(s.kind, s.code) for s in signals])
-    faults = tuple(health.Fault(s.kind, s.code) for s in signals)
+    faults = tuple(health.Fault(kind=s.kind, code=s.code) for s in signals)
     seen = _Seen(facts, now, policy, budget, tuple(signals), action, faults, health.faults_text(faults))
     return _STEPS.get(record.phase, _held)(record, seen)
 
@@ -228,7 +228,7 @@ def _healthy(record: Record, seen: _Seen) -> Decision:
         return Decision(record)
     if seen.action == "restart_pods":
         handled = replace(record, handled=max(record.handled, *(s.at for s in seen.signals)))
-        told = health.NodeEvent("restart_pods", faults=seen.faults)
+        told = health.NodeEvent(change="restart_pods", faults=seen.faults)
         return Decision(
             handled, (Command("restart_pods", seen.reason), Command("event", f"restarting pods: {seen.reason}", told))
         )
@@ -296,7 +296,7 @@ def _probation(record: Record, seen: _Seen) -> Decision:
         )
         return Decision(healthy, (Command("uncordon"), Command("event", "returned to service after probation")))
     escalated = _after_failed_check(record, now, seen.policy)
-    failed = health.NodeEvent("probation_failed", faults=(health.Fault("probation failed"),))
+    failed = health.NodeEvent(change="probation_failed", faults=(health.Fault(kind="probation failed"),))
     return Decision(
         replace(record, phase="quarantined", since=now, action=escalated, reason=f"{record.reason}; probation failed"),
         (Command("event", f"probation failed: escalating to {escalated}", failed),),
