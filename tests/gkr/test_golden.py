@@ -19,6 +19,8 @@ def test_every_example_has_a_golden_file() -> None:
         "cpu-data-job",
         "cross-region",
         "flex-start-finetune",
+        "grpo-8b",
+        "grpo-tiny-cpu",
         "persistent-raycluster",
         "pretrain-128-nodes",
         "pretrain-spares",

@@ -148,6 +148,11 @@ WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARD
 PEAK_TFLOPS_ENV = "MERIDIAN_PEAK_BF16_TFLOPS"  # dense bf16 peak per GPU of the pod's machine: MFU's denominator
 REPLICA_GROUPS_ENV = "MERIDIAN_REPLICA_GROUPS"  # how many replica groups the job's GPUs form
 GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica group
+# An RL job (gkr `roles`, issue 30): one RayJob, a worker group per role, each with a Ray custom resource
+# of this name (one unit per GPU, or per CPU on CPU pods) so that the driver pins each actor to its role.
+ROLE_ENV = "MERIDIAN_ROLE"  # the role of the pod's worker group: a key of ROLE_RESOURCES
+TENSOR_PARALLEL_ENV = "MERIDIAN_TP"  # a generator pod's GPUs per inference engine
+ROLE_RESOURCES = {"trainer": "meridian_trainer", "generators": "meridian_generator"}
 # A run across regions (issue 19): one Lighthouse for the run, one RayJob per region.
 RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region
 REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region>/<group>", unique in the run

@@ -33,13 +33,35 @@ def problems(r: Resolved) -> list[Problem]:
         out.append(
             Problem(
                 path=("pods",),
-                message=f"{r.pods_text} x {r.spec.gpus_per_pod} GPUs = {r.gpus:,} GPUs, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
+                message=f"{r.gpus_text}, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
             )
         )
     out += _references(r)
     out += _shadowed_env(r)
     out += _exec_limits(r)
-    return out + _command(r) + _ray(r.spec)
+    return out + _command(r) + _ray(r.spec) + _generators(r)
+
+
+def _generators(r: Resolved) -> list[Problem]:
+    """An RL job's generator pods against the pool's machine, and their image (gkr/roles.py).
+
+    The pool's nodes are checked for both roles at once (Resolved.nodes); here, what one generator pod asks.
+    """
+    generators = r.generators
+    if generators is None or generators.spec.roles is not None:
+        return []
+    own = {"gpus_per_pod": ("roles", "generators", "gpus_per_pod")}
+    trainer = _shape(r)  # the same cpus_per_pod too large for both roles is one line
+    found = [
+        p
+        for p in _shape(generators)
+        if p.path[0] in ("gpus_per_pod", "cpus_per_pod", "memory_per_pod_gib") and p not in trainer
+    ]
+    out = [Problem(path=own.get(str(p.path[0]), p.path), message=p.message) for p in found]
+    image = r.spec.roles.generators.image if r.spec.roles else None
+    if image is not None and (problem := image_problem(image, r.registry)) is not None:
+        out.append(Problem(path=("roles", "generators", "image"), message=problem))
+    return out
 
 
 def _shape(r: Resolved) -> list[Problem]:

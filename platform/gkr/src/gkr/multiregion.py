@@ -137,6 +137,8 @@ def _setting_problems(spec: JobSpec) -> list[tuple[str, str]]:
         )
         if given
     ]
+    if spec.roles is not None:
+        out.append(("roles", "an RL job runs in one region (across regions is not built yet); drop regions"))
     if spec.kind != "rayjob":
         out.append(("kind", f"a run across regions is made of RayJobs, not a {spec.kind}"))
     if not spec.checkpoint:

@@ -19,7 +19,7 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from contract import names
-from gkr import groups
+from gkr import groups, roles
 from gkr.resolved import Resolved
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -343,9 +343,41 @@ def _ray_entrypoint(r: Resolved) -> str:
     return f"python -m preflight.ray_collective --pods {pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
 
 
+def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RayJob's worker groups: `workers`, or with roles one per role (gkr/roles.py).
+
+    Each role's group gets a Ray custom resource (one unit per GPU, per CPU on CPU pods) that the
+    driver's actors ask for to land on their role, and MERIDIAN_ROLE; the replica-group variables
+    stay the trainer's alone (its pod is the plain job's). Every GPU pod of both roles selects the
+    job's node pool: Kueue gives each PodSet a flavor of its own, and a flavor is a pool (its
+    nodeLabels), so the selector is what keeps the weight sync on one zone's RDMA network.
+    """
+    generators = r.generators
+    if generators is None:
+        return [{"name": "workers", "pods": r.worker_pods, "params": {}, "pod": trainer}]
+    out = []
+    for role, part, worker in (
+        (roles.TRAINER, r, trainer),
+        (roles.GENERATORS, generators, pod(generators, gpu=generators.spec.gpus_per_pod > 0)),
+    ):
+        units = part.spec.gpus_per_pod or part.cpus
+        env = [{"name": names.ROLE_ENV, "value": role}]
+        if role == roles.GENERATORS:
+            assert r.spec.roles is not None
+            env.append({"name": names.TENSOR_PARALLEL_ENV, "value": str(r.spec.roles.generators.tensor_parallel)})
+        worker["env"] = worker["env"] + env
+        worker["node_selector"] = {**worker["node_selector"], names.NODE_POOL_LABEL: r.pool.name}
+        # KubeRay hands rayStartParams to `ray start` through a shell: the JSON goes quoted, its quotes escaped.
+        resources = json.dumps({names.ROLE_RESOURCES[role]: units}).replace('"', '\\"')
+        pods = part.worker_pods if role == roles.TRAINER else part.spec.pods
+        out.append({"name": role, "pods": pods, "params": {"resources": f'"{resources}"'}, "pod": worker})
+    return out
+
+
 def render(r: Resolved) -> list[dict[str, Any]]:
     spec = r.spec
     labels = {names.QUEUE_LABEL: r.queue, names.PRIORITY_LABEL: r.priority, names.TEAM_LABEL: r.team.name}
+    whole, r = r, replace(r, spec=replace(spec, roles=None))  # with roles, `r` below is the trainer's group
     worker = pod(r, gpu=spec.gpus_per_pod > 0)
     context: dict[str, Any] = {
         "name": spec.name,
@@ -354,6 +386,7 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         "pods": r.worker_pods,  # with the spare groups' workers (groups.py): one gang for Kueue
         "ray": spec.ray,
         "worker": worker,
+        "groups": _role_groups(whole, worker) if spec.kind == "rayjob" else [],
     }
     if spec.kind == "job":
         rendezvous = [

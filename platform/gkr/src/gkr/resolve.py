@@ -9,12 +9,11 @@ import re
 
 from contract.problem import Problem, one_of
 from contract.registry import Pool, Region, Registry, Team, team_pools
-from gkr import checks, defaults
-from gkr.resolved import Resolved, default_share
+from gkr import checks, defaults, roles
+from gkr.resolved import Resolved, pod_size
 from gkr.spec import JobSpec
 
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-DEFAULT_CPU_POD = (4, 16)  # CPUs, GiB of a CPU-only pod that asks for nothing
 # KubeRay's limits: the name is the prefix of the objects and labels it creates.
 NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
 
@@ -22,7 +21,11 @@ NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
 def resolve(
     spec: JobSpec, registry: Registry, default_region: str | None = None
 ) -> tuple[Resolved | None, list[Problem]]:
-    problems: list[Problem] = []
+    problems = roles.problems(spec)
+    if problems:  # the shape below would be the wrong one
+        return None, problems
+    # An RL job: the trainer's shape is the job's, the generators follow it (gkr/roles.py).
+    spec = roles.trainer_view(spec)
     limit = NAME_LIMITS[spec.kind]
     if not NAME.fullmatch(spec.name) or len(spec.name) > limit:
         problems.append(
@@ -53,16 +56,13 @@ def resolve(
     pool = found_pool
     if problem:
         problems.append(problem)
-    machine = pool.machine
-    cpus = spec.cpus_per_pod or max(1, default_share(machine, spec.gpus_per_pod, machine.vcpus) or DEFAULT_CPU_POD[0])
-    memory = spec.memory_per_pod_gib or max(
-        1, default_share(machine, spec.gpus_per_pod, machine.memory_gb) or DEFAULT_CPU_POD[1]
-    )
+    cpus, memory = pod_size(spec, pool.machine)
     priority = spec.priority or team.priority
     image = spec.image or registry.trainer_image
     command = ["bash", "-c", spec.command] if isinstance(spec.command, str) else list(spec.command or [])
     resolved = Resolved(spec, registry, region, team, pool, cpu_pool, priority, image, cpus, memory, command)
-    return resolved, problems + checks.problems(resolved)
+    found = problems + checks.problems(resolved)
+    return resolved, [roles.blame(p) for p in found] if spec.roles else found
 
 
 def _pool(spec: JobSpec, region: Region, team: Team, cpu_pool: Pool | None) -> tuple[Pool | None, Problem | None]:

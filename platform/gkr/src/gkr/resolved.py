@@ -5,14 +5,15 @@ Its own module so that the renderer and the checks both read it without importin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contract import names
 from contract.registry import Machine, Pool, Region, Registry, Team
-from gkr import groups
+from gkr import groups, roles
 from gkr.spec import JobSpec
 
 SYSTEM_SHARE = 0.9  # what a pod may ask of a node; the rest is the node's own (kubelet, daemons)
+DEFAULT_CPU_POD = (4, 16)  # CPUs, GiB of a CPU-only pod that asks for nothing
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,38 @@ class Resolved:
 
     @property
     def gpus(self) -> int:
-        return self.worker_pods * self.spec.gpus_per_pod
+        """Every GPU the job takes: with roles, the generators' as well (one Workload, one quota)."""
+        generators = self.generators
+        return self.worker_pods * self.spec.gpus_per_pod + (generators.gpus if generators else 0)
+
+    @property
+    def generators(self) -> Resolved | None:
+        """An RL job's generator group, resolved as a job of its own on the same pool (gkr/roles.py); else None."""
+        if self.spec.roles is None:
+            return None
+        spec = roles.generator_view(self.spec)
+        cpus, memory = pod_size(spec, self.machine)
+        return replace(self, spec=spec, image=spec.image or self.image, cpus=cpus, memory_gib=memory)
 
     @property
     def pods_text(self) -> str:
         """ "8 pods", or "8 pods and 1 spare pod": what the job's GPUs are counted over."""
         spare = f" and {self.spare_pods} spare pod{'s' * (self.spare_pods != 1)}" if self.spare_pods else ""
+        if self.generators is not None:
+            return f"{self.spec.pods} trainer pods{spare} and {self.generators.spec.pods} generator pods"
         return f"{self.spec.pods} pods{spare}"
+
+    @property
+    def gpus_text(self) -> str:
+        """ "8 pods x 8 GPUs = 64 GPUs": the arithmetic of `gpus`, each role's with roles."""
+        generators = self.generators
+        if generators is None:
+            return f"{self.pods_text} x {self.spec.gpus_per_pod} GPUs = {self.gpus:,} GPUs"
+        trainer = replace(self, spec=replace(self.spec, roles=None))
+        return (
+            f"trainer {trainer.pods_text} x {self.spec.gpus_per_pod} GPUs + generators {generators.gpus_text.split(' = ')[0]}"
+            f" = {self.gpus:,} GPUs"
+        )
 
     @property
     def context(self) -> str:
@@ -67,10 +93,12 @@ class Resolved:
     @property
     def nodes(self) -> int:
         """Nodes the job's pods take (GPU pods share a node when they use part of its GPUs; CPU pods pack)."""
+        # Roles: a node holds one role's pods (each group's pods are placed on their own), so they add up.
+        generators = self.generators.nodes if self.generators is not None else 0
         if self.spec.gpus_per_pod == 0:
-            return cpu_nodes(self.machine, self.spec.pods, self.cpus, self.memory_gib)
+            return cpu_nodes(self.machine, self.spec.pods, self.cpus, self.memory_gib) + generators
         per_node = self.machine.gpus // self.spec.gpus_per_pod if self.spec.gpus_per_pod <= self.machine.gpus else 1
-        return -(-self.worker_pods // per_node)
+        return -(-self.worker_pods // per_node) + generators
 
 
 def cpu_nodes(machine: Machine, pods: int, cpus: int, memory_gib: int) -> int:
@@ -83,3 +111,13 @@ def default_share(machine: Machine, gpus: int, total: int) -> int:
     """A pod's share of a machine for `gpus` of its GPUs, less what the node keeps for itself."""
     fraction = min(gpus, machine.gpus) / machine.gpus if machine.gpus and gpus else 0.0
     return int(total * fraction * SYSTEM_SHARE)
+
+
+def pod_size(spec: JobSpec, machine: Machine) -> tuple[int, int]:
+    """(CPUs, GiB) of one of the job's pods: as asked, else its GPUs' share of the machine, else a small CPU pod."""
+    share = (default_share(machine, spec.gpus_per_pod, t) for t in (machine.vcpus, machine.memory_gb))
+    cpus, memory = (
+        asked or max(1, part or fallback)
+        for asked, part, fallback in zip((spec.cpus_per_pod, spec.memory_per_pod_gib), share, DEFAULT_CPU_POD, strict=True)
+    )
+    return cpus, memory

@@ -48,6 +48,34 @@ class RegionShare:
 
 
 @dataclass(frozen=True)
+class TrainerRole:
+    """An RL job's trainer (gkr/roles.py): the replica-group shape of a plain job (gkr/groups.py)."""
+
+    pods: int = setting(low=1, help="the trainer's GPU pods (Ray workers of its worker group)")
+    gpus_per_pod: int = setting(8, low=0, help="the trainer's GPUs per pod; 0 only with CPU generators")
+    replica_groups: int | None = setting(None, low=1, help="replica groups the trainer's GPUs form (or group_size)")
+    group_size: int | None = setting(None, low=1, help="GPUs (ranks) in each of the trainer's replica groups")
+
+
+@dataclass(frozen=True)
+class GeneratorRole:
+    """An RL job's generators (gkr/roles.py): inference engines that sample with the trainer's weights."""
+
+    pods: int = setting(low=1, help="the generators' pods (Ray workers of their worker group)")
+    gpus_per_pod: int = setting(8, low=0, help="the generators' GPUs per pod; 0 only with a CPU trainer")
+    tensor_parallel: int = setting(1, low=1, help="GPUs per engine: a divisor of gpus_per_pod (1 on CPU)")
+    image: str | None = setting(None, help="the generators' image (default: the job's image; see roles in the README)")
+
+
+@dataclass(frozen=True)
+class Roles:
+    """An RL job: a trainer and its generators, one RayJob, admitted together, in one pool."""
+
+    trainer: TrainerRole = setting(help="the trainer role")
+    generators: GeneratorRole = setting(help="the generator role")
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str = setting(
         flag="--name", help="DNS-1035; at most 47 characters for a RayJob, 53 for a RayCluster, 63 for a Job"
@@ -124,6 +152,9 @@ class JobSpec:
     )
     min_replicas: int | None = setting(
         None, low=1, flag="--min-replicas", help="a run across regions: the Lighthouse's quorum floor (default: 1)"
+    )
+    roles: Roles | None = setting(
+        None, help="an RL job (rayjob only): a trainer and generators in one pool; not with pods or a group shape"
     )
     allow_per_step_sync: bool = setting(
         False, flag="--force-per-step-sync", help="a run across regions: allow an optimizer that syncs every step"

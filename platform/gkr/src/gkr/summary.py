@@ -17,7 +17,8 @@ def summary(r: Resolved, context: str | None = None) -> str:
     """`context`: the kube context the command will use (--context, else the region's GKE context)."""
     s = r.spec
     pods, model = s.pods, r.machine.gpu_model or "GPU"
-    gpus = f"{pods} pods x {s.gpus_per_pod} {model} = {r.gpus:,} GPUs" if s.gpus_per_pod else f"{pods} pods, no GPUs"
+    own = r.worker_pods * s.gpus_per_pod  # r.gpus, less an RL job's generators
+    gpus = f"{pods} pods x {s.gpus_per_pod} {model} = {own:,} GPUs" if s.gpus_per_pod else f"{pods} pods, no GPUs"
     shape = groups.shape(s)
     if shape is not None and s.gpus_per_pod:
         count, size = shape
@@ -26,8 +27,18 @@ def summary(r: Resolved, context: str | None = None) -> str:
             f"{size // per_pod} pods each" if size > per_pod else f"{per_pod // size} per pod"
         )
         gpus += f" in {count:,} replica group{'s' if count > 1 else ''} x {size:,} GPUs ({where})"
+    generators = r.generators
+    if generators is not None and s.roles is not None:  # an RL job: the trainer's line above, then the generators'
+        g, tp = generators.spec, s.roles.generators.tensor_parallel
+        engines = g.pods * g.gpus_per_pod // tp if g.gpus_per_pod else g.pods
+        line = f"{g.pods} pods x {g.gpus_per_pod} {model}" if g.gpus_per_pod else f"{g.pods} pods, no GPUs"
+        gpus = f"trainer {gpus}\ngenerators {line}, {engines:,} engines of {tp}; {r.gpus:,} GPUs in all"
     cpus = f"{pods} x {r.cpus} CPU = {pods * r.cpus:,} CPU"
     memory = f"{pods} x {_gib(r.memory_gib)} = {_gib(pods * r.memory_gib)} requested"
+    if generators is not None:  # each role's pods have their own share of a machine
+        g = generators.spec
+        cpus = f"{pods * r.cpus + g.pods * generators.cpus:,} CPU"
+        memory = f"{_gib(pods * r.memory_gib + g.pods * generators.memory_gib)} requested"
     where = f"{s.kind} {s.name} -> {context or r.context} (namespace {r.namespace}, queue {r.queue}, priority {r.priority}, pool {r.pool.name})"
     extra = "" if s.kind == "job" else f"; Ray head {s.ray.head_cpus} CPU, {s.ray.head_memory_gib} GiB"
     return f"{where}\n{gpus}; {cpus}; {memory}{extra}"
