@@ -118,6 +118,8 @@ def pod_size(spec: JobSpec, machine: Machine) -> tuple[int, int]:
     share = (default_share(machine, spec.gpus_per_pod, t) for t in (machine.vcpus, machine.memory_gb))
     cpus, memory = (
         asked or max(1, part or fallback)
-        for asked, part, fallback in zip((spec.cpus_per_pod, spec.memory_per_pod_gib), share, DEFAULT_CPU_POD, strict=True)
+        for asked, part, fallback in zip(
+            (spec.cpus_per_pod, spec.memory_per_pod_gib), share, DEFAULT_CPU_POD, strict=True
+        )
     )
     return cpus, memory

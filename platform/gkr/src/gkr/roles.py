@@ -73,7 +73,9 @@ def problems(spec: JobSpec) -> list[Problem]:
         out.append(Problem(path=("kind",), message=f"roles make one RayJob, not a {spec.kind}; use kind: rayjob"))
     if spec.regions:
         out.append(
-            Problem(path=("roles",), message="an RL job runs in one region (across regions is not built yet); drop regions")
+            Problem(
+                path=("roles",), message="an RL job runs in one region (across regions is not built yet); drop regions"
+            )
         )
     trainer, generators = spec.roles.trainer, spec.roles.generators
     if bool(trainer.gpus_per_pod) != bool(generators.gpus_per_pod):
