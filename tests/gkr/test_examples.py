@@ -35,6 +35,8 @@ def test_every_example_with_a_command_is_checked() -> None:
         "cpu-data-job.yaml",
         "cross-region.yaml",
         "flex-start-finetune.yaml",
+        "grpo-8b.yaml",
+        "grpo-tiny-cpu.yaml",
         "pretrain-128-nodes.yaml",
         "pretrain-spares.yaml",
     ]

@@ -43,11 +43,15 @@ def test_one_worker_group_per_role_pinned_by_a_ray_resource() -> None:
 
 def test_each_role_its_environment() -> None:
     trainer, generators = map(env, groups_of("grpo-8b"))
-    assert trainer[names.ROLE_ENV] == "trainer" and generators[names.ROLE_ENV] == "generators"
+    assert trainer[names.ROLE_ENV] == "trainer"
+    assert generators[names.ROLE_ENV] == "generators"
     assert (trainer[names.REPLICA_GROUPS_ENV], trainer[names.GROUP_SIZE_ENV]) == ("2", "8")
-    assert names.REPLICA_GROUPS_ENV not in generators and names.GROUP_SIZE_ENV not in generators
-    assert generators[names.TENSOR_PARALLEL_ENV] == "2" and names.TENSOR_PARALLEL_ENV not in trainer
-    assert names.PEAK_TFLOPS_ENV in trainer and names.PEAK_TFLOPS_ENV in generators
+    assert names.REPLICA_GROUPS_ENV not in generators
+    assert names.GROUP_SIZE_ENV not in generators
+    assert generators[names.TENSOR_PARALLEL_ENV] == "2"
+    assert names.TENSOR_PARALLEL_ENV not in trainer
+    assert names.PEAK_TFLOPS_ENV in trainer
+    assert names.PEAK_TFLOPS_ENV in generators
 
 
 def test_both_roles_in_the_jobs_pool_and_topology_the_head_on_cpu() -> None:
@@ -83,7 +87,8 @@ def test_kueue_admits_the_roles_as_one_workload_within_its_podset_limit(fleet: A
         for v in crd["spec"]["versions"]
     }
     podsets = 1 + len(groups_of("grpo-8b"))
-    assert podsets == 3 and all(podsets <= limit for limit in limits.values()), limits
+    assert podsets == 3
+    assert all(podsets <= limit for limit in limits.values()), limits
 
 
 def job(tmp_path: Path, **changes: Any) -> str:
