@@ -119,6 +119,7 @@ class History:
     greedy: list[tuple[int, float]] = field(default_factory=list)  # (version, held-out greedy accuracy)
     counters: Counters = field(default_factory=Counters)
     reward_failures: int = 0
+    saturated: bool = False  # stopped early: max_rollouts rollouts in a row could not fill one batch
     seconds: float = 0.0
 
 
@@ -173,14 +174,23 @@ def run(cfg: Model, settings: RL, task: Task | None = None, device: str | torch.
     for _ in range(settings.steps):
         rewards: list[float] = []
         while (groups := buffer.sample(policy.version, settings.prompts_per_step)) is None:
-            done = rollout(policy.generator, buffer, task, settings, settings.prompts_per_step - len(buffer))
+            if len(rewards) == settings.max_rollouts:
+                break
+            # a whole batch of prompts each time: when most groups score alike (the task nearly solved), issuing
+            # only the shortfall would take many small rollouts; the surplus waits, at most one version old
+            done = rollout(policy.generator, buffer, task, settings, settings.prompts_per_step)
             rewards.append(done.reward_mean)
+        if groups is None:  # every group scored alike: the training prompts are solved (or hopeless)
+            history.saturated = True
+            break
         history.rewards.append(sum(rewards) / len(rewards) if rewards else float("nan"))
         history.ages.append([g.age(policy.version) for g in groups])
         history.steps.append(policy.train(groups, step))
         buffer.trained(groups)
-        if policy.version % settings.eval_every == 0 or policy.version == settings.steps:
+        if policy.version % settings.eval_every == 0:
             history.greedy.append((policy.version, greedy_accuracy(policy.model, task.prompts.held_out, task)))
+    if history.greedy[-1][0] != policy.version:
+        history.greedy.append((policy.version, greedy_accuracy(policy.model, task.prompts.held_out, task)))
     history.counters, history.reward_failures = buffer.counters, task.rewards.failures
     history.seconds = time.perf_counter() - started
     return history

@@ -60,6 +60,17 @@ _BLOCK = {
     "feed_forward.w3.weight": "mlp.up_proj.weight",
     "feed_forward.w2.weight": "mlp.down_proj.weight",
 }
+_HF_KEYS = {  # Model setting -> config.json key
+    "vocab": "vocab_size",
+    "d_model": "hidden_size",
+    "layers": "num_hidden_layers",
+    "heads": "num_attention_heads",
+    "kv_heads": "num_key_value_heads",
+    "ffn_dim": "intermediate_size",
+    "seq_len": "max_position_embeddings",
+    "rope_theta": "rope_theta",
+    "norm_eps": "rms_norm_eps",
+}
 _TOP_BACK = {v: k for k, v in _TOP.items()}
 _BLOCK_BACK = {v: k for k, v in _BLOCK.items()}
 _TRAINER_BLOCK = re.compile(r"blocks\.(0|[1-9]\d{0,5})\.(.+)")
@@ -157,18 +168,20 @@ def model_config(hf: Any, where: str) -> tuple[Model, bool]:
         if hf.get(key, wanted) != wanted:
             raise _refuse(where, f"{key} {hf[key]!r} is not supported (the model has {wanted!r})", "use a plain Llama")
     heads, theta = hf.get("num_attention_heads"), _rope_theta(hf, where)
-    data = {
-        "vocab": hf.get("vocab_size"),
-        "d_model": hf.get("hidden_size"),
-        "layers": hf.get("num_hidden_layers"),
-        "heads": heads,
-        "kv_heads": hf.get("num_key_value_heads", heads),
-        "ffn_dim": hf.get("intermediate_size"),
-        "seq_len": hf.get("max_position_embeddings", 2048),
-        "rope_theta": float(theta) if isinstance(theta, int | float) and not isinstance(theta, bool) else theta,
-        "norm_eps": hf.get("rms_norm_eps", 1e-6),
+    values = {key: hf.get(key) for key in _HF_KEYS.values()} | {
+        "num_key_value_heads": hf.get("num_key_value_heads", heads),
+        "max_position_embeddings": hf.get("max_position_embeddings", 2048),
+        "rms_norm_eps": hf.get("rms_norm_eps", 1e-6),
+        "rope_theta": float(theta) if isinstance(theta, int) and not isinstance(theta, bool) else theta,
     }
-    cfg = codec.from_data(Model, data, where, fix=lambda path, kind: f"set the config's value to <{kind}>")
+    decoded, problems = codec.decode(Model, {ours: values[theirs] for ours, theirs in _HF_KEYS.items()})
+    if problems:  # named as config.json names them, not as the trainer does
+        path = problems[0].path
+        key = _HF_KEYS.get(str(path[0]), str(path[0])) if path else "(document)"
+        what = problems[0].message.split("; ")[0]
+        raise _refuse(where, f"{key}: {what}", f"set {key} to a valid value")
+    assert decoded is not None
+    cfg = decoded
     if cfg.d_model % cfg.heads or cfg.heads % (cfg.kv_heads or cfg.heads) or (cfg.d_model // cfg.heads) % 2:
         raise _refuse(
             where,

@@ -65,12 +65,22 @@ def split(problems: Sequence[Problem], held_out: int, seed: int, split_seed: int
     )
 
 
-def arithmetic_problems(max_sum: int = 9) -> tuple[Problem, ...]:
-    """``a+b=`` for every a, b >= 0 with a + b <= max_sum: one-digit answers (55 problems at 9)."""
+def arithmetic_problems(max_sum: int = 9, padded: bool = True) -> tuple[Problem, ...]:
+    """``a+b=`` for every a, b >= 0 with a + b <= max_sum: one-digit answers, 55 sums at 9.
+
+    ``padded``: each sum written four ways, either operand with or without a leading zero (``3+4=``,
+    ``03+4=``, ``3+04=``, ``03+04=``): 220 prompts. A held-out split then holds out writings the policy
+    never trained on, of sums it did. The 55 sums alone cannot be held out usefully: a model this size
+    does not infer unseen sums from the others (README, "The learning test").
+    """
     if not 0 <= max_sum <= 9:
         raise ValueError("max_sum must be a digit: the answer is one token")
+    widths = ((1, 1), (2, 1), (1, 2), (2, 2)) if padded else ((1, 1),)
     return tuple(
-        Problem(prompt=f"{a}+{b}=", answer=str(a + b)) for a in range(max_sum + 1) for b in range(max_sum + 1 - a)
+        Problem(prompt=f"{a:0{wa}d}+{b:0{wb}d}=", answer=str(a + b))
+        for a in range(max_sum + 1)
+        for b in range(max_sum + 1 - a)
+        for wa, wb in widths
     )
 
 
