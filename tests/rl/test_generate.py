@@ -62,7 +62,7 @@ def test_greedy_is_the_argmax(tiny: Model) -> None:
 def test_weights_after_a_sync_equal_the_policy_bit_for_bit_and_are_a_copy(tiny: Model) -> None:
     policy, generator = _generator(tiny)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=0.1)
-    policy(torch.tensor([PROMPTS[0]])).sum().backward()  # type: ignore[no-untyped-call]
+    policy(torch.tensor([PROMPTS[0]])).sum().backward()
     optimizer.step()
     generator.load_weights(snapshot(policy), version=1)
     assert generator.version == 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,7 @@ def _forge_header(folder: Path) -> None:
     (folder / "model.safetensors").write_bytes(bytes(data))
 
 
-FORGERIES = {
+FORGERIES: dict[str, tuple[Callable[[Path], object], str]] = {
     "config not json": (lambda f: (f / "config.json").write_text("{"), "config.json: cannot read it"),
     "not llama": (lambda f: _edit_config(f, model_type="gpt2", architectures=["GPT2LMHeadModel"]), "is not llama"),
     "rope scaling": (lambda f: _edit_config(f, rope_scaling={"rope_type": "llama3", "factor": 8.0}), "'llama3'"),

@@ -78,6 +78,7 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, mask
 
 
+@torch.no_grad()
 def test_response_logprobs_score_each_response_token_given_what_precedes_it(tiny: Model) -> None:
     torch.manual_seed(0)
     model = LanguageModel(tiny).eval()
