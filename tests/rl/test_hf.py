@@ -169,6 +169,8 @@ FORGERIES: dict[str, tuple[Callable[[Path], object], str]] = {
     "negative size": (lambda f: _edit_config(f, hidden_size=-64), "hidden_size: must be at least 1 (got -64)"),
     "text size": (lambda f: _edit_config(f, num_hidden_layers="2"), "num_hidden_layers: "),
     "head dim": (lambda f: _edit_config(f, head_dim=32), "head_dim 32"),
+    "architectures": (lambda f: _edit_config(f, model_type=None, architectures=7), "model_type None is not llama"),
+    "rope scaling text": (lambda f: _edit_config(f, rope_scaling="yarn"), "rope_scaling 'yarn' is not an object"),
     "unknown tensor": (
         lambda f: _edit_tensors(f, {"model.layers.0.self_attn.q_proj.bias": torch.zeros(64)}),
         "unknown tensor 'model.layers.0.self_attn.q_proj.bias'",

@@ -127,8 +127,9 @@ class Policy:
     """The trained model and its optimizer, the generator it feeds, and the version counter."""
 
     def __init__(self, cfg: Model, settings: RL, device: str | torch.device = "cpu") -> None:
-        torch.manual_seed(settings.seed)
-        self.model = LanguageModel(cfg).to(device)
+        with torch.random.fork_rng(devices=[]):  # seeded initialization, the caller's RNG state untouched
+            torch.manual_seed(settings.seed)
+            self.model = LanguageModel(cfg).to(device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=(0.9, 0.95)
         )
@@ -183,6 +184,7 @@ def run(cfg: Model, settings: RL, task: Task | None = None, device: str | torch.
         if groups is None:  # every group scored alike: the training prompts are solved (or hopeless)
             history.saturated = True
             break
+        # NaN for a step whose whole batch was the previous step's surplus: it generated nothing
         history.rewards.append(sum(rewards) / len(rewards) if rewards else float("nan"))
         history.ages.append([g.age(policy.version) for g in groups])
         history.steps.append(policy.train(groups, step))

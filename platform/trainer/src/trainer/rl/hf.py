@@ -149,6 +149,8 @@ def _refuse(where: str, what: str, fix: str) -> Invalid:
 def _rope_theta(hf: Mapping[str, Any], where: str) -> Any:
     rope = hf.get("rope_parameters")  # transformers 5 moved rope_theta and the scaling here
     scaling = hf.get("rope_scaling") or (rope if isinstance(rope, dict) else None)
+    if scaling is not None and not isinstance(scaling, dict):
+        raise _refuse(where, f"rope_scaling {str(scaling)[:80]!r} is not an object or null", "set it to null")
     if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type", "default")) != "default":
         raise _refuse(
             where,
@@ -162,7 +164,10 @@ def model_config(hf: Any, where: str) -> tuple[Model, bool]:
     """The trainer's Model settings for an HF Llama config.json, and whether its embeddings are tied."""
     if not isinstance(hf, dict):
         raise _refuse(where, "not a JSON object", "point at a Hugging Face Llama checkpoint folder")
-    if hf.get("model_type") != "llama" and "LlamaForCausalLM" not in (hf.get("architectures") or []):
+    architectures = hf.get("architectures")
+    if hf.get("model_type") != "llama" and not (
+        isinstance(architectures, list) and "LlamaForCausalLM" in architectures
+    ):
         raise _refuse(where, f"model_type {hf.get('model_type')!r} is not llama", "use a Llama-architecture checkpoint")
     for key, wanted in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
         if hf.get(key, wanted) != wanted:
@@ -188,7 +193,7 @@ def model_config(hf: Any, where: str) -> tuple[Model, bool]:
             "heads and key/value heads do not divide hidden_size into even head dimensions",
             "fix num_attention_heads or num_key_value_heads",
         )
-    if hf.get("head_dim", cfg.d_model // cfg.heads) != cfg.d_model // cfg.heads:
+    if hf.get("head_dim") not in (None, cfg.d_model // cfg.heads):
         raise _refuse(where, f"head_dim {hf['head_dim']} != hidden_size / num_attention_heads", "use a plain Llama")
     return cfg, bool(hf.get("tie_word_embeddings", False))
 
