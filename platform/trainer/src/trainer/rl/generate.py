@@ -1,0 +1,179 @@
+"""Generation: the interface every engine implements, and the trainer's own model as one engine.
+
+``TorchGenerator`` samples with ``LanguageModel`` itself, recomputing the whole sequence for each new
+token (no KV cache: cheap for ``tiny`` and ``small``, not meant for ``8b``). Its logprobs are those of
+the distribution it sampled from, temperature and token mask included (loss.masked_logits, the same
+function the trainer's loss uses), so at equal weights the trainer's recompute agrees with them to fp32
+rounding and the GRPO ratio is 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from trainer.config import Model
+from trainer.model import LanguageModel
+from trainer.rl.episode import Completion
+from trainer.rl.loss import masked_logits
+
+
+class Generator(Protocol):
+    """An inference engine holding one policy version at a time."""
+
+    @property
+    def version(self) -> int:
+        """The policy version of the weights held now (-1: none loaded yet)."""
+        ...
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int,
+        *,
+        max_tokens: int,
+        temperature: float,
+        allowed: torch.Tensor | None = None,
+        stop: int | None = None,
+    ) -> list[list[Completion]]:
+        """``n`` completions per prompt, each with its sampling logprobs and the version that sampled it."""
+        ...
+
+    def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``state`` (the trainer's parameter names) into the engine; completions carry ``version`` after."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampled:
+    tokens: torch.Tensor  # (B, max_tokens) long; positions after a row's stop token are padding
+    logprobs: torch.Tensor  # (B, max_tokens) float32
+    lengths: torch.Tensor  # (B,) long: response length of each row, its stop token included
+
+
+@torch.no_grad()
+def sample(
+    model: nn.Module,
+    prompts: torch.Tensor,
+    *,
+    max_tokens: int,
+    temperature: float,
+    allowed: torch.Tensor | None,
+    rng: torch.Generator | None,
+    stop: int | None = None,
+) -> Sampled:
+    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy."""
+    b = prompts.shape[0]
+    sequence = prompts
+    out = torch.zeros(b, max_tokens, dtype=torch.long, device=prompts.device)
+    logprobs = torch.zeros(b, max_tokens, dtype=torch.float32, device=prompts.device)
+    lengths = torch.full((b,), max_tokens, dtype=torch.long, device=prompts.device)
+    done = torch.zeros(b, dtype=torch.bool, device=prompts.device)
+    for t in range(max_tokens):
+        logits = model(sequence)[:, -1]
+        scaled = masked_logits(logits, allowed, temperature)
+        if temperature > 0:
+            token = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=rng).squeeze(-1)
+        else:
+            token = scaled.argmax(dim=-1)
+        logp = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
+        out[:, t] = torch.where(done, torch.zeros_like(token), token)
+        logprobs[:, t] = torch.where(done, torch.zeros_like(logp), logp)
+        if stop is not None:
+            ended = (token == stop) & ~done
+            lengths = torch.where(ended, torch.full_like(lengths, t + 1), lengths)
+            done |= ended
+            if bool(done.all()):
+                break
+        sequence = torch.cat([sequence, out[:, t : t + 1]], dim=1)
+    return Sampled(tokens=out, logprobs=logprobs, lengths=lengths)
+
+
+class TorchGenerator:
+    """The trainer's ``LanguageModel`` as a generator, on CPU or CUDA, seeded for reproducible samples."""
+
+    def __init__(self, cfg: Model, *, seed: int, device: str | torch.device = "cpu") -> None:
+        with torch.device("meta"):  # no initialization: the weights come from load_weights
+            model = LanguageModel(cfg)
+        self.model = model.to_empty(device=device).eval()
+        self.device = torch.device(device)
+        self.rng = torch.Generator(device=self.device).manual_seed(seed)
+        self._version = -1
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @torch.no_grad()
+    def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        own = self.model.state_dict()
+        if set(state) != set(own):
+            missing, unknown = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+            raise ValueError(f"weights for version {version}: missing {missing[:3]}, unknown {unknown[:3]}")
+        for name, tensor in own.items():
+            if state[name].shape != tensor.shape:
+                raise ValueError(
+                    f"weights for version {version}: {name} is {tuple(state[name].shape)}, "
+                    f"the model's is {tuple(tensor.shape)}"
+                )
+            tensor.copy_(state[name])  # into the generator's own memory: never an alias of the trainer's
+        self._version = version
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int,
+        *,
+        max_tokens: int,
+        temperature: float,
+        allowed: torch.Tensor | None = None,
+        stop: int | None = None,
+    ) -> list[list[Completion]]:
+        if self._version < 0:
+            raise RuntimeError("no weights loaded: call load_weights first")
+        if n < 1 or max_tokens < 1:
+            raise ValueError("n and max_tokens must be at least 1")
+        version = self._version  # one version for the whole call: weights change only between calls
+        results: list[list[Completion]] = [[] for _ in prompts]
+        by_length: dict[int, list[int]] = {}
+        for i, prompt in enumerate(prompts):
+            by_length.setdefault(len(prompt), []).append(i)
+        for length in sorted(by_length):  # one batch per prompt length: no padding inside a sampled row
+            rows = [i for i in by_length[length] for _ in range(n)]
+            batch = torch.tensor([list(prompts[i]) for i in rows], dtype=torch.long, device=self.device)
+            drawn = sample(
+                self.model,
+                batch,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                allowed=allowed,
+                rng=self.rng,
+                stop=stop,
+            )
+            tokens, logprobs, lengths = drawn.tokens.tolist(), drawn.logprobs.tolist(), drawn.lengths.tolist()
+            for row, i in enumerate(rows):
+                k = lengths[row]
+                results[i].append(
+                    Completion(
+                        prompt=tuple(prompts[i]),
+                        response=tuple(tokens[row][:k]),
+                        logprobs=tuple(logprobs[row][:k]),
+                        version=version,
+                    )
+                )
+        return results
+
+
+def snapshot(model: nn.Module, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """A copy of the model's weights, detached from the optimizer: what a weight sync sends.
+
+    Taken after the step, so nothing the optimizer writes later can change what a generator receives
+    (the hazard torchtitan removed by staging snapshots). ``dtype``: cast while copying (bf16 for vLLM).
+    """
+    return {
+        name: tensor.detach().to(dtype=dtype or tensor.dtype, copy=True) for name, tensor in model.state_dict().items()
+    }

@@ -1,0 +1,56 @@
+"""The RL run's settings (configs/rl/*.yaml): typed, bounded, refused in one line when wrong."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contract import codec
+from contract.codec import setting
+from contract.problem import Invalid
+
+
+@dataclass(frozen=True, kw_only=True)
+class RL:
+    # What to learn: "arithmetic" (a+b= with a+b <= 9, byte tokens) or a JSONL path/URL of {"prompt", "answer"}.
+    task: str = "arithmetic"
+    reward: str = "exact"  # exact, math, or module:function (rewards.py)
+    held_out: int = setting(44, low=0)  # problems kept out of training for greedy evaluation
+    allowed: str = "digits"  # constrained decoding: "digits" (bytes 0-9) or "" (the whole vocabulary)
+    group_size: int = setting(16, low=2)  # completions per prompt: GRPO's baseline is the group's own mean
+    prompts_per_step: int = setting(32, low=1)  # groups in one training batch
+    max_tokens: int = setting(1, low=1)
+    temperature: float = setting(1.0, above=0)
+    max_policy_age: int = setting(1, low=0)  # a sample older than this many versions is never trained on
+    # Single process only: the generator holds the weights of this many versions ago (emulates asynchrony).
+    staleness: int = setting(0, low=0)
+    clip_low: float = setting(0.2, low=0, below=1)
+    clip_high: float = setting(0.2, low=0)
+    kl_beta: float = setting(0.0, low=0)  # 0: no reference model, no reference forward
+    lr: float = setting(1e-3, above=0)
+    weight_decay: float = setting(0.0, low=0)
+    grad_clip: float = setting(1.0, low=0)
+    steps: int = setting(200, low=1)
+    # Rollouts (of prompts_per_step prompts each) one step may take to fill its batch with groups whose
+    # rewards differ; past it the single-process loop stops (History.saturated): the prompts are solved.
+    max_rollouts: int = setting(20, low=1)
+    eval_every: int = setting(25, low=1)
+    seed: int = 0
+
+
+def _fix(path: str, kind: str) -> str:
+    return f"set {path} to one of them" if kind.startswith("one of") else f"set {path}=<{kind}>"
+
+
+def from_dict(data: Any, where: str = "rl") -> RL:
+    settings = codec.from_data(RL, data, where, fix=_fix)
+    if settings.staleness > settings.max_policy_age:
+        raise Invalid(
+            [
+                f"{where}: staleness {settings.staleness} > max_policy_age {settings.max_policy_age}: "
+                "every sample would be evicted; lower staleness or raise max_policy_age"
+            ]
+        )
+    if settings.allowed not in ("digits", ""):
+        raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])
+    return settings

@@ -1,0 +1,84 @@
+"""One GRPO optimizer step: a batch, the policy and its optimizer in, statistics out; nothing global.
+
+The distributed trainer calls this same function inside its commit protocol (torchft decides whether
+the step commits); the single-process loop (grpo.py) calls it directly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from trainer.rl.episode import Batch
+from trainer.rl.loss import Clip, grpo_loss, response_logprobs
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSettings:
+    clip: Clip = field(default_factory=Clip)
+    beta: float = 0.0  # k3 KL weight against the reference model; 0: no reference forward at all
+    temperature: float = 1.0  # the generator's: the trainer scores the distribution that was sampled
+    grad_clip: float = 1.0  # total gradient norm; 0: off
+    allowed: torch.Tensor | None = None  # (V,) bool: the generator's token mask, or None for the whole vocabulary
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepStats:
+    loss: float
+    grad_norm: float
+    clipped_fraction: float
+    ratio_mean: float
+    kl_mean: float
+    applied: bool  # False: the loss or gradient norm was not finite and the optimizer did not step
+
+
+def rl_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    settings: StepSettings,
+    reference: nn.Module | None = None,
+) -> StepStats:
+    """Forward, GRPO loss, backward, clip, step. A non-finite loss or gradient norm does not step."""
+    if settings.beta > 0 and reference is None:
+        raise ValueError("beta > 0 needs a reference model")
+    device = next(model.parameters()).device
+    batch = batch.to(device)
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    logprobs = response_logprobs(model, batch.tokens, batch.mask, settings.allowed, settings.temperature)
+    ref_logprobs = None
+    if settings.beta > 0:
+        assert reference is not None
+        with torch.no_grad():
+            ref_logprobs = response_logprobs(
+                reference, batch.tokens, batch.mask, settings.allowed, settings.temperature
+            )
+    parts = grpo_loss(
+        logprobs,
+        batch.sampler_logprobs,
+        batch.advantages,
+        batch.mask,
+        clip=settings.clip,
+        beta=settings.beta,
+        ref_logprobs=ref_logprobs,
+    )
+    parts.loss.backward()  # type: ignore[no-untyped-call]
+    limit = settings.grad_clip if settings.grad_clip > 0 else math.inf
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), limit))
+    loss = float(parts.loss.detach())
+    applied = math.isfinite(loss) and math.isfinite(grad_norm)
+    if applied:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepStats(
+        loss=loss,
+        grad_norm=grad_norm,
+        clipped_fraction=parts.clipped_fraction,
+        ratio_mean=parts.ratio_mean,
+        kl_mean=parts.kl_mean,
+        applied=applied,
+    )
