@@ -40,7 +40,7 @@ review: $(ENV) ## plan review of HEAD against BASE: review.md; make reports "Err
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
 	$(BIN)/checkov --config-file infra/checkov.yaml -d $(SYNTH_OUT)/stacks
 
-bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warden decisions, trainer, cross-region link model, hostile input, fleet goodput model
+bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warden decisions, trainer, cross-region link model, hostile input, fleet goodput model, RL weight sync
 	$(BIN)/python scripts/bench_synth.py
 	$(BIN)/python scripts/bench_gkr.py
 	$(BIN)/python scripts/bench_warden.py
@@ -48,6 +48,7 @@ bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warde
 	$(BIN)/python scripts/bench_cross_region.py
 	$(BIN)/python scripts/bench_faults.py
 	$(BIN)/python scripts/bench_goodput.py
+	$(BIN)/python scripts/bench_rl_sync.py
 
 test: lint typecheck unit ## everything CI runs
 
