@@ -11,10 +11,10 @@ import promql_parser
 import pytest
 
 from contract import names
-from contract.metrics import WARDEN
+from contract.metrics import RL, WARDEN
 from fleet.gitops import kueue
 from fleet.gitops.monitoring import monitoring_objects, queries, rules, upstream
-from fleet.gitops.monitoring.dashboards import HEALTHY, STATES, boards, dashboard_files
+from fleet.gitops.monitoring.dashboards import HEALTHY, STATES, boards, dashboard_files, run_board
 from fleet.gitops.monitoring.scrape import scrape_objects, trainer
 from fleet.gitops.validate import CrdSchemas, validate_object
 from fleet.model import Fleet
@@ -149,6 +149,12 @@ def test_dashboards_are_built_by_the_sdk_and_templated(fleet: Fleet) -> None:
     assert "run" in {v["name"] for v in run["templating"]["list"]}
     exprs = [t["expr"] for p in run["panels"] if p["type"] != "row" for t in p["targets"]]
     assert all('run=~"$run"' in e for e in exprs)
+
+
+def test_the_run_board_shows_every_rl_metric() -> None:
+    """The RL row reads each metric of contract.metrics.RL (a series of it: a histogram's _bucket or _sum)."""
+    selected = {name for q in run_board().queries for name in queries.selected(q)}
+    assert [m.name for m in RL if not selected & set(m.series())] == []
 
 
 def _every_query(fleet: Fleet) -> list[str]:

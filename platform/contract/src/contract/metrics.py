@@ -1,6 +1,6 @@
 """Every metric a Meridian component exports: name, type, help and labels, written once.
 
-Each component's metrics are one frozen catalog (``TRAINER``, ``WARDEN``, ``PREFLIGHT``) whose attributes are
+Each component's metrics are one frozen catalog (``TRAINER``, ``RL``, ``WARDEN``, ``PREFLIGHT``) whose attributes are
 the metrics: code names a metric by attribute (``TRAINER.step``, ``WARDEN.leader.name``), so a metric's name is
 spelled here and nowhere else in the code that ships (tests/contract/test_single_sources.py). A catalog is
 iterable, in declaration order, for what walks all of them (the exposition check, the README tables, the
@@ -110,6 +110,75 @@ class Trainer(Catalog):
     )
 
 
+# RL post-training (GRPO, trainer.rl): the run's policy and its generators, served beside TRAINER's by the process
+# that commits the steps. Ages are in policy versions (one per committed step); `max_policy_age` bounds them.
+GENERATOR_STATES = ("generating", "syncing", "waiting")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reinforcement(Catalog):
+    reward_mean: Metric = Metric(
+        name="meridian_rl_reward_mean",
+        kind="gauge",
+        help="Mean sampled reward of the rollouts behind the last trained batch (kept when the batch was all surplus).",
+        labels=RUN_LABELS,
+    )
+    greedy_accuracy: Metric = Metric(
+        name="meridian_rl_greedy_accuracy_ratio",
+        kind="gauge",
+        help="Held-out greedy accuracy at the last evaluation (0-1).",
+        labels=RUN_LABELS,
+    )
+    policy_version: Metric = Metric(
+        name="meridian_rl_policy_version",
+        kind="gauge",
+        help="Policy version after the last committed step (one per step).",
+        labels=RUN_LABELS,
+    )
+    sample_age: Metric = Metric(
+        name="meridian_rl_sample_age_versions",
+        kind="histogram",
+        help="Age of each trained group: the training version minus its oldest completion's version.",
+        labels=RUN_LABELS,
+    )
+    stale_trained: Metric = Metric(
+        name="meridian_rl_stale_groups_trained_total",
+        kind="counter",
+        help="Groups trained although older than max_policy_age: the bound says it stays 0.",
+        labels=RUN_LABELS,
+    )
+    reissued: Metric = Metric(
+        name="meridian_rl_prompts_reissued_total",
+        kind="counter",
+        help="Prompts issued again: a generator died, a lease expired, a group went stale, or the run resumed.",
+        labels=RUN_LABELS,
+    )
+    generated_tokens: Metric = Metric(
+        name="meridian_rl_generated_tokens_total",
+        kind="counter",
+        help="Response tokens the generators sampled.",
+        labels=RUN_LABELS,
+    )
+    trained_tokens: Metric = Metric(
+        name="meridian_rl_trained_tokens_total",
+        kind="counter",
+        help="Response tokens in committed training steps.",
+        labels=RUN_LABELS,
+    )
+    weight_sync_seconds: Metric = Metric(
+        name="meridian_rl_weight_sync_seconds",
+        kind="histogram",
+        help="Time to send one policy version's weights to the generators.",
+        labels=RUN_LABELS,
+    )
+    generator_seconds: Metric = Metric(
+        name="meridian_rl_generator_seconds_total",
+        kind="counter",
+        help="Seconds of each generator's life by state (generating, syncing, waiting).",
+        labels=(*RUN_LABELS, "generator", "state"),
+    )
+
+
 # Warden: one process per cluster (the leader acts; every replica serves its metrics).
 @dataclass(frozen=True, kw_only=True)
 class Warden(Catalog):
@@ -200,7 +269,8 @@ class Preflight(Catalog):
 
 
 TRAINER = Trainer()
+RL = Reinforcement()
 WARDEN = Warden()
 PREFLIGHT = Preflight()
-CATALOGS: tuple[Catalog, ...] = (TRAINER, WARDEN, PREFLIGHT)
+CATALOGS: tuple[Catalog, ...] = (TRAINER, RL, WARDEN, PREFLIGHT)
 ALL: tuple[Metric, ...] = tuple(m for catalog in CATALOGS for m in catalog)

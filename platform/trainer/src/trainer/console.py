@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainer.flops import format_mfu
+from trainer.rl.report import generators_line
 
 
 def group_log(out: Path, group: int) -> Path:
@@ -120,11 +121,16 @@ def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def outcome_line(run: str, outcome: str, summary: dict[str, Any], out: Path) -> str:
-    """The final report: completed / stopped: why / failed: why, and the goodput of this run's groups only."""
+    """The final report: completed / stopped: why / failed: why, and the goodput of this run's groups only.
+
+    An RL run's summary also holds its generators' time (``trainer.rl.report.with_generators``), shown after.
+    """
     reports = summary.get("replica_group_reports", 0)
     goodput = (
         f"goodput {run}: {summary['goodput']:.1%} over {reports} replica group report(s)"
         if reports
         else f"goodput {run}: n/a (no replica group finished)"
     )
+    if "generators" in summary:
+        goodput += f"; {generators_line(summary['generators'])}"
     return f"run {run} {outcome}; {goodput}; logs in {out}"

@@ -18,7 +18,7 @@ from grafana_foundation_sdk.models.common import StackingMode
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 from contract import names
-from contract.metrics import TRAINER, WARDEN
+from contract.metrics import RL, TRAINER, WARDEN
 from fleet.gitops.monitoring.rules import CHECKPOINT, GOODPUT, KUEUE, LAST_COMMIT, LEADER
 from fleet.model import Fleet
 
@@ -223,6 +223,62 @@ def run_board() -> Board:
     board.graph(
         "Checkpoints per hour",
         [(f"sum by (state) (increase({_run(CHECKPOINT + '_count')}[1h]))", "{{state}}")],
+    )
+    return rl_row(board)
+
+
+def _rate(metric: str, window: str = RATE) -> str:
+    return f"sum by ({RUN}) (rate({_run(metric)}[{window}]))"
+
+
+def rl_row(board: Board) -> Board:
+    """RL post-training (contract.metrics.RL): empty for a run that is not one."""
+    age = RL.sample_age.name
+    board.row("RL")
+    board.graph("Mean sampled reward", [(f"avg by ({RUN}) ({_run(RL.reward_mean.name)})", RUN_LEGEND)])
+    board.graph(
+        "Held-out greedy accuracy",
+        [(f"avg by ({RUN}) ({_run(RL.greedy_accuracy.name)})", RUN_LEGEND)],
+        unit="percentunit",
+    )
+    board.number("Policy version", [(f"max by ({RUN}) ({_run(RL.policy_version.name)})", RUN_LEGEND)])
+    board.number(
+        "Stale groups trained (bound: 0)",
+        [(f"sum by ({RUN}) ({_run(RL.stale_trained.name)})", RUN_LEGEND)],
+    )
+    board.number(
+        "Prompts re-issued (1 h)",
+        [(f"sum by ({RUN}) (increase({_run(RL.reissued.name)}[1h]))", RUN_LEGEND)],
+    )
+    board.number(
+        "Weight sync (p95, 1 h)",
+        [
+            (
+                f"histogram_quantile(0.95, sum by ({RUN}, le) (rate({_run(RL.weight_sync_seconds.name + '_bucket')}[1h])))",
+                RUN_LEGEND,
+            )
+        ],
+        unit="s",
+    )
+    board.graph(
+        "Sample age (versions)",
+        [
+            (f"{_rate(age + '_sum')} / {_rate(age + '_count')}", f"{RUN_LEGEND} mean"),
+            (f"histogram_quantile(1, sum by ({RUN}, le) (rate({_run(age + '_bucket')}[{RATE}])))", f"{RUN_LEGEND} max"),
+        ],
+    )
+    board.graph(
+        "Tokens per second",
+        [
+            (_rate(RL.generated_tokens.name), f"{RUN_LEGEND} generated"),
+            (_rate(RL.trained_tokens.name), f"{RUN_LEGEND} trained"),
+        ],
+    )
+    board.graph(
+        "Generator-seconds by state",
+        [(f"sum by (state) (rate({_run(RL.generator_seconds.name)}[{RATE}]))", "{{state}}")],
+        stacked=True,
+        width=24,
     )
     return board
 
