@@ -18,6 +18,9 @@ from typing import Any, Literal
 from contract import codec
 from contract.codec import setting
 from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT
+from contract.problem import Invalid
+from trainer.rl.settings import RL
+from trainer.rl.settings import check as check_rl
 
 
 class ConfigError(Exception):
@@ -35,6 +38,8 @@ class Run:
     seed: int = 0
     log_every: int = setting(20, low=1)
     launcher: Literal["local", "ray"] = "local"
+    # pretrain: next-token loss on data.*; rl: GRPO with generators (rl.*, trainer/rl/README.md)
+    mode: Literal["pretrain", "rl"] = "pretrain"
     report_dir: str = "/tmp/meridian-runs"
     # A group that sees a non-finite loss or gradient norm this many attempts in a row stops (exit 3).
     max_nonfinite_steps: int = setting(3, low=1)
@@ -170,6 +175,7 @@ class Config:
     perf: Perf
     extra: dict[str, Any]  # keys added with `+` that the schema does not know: kept for the user's code
     logging: Logging = field(default_factory=Logging)
+    rl: RL = field(default_factory=RL)  # read with run.mode=rl only
 
 
 def _fix(path: str, kind: str) -> str:
@@ -218,6 +224,7 @@ def _cross_checks(config: Config) -> Config:
         )
     _model_checks(config)
     _link_checks(config)
+    _rl_checks(config)
     _region_checks(config)
     if config.optim.fragment_sync_delay >= config.optim.sync_every // config.optim.fragments:
         raise ConfigError("optim.fragment_sync_delay: must be smaller than optim.sync_every / optim.fragments")
@@ -228,6 +235,23 @@ def _cross_checks(config: Config) -> Config:
     if config.optim.algorithm == "diloco" and config.optim.fragments > config.model.layers:
         raise ConfigError(f"optim.fragments: {config.optim.fragments} > model.layers {config.model.layers}")
     return config
+
+
+def _rl_checks(config: Config) -> None:
+    if config.run.mode != "rl":
+        return
+    try:
+        check_rl(config.rl)
+    except Invalid as error:
+        raise ConfigError(*error.lines) from None
+    if config.run.launcher != "local":
+        raise ConfigError(
+            "run.launcher: run.mode=rl runs on the local launcher so far (trainer/rl/README.md); set it to local"
+        )
+    if config.optim.algorithm != "ddp":
+        raise ConfigError("optim.algorithm: run.mode=rl commits every step (a new policy version); set optim=ddp")
+    if config.rl.allowed == "digits" and config.model.vocab < 58:
+        raise ConfigError(f"model.vocab: {config.model.vocab} has no digit bytes (48-57) for rl.allowed=digits")
 
 
 def _link_checks(config: Config) -> None:

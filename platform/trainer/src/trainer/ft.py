@@ -63,6 +63,9 @@ class FaultTolerance(Protocol):
     def num_participants(self) -> int:
         """Replica groups in the current quorum."""
 
+    def participation(self) -> tuple[int | None, int]:
+        """(this group's place in the current quorum, None while it heals; the quorum's size)."""
+
     def failure(self) -> str | None:
         """Why the current step cannot commit, if a collective failed (one line); None otherwise."""
 
@@ -176,6 +179,9 @@ class NoFaultTolerance:
 
     def num_participants(self) -> int:
         return 1
+
+    def participation(self) -> tuple[int | None, int]:
+        return 0, 1
 
     def failure(self) -> str | None:
         return None  # no collectives
@@ -307,6 +313,11 @@ class Torchft:
 
     def num_participants(self) -> int:
         return int(self.manager.num_participants())
+
+    def participation(self) -> tuple[int | None, int]:
+        size = self.num_participants()  # waits for the quorum
+        place = self.manager.participating_rank()
+        return (None if place is None or not self.manager.is_participating() else int(place)), max(size, 1)
 
     def failure(self) -> str | None:
         errored = self.manager.errored()

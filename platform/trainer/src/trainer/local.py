@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainer.config import Config, to_dict
 from trainer.console import Console, group_log, native_stderr_to, outcome_line
@@ -28,6 +29,9 @@ from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
 from trainer.runs import committed_target, final_reports, run_dir
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from trainer.rl.launch import RLSide
 
 log = logging.getLogger("trainer")
 MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
@@ -91,11 +95,14 @@ def _launch(cfg: Config, out: Path) -> int:
     console = Console(out, committed_target(cfg))
     why = ""  # why the run stopped or failed, for the final report
     config_json = out / "config.json"
-    config_json.write_text(json.dumps(to_dict(cfg), indent=2))
+    rl = _rl_side(cfg, out)  # RL: the controller here, generators beside the groups (trainer/rl/launch.py)
+    config_json.write_text(json.dumps(to_dict(rl.config(cfg) if rl else cfg), indent=2))
     server = start_lighthouse(cfg)
     address = server.address()
     (out / "lighthouse").write_text(address)
     procs = {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
+    if rl:
+        rl.start(config_json)
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again
@@ -104,6 +111,8 @@ def _launch(cfg: Config, out: Path) -> int:
     while procs or due:
         time.sleep(0.2)
         console.poll()
+        if rl:
+            rl.poll()
         for group, when in list(due.items()):
             if time.monotonic() >= when:
                 del due[group]
@@ -115,6 +124,8 @@ def _launch(cfg: Config, out: Path) -> int:
                 continue
             _stop(ranks)  # a rank that died takes its whole group down
             del procs[group]
+            if rl:
+                rl.group_gone(group)
             if code == 0:
                 continue
             if code in (EXIT_REFUSED, EXIT_NONFINITE):
@@ -142,9 +153,18 @@ def _launch(cfg: Config, out: Path) -> int:
     outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
     reports = final_reports(out, since=started)  # this launch's groups only, never an earlier run's
     summary = combine(reports) | {"restarts": sum(restarts.values()), "outcome": outcome}
+    summary = rl.finish(summary) if rl else summary
     (out / "goodput.json").write_text(dumps(summary))
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
     return code
+
+
+def _rl_side(cfg: Config, out: Path) -> RLSide | None:
+    if cfg.run.mode != "rl":
+        return None
+    from trainer.rl.launch import RLSide
+
+    return RLSide(cfg, out)
 
 
 def _write_pids(out: Path, procs: dict[int, list[subprocess.Popen[bytes]]]) -> None:

@@ -120,12 +120,10 @@ class Trainer(Stateful):
     def train_step(self) -> Step:
         """One inner step on the next batch: forward, backward, the non-finite guard, then the optimizer if allowed."""
         index = self.next_batch
-        # Each rank of a group takes its equal part of the group's batch: the group's step is the same
-        # whatever its size (FSDP2 averages the gradients inside the group).
-        tokens = self.batches.batch(index).chunk(self.where.size)[self.where.rank].to(self.device)
+        inputs = self._inputs(index)
         self.ft.begin_step()
         self.inner.zero_grad()
-        loss = self.model.loss(tokens)
+        loss = self._loss(inputs)
         run = self.cfg.run
         if index + 1 == run.inject_nan_at_step and self.injected < run.inject_nan_times:
             self.injected += 1  # documented fault injection (run.inject_nan_*), off by default
@@ -148,6 +146,28 @@ class Trainer(Stateful):
         if counted:
             self.since_sync = (self.since_sync + 1) % self.ft.inner_steps_per_commit
         return Step(index + 1, loss.item(), nonfinite, counted, synced=counted and self.since_sync == 0)
+
+    def _inputs(self, index: int) -> Any:
+        """Batch ``index``'s part for this rank, fetched before the quorum (RL: it may wait for generators)."""
+        # Each rank of a group takes its equal part of the group's batch: the group's step is the same
+        # whatever its size (FSDP2 averages the gradients inside the group).
+        return self.batches.batch(index).chunk(self.where.size)[self.where.rank].to(self.device)
+
+    def _loss(self, inputs: Any) -> torch.Tensor:
+        """The step's loss, after the quorum started (a subclass may need the quorum's shape)."""
+        loss: torch.Tensor = self.model.loss(inputs)
+        return loss
+
+    # -- what a mode adds around the loop (RL: trainer/rl/policy.py) --------------------------------------
+
+    def started(self, resumed: int | None) -> None:
+        """The group is about to take its first step (after a resume, if any)."""
+
+    def after_commit(self, step: int) -> None:
+        """Step ``step`` committed (``step`` committed steps now), before its checkpoint."""
+
+    def close(self) -> None:
+        """The run is over for this group."""
 
     def _clip_gradients(self) -> torch.Tensor:
         """Clip to optim.grad_clip; the norm over the whole model (all of a sharded group's shards)."""

@@ -47,7 +47,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     reports = open_reports(cfg, group, where.rank, goodput)
     events = reports.events
     ft = fault_tolerance(cfg, where, lighthouse)
-    trainer = Trainer(cfg, group, ft, where)
+    trainer = _trainer(cfg, group, ft, where)
     ft.register_state(trainer.state_dict, _healer(trainer, ft, events))
     checkpoints = _checkpointer(cfg, group, where, events, ft.inner_steps_per_commit)
     resumed = _resume(cfg, trainer, events)
@@ -55,6 +55,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     with ft.running(trainer.fragments, trainer.inner, trainer.outer):
         progress = Progress(cfg, group, reports, goodput, ft, trainer.target)
         progress.started(started, where.rank, trainer.step, resumed)
+        trainer.started(resumed)
         reporter = FailureReporter(os.environ)
         ledger = Ledger(trainer.step, replays_up_to, len(trainer.fragments), trainer.target)
         while trainer.step < trainer.target:
@@ -78,17 +79,27 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
             if not sync.committed:
                 continue
             progress.committed(sync.step)
+            trainer.after_commit(sync.step)
             ledger.record_fragment(sync.step, trainer.fragment_digest)
             progress.maybe_log(sync.step, result.loss)
             goodput.add("checkpoint", checkpoints.maybe_save(sync.step, trainer.state_dict))
     with goodput.timed("checkpoint"):
         checkpoints.wait()
     checkpoints.close()
+    trainer.close()
     report = _report(group, trainer, ft, ledger, goodput)
     progress.finish(report)
     ft.shutdown()
     leave_group(where)
     return report
+
+
+def _trainer(cfg: Config, group: int, ft: FaultTolerance, where: Rank) -> Trainer:
+    if cfg.run.mode == "rl":
+        from trainer.rl.policy import PolicyTrainer
+
+        return PolicyTrainer(cfg, group, ft, where)
+    return Trainer(cfg, group, ft, where)
 
 
 def _healer(trainer: Trainer, ft: FaultTolerance, events: EventLog) -> Callable[[dict[str, Any]], None]:

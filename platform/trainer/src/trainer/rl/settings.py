@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,18 @@ class RL:
     max_rollouts: int = setting(20, low=1)
     eval_every: int = setting(25, low=1)
     seed: int = 0
+    # The distributed mode (train.py run.mode=rl; controller.py). steps, lr, weight_decay, grad_clip and seed
+    # above are the single-process loop's: there the trainer's run.steps, optim.* and run.seed apply.
+    generators: int = setting(2, low=1)  # generator processes (pods in a cluster), each one engine
+    lease_prompts: int = setting(8, low=1)  # prompts a generator takes at a time
+    lease_timeout_s: float = setting(120.0, above=0)  # a lease not answered by then is issued again
+    sync_timeout_s: float = setting(30.0, above=0)  # one weight transfer, trainer -> one generator
+    buffer_batches: int = setting(2, low=1)  # generators wait while this many batches of groups are ready
+    hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
+    controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
+
+
+_ADDRESS = re.compile(r"http://[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")
 
 
 def _fix(path: str, kind: str) -> str:
@@ -43,13 +56,21 @@ def _fix(path: str, kind: str) -> str:
 
 
 def from_dict(data: Any, where: str = "rl") -> RL:
-    settings = codec.from_data(RL, data, where, fix=_fix)
+    return check(codec.from_data(RL, data, where, fix=_fix), where)
+
+
+def check(settings: RL, where: str = "rl") -> RL:
+    """The rules between fields (Invalid, one line); the trainer's configuration applies them too."""
     if settings.staleness > settings.max_policy_age:
         raise Invalid(
             [
                 f"{where}: staleness {settings.staleness} > max_policy_age {settings.max_policy_age}: "
                 "every sample would be evicted; lower staleness or raise max_policy_age"
             ]
+        )
+    if settings.controller and not _ADDRESS.fullmatch(settings.controller):
+        raise Invalid(
+            [f"{where}.controller: {settings.controller[:80]!r} is not http://host:port; fix it or leave it empty"]
         )
     if settings.allowed not in ("digits", ""):
         raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import Backend
 
 HEADER = 3  # version, elements, layout digest (63 bits)
 
@@ -63,20 +64,33 @@ class WeightSync:
         self.buffer = torch.empty(total, dtype=dtype, device=device)  # reused for every version
         self.header = torch.zeros(HEADER, dtype=torch.int64, device=device)
 
-    def send(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        """Broadcast `state` (a snapshot) as policy `version`; blocks until every member received it."""
+    def send(self, state: Mapping[str, torch.Tensor], version: int, group: Backend | None = None) -> None:
+        """Broadcast `state` (a snapshot) as policy `version`; blocks until every member received it.
+
+        ``group``: this call's group instead of the constructor's (a sender serving generators pair by pair
+        reuses one buffer for all of them).
+        """
         if set(state) != {s.name for s in self.slots}:
             raise LayoutError(f"version {version}: the state's names differ from the sync layout")
         with torch.no_grad():
             for slot in self.slots:
                 self.buffer[slot.start : slot.start + slot.numel].copy_(state[slot.name].reshape(-1))
         self.header.copy_(torch.tensor([version, self.buffer.numel(), self.digest]))
-        dist.broadcast(self.header, self.src, group=self.group)
-        dist.broadcast(self.buffer, self.src, group=self.group)
+        self._broadcast(self.header, group)
+        self._broadcast(self.buffer, group)
 
-    def receive(self) -> tuple[int, dict[str, torch.Tensor]]:
+    def _broadcast(self, tensor: torch.Tensor, group: Backend | None) -> None:
+        if group is None:
+            dist.broadcast(tensor, self.src, group=self.group)
+            return
+        # A group made outside torch.distributed's registry (pairs.py): its own broadcast, ranks its own.
+        options = dist.BroadcastOptions()
+        options.rootRank = self.src
+        group.broadcast([tensor], options).wait()  # type: ignore[attr-defined]  # stubs lack Backend.broadcast
+
+    def receive(self, group: Backend | None = None) -> tuple[int, dict[str, torch.Tensor]]:
         """(version, state): views into the reused buffer, valid until the next receive; copy them to keep."""
-        dist.broadcast(self.header, self.src, group=self.group)
+        self._broadcast(self.header, group)
         version, elements, digest = (int(v) for v in self.header.tolist())
         if (elements, digest) != (self.buffer.numel(), self.digest):
             # The buffer broadcast that follows would not match: drain nothing, refuse the group.
@@ -84,6 +98,6 @@ class WeightSync:
                 f"version {version}: the sender's layout ({elements} elements, digest {digest:x}) is not this "
                 f"generator's ({self.buffer.numel()}, {self.digest:x}); start both from the same model config"
             )
-        dist.broadcast(self.buffer, self.src, group=self.group)
+        self._broadcast(self.buffer, group)
         state = {s.name: self.buffer[s.start : s.start + s.numel].view(s.shape) for s in self.slots}
         return version, state

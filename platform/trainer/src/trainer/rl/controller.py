@@ -1,0 +1,262 @@
+"""The RL run's controller: prompts to generators, scored groups to the trainer groups, weights routed back.
+
+One per run (the local launcher's process; a cluster's head). It owns the replay buffer (buffer.py) and
+decides, per request, with no I/O of its own (service.py serves it over HTTP, one lock around it):
+
+* a generator asks for work (``lease``) holding policy version ``v``: if a newer version exists and a
+  trainer group holds a snapshot of it, the answer is a weight transfer (a pair id; the group's weight
+  server sends, pairs.py); if ``v`` is older than the age bound allows, or ``rl.buffer_batches`` batches
+  already wait, it waits; otherwise it gets ``rl.lease_prompts`` prompts;
+* a generator's answer (``result``) is checked (wire.py), scored (rewards, group advantages) and buffered;
+* a trainer group asks for the batch of step ``s`` (``batch``): the first ask forms it from the buffer,
+  nothing older than ``max_policy_age``, and every later ask (the other groups, a retry) gets the same
+  one, with the buffer's state as it will be once the step commits: what the group's checkpoint holds;
+* a trainer group reports a commit (``committed``): the buffer marks the batch trained, the version
+  moves on, and the lowest-numbered live group is told to snapshot its weights for the generators.
+
+A dead generator (``generator_gone``, or a lease past ``rl.lease_timeout_s``) has its prompts issued
+again; a dead trainer group (``group_gone``) stops being asked for weights. A fresh controller waits for
+the first trainer group's ``start``, which brings the buffer state of the checkpoint it resumed from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from contract.problem import Invalid
+from trainer.rl.advantages import score
+from trainer.rl.buffer import ReplayBuffer
+from trainer.rl.episode import Group
+from trainer.rl.grpo import Task
+from trainer.rl.settings import RL
+from trainer.rl.wire import completions_from_result, group_to_json
+
+WAIT_S = 0.2  # how long a generator waits before asking again
+
+
+@dataclass(kw_only=True)
+class Lease:
+    owner: str
+    prompts: dict[int, list[int]]  # index -> prompt tokens
+    deadline: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Formed:
+    """A step's batch, fixed at its first ask: every group and every retry of the step trains on it."""
+
+    groups: list[Group]
+    state: str  # the buffer's state_dict (JSON) as it is once this batch is trained
+
+
+@dataclass(kw_only=True)
+class Window:
+    """What happened since the last committed step: the console line's and the metrics' numbers."""
+
+    generated_tokens: int = 0
+    generate_seconds: float = 0.0
+    reissued: int = 0
+    rewards: list[float] = field(default_factory=list)  # every scored completion's reward
+
+
+@dataclass(frozen=True, kw_only=True)
+class Committed:
+    """A step the controller saw commit first: for the console and the metrics."""
+
+    step: int  # the new policy version
+    ages: tuple[int, ...]
+    reward: float  # mean reward of the trained groups' completions
+    window: Window
+    trainer: dict[str, Any]  # what the first reporting group measured (trainer.py's RL stats)
+
+
+class Controller:
+    def __init__(
+        self, settings: RL, task: Task, *, vocab: int, steps: int, clock: Callable[[], float] = time.monotonic
+    ):
+        self.settings, self.task, self.vocab, self.steps, self.clock = settings, task, vocab, steps, clock
+        self.buffer = ReplayBuffer(max_policy_age=settings.max_policy_age)
+        self.version: int | None = None  # committed steps = the newest policy version; None until started
+        self.batches: dict[int, Formed] = {}
+        self.leases: dict[int, Lease] = {}
+        self.held: dict[str, int] = {}  # generator -> the version it holds
+        self.servers: dict[int, str] = {}  # live trainer group -> its process's token
+        self.serving: dict[int, int] = {}  # trainer group -> the version of its newest snapshot
+        self.wants: dict[int, list[dict[str, Any]]] = {}  # trainer group -> transfers it is to serve
+        self.pairs: dict[str, tuple[int, str, str]] = {}  # generator -> (group, token, pair id)
+        self.window = Window()
+        self._serial = 0
+        self.rejected = 0  # generator answers refused by wire.py's checks
+
+    @property
+    def done(self) -> bool:
+        return self.version is not None and self.version >= self.steps
+
+    def _next(self) -> int:
+        self._serial += 1
+        return self._serial
+
+    # -- trainer groups ------------------------------------------------------------------------------
+
+    def start(self, group: int, token: str, step: int, state: str | None) -> dict[str, Any]:
+        """A trainer group's process is up at committed ``step`` (its resume point), with its buffer state."""
+        if self.version is None:
+            self.version = step
+            if state:
+                self.buffer.load_state_dict(json.loads(state), where=f"trainer group {group}'s checkpoint rl state")
+        self.group_gone(group)
+        self.servers[group] = token
+        self.serving[group] = step
+        return {"version": self.version, "sender": self._sender() == group}
+
+    def group_gone(self, group: int) -> None:
+        for table in (self.servers, self.serving, self.wants):
+            table.pop(group, None)
+        self.pairs = {g: p for g, p in self.pairs.items() if p[0] != group}
+
+    def batch(self, step: int) -> dict[str, Any] | None:
+        """Step ``step``'s batch (formed at its first ask); None while too few groups are ready."""
+        if self.version is None:
+            return None
+        if step < self.version and step not in self.batches:  # a group about to heal: its gradients are zeroed
+            step = max(self.batches, default=self.version)
+        if step not in self.batches:
+            if step != self.version:
+                raise Invalid([f"batch: step {step} is ahead of the committed version {self.version}"])
+            groups = self.buffer.sample(step, self.settings.prompts_per_step)
+            if groups is None:
+                return None
+            state = self.buffer.state_dict()
+            trained = {g.prompt_index for g in groups}
+            state["pending"] = [i for i in state["pending"] if i not in trained]
+            state["counters"]["trained"] += len(groups)
+            self.batches[step] = Formed(groups=groups, state=json.dumps(state, sort_keys=True))
+        formed = self.batches[step]
+        return {"step": step, "groups": [group_to_json(g) for g in formed.groups], "state": formed.state}
+
+    def committed(self, group: int, step: int, stats: dict[str, Any]) -> tuple[dict[str, Any], Committed | None]:
+        """Group ``group`` committed and now holds version ``step``; the first report of a step moves the run on."""
+        first: Committed | None = None
+        if self.version is not None and step == self.version + 1 and self.version in self.batches:
+            formed = self.batches[self.version]
+            self.buffer.trained(formed.groups)
+            ages = tuple(g.age(self.version) for g in formed.groups)
+            rewards = [r for g in formed.groups for r in g.rewards]
+            first = Committed(
+                step=step, ages=ages, reward=sum(rewards) / len(rewards), window=self.window, trainer=dict(stats)
+            )
+            self.window = Window()
+            self.version = step
+            self.batches = {s: b for s, b in self.batches.items() if s >= step - 1}
+        sender = self._sender() == group
+        if sender:
+            self.serving[group] = step  # it snapshots now: what it serves from here on
+        return {"sender": sender, "version": self.version}, first
+
+    def _sender(self) -> int | None:
+        return min(self.servers, default=None)
+
+    def transfers(self, group: int, token: str) -> list[dict[str, Any]]:
+        """The weight transfers group ``group``'s server is to make now (each once)."""
+        if self.servers.get(group) != token:
+            return []
+        return self.wants.pop(group, [])
+
+    # -- generators --------------------------------------------------------------------------------
+
+    def lease(self, generator: str, held: int, sync_failed: bool = False) -> dict[str, Any]:
+        """What generator ``generator``, holding version ``held``, does next: done, wait, sync or generate."""
+        if self.done:
+            return {"done": True}
+        self.expire()
+        self.held[generator] = held
+        if sync_failed:
+            self.pairs.pop(generator, None)  # a fresh pair next time (the old one may be half set up)
+        if self.version is None:
+            return {"wait": WAIT_S}
+        sync = self._sync(generator, held)
+        if sync is not None:
+            return {"sync": sync}
+        if held < 0 or held < self.version - self.settings.max_policy_age:
+            return {"wait": WAIT_S}  # its samples would be too old to train on: wait for weights
+        outstanding = sum(len(lease.prompts) for lease in self.leases.values())
+        if len(self.buffer) + outstanding >= self.settings.buffer_batches * self.settings.prompts_per_step:
+            return {"wait": WAIT_S}
+        before = self.buffer.counters.reissued
+        indices = self.buffer.issue(self.settings.lease_prompts, owner=generator)
+        self.window.reissued += self.buffer.counters.reissued - before
+        prompts = {i: self.task.tokenizer.encode(self.task.prompts[i].prompt) for i in indices}
+        lease = self._next()
+        self.leases[lease] = Lease(
+            owner=generator, prompts=prompts, deadline=self.clock() + self.settings.lease_timeout_s
+        )
+        return {"lease": lease, "prompts": [[i, tokens] for i, tokens in prompts.items()]}
+
+    def _sync(self, generator: str, held: int) -> dict[str, Any] | None:
+        """A weight transfer to ``generator`` when a live group holds a newer snapshot than ``held``."""
+        candidates = [(v, -g) for g, v in self.serving.items() if v > held]
+        if not candidates:
+            return None
+        version, group = max(candidates)[0], -max(candidates)[1]
+        token = self.servers[group]
+        pair = self.pairs.get(generator)
+        if pair is None or pair[:2] != (group, token):
+            pair = (group, token, f"{group}.{token}.{generator}.{self._next()}")
+            self.pairs[generator] = pair
+        self.wants.setdefault(group, []).append({"pair": pair[2], "generator": generator})
+        return {"pair": pair[2], "group": group, "version": version}
+
+    def result(self, generator: str, data: Any) -> int:
+        """Score and buffer a generator's answer; returns the groups kept. Invalid: refused, prompts issued again."""
+        lease_id = data.get("lease") if isinstance(data, dict) else None
+        lease = self.leases.get(lease_id) if isinstance(lease_id, int) else None
+        if lease is None or lease.owner != generator or not isinstance(lease_id, int):
+            raise Invalid([f"result from {generator[:40]}: lease {lease_id!r} is not one it holds (expired or forged)"])
+        del self.leases[lease_id]
+        assert self.version is not None
+        try:
+            got = completions_from_result(
+                data, lease.prompts, n=self.settings.group_size, max_tokens=self.task.max_tokens,
+                vocab=self.vocab, newest=self.version,
+            )  # fmt: skip
+        except Invalid:
+            self.rejected += 1
+            self.window.reissued += len(self.buffer.release(generator))
+            raise
+        indices = list(got)
+        rewards = [
+            [self._reward(i, c.response) for c in got[i]] for i in indices
+        ]  # fmt: skip
+        scored = score(indices, [got[i] for i in indices], rewards)
+        for group in scored.kept:
+            self.buffer.add(group)
+        for index in scored.dropped_zero_advantage:
+            self.buffer.drop_zero_advantage(index)
+        self.window.generated_tokens += sum(len(c.response) for i in indices for c in got[i])
+        seconds = data.get("seconds")
+        if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
+            self.window.generate_seconds += float(seconds)
+        self.window.rewards += [r for row in rewards for r in row]
+        return len(scored.kept)
+
+    def _reward(self, index: int, response: tuple[int, ...]) -> float:
+        problem = self.task.prompts[index]
+        return self.task.rewards(problem.prompt, self.task.tokenizer.decode(list(response)), problem.answer)
+
+    def generator_gone(self, generator: str) -> int:
+        """A generator's process ended: its leased prompts are issued again. Returns how many."""
+        self.leases = {k: lease for k, lease in self.leases.items() if lease.owner != generator}
+        self.held.pop(generator, None)
+        self.pairs.pop(generator, None)
+        lost = len(self.buffer.release(generator))
+        self.window.reissued += lost
+        return lost
+
+    def expire(self) -> None:
+        now = self.clock()
+        for owner in {lease.owner for lease in self.leases.values() if lease.deadline < now}:
+            self.generator_gone(owner)

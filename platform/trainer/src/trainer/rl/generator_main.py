@@ -1,0 +1,102 @@
+"""One generator process: ``python -m trainer.rl.generator_main CONFIG_JSON INDEX INCARNATION``.
+
+It asks the controller what to do and does it until the run is done: receive a newer policy version
+(over the pair the controller names), sample ``rl.group_size`` completions for each leased prompt, or
+wait. Each ask carries the seconds it spent generating, syncing and waiting since the last one (the
+generators' goodput). Its name is ``generator-INDEX.INCARNATION``: a restarted generator is a new one to
+the controller, which issued the old one's prompts again when it died.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from trainer.config import Config, from_dict
+from trainer.rl.generate import TorchGenerator
+from trainer.rl.pairs import WeightReceiver
+from trainer.rl.report import GeneratorTime
+from trainer.rl.service import Client, RequestFailed
+from trainer.rl.tokens import DIGITS, allowed_mask
+
+log = logging.getLogger("trainer.rl")
+
+
+class Ticker:
+    """The seconds per state since the last ask."""
+
+    def __init__(self) -> None:
+        self.time = GeneratorTime()
+        self.told: dict[str, float] = {}
+
+    def delta(self) -> dict[str, float]:
+        now = dict(self.time.seconds)
+        out = {k: round(v - self.told.get(k, 0.0), 6) for k, v in now.items()}
+        self.told = now
+        return {k: v for k, v in out.items() if v > 0}
+
+
+def run(cfg: Config, index: int, incarnation: int) -> int:
+    s = cfg.rl
+    name = f"generator-{index}.{incarnation}"
+    device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
+    engine = TorchGenerator(cfg.model, seed=cfg.run.seed + 7919 * (index + 1) + incarnation, device=device)
+    allowed = allowed_mask(cfg.model.vocab, DIGITS).to(device) if s.allowed == "digits" else None
+    client = Client(s.controller)
+    receiver = WeightReceiver(engine.model.state_dict(), host=client.host, timeout_s=s.sync_timeout_s, device=device)
+    ticker, sync_failed = Ticker(), False
+    while True:
+        ask = {"generator": name, "held": engine.version, "sync_failed": sync_failed, "seconds": ticker.delta()}
+        answer, sync_failed = client.post("/lease", ask), False
+        if answer.get("done"):
+            log.info("%s: the run is done", name)
+            return 0
+        if "sync" in answer:
+            with ticker.time.timed("syncing"):
+                try:
+                    version, state = receiver.receive(str(answer["sync"]["pair"]), int(answer["store"]))
+                    engine.load_weights(state, version)
+                    log.info("%s: holds version %d", name, version)
+                except Exception as error:  # the sender died mid-transfer: the controller names another pair
+                    log.warning("%s: weight transfer failed: %s", name, str(error)[:200])
+                    sync_failed = True
+        elif "lease" in answer:
+            with ticker.time.timed("generating"):
+                started = time.perf_counter()
+                prompts = [(int(i), [int(t) for t in tokens]) for i, tokens in answer["prompts"]]
+                drawn = engine.generate(
+                    [tokens for _, tokens in prompts], s.group_size, max_tokens=s.max_tokens,
+                    temperature=s.temperature, allowed=allowed,
+                )  # fmt: skip
+                groups = [
+                    {"index": i, "completions": [
+                        {"response": list(c.response), "logprobs": list(c.logprobs), "version": c.version}
+                        for c in group
+                    ]}
+                    for (i, _), group in zip(prompts, drawn, strict=True)
+                ]  # fmt: skip
+                result = {"generator": name, "lease": answer["lease"], "groups": groups,
+                          "seconds": time.perf_counter() - started}  # fmt: skip
+            try:
+                client.post("/result", result)
+            except RequestFailed as error:  # refused (an expired lease): those prompts were issued again
+                log.warning("%s: %s", name, error)
+        else:
+            with ticker.time.timed("waiting"):
+                time.sleep(float(answer.get("wait", 0.2)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cfg = from_dict(json.loads(Path(args[0]).read_text()))
+    return run(cfg, int(args[1]), int(args[2]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

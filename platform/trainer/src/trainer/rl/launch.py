@@ -1,0 +1,139 @@
+"""The local launcher's RL side: the controller in this process, ``rl.generators`` generator processes beside the groups.
+
+local.py starts the replica groups as for pretraining and calls this: ``config`` (the groups' and the
+generators' configuration, with the controller's address), ``poll`` (a generator that exited is gone
+to the controller, which issues its prompts again, and starts again after ``ft.restart_delay_s`` as a
+new generator), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and
+the buffer's counters in the run's summary). Each committed step is one console line and one record in
+``<run>/rl.jsonl`` (what the tests read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from trainer.config import Config
+from trainer.rl.controller import Committed, Controller
+from trainer.rl.grpo import make_task
+from trainer.rl.metrics import RLMetrics
+from trainer.rl.report import GeneratorTime, StepReport, step_line, with_generators
+from trainer.rl.service import Service
+
+log = logging.getLogger("trainer")
+
+
+class RLSide:
+    def __init__(self, cfg: Config, out: Path) -> None:
+        self.cfg, self.out = cfg, out
+        tokenizer = None
+        if cfg.rl.hf_checkpoint and "://" not in cfg.rl.hf_checkpoint:
+            from trainer.rl.hf import load_tokenizer
+
+            tokenizer = load_tokenizer(cfg.rl.hf_checkpoint, cfg.model.vocab)
+        task = make_task(cfg.rl, cfg.model.vocab, tokenizer)
+        self.controller = Controller(cfg.rl, task, vocab=cfg.model.vocab, steps=cfg.run.steps)
+        self.metrics = RLMetrics(cfg.run.name, cfg.ft.region, -1, max_policy_age=cfg.rl.max_policy_age)
+        self.time: dict[str, GeneratorTime] = {}
+        self.records = (out / "rl.jsonl").open("a")
+        self.service = Service(self.controller, on_commit=self._committed, on_lease=self._booked, metrics=self.metrics)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.incarnation: dict[int, int] = {}
+        self.due: dict[int, float] = {}
+
+    def config(self, cfg: Config) -> Config:
+        """The configuration every process of the run reads: with the controller's address."""
+        return replace(cfg, rl=replace(cfg.rl, controller=self.service.address))
+
+    def start(self, config_json: Path) -> None:
+        self.config_json = config_json
+        for index in range(self.cfg.rl.generators):
+            self._spawn(index)
+
+    def _spawn(self, index: int) -> None:
+        incarnation = self.incarnation.get(index, -1) + 1
+        self.incarnation[index] = incarnation
+        command = [
+            sys.executable,
+            "-m",
+            "trainer.rl.generator_main",
+            str(self.config_json),
+            str(index),
+            str(incarnation),
+        ]
+        with (self.out / f"generator-{index}.log").open("ab") as out:
+            self.procs[index] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self._record("generator_started", generator=f"generator-{index}.{incarnation}", pid=self.procs[index].pid)
+
+    def poll(self) -> None:
+        """Generators that exited are gone; they start again once their delay passed (until the run is done)."""
+        for index, proc in list(self.procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self.procs[index]
+            name = f"generator-{index}.{self.incarnation[index]}"
+            lost = self.service.call(self.controller.generator_gone, name)
+            self._record("generator_exited", generator=name, code=code, reissued=lost)
+            if not self.controller.done:
+                self.due[index] = time.monotonic() + self.cfg.ft.restart_delay_s
+        for index, when in list(self.due.items()):
+            if time.monotonic() >= when and not self.controller.done:
+                del self.due[index]
+                self._spawn(index)
+
+    def group_gone(self, group: int) -> None:
+        self.service.call(self.controller.group_gone, group)
+
+    def finish(self, summary: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + 10  # they see "done" at their next ask
+        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.service.close()
+        counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
+        self._record("finished", **counters)
+        self.records.close()
+        reports = [t.report() for t in self.time.values()]
+        return with_generators(summary, reports) | {"rl": counters}
+
+    def _booked(self, generator: str, seconds: dict[str, float]) -> None:
+        time_ = self.time.setdefault(generator, GeneratorTime())
+        for state, value in seconds.items():
+            if state in ("generating", "syncing", "waiting") and 0 <= value < 1e6:
+                time_.add(state, value)
+                self.metrics.generator(state, value, generator)
+
+    def _committed(self, c: Committed) -> None:
+        t = c.trainer
+        report = StepReport(
+            step=c.step, steps=self.cfg.run.steps, reward=c.reward, greedy=_number(t.get("greedy")),
+            version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
+            trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
+            train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
+            reissued=c.window.reissued,
+        )  # fmt: skip
+        print(step_line(report), flush=True)
+        self.metrics.observe(report)
+        counters = self.controller.buffer.counters
+        self._record(
+            "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
+            age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
+        )  # fmt: skip
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        self.records.write(json.dumps({"event": kind, "time": round(time.time(), 3), **fields}) + "\n")
+        self.records.flush()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,112 @@
+"""Weights from a trainer group to each generator, over a two-member process group per (group, generator) pair.
+
+The controller names a pair when a generator needs a newer version (controller.py); both sides meet in
+the controller's TCP store under that name and build a gloo (CPU) or NCCL (GPU) group of two, kept for
+the next versions. A pair, not one group over all generators, so that a generator that dies or restarts
+breaks only its own transfer (and a new pair is named), never the others'; the cost is that the sender
+sends once per generator (README, "Weight sync"). The sender serves from a snapshot taken after the
+commit (``offer``), on its own thread, so training goes on while it sends.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import Backend, PrefixStore
+
+from trainer.rl.service import Client
+from trainer.rl.weight_sync import WeightSync
+
+log = logging.getLogger("trainer.rl")
+
+
+def pair_group(host: str, port: int, pair: str, rank: int, timeout_s: float, device: torch.device) -> Backend:
+    """Rank ``rank`` (0: the trainer, 1: the generator) of the pair named ``pair``; blocks until both are in."""
+    timeout = timedelta(seconds=timeout_s)
+    store = dist.TCPStore(host, port, is_master=False, timeout=timeout)  # type: ignore[attr-defined]
+    prefixed = PrefixStore(f"pair/{pair}", store)
+    if device.type == "cuda":
+        options = dist.ProcessGroupNCCL.Options()
+        options._timeout = timeout
+        return dist.ProcessGroupNCCL(prefixed, rank, 2, options)
+    return dist.ProcessGroupGloo(prefixed, rank, 2, timeout)
+
+
+class WeightServer:
+    """Rank 0 of a trainer group: serves the newest snapshot to the generators the controller sends it."""
+
+    def __init__(self, client: Client, group: int, token: str, template: Mapping[str, torch.Tensor], *,
+                 store_port: int, timeout_s: float, device: torch.device) -> None:  # fmt: skip
+        self.client, self.group, self.token, self.store_port = client, group, token, store_port
+        self.timeout_s, self.device = timeout_s, device
+        self.sync = WeightSync(template, src=0, device=device)
+        self.pairs: dict[str, Backend] = {}
+        self.latest: tuple[int, dict[str, torch.Tensor]] | None = None
+        self.lock = threading.Lock()
+        self.last_seconds = 0.0  # the last transfer's
+        self.sent = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="rl-weights", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def offer(self, version: int, snapshot: dict[str, torch.Tensor]) -> None:
+        with self.lock:
+            self.latest = (version, snapshot)
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                transfers = self.client.post("/transfers", {"group": self.group, "token": self.token})["transfers"]
+            except Exception as error:  # the controller restarting or gone: ask again, or stop with the run
+                log.warning("weight server: %s", error)
+                self.stopping.wait(1.0)
+                continue
+            for transfer in transfers:
+                self._send(str(transfer["pair"]))
+
+    def _send(self, pair: str) -> None:
+        with self.lock:
+            latest = self.latest
+        if latest is None:
+            return
+        started = time.perf_counter()
+        try:
+            if pair not in self.pairs:
+                self.pairs[pair] = pair_group(self.client.host, self.store_port, pair, 0, self.timeout_s, self.device)
+            self.sync.send(latest[1], latest[0], group=self.pairs[pair])
+        except Exception as error:  # the generator died or never came: only this pair is lost
+            log.warning("weight server: version %d to pair %s failed: %s", latest[0], pair, str(error)[:200])
+            self.pairs.pop(pair, None)
+            return
+        self.last_seconds = time.perf_counter() - started
+        self.sent += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class WeightReceiver:
+    """A generator's side: receive the version the controller named, over the pair it named."""
+
+    def __init__(self, template: Mapping[str, torch.Tensor], *, host: str, timeout_s: float, device: torch.device):
+        self.host, self.timeout_s, self.device = host, timeout_s, device
+        self.sync = WeightSync(template, src=0, device=device)
+        self.pair: tuple[str, Backend] | None = None
+
+    def receive(self, pair: str, store_port: int) -> tuple[int, dict[str, torch.Tensor]]:
+        """(version, state views); raises when the sender fails (the controller then names a new pair)."""
+        if self.pair is None or self.pair[0] != pair:
+            self.pair = (pair, pair_group(self.host, store_port, pair, 1, self.timeout_s, self.device))
+        try:
+            return self.sync.receive(group=self.pair[1])
+        except Exception:
+            self.pair = None
+            raise

@@ -1,0 +1,149 @@
+"""The trainer's RL mode: a replica group's Trainer whose batches are scored groups and whose loss is GRPO.
+
+Everything else is the pretraining Trainer's: the replica groups and torchft (gradients averaged over
+the quorum every step, a dead group healed from a live peer), the non-finite guard, DCP checkpoints.
+What RL adds (worker.py calls the hooks):
+
+* ``_inputs``: step ``s``'s batch from the controller, fetched before the quorum (it may wait for
+  generators); every group gets the same groups, and ``_loss`` takes this group's share of them by its
+  place in the quorum (and this rank's share of that);
+* the state: ``state_dict()["rl"]`` is the controller's buffer state as of the last committed step (the
+  prompt cursor and the prompts issued but not trained), so a checkpoint and a healing peer carry it;
+  ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
+* ``after_commit``: held-out greedy accuracy when due, a snapshot of the weights for the generators
+  (pairs.py serves it on its own thread), and the step's numbers to the controller for its console line.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from copy import deepcopy
+from typing import Any
+
+import torch
+
+from trainer.config import Config
+from trainer.ft import FaultTolerance
+from trainer.group import Rank
+from trainer.rl.episode import Group, make_batch
+from trainer.rl.generate import snapshot
+from trainer.rl.grpo import greedy_accuracy, make_task
+from trainer.rl.loss import Clip, grpo_loss, response_logprobs
+from trainer.rl.pairs import WeightServer
+from trainer.rl.service import Client
+from trainer.rl.wire import group_from_json
+from trainer.trainer import Trainer
+
+
+class PolicyTrainer(Trainer):
+    def __init__(self, cfg: Config, group: int, ft: FaultTolerance, where: Rank | None = None) -> None:
+        super().__init__(cfg, group, ft, where)
+        s = cfg.rl
+        tokenizer = None
+        if s.hf_checkpoint:
+            tokenizer = self._load_hf(s.hf_checkpoint)
+        self.task = make_task(s, cfg.model.vocab, tokenizer)
+        self.allowed = None if self.task.allowed is None else self.task.allowed.to(self.device)
+        self.clip = Clip(low=s.clip_low, high=s.clip_high)
+        self.reference = deepcopy(self.model).eval() if s.kl_beta > 0 else None  # the starting policy
+        self.client = Client(s.controller)
+        self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.rl_state = ""  # the buffer state of the last committed step (JSON); "" before the first
+        self._batch_state = ""  # the state that the batch being trained brings once its step commits
+        self.server: WeightServer | None = None
+        self.trained_tokens = 0
+        self.step_began = time.perf_counter()
+
+    def _load_hf(self, source: str) -> Any:
+        from trainer.rl.hf import fetch, load_hf, load_tokenizer
+
+        folder = fetch(source, f"/tmp/meridian-hf/{self.cfg.run.name}") if "://" in source else source
+        loaded, state = load_hf(folder)
+        if loaded != self.cfg.model:
+            raise ValueError(f"rl.hf_checkpoint: its model is {loaded}, the run's is {self.cfg.model}; set model.*")
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        set_model_state_dict(self.model, dict(state.items()), options=StateDictOptions(full_state_dict=True))
+        return load_tokenizer(folder, self.cfg.model.vocab)
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {"rl": self.rl_state}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self.rl_state = str(state_dict.get("rl") or "")
+
+    # -- the step --------------------------------------------------------------------------------------
+
+    def _inputs(self, index: int) -> list[Group]:
+        while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
+            pass  # the controller waits POLL_S for generators before it answers "wait"
+        self._batch_state = str(answer["state"])
+        self.step_began = time.perf_counter()
+        return [group_from_json(g) for g in answer["groups"]]
+
+    def _loss(self, inputs: list[Group]) -> torch.Tensor:
+        place, participants = self.ft.participation()
+        mine = inputs[place::participants] if place is not None else inputs[:1]  # healing: zeroed by torchft
+        mine = mine[self.where.rank :: self.where.size] or mine[:1]
+        batch = make_batch(mine).to(self.device)
+        temperature, allowed = self.cfg.rl.temperature, self.allowed
+        logprobs = response_logprobs(self.model, batch.tokens, batch.mask, allowed, temperature)
+        reference = None
+        if self.reference is not None:
+            with torch.no_grad():
+                reference = response_logprobs(self.reference, batch.tokens, batch.mask, allowed, temperature)
+        parts = grpo_loss(
+            logprobs, batch.sampler_logprobs, batch.advantages, batch.mask,
+            clip=self.clip, beta=self.cfg.rl.kl_beta, ref_logprobs=reference,
+        )  # fmt: skip
+        self.trained_tokens += int(batch.mask.sum())
+        return parts.loss
+
+    # -- around the loop -----------------------------------------------------------------------------------
+
+    def started(self, resumed: int | None) -> None:
+        weights = self._snapshot()  # a collective in a sharded group: every rank takes part
+        if self.where.rank != 0:
+            return
+        answer = self.client.post(
+            "/start", {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None}
+        )
+        self.server = WeightServer(
+            self.client, self.group, self.token, weights, store_port=int(answer["store"]),
+            timeout_s=self.cfg.rl.sync_timeout_s, device=self.device,
+        )  # fmt: skip
+        self.server.offer(self.step, weights)
+        self.server.start()
+
+    def after_commit(self, step: int) -> None:
+        self.rl_state = self._batch_state
+        train_seconds = time.perf_counter() - self.step_began
+        due = step % self.cfg.rl.eval_every == 0 or step == self.target
+        greedy = greedy_accuracy(self.model, self.task.prompts.held_out, self.task) if due else None
+        weights = self._snapshot()
+        if self.where.rank != 0 or self.server is None:
+            return
+        self.server.offer(step, weights)
+        stats = {
+            "trained_tokens": self.trained_tokens * self.where.size,
+            "train_seconds": train_seconds,
+            "greedy": greedy,
+            "sync_seconds": self.server.last_seconds,
+        }
+        self.trained_tokens = 0
+        self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
+
+    def _snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of the whole model's weights, taken between steps: what the generators get."""
+        if not self.where.sharded:
+            return snapshot(self.model)
+        return {name: tensor.detach().clone() for name, tensor in self.full_state().items()}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()

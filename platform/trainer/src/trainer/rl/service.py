@@ -1,0 +1,173 @@
+"""The controller over HTTP (JSON bodies), the TCP store the weight pairs meet in, and the client for both sides.
+
+One lock around the controller: every call is short (scoring a lease's groups is the longest). The two
+calls that wait (a step's batch, a group's transfers) wait outside it, on a condition that every change
+signals, and answer "wait" after ``POLL_S`` so that no request outlives a dead peer by long. A request
+that is not one of ours (unknown path, body over ``MAX_BODY``, not JSON, a refused generator answer)
+gets a 4xx with one line, and is one log line here: the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from contract.problem import Invalid
+from trainer.rl.controller import Committed, Controller
+from trainer.rl.metrics import RLMetrics
+
+log = logging.getLogger("trainer.rl")
+MAX_BODY = 64 * 2**20
+POLL_S = 2.0
+
+
+class Service:
+    """The controller served on ``host``:``port`` (0: a free one), with a TCP store beside it for weight pairs."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        host: str = "localhost",
+        port: int = 0,
+        on_commit: Callable[[Committed], None] = lambda c: None,
+        on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
+        metrics: RLMetrics | None = None,
+    ) -> None:
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+        self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
+        self.changed = threading.Condition()
+        self.store = TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+        self.server = ThreadingHTTPServer((host, port), _handler(self))
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="rl-controller", daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def call(self, method: Callable[..., Any], *args: Any) -> Any:
+        """Run a controller method under the lock, then wake every waiting request."""
+        with self.changed:
+            result = method(*args)
+            self.changed.notify_all()
+            return result
+
+    def wait_for(self, ask: Callable[[], Any]) -> Any:
+        """``ask()`` under the lock until it is not None or POLL_S passed (then None)."""
+        deadline = time.monotonic() + POLL_S
+        with self.changed:
+            while (answer := ask()) is None and (left := deadline - time.monotonic()) > 0:
+                self.changed.wait(min(left, 0.5))
+            return answer
+
+    def handle(self, path: str, body: dict[str, Any]) -> Any:
+        c = self.controller
+        if path == "/start":
+            started = self.call(c.start, int(body["group"]), str(body["token"]), int(body["step"]), body.get("state"))
+            return started | {"store": self.store.port}
+        if path == "/batch":
+            return self.wait_for(lambda: c.batch(int(body["step"]))) or {"wait": True}
+        if path == "/committed":
+            answer, first = self.call(c.committed, int(body["group"]), int(body["step"]), dict(body.get("stats", {})))
+            if first is not None:
+                self.on_commit(first)
+            return answer
+        if path == "/transfers":
+            group, token = int(body["group"]), str(body["token"])
+            return {"transfers": self.wait_for(lambda: c.transfers(group, token) or None) or []}
+        if path == "/lease":
+            generator = str(body["generator"])[:200]
+            self.on_lease(generator, {k: float(v) for k, v in dict(body.get("seconds", {})).items()})
+            return self.call(c.lease, generator, int(body["held"]), bool(body.get("sync_failed", False))) | {
+                "store": self.store.port
+            }
+        if path == "/result":
+            return {"kept": self.call(c.result, str(body["generator"])[:200], body)}
+        raise Invalid([f"{path[:80]}: no such endpoint"])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/metrics" or service.metrics is None:
+                return self._answer(404, {"error": "GET serves /metrics only"})
+            from telemetry.exposition import render
+
+            data = render(service.metrics.registry).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 <= length <= MAX_BODY:
+                return self._answer(413, {"error": f"body of {length} bytes; at most {MAX_BODY}"})
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not isinstance(body, dict):
+                    raise Invalid(["the body is not a JSON object"])
+                answer = service.handle(self.path, body)
+            except Invalid as error:
+                log.warning("controller: refused %s: %s", self.path[:80], error.lines[0])
+                return self._answer(400, {"error": error.lines[0]})
+            except (KeyError, TypeError, ValueError) as error:  # a field missing or of the wrong kind
+                log.warning("controller: refused %s: %s", self.path[:80], error)
+                return self._answer(400, {"error": f"malformed request: {str(error)[:200]}"})
+            self._answer(200, answer)
+
+        def _answer(self, code: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # one line per request would drown the run's log
+
+    return Handler
+
+
+class RequestFailed(RuntimeError):
+    pass
+
+
+class Client:
+    """A process's way to the controller: JSON in, JSON out; a refused request raises RequestFailed."""
+
+    def __init__(self, address: str, timeout: float = POLL_S + 30) -> None:
+        self.address, self.timeout = address.rstrip("/"), timeout
+        self.host = address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            self.address + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            detail = error.read()[:300].decode(errors="replace")
+            raise RequestFailed(f"{path}: {error.code} {detail}") from None
+        if not isinstance(answer, dict):
+            raise RequestFailed(f"{path}: the controller answered {type(answer).__name__}, not an object")
+        return answer

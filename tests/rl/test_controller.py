@@ -1,0 +1,203 @@
+"""The controller's decisions, driven directly (no processes): leases, the age bound, batches, commits, failures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from trainer.rl.controller import Controller
+from trainer.rl.grpo import make_task
+from trainer.rl.settings import RL
+
+from contract.problem import Invalid
+
+SETTINGS = RL(group_size=2, prompts_per_step=2, lease_prompts=2, buffer_batches=2, max_policy_age=1, held_out=4)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def controller(settings: RL = SETTINGS, steps: int = 10, clock: Clock | None = None) -> Controller:
+    return Controller(settings, make_task(settings, 256), vocab=256, steps=steps, clock=clock or Clock())
+
+
+def answer(c: Controller, lease: dict[str, Any], version: int, correct: bool = True) -> dict[str, Any]:
+    """A generator's answer: for each prompt one right and one wrong completion (rewards differ: kept)."""
+    groups = []
+    for index, _ in lease["prompts"]:
+        right = ord(c.task.prompts[index].answer[0])
+        wrong = ord("0") if right != ord("0") else ord("1")
+        first = right if correct else wrong
+        groups.append({"index": index, "completions": [
+            {"response": [first], "logprobs": [-0.5], "version": version},
+            {"response": [wrong], "logprobs": [-0.7], "version": version},
+        ]})  # fmt: skip
+    return {"lease": lease["lease"], "groups": groups}
+
+
+def started(c: Controller, step: int = 0, state: str | None = None) -> None:
+    c.start(0, "t0", step, state)
+
+
+def fill(c: Controller, generator: str, version: int) -> None:
+    lease = c.lease(generator, version)
+    assert "lease" in lease, lease
+    assert c.result(generator, answer(c, lease, version)) == len(lease["prompts"])
+
+
+def test_nothing_happens_before_a_trainer_group_starts() -> None:
+    c = controller()
+    assert c.lease("g", -1) == {"wait": 0.2}
+    assert c.batch(0) is None
+
+
+def test_a_generator_without_weights_is_sent_the_starting_version_first() -> None:
+    c = controller()
+    started(c)
+    sync = c.lease("g", -1)["sync"]
+    assert sync["group"] == 0 and sync["version"] == 0
+    assert c.transfers(0, "t0") == [{"pair": sync["pair"], "generator": "g"}]
+    assert c.transfers(0, "t0") == []  # each transfer once
+    assert "lease" in c.lease("g", 0)
+
+
+def test_the_batch_is_formed_once_and_every_group_and_retry_gets_the_same() -> None:
+    c = controller()
+    started(c)
+    fill(c, "g", 0)
+    first, again = c.batch(0), c.batch(0)
+    assert first is not None and first == again
+    assert [g["index"] for g in first["groups"]] == [0, 1]
+    state = json.loads(first["state"])
+    assert state["cursor"] == 2 and state["pending"] == [] and state["counters"]["trained"] == 2
+
+
+def test_the_state_a_batch_brings_lists_what_was_issued_and_not_trained() -> None:
+    c = controller()
+    started(c)
+    fill(c, "g", 0)
+    outstanding = c.lease("h", 0)["prompts"]  # issued, unanswered
+    formed = c.batch(0)
+    assert formed is not None
+    assert json.loads(formed["state"])["pending"] == sorted(i for i, _ in outstanding)
+
+
+def test_generators_wait_when_their_samples_would_be_too_old_and_are_synced() -> None:
+    c = controller()
+    started(c)
+    fill(c, "g", 0)
+    assert c.batch(0) is not None
+    answer_, _ = c.committed(0, 1, {})
+    assert answer_ == {"sender": True, "version": 1}
+    assert c.lease("g", 0)["sync"]["version"] == 1  # a newer version exists: take it first
+    c.serving.clear()  # no group holds a snapshot (all dead): nobody to sync from
+    fill(c, "g", 0)  # one version behind: within max_policy_age 1, it generates
+    c.batch(1)
+    c.committed(0, 2, {})
+    c.serving.clear()
+    assert c.lease("g", 0) == {"wait": 0.2}  # two behind: its samples would be evicted, it waits
+    assert "lease" in c.lease("g", 1)
+
+
+def test_no_group_older_than_the_bound_is_ever_in_a_batch() -> None:
+    c = controller(steps=50)
+    started(c)
+    for step in range(6):
+        c.serving.clear()  # keep generators on old weights as long as the bound allows
+        held = max(0, step - 1)
+        while (formed := c.batch(step)) is None:
+            fill(c, f"g{step}", held)
+        ages = [step - min(x["version"] for x in g["completions"]) for g in formed["groups"]]
+        assert max(ages) <= 1
+        c.committed(0, step + 1, {})
+    assert c.buffer.counters.age_violations == 0
+
+
+def test_a_dead_generators_prompts_are_issued_again_first() -> None:
+    c = controller()
+    started(c)
+    lease = c.lease("g", 0)
+    lost = [i for i, _ in lease["prompts"]]
+    assert c.generator_gone("g") == len(lost)
+    assert [i for i, _ in c.lease("h", 0)["prompts"]] == lost
+    assert c.buffer.counters.reissued == len(lost)
+    with pytest.raises(Invalid, match="not one it holds"):  # its late answer is refused
+        c.result("g", answer(c, lease, 0))
+
+
+def test_an_expired_lease_is_issued_again() -> None:
+    clock = Clock()
+    c = controller(clock=clock)
+    started(c)
+    lease = c.lease("g", 0)
+    clock.now = SETTINGS.lease_timeout_s + 1
+    again = c.lease("h", 0)
+    assert [i for i, _ in again["prompts"]] == [i for i, _ in lease["prompts"]]
+
+
+@pytest.mark.parametrize(
+    ("forge", "message"),
+    [
+        (lambda a: a["groups"].pop(), "groups for a lease"),
+        (lambda a: a["groups"][0]["completions"].pop(), "completions, the run samples 2"),
+        (lambda a: a["groups"][0]["completions"][0].update(response=[999]), "token id outside"),
+        (lambda a: a["groups"][0]["completions"][0].update(logprobs=[float("nan")]), "logprob"),
+        (lambda a: a["groups"][0]["completions"][0].update(logprobs=[0.5]), "logprob"),
+        (lambda a: a["groups"][0]["completions"][0].update(version=7), "version 7 does not exist"),
+        (lambda a: a["groups"][0].update(index=99), "was not leased"),
+        (lambda a: a["groups"][0]["completions"][0].update(response=[48, 49]), "tokens"),
+    ],
+)
+def test_a_forged_answer_is_refused_and_its_prompts_issued_again(forge: Any, message: str) -> None:
+    c = controller()
+    started(c)
+    lease = c.lease("g", 0)
+    forged = answer(c, lease, 0)
+    forge(forged)
+    with pytest.raises(Invalid, match=message):
+        c.result("g", forged)
+    assert c.rejected == 1
+    assert [i for i, _ in c.lease("h", 0)["prompts"]] == [i for i, _ in lease["prompts"]]
+
+
+def test_a_fresh_controller_resumes_the_prompt_stream_from_a_groups_checkpoint_state() -> None:
+    c = controller()
+    started(c)
+    fill(c, "g", 0)
+    c.lease("h", 0)  # outstanding when the checkpoint is taken
+    formed = c.batch(0)
+    assert formed is not None
+    state = formed["state"]
+    fresh = controller()
+    fresh.start(1, "t1", 1, state)
+    assert fresh.version == 1
+    reissued = [i for i, _ in fresh.lease("g", 1)["prompts"]]
+    assert reissued == json.loads(state)["pending"]
+    assert fresh.buffer.cursor == json.loads(state)["cursor"]
+
+
+def test_the_lowest_live_group_serves_weights_and_a_dead_one_none() -> None:
+    c = controller()
+    c.start(1, "t1", 0, None)
+    c.start(0, "t0", 0, None)
+    assert c.lease("g", -1)["sync"]["group"] == 0
+    c.group_gone(0)
+    assert c.lease("g", -1)["sync"]["group"] == 1
+    assert c.transfers(0, "t0") == []  # a dead group's token serves nothing
+
+
+def test_the_run_is_done_at_its_last_step() -> None:
+    c = controller(steps=1)
+    started(c)
+    fill(c, "g", 0)
+    c.batch(0)
+    _, first = c.committed(0, 1, {"greedy": 0.5})
+    assert first is not None and first.step == 1 and first.ages == (0, 0)
+    assert c.committed(1, 1, {})[1] is None  # the second group's report of the same step
+    assert c.lease("g", 1) == {"done": True}
