@@ -216,6 +216,32 @@ def test_load_weights_maps_names_resets_cache_and_stamps_version(engine: Engine)
     assert generator.generate([[1]], 1, max_tokens=1, temperature=1.0)[0][0].version == 7
 
 
+def test_receive_stamps_the_workers_version_and_refuses_disagreement(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = VllmGenerator("/ckpt", version=0)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any] | None]] = []
+    answers = {"meridian_open_sync": [1, 2], "meridian_receive": [5, 5]}
+
+    def rpc(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> list[Any]:
+        calls.append((method, args, kwargs))
+        return answers[method]
+
+    monkeypatch.setattr(generator.llm, "collective_rpc", rpc)
+    generator.llm.llm_engine = types.SimpleNamespace(
+        vllm_config=types.SimpleNamespace(parallel_config=types.SimpleNamespace(world_size=2))
+    )
+    assert generator.open_sync("10.0.0.1", 29600) == 3  # the trainer and two tensor-parallel workers
+    assert calls[0] == ("meridian_open_sync", ("10.0.0.1", 29600, 3, "/ckpt", "bfloat16"), {"backend": "nccl"})
+    assert generator.receive() == 5
+    assert generator.version == 5
+    assert engine.prefix_resets == 1
+    answers["meridian_receive"] = [6, 5]
+    with pytest.raises(RuntimeError, match="different versions"):
+        generator.receive()
+    assert generator.version == 5
+
+
 def test_unknown_parameter_name_is_one_line(engine: Engine) -> None:
     with pytest.raises(ValueError, match=r"'blocks\.0\.adapter\.weight' is not a parameter") as error:
         VllmGenerator("/ckpt", version=0).load_weights({"blocks.0.adapter.weight": torch.zeros(2)}, 1)
