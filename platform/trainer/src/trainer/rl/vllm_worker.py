@@ -1,0 +1,87 @@
+"""The worker extension vLLM mixes into each of its GPU workers: how the trainer's weights get into the engine.
+
+vLLM loads it by dotted name, ``LLM(worker_extension_cls=EXTENSION)``, and its methods run in every
+worker through ``LLM.collective_rpc(name, args=...)`` (the pattern of vLLM's examples/offline_inference/
+rlhf_utils.py; https://docs.vllm.ai/en/latest/training/weight_transfer/). This module imports no vllm:
+the attributes it uses (``model_runner``, ``rank``, ``device``) are the worker's own.
+
+Two paths, both ending in the model's ``load_weights`` with HF names (vLLM's Llama fuses q/k/v and
+gate/up and slices for tensor parallelism itself, so every worker is handed the full tensors):
+
+- ``meridian_load``: tensors passed through the RPC (pickled across vLLM's process boundary): for tests,
+  the dry run and small models;
+- ``meridian_open_sync`` then ``meridian_receive`` per version: weight_sync's wire format (header, one flat
+  buffer) broadcast from the trainer over NCCL, through peer_sync's standalone group.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.rl import hf
+from trainer.rl.peer_sync import PeerSync, group_broadcast, open_group
+
+EXTENSION = "trainer.rl.vllm_worker.MeridianWorker"
+
+
+def to_hf_named(state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """(HF name, tensor) pairs for the trainer's parameter names; one line for a name outside the map."""
+    out = []
+    for name, tensor in state.items():
+        try:
+            out.append((hf.to_hf(name), tensor))
+        except KeyError:
+            raise ValueError(f"{name!r} is not a parameter of the trainer's Llama family (hf.py's map)") from None
+    return out
+
+
+def template(folder: str | Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Meta tensors with the trainer's names and shapes for the exported checkpoint's config.json: the sync layout."""
+    path = Path(folder) / hf.CONFIG
+    cfg, _ = hf.model_config(json.loads(path.read_text(encoding="utf-8")), str(path))
+    return {name: torch.empty(shape, dtype=dtype, device="meta") for name, shape in hf.shapes(cfg).items()}
+
+
+class MeridianWorker:
+    """Mixed into vLLM's worker class; every method runs once in each tensor-parallel worker."""
+
+    model_runner: Any  # the worker's: .model is the vLLM model with load_weights(Iterable[(hf_name, tensor)])
+    rank: int  # the worker's rank in vLLM's world (0..tensor_parallel_size-1 on one engine)
+    device: torch.device
+
+    def _load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.model_runner.model.load_weights(weights=weights)
+
+    def meridian_load(self, weights: list[tuple[str, torch.Tensor]]) -> int:
+        """Load HF-named tensors handed through the RPC; returns how many."""
+        self._load(weights)
+        return len(weights)
+
+    def meridian_open_sync(
+        self, host: str, port: int, world: int, folder: str, dtype: str, *, rank_offset: int = 1, backend: str = "nccl"
+    ) -> int:
+        """Join the trainer's sync group as rank ``rank_offset + rank``; returns that rank.
+
+        The trainer (rank 0) must call ``open_group`` with the same host, port and world at the same
+        time: the TCPStore rendezvous blocks until every member has joined.
+        """
+        rank = rank_offset + self.rank
+        group = open_group(host, port, rank, world, backend=backend)
+        torch_dtype = getattr(torch, dtype)
+        device = getattr(self, "device", torch.device("cpu"))
+        self._meridian_sync = PeerSync(
+            template(folder, torch_dtype), group_broadcast(group), dtype=torch_dtype, device=device
+        )
+        return rank
+
+    def meridian_receive(self) -> int:
+        """Receive one version from the trainer and load it; returns the version."""
+        sync: PeerSync = self._meridian_sync
+        version, state = sync.receive()
+        self._load(to_hf_named(state))
+        return version

@@ -1,0 +1,324 @@
+"""VllmGenerator without vllm: a fake `vllm` module records what the adapter asks of the engine and answers
+in vLLM's shapes (RequestOutput.outputs[i].token_ids / .logprobs as [{token id: Logprob}]), so every
+conversion is checked exactly. The weight paths run the real worker extension against a fake model runner;
+the NCCL path runs over gloo between two processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import socket
+import sys
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from trainer.model import LanguageModel
+from trainer.rl import hf
+from trainer.rl.episode import Completion
+from trainer.rl.generate import snapshot
+from trainer.rl.peer_sync import PeerSync, check, group_broadcast, open_group, pack, stamp, unpack
+from trainer.rl.vllm_engine import MISSING, EngineMissing, VllmGenerator
+from trainer.rl.vllm_worker import EXTENSION, MeridianWorker, template, to_hf_named
+from trainer.rl.weight_sync import LayoutError, WeightSync, layout
+
+from tests.rl.conftest import model_config
+
+LOGPROB = -0.123456789012345  # a float64 that float32 rounds: the adapter must hand back the float32 value
+
+
+@dataclass
+class Logprob:
+    logprob: float
+
+
+@dataclass
+class Sample:
+    token_ids: list[int]
+    logprobs: list[dict[int, Logprob]] | None
+
+
+@dataclass
+class RequestOutput:
+    outputs: list[Sample]
+
+
+class FakeModel:
+    def __init__(self) -> None:
+        self.loaded: dict[str, torch.Tensor] = {}
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.loaded |= {name: tensor.clone() for name, tensor in weights}
+
+
+def fake_worker(rank: int = 0) -> MeridianWorker:
+    worker = MeridianWorker()
+    worker.model_runner = types.SimpleNamespace(model=FakeModel())
+    worker.rank, worker.device = rank, torch.device("cpu")
+    return worker
+
+
+@dataclass
+class Engine:
+    """What the fake records: the LLM's arguments, every SamplingParams, request and RPC."""
+
+    llm_args: dict[str, Any] = field(default_factory=dict)
+    params: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[list[dict[str, list[int]]]] = field(default_factory=list)
+    rpcs: list[str] = field(default_factory=list)
+    prefix_resets: int = 0
+    worker: MeridianWorker = field(default_factory=fake_worker)
+
+
+def fake_vllm(engine: Engine) -> types.ModuleType:
+    class SamplingParams:
+        def __init__(self, **kwargs: Any) -> None:
+            engine.params.append(kwargs)
+            self.kwargs = kwargs
+
+    class LLM:
+        def __init__(self, **kwargs: Any) -> None:
+            engine.llm_args = kwargs
+
+        def generate(self, requests: list[dict[str, list[int]]], params: SamplingParams, use_tqdm: bool) -> Any:
+            engine.requests.append(requests)
+            n, allowed = params.kwargs["n"], params.kwargs["allowed_token_ids"] or [7]
+            outputs = []
+            for r in range(len(requests)):
+                samples = []
+                for k in range(n):  # sample k of prompt r: k + 1 tokens drawn from the allowed ids
+                    tokens = [allowed[(r + k + j) % len(allowed)] for j in range(k + 1)]
+                    samples.append(Sample(tokens, [{t: Logprob(LOGPROB * (j + 1))} for j, t in enumerate(tokens)]))
+                outputs.append(RequestOutput(samples))
+            return outputs
+
+        def collective_rpc(
+            self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+        ) -> list[Any]:
+            engine.rpcs.append(method)
+            return [getattr(engine.worker, method)(*args, **(kwargs or {}))]
+
+        def reset_prefix_cache(self) -> None:
+            engine.prefix_resets += 1
+
+    module = types.ModuleType("vllm")
+    module.LLM, module.SamplingParams = LLM, SamplingParams  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
+    recorded = Engine()
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm(recorded))
+    return recorded
+
+
+def test_missing_vllm_is_one_line_naming_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # what an absent package looks like to `import`
+    with pytest.raises(EngineMissing) as error:
+        VllmGenerator("/nowhere", version=0)
+    assert str(error.value) == MISSING
+    assert "\n" not in MISSING
+    assert "Dockerfile.generator" in MISSING
+
+
+def test_engine_arguments(engine: Engine) -> None:
+    VllmGenerator("/ckpt", version=3, tensor_parallel_size=2, gpu_memory_utilization=0.5, dtype="float16", seed=9)
+    assert engine.llm_args == {
+        "model": "/ckpt",
+        "skip_tokenizer_init": True,
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "dtype": "float16",
+        "seed": 9,
+        "max_model_len": None,
+        "enforce_eager": False,
+        "worker_extension_cls": EXTENSION,
+        "logprobs_mode": "processed_logprobs",
+        "generation_config": "vllm",
+    }
+    module, name = EXTENSION.rsplit(".", 1)
+    assert getattr(sys.modules[module], name) is MeridianWorker  # the dotted name vLLM imports resolves
+
+
+def test_generate_converts_requests_and_outputs(engine: Engine) -> None:
+    generator = VllmGenerator("/ckpt", version=4)
+    allowed = torch.zeros(16, dtype=torch.bool)
+    allowed[[3, 5, 11]] = True
+    got = generator.generate([[1, 2], [9]], 2, max_tokens=5, temperature=0.7, allowed=allowed, stop=11)
+    assert engine.params == [
+        {
+            "n": 2,
+            "temperature": 0.7,
+            "top_p": 1.0,
+            "max_tokens": 5,
+            "logprobs": 0,
+            "allowed_token_ids": [3, 5, 11],
+            "stop_token_ids": [11],
+            "ignore_eos": True,
+            "detokenize": False,
+        }
+    ]
+    assert engine.requests == [[{"prompt_token_ids": [1, 2]}, {"prompt_token_ids": [9]}]]
+    lp = [torch.tensor(LOGPROB * j, dtype=torch.float32).item() for j in (1, 2)]
+    assert got == [
+        [
+            Completion(prompt=(1, 2), response=(3,), logprobs=(lp[0],), version=4),
+            Completion(prompt=(1, 2), response=(5, 11), logprobs=(lp[0], lp[1]), version=4),
+        ],
+        [
+            Completion(prompt=(9,), response=(5,), logprobs=(lp[0],), version=4),
+            Completion(prompt=(9,), response=(11, 3), logprobs=(lp[0], lp[1]), version=4),
+        ],
+    ]
+    assert lp[0] != LOGPROB  # the float32 value, not vLLM's float64
+
+
+def test_generate_without_mask_or_stop(engine: Engine) -> None:
+    VllmGenerator("/ckpt", version=0).generate([[1]], 1, max_tokens=2, temperature=1.0)
+    assert engine.params[0]["allowed_token_ids"] is None
+    assert engine.params[0]["stop_token_ids"] is None
+
+
+def test_refusals(engine: Engine) -> None:
+    generator = VllmGenerator("/ckpt", version=0)
+    with pytest.raises(ValueError, match="allows no token"):
+        generator.generate([[1]], 1, max_tokens=2, temperature=1.0, allowed=torch.zeros(8, dtype=torch.bool))
+    with pytest.raises(ValueError, match="at least 1"):
+        generator.generate([[1]], 0, max_tokens=2, temperature=1.0)
+    with pytest.raises(ValueError, match="version -1"):
+        VllmGenerator("/ckpt", version=-1)
+
+
+def test_missing_logprobs_are_refused(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = VllmGenerator("/ckpt", version=0)
+    monkeypatch.setattr(generator.llm, "generate", lambda *a, **k: [RequestOutput([Sample([1, 2], None)])])
+    with pytest.raises(RuntimeError, match="logprobs=0"):
+        generator.generate([[1]], 1, max_tokens=2, temperature=1.0)
+
+
+def test_load_weights_maps_names_resets_cache_and_stamps_version(engine: Engine) -> None:
+    cfg = model_config("tiny", precision="fp32")
+    torch.manual_seed(0)
+    state = snapshot(LanguageModel(cfg))
+    generator = VllmGenerator("/ckpt", version=0)
+    generator.load_weights(state, 7)
+    loaded = engine.worker.model_runner.model.loaded
+    assert set(loaded) == {hf.to_hf(name) for name in state}
+    assert all(torch.equal(loaded[hf.to_hf(name)], tensor) for name, tensor in state.items())
+    assert engine.rpcs == ["meridian_load"]
+    assert engine.prefix_resets == 1
+    assert generator.version == 7
+    assert generator.generate([[1]], 1, max_tokens=1, temperature=1.0)[0][0].version == 7
+
+
+def test_receive_stamps_the_workers_version_and_refuses_disagreement(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = VllmGenerator("/ckpt", version=0)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any] | None]] = []
+    answers = {"meridian_open_sync": [1, 2], "meridian_receive": [5, 5]}
+
+    def rpc(method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> list[Any]:
+        calls.append((method, args, kwargs))
+        return answers[method]
+
+    monkeypatch.setattr(generator.llm, "collective_rpc", rpc)
+    generator.llm.llm_engine = types.SimpleNamespace(
+        vllm_config=types.SimpleNamespace(parallel_config=types.SimpleNamespace(world_size=2))
+    )
+    assert generator.open_sync("10.0.0.1", 29600) == 3  # the trainer and two tensor-parallel workers
+    assert calls[0] == ("meridian_open_sync", ("10.0.0.1", 29600, 3, "/ckpt", "bfloat16"), {"backend": "nccl"})
+    assert generator.receive() == 5
+    assert generator.version == 5
+    assert engine.prefix_resets == 1
+    answers["meridian_receive"] = [6, 5]
+    with pytest.raises(RuntimeError, match="different versions"):
+        generator.receive()
+    assert generator.version == 5
+
+
+def test_unknown_parameter_name_is_one_line(engine: Engine) -> None:
+    with pytest.raises(ValueError, match=r"'blocks\.0\.adapter\.weight' is not a parameter") as error:
+        VllmGenerator("/ckpt", version=0).load_weights({"blocks.0.adapter.weight": torch.zeros(2)}, 1)
+    assert "\n" not in str(error.value)
+    assert to_hf_named({"head.weight": torch.zeros(1)})[0][0] == "lm_head.weight"
+
+
+def test_pack_unpack_is_bit_exact_and_the_header_checks_the_layout() -> None:
+    torch.manual_seed(1)
+    state = snapshot(LanguageModel(model_config("tiny", precision="fp32")))
+    slots, digest = layout(state)
+    buffer = torch.empty(sum(s.numel for s in slots))
+    pack(state, slots, buffer)
+    back = unpack(buffer, slots)
+    assert set(back) == set(state)
+    assert all(torch.equal(back[k].view(torch.int32), state[k].view(torch.int32)) for k in state)  # bit for bit
+    header = torch.zeros(3, dtype=torch.int64)
+    stamp(header, 5, buffer.numel(), digest)
+    assert check(header, buffer.numel(), digest) == 5
+    with pytest.raises(LayoutError, match="version 5"):
+        check(header, buffer.numel() + 1, digest)
+    with pytest.raises(LayoutError, match="missing"):
+        pack({k: v for k, v in state.items() if k != "norm.weight"}, slots, buffer)
+
+
+def test_template_is_the_exported_checkpoints_layout(tmp_path: Path) -> None:
+    cfg = model_config("tiny", precision="fp32")
+    state = snapshot(LanguageModel(cfg))
+    hf.save_hf(state, cfg, tmp_path)
+    assert layout(template(tmp_path, torch.bfloat16)) == layout(state)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _member(rank: int, store: str, port: int, folder: str, out: str) -> None:
+    """Rank 0: the trainer. Rank 1: a vLLM worker (the real extension, a fake model runner)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = model_config("tiny", precision="fp32")
+    state = snapshot(LanguageModel(cfg))
+    # 1. Wire compatibility: weight_sync.WeightSync sends over the default group, PeerSync receives.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    if rank == 0:
+        WeightSync(state, src=0).send(state, 1)
+    else:
+        version, got = PeerSync(state, dist.broadcast).receive()
+        assert version == 1
+        assert all(torch.equal(got[k], state[k]) for k in state)
+    dist.destroy_process_group()
+    # 2. The worker extension's path over a standalone group (gloo here, NCCL on GPU), two versions.
+    if rank == 0:
+        sender = PeerSync(state, group_broadcast(open_group("127.0.0.1", port, 0, 2, backend="gloo")))
+        for version in (2, 3):
+            sender.send({k: v + version for k, v in state.items()}, version)
+        return
+    worker = fake_worker(rank=0)
+    assert worker.meridian_open_sync("127.0.0.1", port, 2, folder, "float32", backend="gloo") == 1
+    for version in (2, 3):
+        assert worker.meridian_receive() == version
+        loaded = worker.model_runner.model.loaded
+        assert all(torch.equal(loaded[hf.to_hf(k)], v + version) for k, v in state.items())
+    Path(out).write_text("ok")
+
+
+def test_weights_reach_the_worker_extension_over_a_standalone_group(tmp_path: Path) -> None:
+    cfg = model_config("tiny", precision="fp32")
+    hf.save_hf(snapshot(LanguageModel(cfg)), cfg, tmp_path / "ckpt")
+    spawn = multiprocessing.get_context("spawn")
+    args = (str(tmp_path / "store"), _free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
+    members = [spawn.Process(target=_member, args=(rank, *args)) for rank in range(2)]
+    for member in members:
+        member.start()
+    for member in members:
+        member.join(timeout=120)
+    assert [m.exitcode for m in members] == [0, 0]
+    assert (tmp_path / "ok").read_text() == "ok"
