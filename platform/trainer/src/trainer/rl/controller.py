@@ -91,6 +91,7 @@ class Controller:
         self.window = Window()
         self._serial = 0
         self.rejected = 0  # generator answers refused by wire.py's checks
+        self.started_from: dict[str, Any] | None = None  # the version and prompt stream it started from
 
     @property
     def done(self) -> bool:
@@ -108,6 +109,7 @@ class Controller:
             self.version = step
             if state:
                 self.buffer.load_state_dict(json.loads(state), where=f"trainer group {group}'s checkpoint rl state")
+            self.started_from = {"version": step, "cursor": self.buffer.cursor, "pending": self.buffer.pending()}
         self.group_gone(group)
         self.servers[group] = token
         self.serving[group] = step

@@ -46,6 +46,7 @@ class RLSide:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.incarnation: dict[int, int] = {}
         self.due: dict[int, float] = {}
+        self.announced = False
 
     def config(self, cfg: Config) -> Config:
         """The configuration every process of the run reads: with the controller's address."""
@@ -73,6 +74,9 @@ class RLSide:
 
     def poll(self) -> None:
         """Generators that exited are gone; they start again once their delay passed (until the run is done)."""
+        if self.controller.started_from is not None and not self.announced:
+            self.announced = True
+            self._record("controller_started", **self.controller.started_from)
         for index, proc in list(self.procs.items()):
             code = proc.poll()
             if code is None:

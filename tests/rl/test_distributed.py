@@ -1,0 +1,128 @@
+"""GRPO as a user runs it (`train.py configs/grpo.yaml`), on CPU: two trainer groups, two generators, a controller.
+
+Each test reads what the run recorded (rl.jsonl: every committed step with the ages it trained on,
+generator starts and exits; the groups' event files), never how long anything took. The faults are
+those of the issue: a generator killed, a trainer group killed, the launcher (controller) killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+from tests.trainer.conftest import TRAIN, events, overrides
+
+GRPO = REPO / "platform/trainer/configs/grpo.yaml"
+# Small steps (16 prompts x 8 samples) so that a run of 16 steps takes seconds on two shared cores.
+SMALL = ("rl.prompts_per_step=16", "rl.group_size=8", "rl.lease_prompts=8", "ft.restart_delay_s=2", "rl.eval_every=8")
+
+
+def start(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, str(TRAIN), str(GRPO), *overrides(tmp_path, name, *SMALL, *extra)]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 240) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def records(tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    path = tmp_path / "runs" / name / "rl.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def steps(tmp_path: Path, name: str) -> list[dict[str, Any]]:
+    return [r for r in records(tmp_path, name) if r["event"] == "step"]
+
+
+def wait_for_step(proc: subprocess.Popen[str], tmp_path: Path, name: str, step: int, within_s: float = 180) -> None:
+    deadline = time.monotonic() + within_s
+    while not any(r["step"] >= step for r in steps(tmp_path, name)):
+        assert proc.poll() is None, f"the run ended before step {step}: {proc.communicate()[0][-2000:]}"
+        assert time.monotonic() < deadline, f"the run never reached step {step}"
+        time.sleep(0.1)
+
+
+def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first: int, last: int) -> None:
+    done = steps(tmp_path, name)
+    assert [r["step"] for r in done] == list(range(first, last + 1))  # none lost, none twice
+    assert all(0 <= age <= 1 for r in done for age in r["ages"])  # max_policy_age 1
+    assert all(r["age_violations"] == 0 for r in done)
+    finished = [r for r in records(tmp_path, name) if r["event"] == "finished"][-1]
+    assert finished["age_violations"] == 0 and finished["max_sampled_age"] <= 1
+
+
+def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> None:
+    out = finish(start(tmp_path, "grpo", "run.steps=8"))
+    assert_every_step_once_within_the_age_bound(tmp_path, "grpo", 1, 8)
+    lines = [line for line in out.splitlines() if line.startswith("rl step ")]
+    assert [line.split()[2] for line in lines] == [f"{i}/8" for i in range(1, 9)]
+    assert "greedy" in lines[-1] and "reward" in lines[0]  # held-out accuracy at eval_every and the end
+    summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
+    assert summary["outcome"] == "completed"
+    assert set(summary["generators"]["seconds"]) <= {"generating", "syncing", "waiting"}
+    assert summary["generators"]["seconds"]["generating"] > 0
+    assert summary["rl"]["trained"] == 8 * 16
+    # Both groups committed every step together: the batch was split between them.
+    for group in (0, 1):
+        commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]
+        assert [e["step"] for e in commits] == list(range(1, 9))
+
+
+def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> None:
+    # The only generator: the run cannot finish without its replacement, whatever the timing.
+    proc = start(tmp_path, "gen", "run.steps=12", "rl.generators=1")
+    wait_for_step(proc, tmp_path, "gen", 4)
+    first = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_started")
+    os.kill(first["pid"], signal.SIGKILL)
+    finish(proc)
+    exited = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_exited")
+    assert exited["generator"] == first["generator"] and exited["code"] == -signal.SIGKILL
+    name = first["generator"].rsplit(".", 1)[0]
+    replaced = [r for r in records(tmp_path, "gen") if r["event"] == "generator_started" and r["generator"] == f"{name}.1"]
+    assert replaced, "the launcher did not start the generator again"
+    log = (tmp_path / "runs" / "gen" / f"{name}.log").read_text()
+    assert f"{name}.1: holds version" in log  # it rejoined, with the weights of a later version
+    assert_every_step_once_within_the_age_bound(tmp_path, "gen", 1, 12)
+
+
+def test_a_killed_trainer_group_heals_while_the_other_trains_on(tmp_path: Path) -> None:
+    proc = start(tmp_path, "group", "run.steps=24")
+    wait_for_step(proc, tmp_path, "group", 4)
+    ranks = json.loads((tmp_path / "runs" / "group" / "ranks.json").read_text())
+    os.kill(ranks["1"][0], signal.SIGKILL)
+    killed_at = time.time()
+    finish(proc)
+    assert_every_step_once_within_the_age_bound(tmp_path, "group", 1, 24)
+    survivor = [e for e in events(tmp_path, "group", 0) if e["event"] == "commit"]
+    assert any(e["participants"] == 1 for e in survivor)  # group 0 went on alone
+    replaced = events(tmp_path, "group", 1)
+    assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
+
+
+def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(tmp_path: Path) -> None:
+    proc = start(tmp_path, "head", "run.steps=20", "checkpoint.every=5")
+    wait_for_step(proc, tmp_path, "head", 7)
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher (the controller) and everything it started
+    proc.communicate()
+    before = steps(tmp_path, "head")[-1]["step"]
+    out = finish(start(tmp_path, "head", "run.steps=20", "checkpoint.every=5"))
+    resumed = [r for r in records(tmp_path, "head") if r["event"] == "controller_started"][-1]
+    assert resumed["version"] in (5, 10) and resumed["version"] <= before
+    assert resumed["cursor"] > 0  # the prompt stream continues where the checkpoint left it
+    after = [r["step"] for r in steps(tmp_path, "head")]
+    assert after[-(20 - resumed["version"]) :] == list(range(resumed["version"] + 1, 21))
+    assert f"rl step {resumed['version'] + 1}/20" in out
+    group_events = events(tmp_path, "head", 0) + events(tmp_path, "head", 1)
+    assert any(e["event"] == "resumed" and e["step"] == resumed["version"] for e in group_events)
