@@ -61,7 +61,8 @@ def test_a_generator_without_weights_is_sent_the_starting_version_first() -> Non
     c = controller()
     started(c)
     sync = c.lease("g", -1)["sync"]
-    assert sync["group"] == 0 and sync["version"] == 0
+    assert sync["group"] == 0
+    assert sync["version"] == 0
     assert c.transfers(0, "t0") == [{"pair": sync["pair"], "generator": "g"}]
     assert c.transfers(0, "t0") == []  # each transfer once
     assert "lease" in c.lease("g", 0)
@@ -72,10 +73,13 @@ def test_the_batch_is_formed_once_and_every_group_and_retry_gets_the_same() -> N
     started(c)
     fill(c, "g", 0)
     first, again = c.batch(0), c.batch(0)
-    assert first is not None and first == again
+    assert first is not None
+    assert first == again
     assert [g["index"] for g in first["groups"]] == [0, 1]
     state = json.loads(first["state"])
-    assert state["cursor"] == 2 and state["pending"] == [] and state["counters"]["trained"] == 2
+    assert state["cursor"] == 2
+    assert state["pending"] == []
+    assert state["counters"]["trained"] == 2
 
 
 def test_the_state_a_batch_brings_lists_what_was_issued_and_not_trained() -> None:
@@ -198,6 +202,8 @@ def test_the_run_is_done_at_its_last_step() -> None:
     fill(c, "g", 0)
     c.batch(0)
     _, first = c.committed(0, 1, {"greedy": 0.5})
-    assert first is not None and first.step == 1 and first.ages == (0, 0)
+    assert first is not None
+    assert first.step == 1
+    assert first.ages == (0, 0)
     assert c.committed(1, 1, {})[1] is None  # the second group's report of the same step
     assert c.lease("g", 1) == {"done": True}
