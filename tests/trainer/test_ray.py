@@ -14,6 +14,7 @@ import pytest
 from trainer.config import compose
 from trainer.ray_train import launch
 
+from tests.conftest import REPO
 from tests.trainer.conftest import CONFIG, final
 
 
@@ -85,3 +86,27 @@ def test_groups_of_two_workers_shard_and_train_under_ray(
     shards = {g: sorted(p.name for p in path.glob("*.distcp")) for g, path in last.items() if path.exists()}
     assert shards
     assert all(len(files) == 2 for files in shards.values())
+
+
+def test_grpo_under_ray_runs_generators_as_actors_beside_the_groups(local_ray: None, tmp_path: Path) -> None:
+    """run.mode=rl on Ray: the controller in the driver, two generator actors, two replica groups (4 CPUs)."""
+    cfg = compose(
+        REPO / "platform/trainer/configs/grpo.yaml",
+        [
+            "run.name=grpo",
+            "run.launcher=ray",
+            f"run.report_dir={tmp_path / 'runs'}",
+            f"checkpoint.dir={tmp_path / 'checkpoints'}",
+            "run.steps=6",
+            "rl.prompts_per_step=16",
+            "rl.group_size=8",
+        ],
+    )
+    assert launch(cfg) == 0
+    records = [json.loads(line) for line in (tmp_path / "runs" / "grpo" / "rl.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["event"] == "step"] == list(range(1, 7))
+    assert sum(r["event"] == "generator_started" for r in records) == 2
+    assert all(r["age_violations"] == 0 for r in records if r["event"] == "step")
+    summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
+    assert summary["generators"]["seconds"]["generating"] > 0
+    assert [final(tmp_path, "grpo", group)["step"] for group in (0, 1)] == [6, 6]

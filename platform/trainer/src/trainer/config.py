@@ -244,12 +244,14 @@ def _rl_checks(config: Config) -> None:
         check_rl(config.rl)
     except Invalid as error:
         raise ConfigError(*error.lines) from None
-    if config.run.launcher != "local":
-        raise ConfigError(
-            "run.launcher: run.mode=rl runs on the local launcher so far (trainer/rl/README.md); set it to local"
-        )
     if config.optim.algorithm != "ddp":
         raise ConfigError("optim.algorithm: run.mode=rl commits every step (a new policy version); set optim=ddp")
+    ranks = config.ft.replica_groups * config.ft.group_size
+    if config.rl.prompts_per_step < ranks:
+        raise ConfigError(
+            f"rl.prompts_per_step: {config.rl.prompts_per_step} < {ranks} ranks (each trains on its share of the "
+            "step's prompts); raise it"
+        )
     if config.rl.allowed == "digits" and config.model.vocab < 58:
         raise ConfigError(f"model.vocab: {config.model.vocab} has no digit bytes (48-57) for rl.allowed=digits")
 

@@ -102,7 +102,9 @@ def _launch(cfg: Config, out: Path) -> int:
     (out / "lighthouse").write_text(address)
     procs = {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
     if rl:
-        rl.start(config_json)
+        from trainer.rl.launch import Processes
+
+        rl.start(Processes(out, config_json))
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again

@@ -29,8 +29,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from contract.names import ROLE_RESOURCES
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
 from trainer.local import MAX_RESTARTS
@@ -38,6 +39,9 @@ from trainer.runs import EventLog
 from trainer.worker import EXIT_NONFINITE
 
 log = logging.getLogger("trainer")
+if TYPE_CHECKING:
+    from trainer.rl.launch import RLSide
+
 POLL_S = 0.25  # how often the driver looks at its groups: a death is seen within this plus Ray's detection
 
 
@@ -172,7 +176,7 @@ class Slot:
 class Supervisor:
     """Runs ``ft.replica_groups`` groups (and ``ft.spare_groups`` spares) to the end; ``run()`` is the exit code."""
 
-    def __init__(self, cfg: Config, console: Console, out: Path) -> None:
+    def __init__(self, cfg: Config, console: Console, out: Path, rl: RLSide | None = None) -> None:
         import ray
 
         self.ray = ray
@@ -190,6 +194,10 @@ class Supervisor:
         self.worker = remote(max_concurrency=2, max_restarts=0)(GroupWorker)
         # The driver's own events (a group lost, its replacement placed and training): the recovery's timeline.
         self.events = EventLog(out / "supervisor.jsonl")
+        self.rl = rl  # RL: the controller and the generators beside the groups (trainer/rl/launch.py)
+        # With roles (gkr), the trainer's pods carry this Ray resource: its ranks ask for it, never landing on a generator's.
+        role = ROLE_RESOURCES["trainer"]
+        self.role = {role: 1.0} if role in ray.cluster_resources() else {}  # type: ignore[no-untyped-call]
 
     def run(self) -> int:
         ray = self.ray
@@ -207,8 +215,12 @@ class Supervisor:
             for group in range(self.cfg.ft.replica_groups):
                 self.groups[group] = self._place(group)
             self.spares = [self._place(None) for _ in range(self.cfg.ft.spare_groups)]
+            if self.rl is not None:
+                self._start_generators(self.rl)
             while self.groups:
                 time.sleep(POLL_S)
+                if self.rl is not None:
+                    self.rl.poll()
                 for slot in [*self.groups.values(), *self.spares]:
                     self._tick(slot)
         finally:
@@ -218,11 +230,17 @@ class Supervisor:
                 ray.kill(self.lighthouse)
         return self.final or (1 if self.failed else 0)
 
+    def _start_generators(self, rl: RLSide) -> None:
+        from trainer.rl.ray_generators import RayGenerators, tensor_parallel
+
+        cuda = self.cfg.ft.device == "cuda"
+        rl.start(RayGenerators(self.ray, to_dict(self.cfg), cuda=cuda, tp=tensor_parallel(os.environ)))
+
     def _place(self, group: int | None, due: float = 0.0) -> Slot:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        size, one = self.cfg.ft.group_size, bundle(self.cfg.ft.device)
+        size, one = self.cfg.ft.group_size, bundle(self.cfg.ft.device) | self.role
         key = "GPU" if self.cfg.ft.device == "cuda" else "CPU"
         nodes: list[dict[str, Any]] = self.ray.nodes()  # type: ignore[no-untyped-call]
         per_node = max((n["Resources"].get(key, 0) for n in nodes if n["Alive"]), default=0)
@@ -231,6 +249,7 @@ class Supervisor:
             self.worker.options(
                 num_cpus=one["CPU"],
                 num_gpus=one.get("GPU", 0),
+                resources={k: v for k, v in one.items() if k not in ("CPU", "GPU")},
                 scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=rank),
             ).remote(self.threads)
             for rank in range(size)
@@ -336,6 +355,8 @@ class Supervisor:
             return
         group = slot.group
         del self.groups[group]
+        if self.rl is not None:
+            self.rl.group_gone(group)
         verdict = after_death(self.cfg.ft.restart_failed, self.restarts[group], code)
         if verdict == "final":
             self.final = self.final or code

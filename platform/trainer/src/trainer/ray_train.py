@@ -25,11 +25,18 @@ def launch(cfg: Config) -> int:
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     console = Console(out, committed_target(cfg))
-    supervisor = Supervisor(cfg, console, out)
+    rl = None
+    if cfg.run.mode == "rl":  # the controller here, in the driver (the head pod, on the CPU pool)
+        from trainer.rl.launch import RLSide
+
+        rl = RLSide(cfg, out, host="0.0.0.0", advertise=ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        cfg = rl.config(cfg)
+    supervisor = Supervisor(cfg, console, out, rl=rl)
     code = supervisor.run()
     outcome = "completed" if code == 0 else f"{'stopped' if supervisor.final else 'failed'}: {supervisor.why}"
     reports = [r["goodput"] for r in supervisor.reports.values()]
     summary = combine(reports) | {"restarts": sum(supervisor.restarts.values()), "outcome": outcome}
+    summary = rl.finish(summary) if rl else summary
     (out / "goodput.json").write_text(dumps(summary))
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
     return code

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trainer.config import Config
 from trainer.rl.controller import Committed, Controller
@@ -29,8 +29,57 @@ from trainer.rl.service import Service
 log = logging.getLogger("trainer")
 
 
+class Runner(Protocol):
+    """Where generator processes run: here (subprocesses) or on a Ray cluster (actors on generator pods)."""
+
+    def spawn(self, index: int, incarnation: int) -> int | None:
+        """Start generator ``index``; its pid when it runs here."""
+        ...
+
+    def exited(self, index: int) -> int | None:
+        """Its exit code once it ended (a crash or a lost node included), else None."""
+        ...
+
+    def stop(self, deadline_s: float) -> None:
+        """Let the ones still running see "done" until the deadline, then end them."""
+        ...
+
+
+class Processes:
+    """Generators as processes of this machine (the local launcher), logging to <run>/generator-<i>.log."""
+
+    def __init__(self, out: Path, config_json: Path) -> None:
+        self.out, self.config_json = out, config_json
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def spawn(self, index: int, incarnation: int) -> int | None:
+        command = [
+            sys.executable,
+            "-m",
+            "trainer.rl.generator_main",
+            str(self.config_json),
+            str(index),
+            str(incarnation),
+        ]
+        with (self.out / f"generator-{index}.log").open("ab") as log_file:
+            self.procs[index] = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+        return self.procs[index].pid
+
+    def exited(self, index: int) -> int | None:
+        return self.procs[index].poll()
+
+    def stop(self, deadline_s: float) -> None:
+        deadline = time.monotonic() + deadline_s
+        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
 class RLSide:
-    def __init__(self, cfg: Config, out: Path) -> None:
+    def __init__(self, cfg: Config, out: Path, *, host: str = "localhost", advertise: str = "") -> None:
         self.cfg, self.out = cfg, out
         tokenizer = None
         if cfg.rl.hf_checkpoint and "://" not in cfg.rl.hf_checkpoint:
@@ -42,8 +91,12 @@ class RLSide:
         self.metrics = RLMetrics(cfg.run.name, cfg.ft.region, -1, max_policy_age=cfg.rl.max_policy_age)
         self.time: dict[str, GeneratorTime] = {}
         self.records = (out / "rl.jsonl").open("a")
-        self.service = Service(self.controller, on_commit=self._committed, on_lease=self._booked, metrics=self.metrics)
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.service = Service(
+            self.controller, host=host, advertise=advertise, on_commit=self._committed, on_lease=self._booked,
+            metrics=self.metrics,
+        )  # fmt: skip
+        self.runner: Runner | None = None
+        self.running: set[int] = set()
         self.incarnation: dict[int, int] = {}
         self.due: dict[int, float] = {}
         self.announced = False
@@ -52,36 +105,30 @@ class RLSide:
         """The configuration every process of the run reads: with the controller's address."""
         return replace(cfg, rl=replace(cfg.rl, controller=self.service.address))
 
-    def start(self, config_json: Path) -> None:
-        self.config_json = config_json
+    def start(self, runner: Runner) -> None:
+        self.runner = runner
         for index in range(self.cfg.rl.generators):
             self._spawn(index)
 
     def _spawn(self, index: int) -> None:
+        assert self.runner is not None
         incarnation = self.incarnation.get(index, -1) + 1
         self.incarnation[index] = incarnation
-        command = [
-            sys.executable,
-            "-m",
-            "trainer.rl.generator_main",
-            str(self.config_json),
-            str(index),
-            str(incarnation),
-        ]
-        with (self.out / f"generator-{index}.log").open("ab") as out:
-            self.procs[index] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        self._record("generator_started", generator=f"generator-{index}.{incarnation}", pid=self.procs[index].pid)
+        pid = self.runner.spawn(index, incarnation)
+        self.running.add(index)
+        self._record("generator_started", generator=f"generator-{index}.{incarnation}", pid=pid)
 
     def poll(self) -> None:
         """Generators that exited are gone; they start again once their delay passed (until the run is done)."""
+        assert self.runner is not None
         if self.controller.started_from is not None and not self.announced:
             self.announced = True
             self._record("controller_started", **self.controller.started_from)
-        for index, proc in list(self.procs.items()):
-            code = proc.poll()
+        for index in sorted(self.running):
+            code = self.runner.exited(index)
             if code is None:
                 continue
-            del self.procs[index]
+            self.running.discard(index)
             name = f"generator-{index}.{self.incarnation[index]}"
             lost = self.service.call(self.controller.generator_gone, name)
             self._record("generator_exited", generator=name, code=code, reissued=lost)
@@ -96,13 +143,8 @@ class RLSide:
         self.service.call(self.controller.group_gone, group)
 
     def finish(self, summary: dict[str, Any]) -> dict[str, Any]:
-        deadline = time.monotonic() + 10  # they see "done" at their next ask
-        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+        if self.runner is not None:
+            self.runner.stop(10)  # they see "done" at their next ask
         self.service.close()
         counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
         self._record("finished", **counters)

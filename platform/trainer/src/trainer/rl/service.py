@@ -38,6 +38,7 @@ class Service:
         *,
         host: str = "localhost",
         port: int = 0,
+        advertise: str = "",
         on_commit: Callable[[Committed], None] = lambda c: None,
         on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
         metrics: RLMetrics | None = None,
@@ -45,6 +46,7 @@ class Service:
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
         self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
+        self.advertise = advertise  # the address others reach it at, when it listens on every interface
         self.changed = threading.Condition()
         self.store = TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
         self.server = ThreadingHTTPServer((host, port), _handler(self))
@@ -55,7 +57,7 @@ class Service:
     @property
     def address(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"http://{self.advertise or host!s}:{port}"
 
     def call(self, method: Callable[..., Any], *args: Any) -> Any:
         """Run a controller method under the lock, then wake every waiting request."""
