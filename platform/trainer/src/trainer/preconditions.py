@@ -91,7 +91,24 @@ def wandb_installed(cfg: Config) -> str | None:
     return None
 
 
-CHECKS: list[Check] = [device_exists, data_path_exists, shape_divides, checkpoint_dir_writable, wandb_installed]
+def hf_checkpoint_fits(cfg: Config) -> str | None:
+    """RL from a Hugging Face checkpoint on this machine's disk: readable, and the run's model architecture."""
+    source = cfg.rl.hf_checkpoint
+    if cfg.run.mode != "rl" or not source or "://" in source:  # a bucket's is checked by the groups that fetch it
+        return None
+    from trainer.rl.hf import start_problem
+
+    return start_problem(source, cfg.model)
+
+
+CHECKS: list[Check] = [
+    device_exists,
+    data_path_exists,
+    shape_divides,
+    hf_checkpoint_fits,
+    checkpoint_dir_writable,
+    wandb_installed,
+]
 
 
 def first_problem(cfg: Config, checks: list[Check] | None = None) -> str | None:

@@ -6,10 +6,11 @@ import json
 import logging
 import sys
 
+from contract.problem import Invalid
 from trainer.config import from_dict
 from trainer.nonfinite import NonFiniteStop
 from trainer.runs import EventLog, run_dir
-from trainer.worker import EXIT_NONFINITE, train
+from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, train
 
 
 def main() -> None:
@@ -27,6 +28,10 @@ def main() -> None:
         # stderr is the group's log file: the launcher's console shows this event instead.
         EventLog(run_dir(cfg) / f"events-{group}.jsonl").write("stopped", group=int(group), reason=str(stop))
         sys.exit(EXIT_NONFINITE)
+    except Invalid as refused:  # an input it cannot use (an RL checkpoint from a bucket): final, one line
+        print(f"replica group {group}: {refused.lines[0]}", file=sys.stderr, flush=True)
+        EventLog(run_dir(cfg) / f"events-{group}.jsonl").write("stopped", group=int(group), reason=refused.lines[0])
+        sys.exit(EXIT_REFUSED)
 
 
 if __name__ == "__main__":

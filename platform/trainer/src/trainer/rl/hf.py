@@ -198,6 +198,29 @@ def model_config(hf: Any, where: str) -> tuple[Model, bool]:
     return cfg, bool(hf.get("tie_word_embeddings", False))
 
 
+def differences(checkpoint: Model, cfg: Model) -> list[str]:
+    """The ``model.KEY=VALUE`` overrides that give ``cfg`` the checkpoint's architecture; [] when it has it."""
+    from trainer.flops import ffn_width
+    from trainer.model import kv_heads
+
+    def effective(m: Model, key: str) -> Any:
+        return {"kv_heads": kv_heads(m), "ffn_dim": ffn_width(m)}.get(key, getattr(m, key))
+
+    return [f"model.{k}={getattr(checkpoint, k)}" for k in _HF_KEYS if effective(checkpoint, k) != effective(cfg, k)]
+
+
+def start_problem(source: str, cfg: Model, where: str = "rl.hf_checkpoint") -> str | None:
+    """One line when the checkpoint folder at ``source`` is unreadable or not the run's model; None when it fits."""
+    try:
+        checkpoint, _ = model_config(_read_json(Path(source) / CONFIG), f"{where}: {Path(source) / CONFIG}")
+    except Invalid as error:
+        return error.lines[0]
+    changes = differences(checkpoint, cfg)
+    if changes:
+        return f"{where}: {source} is a different model than the run's; set {' '.join(changes)}"
+    return None
+
+
 def _read_json(path: Path) -> Any:
     try:
         if path.stat().st_size > MAX_JSON:

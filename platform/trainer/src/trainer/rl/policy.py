@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from contract.problem import Invalid
 from trainer.config import Config
 from trainer.ft import FaultTolerance
 from trainer.group import Rank
@@ -57,12 +58,13 @@ class PolicyTrainer(Trainer):
         self.step_began = time.perf_counter()
 
     def _load_hf(self, source: str) -> Any:
-        from trainer.rl.hf import fetch, load_hf, load_tokenizer
+        from trainer.rl.hf import differences, fetch, load_hf, load_tokenizer
 
         folder = fetch(source, f"/tmp/meridian-hf/{self.cfg.run.name}") if "://" in source else source
         loaded, state = load_hf(folder)
-        if loaded != self.cfg.model:
-            raise ValueError(f"rl.hf_checkpoint: its model is {loaded}, the run's is {self.cfg.model}; set model.*")
+        changes = differences(loaded, self.cfg.model)
+        if changes:  # a bucket's checkpoint, not checked at start: final for the group (exit 2), not retried
+            raise Invalid([f"rl.hf_checkpoint: {source} is a different model than the run's; set {' '.join(changes)}"])
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
         set_model_state_dict(self.model, dict(state.items()), options=StateDictOptions(full_state_dict=True))
