@@ -54,6 +54,22 @@ def test_each_role_its_environment() -> None:
     assert names.PEAK_TFLOPS_ENV in generators
 
 
+def head_env(example: str) -> dict[str, str]:
+    (job,) = prepare(str(EXAMPLES / f"{example}.yaml"), as_flags({}), SHIPPED, None)[1]
+    (container,) = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+@pytest.mark.parametrize(("example", "engines", "tp"), [("grpo-8b", "8", "2"), ("grpo-tiny-cpu", "1", "1")])
+def test_the_driver_learns_the_engines_and_their_size(example: str, engines: str, tp: str) -> None:
+    """rl.generators where the group shape goes (head and trainer); the head's driver sizes each actor's ask."""
+    head = head_env(example)
+    trainer, generators = map(env, groups_of(example))
+    assert (head[names.GENERATORS_ENV], head[names.TENSOR_PARALLEL_ENV]) == (engines, tp)
+    assert trainer[names.GENERATORS_ENV] == engines
+    assert names.GENERATORS_ENV not in generators
+
+
 def test_both_roles_in_the_jobs_pool_and_topology_the_head_on_cpu() -> None:
     (job,) = prepare(str(EXAMPLES / "grpo-8b.yaml"), as_flags({}), SHIPPED, None)[1]
     cluster = job["spec"]["rayClusterSpec"]

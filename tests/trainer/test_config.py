@@ -11,6 +11,7 @@ import pytest
 from trainer.config import ConfigError, compose
 from trainer.goodput import Goodput, combine
 
+from contract.names import GENERATORS_ENV
 from tests.trainer.conftest import CONFIG, TRAIN
 
 
@@ -58,6 +59,20 @@ def test_bad_values_are_one_clear_line(overrides: list[str], message: str) -> No
         compose(CONFIG, overrides)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_the_generator_count_defaults_to_the_environment_and_the_command_line_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    grpo = CONFIG.with_name("grpo.yaml")
+    assert compose(grpo, ["run.name=x"]).rl.generators == 2  # the config's own, with no job around it
+    monkeypatch.setenv(GENERATORS_ENV, "8")  # gkr's count of the RL job's engines
+    assert compose(grpo, ["run.name=x"]).rl.generators == 8
+    assert compose(grpo, ["run.name=x", "rl.generators=3"]).rl.generators == 3
+    monkeypatch.setenv(GENERATORS_ENV, "eight")
+    with pytest.raises(ConfigError) as error:
+        compose(grpo, ["run.name=x"])
+    assert str(error.value) == f"${GENERATORS_ENV}: expected a whole number, got 'eight'; fix the job's environment"
 
 
 def test_the_driver_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -151,7 +151,9 @@ GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica gr
 # An RL job (gkr `roles`, issue 30): one RayJob, a worker group per role, each with a Ray custom resource
 # of this name (one unit per GPU, or per CPU on CPU pods) so that the driver pins each actor to its role.
 ROLE_ENV = "MERIDIAN_ROLE"  # the role of the pod's worker group: a key of ROLE_RESOURCES
-TENSOR_PARALLEL_ENV = "MERIDIAN_TP"  # a generator pod's GPUs per inference engine
+TENSOR_PARALLEL_ENV = "MERIDIAN_TP"  # GPUs per inference engine: on generator pods and the head (the driver)
+# The job's inference engines (generator pods x gpus_per_pod / tensor_parallel; one per CPU pod): rl.generators.
+GENERATORS_ENV = "MERIDIAN_GENERATORS"
 ROLE_RESOURCES = {"trainer": "meridian_trainer", "generators": "meridian_generator"}
 # A run across regions (issue 19): one Lighthouse for the run, one RayJob per region.
 RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region

@@ -343,14 +343,27 @@ def _ray_entrypoint(r: Resolved) -> str:
     return f"python -m preflight.ray_collective --pods {pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
 
 
+def _rl_env(r: Resolved, head: bool) -> list[dict[str, Any]]:
+    """An RL job's engine count, the trainer's rl.generators, where the group shape goes (the head, whose
+    driver starts the generator actors, and the trainer's workers); on the head also each engine's GPUs,
+    which the driver asks of each actor in meridian_generator units."""
+    if r.spec.roles is None:
+        return []
+    env = [{"name": names.GENERATORS_ENV, "value": str(roles.engines(r.spec))}]
+    if head:
+        env.append({"name": names.TENSOR_PARALLEL_ENV, "value": str(r.spec.roles.generators.tensor_parallel)})
+    return env
+
+
 def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
     """The RayJob's worker groups: `workers`, or with roles one per role (gkr/roles.py).
 
     Each role's group gets a Ray custom resource (one unit per GPU, per CPU on CPU pods) that the
-    driver's actors ask for to land on their role, and MERIDIAN_ROLE; the replica-group variables
-    stay the trainer's alone (its pod is the plain job's). Every GPU pod of both roles selects the
-    job's node pool: Kueue gives each PodSet a flavor of its own, and a flavor is a pool (its
-    nodeLabels), so the selector is what keeps the weight sync on one zone's RDMA network.
+    driver's actors ask for to land on their role, and MERIDIAN_ROLE; of the workers, the trainer's
+    alone have the replica-group variables and the engine count (`_rl_env`): its pod is the plain
+    job's. Every GPU pod of both roles selects the job's node pool: Kueue gives each PodSet a flavor
+    of its own, and a flavor is a pool (its nodeLabels), so the selector is what keeps the weight
+    sync on one zone's RDMA network.
     """
     generators = r.generators
     if generators is None:
@@ -365,6 +378,8 @@ def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
         if role == roles.GENERATORS:
             assert r.spec.roles is not None
             env.append({"name": names.TENSOR_PARALLEL_ENV, "value": str(r.spec.roles.generators.tensor_parallel)})
+        else:
+            env += _rl_env(r, head=False)
         worker["env"] = worker["env"] + env
         worker["node_selector"] = {**worker["node_selector"], names.NODE_POOL_LABEL: r.pool.name}
         # KubeRay hands rayStartParams to `ray start` through a shell: the JSON goes quoted, its quotes escaped.
@@ -399,7 +414,8 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         worker["spec_extra"] = {"subdomain": spec.name, "restartPolicy": "Never"}
         context["command"] = _job_command(r)
     else:
-        context["head"] = pod(r, gpu=False, head=True)
+        context["head"] = head = pod(r, gpu=False, head=True)
+        head["env"] = head["env"] + _rl_env(whole, head=True)
         context["entrypoint"] = _ray_entrypoint(r)
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]

@@ -49,6 +49,13 @@ def generator_view(spec: JobSpec) -> JobSpec:
     )
 
 
+def engines(spec: JobSpec) -> int:
+    """The generators' inference engines: tensor_parallel GPUs each, or one per CPU pod (which has no GPUs to split)."""
+    assert spec.roles is not None
+    g = spec.roles.generators
+    return g.pods * g.gpus_per_pod // g.tensor_parallel if g.gpus_per_pod else g.pods
+
+
 def blame(problem: Problem) -> Problem:
     """A problem a plain job's check found in the trainer's shape, under the key the user wrote."""
     if problem.path[:1] and problem.path[0] in TRAINER_KEYS:

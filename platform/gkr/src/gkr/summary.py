@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from contract import names
-from gkr import groups
+from gkr import groups, roles
 from gkr.resolved import Resolved
 
 
@@ -29,8 +29,7 @@ def summary(r: Resolved, context: str | None = None) -> str:
         gpus += f" in {count:,} replica group{'s' if count > 1 else ''} x {size:,} GPUs ({where})"
     generators = r.generators
     if generators is not None and s.roles is not None:  # an RL job: the trainer's line above, then the generators'
-        g, tp = generators.spec, s.roles.generators.tensor_parallel
-        engines = g.pods * g.gpus_per_pod // tp if g.gpus_per_pod else g.pods
+        g, tp, engines = generators.spec, s.roles.generators.tensor_parallel, roles.engines(s)
         line = f"{g.pods} pods x {g.gpus_per_pod} {model}" if g.gpus_per_pod else f"{g.pods} pods, no GPUs"
         gpus = f"trainer {gpus}\ngenerators {line}, {engines:,} engines of {tp}; {r.gpus:,} GPUs in all"
     cpus = f"{pods} x {r.cpus} CPU = {pods * r.cpus:,} CPU"

@@ -362,14 +362,20 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
 
 
 def _shape_from_environment(overrides: list[str]) -> list[str]:
-    """The group shape gkr sets in the job's environment, unless the command line sets it itself."""
+    """The job's shape gkr sets in its environment (the replica groups, an RL job's generator engines),
+    unless the command line sets it itself."""
     import os
 
-    from contract.names import GROUP_SIZE_ENV, REPLICA_GROUPS_ENV
+    from contract.names import GENERATORS_ENV, GROUP_SIZE_ENV, REPLICA_GROUPS_ENV
 
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
     found = []
-    for env, key in ((REPLICA_GROUPS_ENV, "ft.replica_groups"), (GROUP_SIZE_ENV, "ft.group_size")):
+    shape = (
+        (REPLICA_GROUPS_ENV, "ft.replica_groups"),
+        (GROUP_SIZE_ENV, "ft.group_size"),
+        (GENERATORS_ENV, "rl.generators"),
+    )
+    for env, key in shape:
         value = os.environ.get(env)
         if value is not None and key not in given:
             if not value.isdigit():
