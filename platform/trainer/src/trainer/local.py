@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from trainer.config import Config, to_dict
 from trainer.console import Console, group_log, native_stderr_to, outcome_line
@@ -130,35 +130,48 @@ def _launch(cfg: Config, out: Path) -> int:
                 rl.group_gone(group)
             if code == 0:
                 continue
-            if code in (EXIT_REFUSED, EXIT_NONFINITE):
+            verdict = after_death(cfg.ft.restart_failed, restarts[group], code)
+            why = why or _why(verdict, group, code, restarts[group], out)
+            if verdict == "final":
                 log.error("replica group %d exited with %d: final, not restarting it", group, code)
                 final = final or code
-                why = why or f"replica group {group} exited with {code} ({group_log(out, group)})"
-                continue
-            if cfg.ft.restart_failed and restarts[group] < MAX_RESTARTS:
+            elif verdict == "restart":
                 restarts[group] += 1
-                log.warning(
-                    "replica group %d exited with %d: starting it again in %.0f s (%d)",
-                    group, code, cfg.ft.restart_delay_s, restarts[group],
-                )  # fmt: skip
+                log.warning("replica group %d exited with %d: starting it again in %.0f s (%d)",
+                            group, code, cfg.ft.restart_delay_s, restarts[group])  # fmt: skip
                 due[group] = time.monotonic() + cfg.ft.restart_delay_s
             else:
                 log.error("replica group %d exited with %d", group, code)
                 failed = True
-                why = (
-                    why
-                    or f"replica group {group} exited with {code} after {restarts[group]} restart(s) ({group_log(out, group)})"
-                )
     server.shutdown()
     console.poll()
     code = final or (1 if failed else 0)
     outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
-    reports = final_reports(out, since=started)  # this launch's groups only, never an earlier run's
-    summary = combine(reports) | {"restarts": sum(restarts.values()), "outcome": outcome}
+    _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
+    return code
+
+
+def _summarize(cfg: Config, out: Path, outcome: str, started: float, restarts: int, rl: RLSide | None) -> None:
+    """goodput.json and the final console line: this launch's groups only, never an earlier run's."""
+    summary = combine(final_reports(out, since=started)) | {"restarts": restarts, "outcome": outcome}
     summary = rl.finish(summary) if rl else summary
     (out / "goodput.json").write_text(dumps(summary))
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
-    return code
+
+
+def after_death(restart_failed: bool, restarts: int, code: int) -> Literal["restart", "final", "fail"]:
+    """What a group that ended with ``code`` (non-zero) gets: a restart, or the run ends (final: no restart can help)."""
+    if code in (EXIT_REFUSED, EXIT_NONFINITE):
+        return "final"
+    return "restart" if restart_failed and restarts < MAX_RESTARTS else "fail"
+
+
+def _why(verdict: str, group: int, code: int, restarts: int, out: Path) -> str:
+    """The run's reason to stop, for its final line; "" for a group that will be restarted."""
+    if verdict == "restart":
+        return ""
+    after = f" after {restarts} restart(s)" if verdict == "fail" else ""
+    return f"replica group {group} exited with {code}{after} ({group_log(out, group)})"
 
 
 def _rl_side(cfg: Config, out: Path) -> RLSide | None:

@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from contract.names import ROLE_RESOURCES
+from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
-from trainer.local import MAX_RESTARTS
+from trainer.local import MAX_RESTARTS, after_death
 from trainer.runs import EventLog
-from trainer.worker import EXIT_NONFINITE
+from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 log = logging.getLogger("trainer")
 if TYPE_CHECKING:
@@ -65,13 +66,6 @@ def metrics_port(base: int, node: str, taken: set[tuple[str, int]]) -> int:
     while (node, port) in taken:
         port += 1
     return port
-
-
-def after_death(restart_failed: bool, restarts: int, code: int) -> Literal["restart", "final", "fail"]:
-    """What a group that ended with ``code`` (non-zero) gets: a restart, or the run ends (final: no restart can help)."""
-    if code == EXIT_NONFINITE:
-        return "final"
-    return "restart" if restart_failed and restarts < MAX_RESTARTS else "fail"
 
 
 def bundle(device: str) -> dict[str, float]:
@@ -129,6 +123,9 @@ class GroupWorker:
         except NonFiniteStop as stop:  # final: a restart would diverge again (worker_main's exit 3)
             EventLog(path).write("stopped", group=group, reason=str(stop))
             return {"code": EXIT_NONFINITE, "reason": str(stop)}
+        except Invalid as refused:  # an input it cannot use (worker_main's exit 2): final too
+            EventLog(path).write("stopped", group=group, reason=refused.lines[0])
+            return {"code": EXIT_REFUSED, "reason": refused.lines[0]}
 
     def tail(self) -> list[dict[str, Any]]:
         """The group's events since the last call (rank 0's actor): what the driver's console shows."""
