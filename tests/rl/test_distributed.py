@@ -102,18 +102,21 @@ def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> N
     assert_every_step_once_within_the_age_bound(tmp_path, "gen", 1, 12)
 
 
-def test_a_killed_trainer_group_heals_while_the_other_trains_on(tmp_path: Path) -> None:
-    proc = start(tmp_path, "group", "run.steps=24")
+def test_a_killed_trainer_group_heals_and_the_run_goes_on(tmp_path: Path) -> None:
+    # min_replicas 2: the survivor waits for the replacement (the pretraining fault test shows a survivor
+    # committing alone), so the heal happens whatever the timing; generators wait at the age bound meanwhile.
+    proc = start(tmp_path, "group", "run.steps=16", "ft.min_replicas=2")
     wait_for_step(proc, tmp_path, "group", 4)
     ranks = json.loads((tmp_path / "runs" / "group" / "ranks.json").read_text())
     os.kill(ranks["1"][0], signal.SIGKILL)
     killed_at = time.time()
     finish(proc)
-    assert_every_step_once_within_the_age_bound(tmp_path, "group", 1, 24)
-    survivor = [e for e in events(tmp_path, "group", 0) if e["event"] == "commit"]
-    assert any(e["participants"] == 1 for e in survivor)  # group 0 went on alone
+    assert_every_step_once_within_the_age_bound(tmp_path, "group", 1, 16)
     replaced = events(tmp_path, "group", 1)
     assert any(e["event"] == "healed" and e["time"] > killed_at for e in replaced)
+    assert [e["step"] for e in events(tmp_path, "group", 0) if e["event"] == "commit"] == list(range(1, 17))
+    summary = json.loads((tmp_path / "runs" / "group" / "goodput.json").read_text())
+    assert summary["restarts"] == 1
 
 
 def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(tmp_path: Path) -> None:

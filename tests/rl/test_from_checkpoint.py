@@ -29,7 +29,9 @@ def checkpoint(folder: Path, **model: object) -> dict[str, torch.Tensor]:
 
 def test_the_trainer_starts_from_the_checkpoints_weights(tmp_path: Path) -> None:
     saved = checkpoint(tmp_path / "hf")
-    cfg = compose(GRPO, ["run.name=x", f"rl.hf_checkpoint={tmp_path / 'hf'}", "ft.enabled=false", "ft.replica_groups=1"])
+    cfg = compose(
+        GRPO, ["run.name=x", f"rl.hf_checkpoint={tmp_path / 'hf'}", "ft.enabled=false", "ft.replica_groups=1"]
+    )
     trainer = PolicyTrainer(cfg, 0, NoFaultTolerance())
     loaded = trainer.model.state_dict()
     assert loaded.keys() == saved.keys()

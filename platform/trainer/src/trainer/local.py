@@ -113,8 +113,8 @@ def _launch(cfg: Config, out: Path) -> int:
     while procs or due:
         time.sleep(0.2)
         console.poll()
-        if rl:
-            rl.poll()
+        if rl and rl.poll():
+            due.clear()  # the run's last step committed: a dead group is not replaced
         for group, when in list(due.items()):
             if time.monotonic() >= when:
                 del due[group]

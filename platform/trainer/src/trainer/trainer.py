@@ -117,10 +117,15 @@ class Trainer(Stateful):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def train_step(self) -> Step:
-        """One inner step on the next batch: forward, backward, the non-finite guard, then the optimizer if allowed."""
+    def train_step(self) -> Step | None:
+        """One inner step on the next batch: forward, backward, the non-finite guard, then the optimizer if allowed.
+
+        None: there is nothing more to train (RL: the run finished without this group).
+        """
         index = self.next_batch
         inputs = self._inputs(index)
+        if inputs is None:
+            return None
         self.ft.begin_step()
         self.inner.zero_grad()
         loss = self._loss(inputs)

@@ -61,6 +61,8 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
         while trainer.step < trainer.target:
             progress.step_begins()
             result = trainer.train_step()
+            if result is None:  # the run finished without this group (RL: the controller is done)
+                break
             if result.nonfinite is not None:
                 progress.nonfinite(result, trainer.guard.in_a_row)
                 if isinstance(result.nonfinite, NonFiniteStop):

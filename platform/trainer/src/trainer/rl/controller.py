@@ -124,6 +124,8 @@ class Controller:
         """Step ``step``'s batch (formed at its first ask); None while too few groups are ready."""
         if self.version is None:
             return None
+        if self.done:
+            return {"done": True}
         if step < self.version and step not in self.batches:  # a group about to heal: its gradients are zeroed
             step = max(self.batches, default=self.version)
         if step not in self.batches:

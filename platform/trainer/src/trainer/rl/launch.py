@@ -118,8 +118,8 @@ class RLSide:
         self.running.add(index)
         self._record("generator_started", generator=f"generator-{index}.{incarnation}", pid=pid)
 
-    def poll(self) -> None:
-        """Generators that exited are gone; they start again once their delay passed (until the run is done)."""
+    def poll(self) -> bool:
+        """Generators that exited are gone; they start again once their delay passed. True: the run is done."""
         assert self.runner is not None
         if self.controller.started_from is not None and not self.announced:
             self.announced = True
@@ -138,6 +138,7 @@ class RLSide:
             if time.monotonic() >= when and not self.controller.done:
                 del self.due[index]
                 self._spawn(index)
+        return self.controller.done
 
     def group_gone(self, group: int) -> None:
         self.service.call(self.controller.group_gone, group)

@@ -81,9 +81,11 @@ class PolicyTrainer(Trainer):
 
     # -- the step --------------------------------------------------------------------------------------
 
-    def _inputs(self, index: int) -> list[Group]:
+    def _inputs(self, index: int) -> list[Group] | None:
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
-            pass  # the controller waits POLL_S for generators before it answers "wait"
+            if answer.get("done"):  # the run ended while this group was away (a late replacement)
+                return None
+            # else "wait": the controller waited POLL_S for generators
         self._batch_state = str(answer["state"])
         self.step_began = time.perf_counter()
         return [group_from_json(g) for g in answer["groups"]]
