@@ -5,11 +5,12 @@ with random weights (``--models 1b,8b``, configs/model/*.yaml) or on ``--checkpo
 of ``--prompt-len`` tokens, ``--samples`` completions each, ``--max-tokens`` each, temperature 1, no stop
 token: tokens/s = response tokens / wall seconds of one ``generate`` call after a warm-up call.
 
-sync: the trainer's weights (bf16) from this process to the vLLM workers, weight_sync's wire format over
-peer_sync's standalone NCCL group (trainer rank 0 on the last GPU, the engine on the first): the median
-seconds per version of ``--versions`` versions, and GB/s. NCCL refuses two ranks on one GPU, so with one
-GPU the row says ``skipped``. Without vLLM on the machine, the workers are stood in for by a second
-PeerSync receiving on another GPU (``transport`` says so): a lower bound, no engine load in it.
+sync: the trainer's weights (bf16) from this process to the vLLM workers, ``WeightSync`` over the
+standalone NCCL group whose store the trainer hosts (``vllm_worker.trainer_group``; trainer rank 0 on the
+last GPU, the engine on the first): the median seconds per version of ``--versions`` versions, and GB/s.
+NCCL refuses two ranks on one GPU, so with one GPU the row says ``skipped``. Without vLLM on the machine,
+the workers are stood in for by a second WeightSync receiving on another GPU (``transport`` says so): a
+lower bound, no engine load in it.
 
 step: ``rl_step`` (trainer/rl/step.py) of ``--step-model`` on a batch of generated completions, fp32
 weights and AdamW with the model's precision (bf16 autocast on CUDA); MFU = flops_per_token (trainer/
@@ -42,6 +43,7 @@ sys.path[:0] = [str(ROOT / "platform/contract/src"), str(ROOT / "platform/traine
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from torch._C._distributed_c10d import Backend  # noqa: E402
 from trainer.config import Model  # noqa: E402
 from trainer.flops import flops_per_token, mfu  # noqa: E402
 from trainer.model import LanguageModel  # noqa: E402
@@ -49,9 +51,10 @@ from trainer.rl import hf  # noqa: E402
 from trainer.rl.advantages import normalize  # noqa: E402
 from trainer.rl.episode import Completion, Group, make_batch  # noqa: E402
 from trainer.rl.generate import Generator, TorchGenerator, snapshot  # noqa: E402
-from trainer.rl.peer_sync import PeerSync, group_broadcast, open_group  # noqa: E402
 from trainer.rl.step import StepSettings, rl_step  # noqa: E402
 from trainer.rl.vllm_engine import VllmGenerator  # noqa: E402  (imports no vllm itself)
+from trainer.rl.vllm_worker import trainer_group, worker_group  # noqa: E402
+from trainer.rl.weight_sync import WeightSync  # noqa: E402
 
 H200_PEAK_TFLOPS = 989.0  # the registry's peak_bf16_tflops for a3-ultragpu-8g (as bench_trainer_gpu.py)
 KEYS = {
@@ -192,12 +195,12 @@ def measure_sync(
     backend, port = ("gloo", free_port()) if args.dry_run else ("nccl", free_port())
     device = "cpu" if args.dry_run else f"cuda:{gpus - 1}"
     trainer_state = {k: v.to(device) for k, v in state.items()}
-    holder: dict[str, PeerSync] = {}
+    sync = WeightSync(trainer_state, src=0, dtype=torch.bfloat16, device=device)
+    groups: list[Backend] = []
     failures: list[BaseException] = []
 
     def join_as_trainer(world: int) -> None:
-        group = open_group("127.0.0.1", port, 0, world, backend=backend)
-        holder["sync"] = PeerSync(trainer_state, group_broadcast(group), dtype=torch.bfloat16, device=device)
+        groups.append(trainer_group("127.0.0.1", port, world, backend=backend))
 
     receive, world, transport = _receiver(args, generator, state, port, backend)
     opener = threading.Thread(target=_guarded, args=(join_as_trainer, world, failures))
@@ -207,9 +210,9 @@ def measure_sync(
     if failures:
         raise RuntimeError(f"the trainer could not join the sync group: {failures[0]}")
     seconds = timed_versions(
-        lambda v: holder["sync"].send(trainer_state, v), lambda: receive("next"), args.versions, failures
+        lambda v: sync.send(trainer_state, v, group=groups[0]), lambda: receive("next"), args.versions, failures
     )
-    size = holder["sync"].buffer.numel() * holder["sync"].buffer.element_size()
+    size = sync.buffer.numel() * sync.buffer.element_size()
     median = statistics.median(seconds)
     emit(
         "sync",
@@ -235,14 +238,14 @@ def _receiver(
 
         return engine_step, 1 + args.tp, "nccl: trainer -> vLLM workers (load included)"
     device = "cpu" if args.dry_run else "cuda:0"
-    peer: dict[str, PeerSync] = {}
+    sync = WeightSync(state, src=0, dtype=torch.bfloat16, device=device)
+    groups: list[Backend] = []
 
     def step(what: str) -> int:
         if what == "open":
-            group = open_group("127.0.0.1", port, 1, 2, backend=backend)
-            peer["sync"] = PeerSync(state, group_broadcast(group), dtype=torch.bfloat16, device=device)
+            groups.append(worker_group("127.0.0.1", port, 1, 2, backend=backend))
             return 0
-        version, got = peer["sync"].receive()
+        version, got = sync.receive(group=groups[0])
         if generator is not None:  # the dry run's whole path: into the generator, as the engine's load would
             generator.load_weights({k: v.float() for k, v in got.items()}, version)
         return version
@@ -250,7 +253,7 @@ def _receiver(
     label = (
         "gloo: two threads, into TorchGenerator (dry run)"
         if args.dry_run
-        else "nccl: PeerSync GPU to GPU, no vLLM (lower bound)"
+        else "nccl: WeightSync GPU to GPU, no vLLM (lower bound)"
     )
     return step, 2, label
 

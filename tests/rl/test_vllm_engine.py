@@ -21,10 +21,9 @@ from trainer.model import LanguageModel
 from trainer.rl import hf
 from trainer.rl.episode import Completion
 from trainer.rl.generate import snapshot
-from trainer.rl.peer_sync import PeerSync, check, group_broadcast, open_group, pack, stamp, unpack
 from trainer.rl.vllm_engine import MISSING, EngineMissing, VllmGenerator
-from trainer.rl.vllm_worker import EXTENSION, MeridianWorker, template, to_hf_named
-from trainer.rl.weight_sync import LayoutError, WeightSync, layout
+from trainer.rl.vllm_worker import EXTENSION, MeridianWorker, template, to_hf_named, trainer_group
+from trainer.rl.weight_sync import WeightSync, layout
 
 from tests.rl.conftest import model_config
 
@@ -249,24 +248,6 @@ def test_unknown_parameter_name_is_one_line(engine: Engine) -> None:
     assert to_hf_named({"head.weight": torch.zeros(1)})[0][0] == "lm_head.weight"
 
 
-def test_pack_unpack_is_bit_exact_and_the_header_checks_the_layout() -> None:
-    torch.manual_seed(1)
-    state = snapshot(LanguageModel(model_config("tiny", precision="fp32")))
-    slots, digest = layout(state)
-    buffer = torch.empty(sum(s.numel for s in slots))
-    pack(state, slots, buffer)
-    back = unpack(buffer, slots)
-    assert set(back) == set(state)
-    assert all(torch.equal(back[k].view(torch.int32), state[k].view(torch.int32)) for k in state)  # bit for bit
-    header = torch.zeros(3, dtype=torch.int64)
-    stamp(header, 5, buffer.numel(), digest)
-    assert check(header, buffer.numel(), digest) == 5
-    with pytest.raises(LayoutError, match="version 5"):
-        check(header, buffer.numel() + 1, digest)
-    with pytest.raises(LayoutError, match="missing"):
-        pack({k: v for k, v in state.items() if k != "norm.weight"}, slots, buffer)
-
-
 def test_template_is_the_exported_checkpoints_layout(tmp_path: Path) -> None:
     cfg = model_config("tiny", precision="fp32")
     state = snapshot(LanguageModel(cfg))
@@ -280,26 +261,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _member(rank: int, store: str, port: int, folder: str, out: str) -> None:
-    """Rank 0: the trainer. Rank 1: a vLLM worker (the real extension, a fake model runner)."""
+def _member(rank: int, port: int, folder: str, out: str) -> None:
+    """Rank 0: the trainer, hosting the store. Rank 1: a vLLM worker (the real extension, a fake model runner)."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = model_config("tiny", precision="fp32")
     state = snapshot(LanguageModel(cfg))
-    # 1. Wire compatibility: weight_sync.WeightSync sends over the default group, PeerSync receives.
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    # The worker extension's path over a standalone group (gloo here, NCCL on GPU), two versions.
     if rank == 0:
-        WeightSync(state, src=0).send(state, 1)
-    else:
-        version, got = PeerSync(state, dist.broadcast).receive()
-        assert version == 1
-        assert all(torch.equal(got[k], state[k]) for k in state)
-    dist.destroy_process_group()
-    # 2. The worker extension's path over a standalone group (gloo here, NCCL on GPU), two versions.
-    if rank == 0:
-        sender = PeerSync(state, group_broadcast(open_group("127.0.0.1", port, 0, 2, backend="gloo")))
+        group = trainer_group("127.0.0.1", port, 2, backend="gloo")
+        sender = WeightSync(state, src=0)
         for version in (2, 3):
-            sender.send({k: v + version for k, v in state.items()}, version)
+            sender.send({k: v + version for k, v in state.items()}, version, group=group)
+        assert not dist.is_initialized()  # no default world was needed on either side
         return
     worker = fake_worker(rank=0)
     assert worker.meridian_open_sync("127.0.0.1", port, 2, folder, "float32", backend="gloo") == 1
@@ -314,7 +288,7 @@ def test_weights_reach_the_worker_extension_over_a_standalone_group(tmp_path: Pa
     cfg = model_config("tiny", precision="fp32")
     hf.save_hf(snapshot(LanguageModel(cfg)), cfg, tmp_path / "ckpt")
     spawn = multiprocessing.get_context("spawn")
-    args = (str(tmp_path / "store"), _free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
+    args = (_free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
     members = [spawn.Process(target=_member, args=(rank, *args)) for rank in range(2)]
     for member in members:
         member.start()

@@ -14,28 +14,22 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from datetime import timedelta
 
 import torch
-import torch.distributed as dist
-from torch._C._distributed_c10d import Backend, PrefixStore
+from torch._C._distributed_c10d import Backend
 
 from trainer.rl.service import Client
-from trainer.rl.weight_sync import WeightSync
+from trainer.rl.weight_sync import WeightSync, open_group
 
 log = logging.getLogger("trainer.rl")
 
 
 def pair_group(host: str, port: int, pair: str, rank: int, timeout_s: float, device: torch.device) -> Backend:
     """Rank ``rank`` (0: the trainer, 1: the generator) of the pair named ``pair``; blocks until both are in."""
-    timeout = timedelta(seconds=timeout_s)
-    store = dist.TCPStore(host, port, is_master=False, timeout=timeout)  # type: ignore[attr-defined]
-    prefixed = PrefixStore(f"pair/{pair}", store)
-    if device.type == "cuda":
-        options = dist.ProcessGroupNCCL.Options()
-        options._timeout = timeout
-        return dist.ProcessGroupNCCL(prefixed, rank, 2, options)
-    return dist.ProcessGroupGloo(prefixed, rank, 2, timeout)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    return open_group(
+        host, port, rank, 2, backend=backend, timeout_s=timeout_s, prefix=f"pair/{pair}", host_store=False
+    )
 
 
 class WeightServer:

@@ -157,7 +157,7 @@ class VllmGenerator:
         self._loaded(version)
 
     def open_sync(self, host: str, port: int, *, backend: str = "nccl") -> int:
-        """Join the trainer's weight-sync group (the trainer is rank 0 and calls peer_sync.open_group).
+        """Join the trainer's weight-sync group (the trainer is rank 0 and calls vllm_worker.trainer_group).
 
         Returns the group's size. Blocks until the trainer has joined too: call the trainer's side first
         from another thread or process. The wire dtype is the engine's.
@@ -169,7 +169,7 @@ class VllmGenerator:
         return world
 
     def receive(self) -> int:
-        """Receive one version broadcast by the trainer (PeerSync.send), load it, and return it."""
+        """Receive one version the trainer broadcasts (WeightSync.send over that group), load it, and return it."""
         versions = set(self.llm.collective_rpc("meridian_receive"))
         if len(versions) != 1:
             raise RuntimeError(f"the workers received different versions: {sorted(versions)}")

@@ -8,10 +8,12 @@ the attributes it uses (``model_runner``, ``rank``, ``device``) are the worker's
 Two paths, both ending in the model's ``load_weights`` with HF names (vLLM's Llama fuses q/k/v and
 gate/up and slices for tensor parallelism itself, so every worker is handed the full tensors):
 
-- ``meridian_load``: tensors passed through the RPC (pickled across vLLM's process boundary): for tests,
-  the dry run and small models;
-- ``meridian_open_sync`` then ``meridian_receive`` per version: weight_sync's wire format (header, one flat
-  buffer) broadcast from the trainer over NCCL, through peer_sync's standalone group.
+- ``meridian_load``: tensors passed through the RPC (pickled across vLLM's process boundary): for tests
+  and small models;
+- ``meridian_open_sync`` then ``meridian_receive`` per version: ``WeightSync`` (a header, one flat
+  buffer) broadcast from the trainer over NCCL, through a standalone group (``weight_sync.open_group``)
+  whose TCP store the trainer hosts (``trainer_group``): vLLM's workers already belong to vLLM's own
+  default group, so they cannot join the trainer's registered one.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._C._distributed_c10d import Backend
 
 from trainer.rl import hf
-from trainer.rl.peer_sync import PeerSync, group_broadcast, open_group
+from trainer.rl.weight_sync import WeightSync, open_group
 
 EXTENSION = "trainer.rl.vllm_worker.MeridianWorker"
+PREFIX = "meridian-weights"  # the sync group's keys in the trainer's store
+TIMEOUT_S = 600.0  # how long the rendezvous and each broadcast wait for the other side
 
 
 def to_hf_named(state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
@@ -47,12 +52,26 @@ def template(folder: str | Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     return {name: torch.empty(shape, dtype=dtype, device="meta") for name, shape in hf.shapes(cfg).items()}
 
 
+def trainer_group(host: str, port: int, world: int, *, backend: str = "nccl", timeout_s: float = TIMEOUT_S) -> Backend:
+    """The trainer's side of ``meridian_open_sync``: rank 0, hosting the store on ``port`` of this host.
+
+    Blocks until all ``world`` members (the trainer and every vLLM worker) have joined.
+    """
+    return open_group(host, port, 0, world, backend=backend, timeout_s=timeout_s, prefix=PREFIX, host_store=True)
+
+
+def worker_group(host: str, port: int, rank: int, world: int, *, backend: str = "nccl") -> Backend:
+    """A receiver's side of ``trainer_group``: rank ``rank`` (1..world-1), joining the trainer's store."""
+    return open_group(host, port, rank, world, backend=backend, timeout_s=TIMEOUT_S, prefix=PREFIX, host_store=False)
+
+
 class MeridianWorker:
     """Mixed into vLLM's worker class; every method runs once in each tensor-parallel worker."""
 
     model_runner: Any  # the worker's: .model is the vLLM model with load_weights(Iterable[(hf_name, tensor)])
     rank: int  # the worker's rank in vLLM's world (0..tensor_parallel_size-1 on one engine)
     device: torch.device
+    _meridian_sync: tuple[WeightSync, Backend]  # set by meridian_open_sync
 
     def _load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         self.model_runner.model.load_weights(weights=weights)
@@ -67,21 +86,20 @@ class MeridianWorker:
     ) -> int:
         """Join the trainer's sync group as rank ``rank_offset + rank``; returns that rank.
 
-        The trainer (rank 0) must call ``open_group`` with the same host, port and world at the same
+        The trainer (rank 0) must call ``trainer_group`` with the same host, port and world at the same
         time: the TCPStore rendezvous blocks until every member has joined.
         """
         rank = rank_offset + self.rank
-        group = open_group(host, port, rank, world, backend=backend)
+        group = worker_group(host, port, rank, world, backend=backend)
         torch_dtype = getattr(torch, dtype)
         device = getattr(self, "device", torch.device("cpu"))
-        self._meridian_sync = PeerSync(
-            template(folder, torch_dtype), group_broadcast(group), dtype=torch_dtype, device=device
-        )
+        sync = WeightSync(template(folder, torch_dtype), src=0, dtype=torch_dtype, device=device)
+        self._meridian_sync = (sync, group)
         return rank
 
     def meridian_receive(self) -> int:
         """Receive one version from the trainer and load it; returns the version."""
-        sync: PeerSync = self._meridian_sync
-        version, state = sync.receive()
+        sync, group = self._meridian_sync
+        version, state = sync.receive(group=group)
         self._load(to_hf_named(state))
         return version

@@ -6,6 +6,17 @@ buffer that each side allocates once and reuses for every version. The sender pa
 after the commit (generate.snapshot), never the live parameters the optimizer writes. gloo on CPU and
 NCCL on GPU run this same code; the generators copy what they receive into their own memory
 (Generator.load_weights), so the next version's broadcast cannot change weights a generation is using.
+
+The group is either a registered one (``init_process_group``/``new_group``: ``dist.broadcast``) or a
+standalone c10d backend from ``open_group``, registered nowhere and passed per call (``group=``), which
+touches no default world. Two callers make standalone groups, both through ``open_group``:
+
+- pairs.py: a trainer group's sender and one generator meet in the TCP store the controller hosts
+  (``host_store=False``), one two-member group per (trainer group, generator) pair;
+- the vLLM path (vllm_worker.py, scripts/gpu_rl.py): vLLM's workers already belong to vLLM's own default
+  group, so the trainer, rank 0, hosts the store (``host_store=True``) and every worker joins it. vLLM's
+  own recipe (``StatelessProcessGroup`` + ``PyNcclCommunicator``, https://docs.vllm.ai/en/latest/training/
+  weight_transfer/) would need vllm in the trainer's image; this needs torch alone on both sides.
 """
 
 from __future__ import annotations
@@ -13,10 +24,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import Backend
+from torch._C._distributed_c10d import Backend, PrefixStore
 
 HEADER = 3  # version, elements, layout digest (63 bits)
 
@@ -46,6 +58,37 @@ def layout(state: Mapping[str, torch.Tensor]) -> tuple[list[Slot], int]:
     return slots, digest
 
 
+def open_group(
+    host: str,
+    port: int,
+    rank: int,
+    world: int,
+    *,
+    backend: str,
+    timeout_s: float,
+    prefix: str,
+    host_store: bool,
+) -> Backend:
+    """Member ``rank`` of a ``world``-member group over the TCP store at host:port, registered nowhere.
+
+    ``host_store``: this member serves the store (the vLLM path's trainer) instead of joining one served
+    elsewhere (the controller's, for pairs). ``prefix`` keeps groups sharing one store apart. Blocks until
+    all ``world`` members are in; every member passes the same host, port, world, backend and prefix.
+    """
+    timeout = timedelta(seconds=timeout_s)
+    # Every member counts itself in (world): a member hosting the store waits for all of them (the NCCL group
+    # itself meets only at its first broadcast); a store hosted elsewhere (the controller's) waits for nobody.
+    store = dist.TCPStore(host, port, world, is_master=host_store, timeout=timeout)  # type: ignore[attr-defined]
+    prefixed = PrefixStore(prefix, store)
+    if backend == "nccl":
+        options = dist.ProcessGroupNCCL.Options()  # absent from CPU builds of torch: only reached on GPU
+        options._timeout = timeout
+        return dist.ProcessGroupNCCL(prefixed, rank, world, options)
+    if backend == "gloo":
+        return dist.ProcessGroupGloo(prefixed, rank, world, timeout)
+    raise ValueError(f"backend {backend!r}: nccl or gloo")
+
+
 class WeightSync:
     """One member of the sync group: the trainer's sending rank (`src`) or a generator."""
 
@@ -58,46 +101,64 @@ class WeightSync:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ) -> None:
+        """``template``: names and shapes only (meta tensors do); ``group``: a registered group, or None for
+        the default one, used when a call passes no ``group=``."""
         self.slots, self.digest = layout(template)
         self.src, self.group, self.dtype = src, group, dtype
         total = sum(s.numel for s in self.slots)
         self.buffer = torch.empty(total, dtype=dtype, device=device)  # reused for every version
         self.header = torch.zeros(HEADER, dtype=torch.int64, device=device)
 
-    def send(self, state: Mapping[str, torch.Tensor], version: int, group: Backend | None = None) -> None:
-        """Broadcast `state` (a snapshot) as policy `version`; blocks until every member received it.
-
-        ``group``: this call's group instead of the constructor's (a sender serving generators pair by pair
-        reuses one buffer for all of them).
-        """
-        if set(state) != {s.name for s in self.slots}:
-            raise LayoutError(f"version {version}: the state's names differ from the sync layout")
+    def pack(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``state`` into the buffer in layout order (cast to the wire dtype) and stamp the header."""
+        names = {s.name for s in self.slots}
+        if set(state) != names:
+            missing, unknown = sorted(names - set(state))[:3], sorted(set(state) - names)[:3]
+            raise LayoutError(
+                f"version {version}: the state's names differ from the sync layout "
+                f"(missing {missing}, unknown {unknown})"
+            )
         with torch.no_grad():
             for slot in self.slots:
                 self.buffer[slot.start : slot.start + slot.numel].copy_(state[slot.name].reshape(-1))
         self.header.copy_(torch.tensor([version, self.buffer.numel(), self.digest]))
+
+    def check(self) -> int:
+        """The version the header announces; LayoutError when the sender's layout is not this member's."""
+        version, elements, digest = (int(v) for v in self.header.tolist())
+        if (elements, digest) != (self.buffer.numel(), self.digest):
+            raise LayoutError(
+                f"version {version}: the sender's layout ({elements} elements, digest {digest:x}) is not this "
+                f"member's ({self.buffer.numel()}, {self.digest:x}); start both from the same model config"
+            )
+        return version
+
+    def unpack(self) -> dict[str, torch.Tensor]:
+        """Named views into the buffer (no copy), valid until it is next written; copy them to keep."""
+        return {s.name: self.buffer[s.start : s.start + s.numel].view(s.shape) for s in self.slots}
+
+    def send(self, state: Mapping[str, torch.Tensor], version: int, group: Backend | None = None) -> None:
+        """Broadcast `state` (a snapshot) as policy `version`; blocks until every member received it.
+
+        ``group``: a standalone group (``open_group``) for this call instead of the constructor's (a sender
+        serving generators pair by pair reuses one buffer for all of them).
+        """
+        self.pack(state, version)
         self._broadcast(self.header, group)
         self._broadcast(self.buffer, group)
+
+    def receive(self, group: Backend | None = None) -> tuple[int, dict[str, torch.Tensor]]:
+        """(version, state): ``unpack``'s views, valid until the next receive; copy them to keep."""
+        self._broadcast(self.header, group)
+        version = self.check()  # on a mismatch the buffer broadcast would not match: refuse before it
+        self._broadcast(self.buffer, group)
+        return version, self.unpack()
 
     def _broadcast(self, tensor: torch.Tensor, group: Backend | None) -> None:
         if group is None:
             dist.broadcast(tensor, self.src, group=self.group)
             return
-        # A group made outside torch.distributed's registry (pairs.py): its own broadcast, ranks its own.
+        # A standalone group (open_group): its own broadcast, not dist.broadcast, which refuses it.
         options = dist.BroadcastOptions()
         options.rootRank = self.src
         group.broadcast([tensor], options).wait()  # type: ignore[attr-defined]  # stubs lack Backend.broadcast
-
-    def receive(self, group: Backend | None = None) -> tuple[int, dict[str, torch.Tensor]]:
-        """(version, state): views into the reused buffer, valid until the next receive; copy them to keep."""
-        self._broadcast(self.header, group)
-        version, elements, digest = (int(v) for v in self.header.tolist())
-        if (elements, digest) != (self.buffer.numel(), self.digest):
-            # The buffer broadcast that follows would not match: drain nothing, refuse the group.
-            raise LayoutError(
-                f"version {version}: the sender's layout ({elements} elements, digest {digest:x}) is not this "
-                f"generator's ({self.buffer.numel()}, {self.digest:x}); start both from the same model config"
-            )
-        self._broadcast(self.buffer, group)
-        state = {s.name: self.buffer[s.start : s.start + s.numel].view(s.shape) for s in self.slots}
-        return version, state
