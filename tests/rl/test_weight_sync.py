@@ -96,6 +96,7 @@ def test_the_layout_is_the_models_names_and_shapes(tiny: Model) -> None:
     assert sum(s.numel for s in slots) == sum(t.numel() for t in a.values())
     wider = LanguageModel(replace(tiny, d_model=128)).state_dict()
     assert layout(wider)[1] != digest_a
+    assert layout(a, torch.bfloat16)[1] != digest_a  # the same tensors cast for the wire are another layout
 
 
 def test_a_state_of_another_model_is_refused_before_anything_is_sent(tiny: Model) -> None:

@@ -45,7 +45,7 @@ class LayoutError(ValueError):
     """The two sides disagree on what is sent: a different model or dtype; never loaded."""
 
 
-def layout(state: Mapping[str, torch.Tensor]) -> tuple[list[Slot], int]:
+def layout(state: Mapping[str, torch.Tensor], dtype: torch.dtype = torch.float32) -> tuple[list[Slot], int]:
     """Each tensor's place in the flat buffer (sorted by name), and a digest both sides compare."""
     slots, start = [], 0
     for name in sorted(state):
@@ -53,7 +53,8 @@ def layout(state: Mapping[str, torch.Tensor]) -> tuple[list[Slot], int]:
         numel = int(state[name].numel())
         slots.append(Slot(name=name, shape=shape, start=start, numel=numel))
         start += numel
-    text = ";".join(f"{s.name}:{s.shape}" for s in slots).encode()
+    # The wire dtype too: a bf16 buffer read as fp32 would be the right length in bytes and nonsense.
+    text = (f"{dtype};" + ";".join(f"{s.name}:{s.shape}" for s in slots)).encode()
     digest = int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1  # fits a signed int64
     return slots, digest
 
@@ -103,7 +104,7 @@ class WeightSync:
     ) -> None:
         """``template``: names and shapes only (meta tensors do); ``group``: a registered group, or None for
         the default one, used when a call passes no ``group=``."""
-        self.slots, self.digest = layout(template)
+        self.slots, self.digest = layout(template, dtype)
         self.src, self.group, self.dtype = src, group, dtype
         total = sum(s.numel for s in self.slots)
         self.buffer = torch.empty(total, dtype=dtype, device=device)  # reused for every version
@@ -129,7 +130,7 @@ class WeightSync:
         if (elements, digest) != (self.buffer.numel(), self.digest):
             raise LayoutError(
                 f"version {version}: the sender's layout ({elements} elements, digest {digest:x}) is not this "
-                f"member's ({self.buffer.numel()}, {self.digest:x}); start both from the same model config"
+                f"member's ({self.buffer.numel()}, {self.digest:x}); start both from the same model config and dtype"
             )
         return version
 
