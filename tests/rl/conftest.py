@@ -11,6 +11,7 @@ import yaml
 from trainer.config import Model
 
 from tests.conftest import REPO
+from tests.rl.fake_vllm import Engine, install
 
 MODELS = REPO / "platform/trainer/configs/model"
 
@@ -37,3 +38,9 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """A fake ``vllm`` for this test (fake_vllm.py): what VllmGenerator asked of it, and its workers."""
+    return install(monkeypatch)

@@ -63,9 +63,21 @@ def test_a_generator_without_weights_is_sent_the_starting_version_first() -> Non
     sync = c.lease("g", -1)["sync"]
     assert sync["group"] == 0
     assert sync["version"] == 0
-    assert c.transfers(0, "t0") == [{"pair": sync["pair"], "generator": "g"}]
+    assert sync["world"] == 2  # the sender and the generator's one process
+    assert c.transfers(0, "t0") == [{"pair": sync["pair"], "generator": "g", "world": 2}]
     assert c.transfers(0, "t0") == []  # each transfer once
     assert "lease" in c.lease("g", 0)
+
+
+def test_a_pair_spans_the_sender_and_every_process_the_generator_receives_in() -> None:
+    c = controller()
+    started(c)
+    sync = c.lease("vllm", -1, members=4)["sync"]  # a vLLM engine at tensor parallel 4
+    assert sync["world"] == 5
+    assert c.transfers(0, "t0") == [{"pair": sync["pair"], "generator": "vllm", "world": 5}]
+    assert c.lease("torch", -1)["sync"]["world"] == 2  # another generator: its own size
+    c.generator_gone("vllm")
+    assert "vllm" not in c.members
 
 
 def test_the_batch_is_formed_once_and_every_group_and_retry_gets_the_same() -> None:

@@ -23,6 +23,8 @@ def test_the_shipped_settings_are_valid() -> None:
         ({"grup_size": 8}, "rl: grup_size"),
         ({"staleness": 2, "max_policy_age": 1}, "rl: staleness 2 > max_policy_age 1"),
         ({"allowed": "letters"}, "rl: allowed: 'letters' is not a token set"),
+        ({"engine": "sglang"}, "rl.engine: 'sglang' is not an engine; set rl.engine to torch or vllm"),
+        ({"gpu_memory_utilization": 1.0}, "rl: gpu_memory_utilization: must be less than 1"),
     ],
 )
 def test_bad_settings_are_one_line(data: dict[str, object], expected: str) -> None:

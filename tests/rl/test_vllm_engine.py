@@ -1,16 +1,13 @@
-"""VllmGenerator without vllm: a fake `vllm` module records what the adapter asks of the engine and answers
-in vLLM's shapes (RequestOutput.outputs[i].token_ids / .logprobs as [{token id: Logprob}]), so every
-conversion is checked exactly. The weight paths run the real worker extension against a fake model runner;
-the NCCL path runs over gloo between two processes."""
+"""VllmGenerator without vllm: a fake `vllm` module (fake_vllm.py, the `engine` fixture) records what the
+adapter asks of the engine and answers in vLLM's shapes, so every conversion is checked exactly. The weight
+paths run the real worker extension against a fake model runner; the NCCL path runs over gloo between two
+processes."""
 
 from __future__ import annotations
 
 import multiprocessing
 import socket
 import sys
-import types
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,98 +19,19 @@ from trainer.rl import hf
 from trainer.rl.episode import Completion
 from trainer.rl.generate import snapshot
 from trainer.rl.vllm_engine import MISSING, EngineMissing, VllmGenerator
-from trainer.rl.vllm_worker import EXTENSION, MeridianWorker, template, to_hf_named, trainer_group
+from trainer.rl.vllm_worker import (
+    EXTENSION,
+    PREFIX,
+    TIMEOUT_S,
+    MeridianWorker,
+    template,
+    to_hf_named,
+    trainer_group,
+)
 from trainer.rl.weight_sync import WeightSync, layout
 
 from tests.rl.conftest import model_config
-
-LOGPROB = -0.123456789012345  # a float64 that float32 rounds: the adapter must hand back the float32 value
-
-
-@dataclass
-class Logprob:
-    logprob: float
-
-
-@dataclass
-class Sample:
-    token_ids: list[int]
-    logprobs: list[dict[int, Logprob]] | None
-
-
-@dataclass
-class RequestOutput:
-    outputs: list[Sample]
-
-
-class FakeModel:
-    def __init__(self) -> None:
-        self.loaded: dict[str, torch.Tensor] = {}
-
-    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        self.loaded |= {name: tensor.clone() for name, tensor in weights}
-
-
-def fake_worker(rank: int = 0) -> MeridianWorker:
-    worker = MeridianWorker()
-    worker.model_runner = types.SimpleNamespace(model=FakeModel())
-    worker.rank, worker.device = rank, torch.device("cpu")
-    return worker
-
-
-@dataclass
-class Engine:
-    """What the fake records: the LLM's arguments, every SamplingParams, request and RPC."""
-
-    llm_args: dict[str, Any] = field(default_factory=dict)
-    params: list[dict[str, Any]] = field(default_factory=list)
-    requests: list[list[dict[str, list[int]]]] = field(default_factory=list)
-    rpcs: list[str] = field(default_factory=list)
-    prefix_resets: int = 0
-    worker: MeridianWorker = field(default_factory=fake_worker)
-
-
-def fake_vllm(engine: Engine) -> types.ModuleType:
-    class SamplingParams:
-        def __init__(self, **kwargs: Any) -> None:
-            engine.params.append(kwargs)
-            self.kwargs = kwargs
-
-    class LLM:
-        def __init__(self, **kwargs: Any) -> None:
-            engine.llm_args = kwargs
-
-        def generate(self, requests: list[dict[str, list[int]]], params: SamplingParams, use_tqdm: bool) -> Any:
-            engine.requests.append(requests)
-            n, allowed = params.kwargs["n"], params.kwargs["allowed_token_ids"] or [7]
-            outputs = []
-            for r in range(len(requests)):
-                samples = []
-                for k in range(n):  # sample k of prompt r: k + 1 tokens drawn from the allowed ids
-                    tokens = [allowed[(r + k + j) % len(allowed)] for j in range(k + 1)]
-                    samples.append(Sample(tokens, [{t: Logprob(LOGPROB * (j + 1))} for j, t in enumerate(tokens)]))
-                outputs.append(RequestOutput(samples))
-            return outputs
-
-        def collective_rpc(
-            self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-        ) -> list[Any]:
-            engine.rpcs.append(method)
-            return [getattr(engine.worker, method)(*args, **(kwargs or {}))]
-
-        def reset_prefix_cache(self) -> None:
-            engine.prefix_resets += 1
-
-    module = types.ModuleType("vllm")
-    module.LLM, module.SamplingParams = LLM, SamplingParams  # type: ignore[attr-defined]
-    return module
-
-
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
-    recorded = Engine()
-    monkeypatch.setitem(sys.modules, "vllm", fake_vllm(recorded))
-    return recorded
+from tests.rl.fake_vllm import LOGPROB, Engine, RequestOutput, Sample, fake_worker, loaded
 
 
 def test_missing_vllm_is_one_line_naming_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,9 +124,9 @@ def test_load_weights_maps_names_resets_cache_and_stamps_version(engine: Engine)
     state = snapshot(LanguageModel(cfg))
     generator = VllmGenerator("/ckpt", version=0)
     generator.load_weights(state, 7)
-    loaded = engine.worker.model_runner.model.loaded
-    assert set(loaded) == {hf.to_hf(name) for name in state}
-    assert all(torch.equal(loaded[hf.to_hf(name)], tensor) for name, tensor in state.items())
+    got = loaded(engine.worker)
+    assert set(got) == {hf.to_hf(name) for name in state}
+    assert all(torch.equal(got[hf.to_hf(name)], tensor) for name, tensor in state.items())
     assert engine.rpcs == ["meridian_load"]
     assert engine.prefix_resets == 1
     assert generator.version == 7
@@ -218,7 +136,7 @@ def test_load_weights_maps_names_resets_cache_and_stamps_version(engine: Engine)
 def test_receive_stamps_the_workers_version_and_refuses_disagreement(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    generator = VllmGenerator("/ckpt", version=0)
+    generator = VllmGenerator("/ckpt", version=0, tensor_parallel_size=2)
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any] | None]] = []
     answers = {"meridian_open_sync": [1, 2], "meridian_receive": [5, 5]}
 
@@ -227,11 +145,12 @@ def test_receive_stamps_the_workers_version_and_refuses_disagreement(
         return answers[method]
 
     monkeypatch.setattr(generator.llm, "collective_rpc", rpc)
-    generator.llm.llm_engine = types.SimpleNamespace(
-        vllm_config=types.SimpleNamespace(parallel_config=types.SimpleNamespace(world_size=2))
-    )
     assert generator.open_sync("10.0.0.1", 29600) == 3  # the trainer and two tensor-parallel workers
-    assert calls[0] == ("meridian_open_sync", ("10.0.0.1", 29600, 3, "/ckpt", "bfloat16"), {"backend": "nccl"})
+    assert calls[0] == (
+        "meridian_open_sync",
+        ("10.0.0.1", 29600, 3, "/ckpt", "bfloat16"),
+        {"backend": "nccl", "prefix": PREFIX, "timeout_s": TIMEOUT_S},
+    )
     assert generator.receive() == 5
     assert generator.version == 5
     assert engine.prefix_resets == 1
@@ -279,8 +198,7 @@ def _member(rank: int, port: int, folder: str, out: str) -> None:
     assert worker.meridian_open_sync("127.0.0.1", port, 2, folder, "float32", backend="gloo") == 1
     for version in (2, 3):
         assert worker.meridian_receive() == version
-        loaded = worker.model_runner.model.loaded
-        assert all(torch.equal(loaded[hf.to_hf(k)], v + version) for k, v in state.items())
+        assert all(torch.equal(loaded(worker)[hf.to_hf(k)], v + version) for k, v in state.items())
     Path(out).write_text("ok")
 
 

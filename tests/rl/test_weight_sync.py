@@ -145,7 +145,7 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
 
     def send() -> None:
         try:
-            group = pair_group("127.0.0.1", store.port, "g0-a", 0, 60.0, cpu)
+            group = pair_group("127.0.0.1", store.port, "g0-a", 0, 60.0, cpu, world=2)
             sync = WeightSync(state, src=0)
             for version in (1, 2):
                 sync.send({k: v * version for k, v in state.items()}, version, group=group)
@@ -154,7 +154,7 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
 
     sender = threading.Thread(target=send)
     sender.start()
-    group = pair_group("127.0.0.1", store.port, "g0-a", 1, 60.0, cpu)
+    group = pair_group("127.0.0.1", store.port, "g0-a", 1, 60.0, cpu, world=2)
     receiver = WeightSync(state, src=0)
     for version in (1, 2):
         got_version, got = receiver.receive(group=group)

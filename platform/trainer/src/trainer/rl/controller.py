@@ -84,6 +84,7 @@ class Controller:
         self.batches: dict[int, Formed] = {}
         self.leases: dict[int, Lease] = {}
         self.held: dict[str, int] = {}  # generator -> the version it holds
+        self.members: dict[str, int] = {}  # generator -> its processes that receive weights (vLLM: one per GPU)
         self.servers: dict[int, str] = {}  # live trainer group -> its process's token
         self.serving: dict[int, int] = {}  # trainer group -> the version of its newest snapshot
         self.wants: dict[int, list[dict[str, Any]]] = {}  # trainer group -> transfers it is to serve
@@ -172,12 +173,17 @@ class Controller:
 
     # -- generators --------------------------------------------------------------------------------
 
-    def lease(self, generator: str, held: int, sync_failed: bool = False) -> dict[str, Any]:
-        """What generator ``generator``, holding version ``held``, does next: done, wait, sync or generate."""
+    def lease(self, generator: str, held: int, sync_failed: bool = False, members: int = 1) -> dict[str, Any]:
+        """What generator ``generator``, holding version ``held``, does next: done, wait, sync or generate.
+
+        ``members``: how many of its processes receive the weights (1 for TorchGenerator, the tensor-parallel
+        workers for vLLM); its pair is a group of ``1 + members`` (the sender is rank 0).
+        """
         if self.done:
             return {"done": True}
         self.expire()
         self.held[generator] = held
+        self.members[generator] = members
         if sync_failed:
             self.pairs.pop(generator, None)  # a fresh pair next time (the old one may be half set up)
         if self.version is None:
@@ -211,8 +217,9 @@ class Controller:
         if pair is None or pair[:2] != (group, token):
             pair = (group, token, f"{group}.{token}.{generator}.{self._next()}")
             self.pairs[generator] = pair
-        self.wants.setdefault(group, []).append({"pair": pair[2], "generator": generator})
-        return {"pair": pair[2], "group": group, "version": version}
+        world = 1 + self.members.get(generator, 1)
+        self.wants.setdefault(group, []).append({"pair": pair[2], "generator": generator, "world": world})
+        return {"pair": pair[2], "group": group, "version": version, "world": world}
 
     def result(self, generator: str, data: Any) -> int:
         """Score and buffer a generator's answer; returns the groups kept. Invalid: refused, prompts issued again."""
@@ -255,6 +262,7 @@ class Controller:
         """A generator's process ended: its leased prompts are issued again. Returns how many."""
         self.leases = {k: lease for k, lease in self.leases.items() if lease.owner != generator}
         self.held.pop(generator, None)
+        self.members.pop(generator, None)
         self.pairs.pop(generator, None)
         lost = len(self.buffer.release(generator))
         self.window.reissued += lost

@@ -1,7 +1,7 @@
 """One generator process: ``python -m trainer.rl.generator_main CONFIG_JSON INDEX INCARNATION``.
 
 It asks the controller what to do and does it until the run is done: receive a newer policy version
-(over the pair the controller names), sample ``rl.group_size`` completions for each leased prompt, or
+(over the pair the controller names, into the engine ``rl.engine`` names: engines.py), sample ``rl.group_size`` completions for each leased prompt, or
 wait. Each ask carries the seconds it spent generating, syncing and waiting since the last one (the
 generators' goodput). Its name is ``generator-INDEX.INCARNATION``: a restarted generator is a new one to
 the controller, which issued the old one's prompts again when it died.
@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from trainer.config import Config, from_dict
-from trainer.rl.generate import TorchGenerator
-from trainer.rl.pairs import WeightReceiver
+from trainer.rl.engines import Engine, build
 from trainer.rl.report import GeneratorTime
 from trainer.rl.service import Client, RequestFailed
 from trainer.rl.tokens import DIGITS, allowed_mask
@@ -42,16 +42,22 @@ class Ticker:
 
 
 def run(cfg: Config, index: int, incarnation: int) -> int:
-    s = cfg.rl
-    name = f"generator-{index}.{incarnation}"
+    client = Client(cfg.rl.controller)
+    seed = cfg.run.seed + 7919 * (index + 1) + incarnation
+    with tempfile.TemporaryDirectory(prefix="meridian-generator-") as scratch:  # vLLM's starting folder
+        engine = build(cfg, seed=seed, host=client.host, scratch=Path(scratch))
+        return serve(cfg, f"generator-{index}.{incarnation}", engine, client)
+
+
+def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
+    """Ask, then do, until the controller says the run is done."""
+    s, generator, receiver = cfg.rl, engine.generator, engine.receiver
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
-    engine = TorchGenerator(cfg.model, seed=cfg.run.seed + 7919 * (index + 1) + incarnation, device=device)
     allowed = allowed_mask(cfg.model.vocab, DIGITS).to(device) if s.allowed == "digits" else None
-    client = Client(s.controller)
-    receiver = WeightReceiver(engine.model.state_dict(), host=client.host, timeout_s=s.sync_timeout_s, device=device)
     ticker, sync_failed = Ticker(), False
     while True:
-        ask = {"generator": name, "held": engine.version, "sync_failed": sync_failed, "seconds": ticker.delta()}
+        ask = {"generator": name, "held": receiver.held, "members": receiver.members, "sync_failed": sync_failed,
+               "seconds": ticker.delta()}  # fmt: skip
         answer, sync_failed = client.post("/lease", ask), False
         if answer.get("done"):
             log.info("%s: the run is done", name)
@@ -59,8 +65,7 @@ def run(cfg: Config, index: int, incarnation: int) -> int:
         if "sync" in answer:
             with ticker.time.timed("syncing"):
                 try:
-                    version, state = receiver.receive(str(answer["sync"]["pair"]), int(answer["store"]))
-                    engine.load_weights(state, version)
+                    version = receiver.receive(str(answer["sync"]["pair"]), int(answer["store"]))
                     log.info("%s: holds version %d", name, version)
                 except Exception as error:  # the sender died mid-transfer: the controller names another pair
                     log.warning("%s: weight transfer failed: %s", name, str(error)[:200])
@@ -69,7 +74,7 @@ def run(cfg: Config, index: int, incarnation: int) -> int:
             with ticker.time.timed("generating"):
                 started = time.perf_counter()
                 prompts = [(int(i), [int(t) for t in tokens]) for i, tokens in answer["prompts"]]
-                drawn = engine.generate(
+                drawn = generator.generate(
                     [tokens for _, tokens in prompts], s.group_size, max_tokens=s.max_tokens,
                     temperature=s.temperature, allowed=allowed,
                 )  # fmt: skip

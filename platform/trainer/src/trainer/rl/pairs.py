@@ -1,8 +1,9 @@
 """Weights from a trainer group to each generator, over a two-member process group per (group, generator) pair.
 
 The controller names a pair when a generator needs a newer version (controller.py); both sides meet in
-the controller's TCP store under that name and build a gloo (CPU) or NCCL (GPU) group of two, kept for
-the next versions. A pair, not one group over all generators, so that a generator that dies or restarts
+the controller's TCP store under that name and build a gloo (CPU) or NCCL (GPU) group, kept for the next
+versions: the sender (rank 0) and the generator's receiving processes (ranks 1..: one for TorchGenerator,
+each tensor-parallel worker for vLLM, engines.py), ``world`` members in all, as the controller says. A pair, not one group over all generators, so that a generator that dies or restarts
 breaks only its own transfer (and a new pair is named), never the others'; the cost is that the sender
 sends once per generator (README, "Weight sync"). The sender serves from a snapshot taken after the
 commit (``offer``), on its own thread, so training goes on while it sends.
@@ -22,13 +23,24 @@ from trainer.rl.service import Client
 from trainer.rl.weight_sync import WeightSync, open_group
 
 log = logging.getLogger("trainer.rl")
+WIRE = torch.float32  # the pairs' wire dtype: every receiver's WeightSync must use it (the layout digest has it)
 
 
-def pair_group(host: str, port: int, pair: str, rank: int, timeout_s: float, device: torch.device) -> Backend:
-    """Rank ``rank`` (0: the trainer, 1: the generator) of the pair named ``pair``; blocks until both are in."""
-    backend = "nccl" if device.type == "cuda" else "gloo"
+def backend_for(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def prefix(pair: str) -> str:
+    """The pair's keys in the controller's store."""
+    return f"pair/{pair}"
+
+
+def pair_group(
+    host: str, port: int, pair: str, rank: int, timeout_s: float, device: torch.device, *, world: int
+) -> Backend:
+    """Rank ``rank`` (0: the trainer, 1..world-1: the generator's) of the pair named ``pair``; blocks until all are in."""
     return open_group(
-        host, port, rank, 2, backend=backend, timeout_s=timeout_s, prefix=f"pair/{pair}", host_store=False
+        host, port, rank, world, backend=backend_for(device), timeout_s=timeout_s, prefix=prefix(pair), host_store=False
     )
 
 
@@ -39,7 +51,7 @@ class WeightServer:
                  store_port: int, timeout_s: float, device: torch.device) -> None:  # fmt: skip
         self.client, self.group, self.token, self.store_port = client, group, token, store_port
         self.timeout_s, self.device = timeout_s, device
-        self.sync = WeightSync(template, src=0, device=device)
+        self.sync = WeightSync(template, src=0, dtype=WIRE, device=device)
         self.pairs: dict[str, Backend] = {}
         self.latest: tuple[int, dict[str, torch.Tensor]] | None = None
         self.lock = threading.Lock()
@@ -64,9 +76,9 @@ class WeightServer:
                 self.stopping.wait(1.0)
                 continue
             for transfer in transfers:
-                self._send(str(transfer["pair"]))
+                self._send(str(transfer["pair"]), int(transfer["world"]))
 
-    def _send(self, pair: str) -> None:
+    def _send(self, pair: str, world: int) -> None:
         with self.lock:
             latest = self.latest
         if latest is None:
@@ -74,7 +86,9 @@ class WeightServer:
         started = time.perf_counter()
         try:
             if pair not in self.pairs:
-                self.pairs[pair] = pair_group(self.client.host, self.store_port, pair, 0, self.timeout_s, self.device)
+                self.pairs[pair] = pair_group(
+                    self.client.host, self.store_port, pair, 0, self.timeout_s, self.device, world=world
+                )
             self.sync.send(latest[1], latest[0], group=self.pairs[pair])
         except Exception as error:  # the generator died or never came: only this pair is lost
             log.warning("weight server: version %d to pair %s failed: %s", latest[0], pair, str(error)[:200])
@@ -88,17 +102,17 @@ class WeightServer:
 
 
 class WeightReceiver:
-    """A generator's side: receive the version the controller named, over the pair it named."""
+    """A generator's side with one receiving process (TorchGenerator's): the pair is of two."""
 
     def __init__(self, template: Mapping[str, torch.Tensor], *, host: str, timeout_s: float, device: torch.device):
         self.host, self.timeout_s, self.device = host, timeout_s, device
-        self.sync = WeightSync(template, src=0, device=device)
+        self.sync = WeightSync(template, src=0, dtype=WIRE, device=device)
         self.pair: tuple[str, Backend] | None = None
 
     def receive(self, pair: str, store_port: int) -> tuple[int, dict[str, torch.Tensor]]:
         """(version, state views); raises when the sender fails (the controller then names a new pair)."""
         if self.pair is None or self.pair[0] != pair:
-            self.pair = (pair, pair_group(self.host, store_port, pair, 1, self.timeout_s, self.device))
+            self.pair = (pair, pair_group(self.host, store_port, pair, 1, self.timeout_s, self.device, world=2))
         try:
             return self.sync.receive(group=self.pair[1])
         except Exception:

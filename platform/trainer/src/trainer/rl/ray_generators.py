@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from contract.names import ROLE_RESOURCES, TENSOR_PARALLEL_ENV
@@ -29,7 +29,7 @@ class GeneratorActor:
         return run(from_dict(config), index, incarnation)
 
 
-def tensor_parallel(environ: dict[str, str] | os._Environ[str]) -> int:
+def tensor_parallel(environ: Mapping[str, str]) -> int:
     """GPUs per engine from gkr's MERIDIAN_TP (1 when unset); a value that is not 1..64 is refused in one line."""
     raw = environ.get(TENSOR_PARALLEL_ENV, "1").strip()
     if not raw.isdigit() or not 1 <= int(raw) <= 64:

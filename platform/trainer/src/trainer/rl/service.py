@@ -92,9 +92,8 @@ class Service:
         if path == "/lease":
             generator = str(body["generator"])[:200]
             self.on_lease(generator, {k: float(v) for k, v in dict(body.get("seconds", {})).items()})
-            return self.call(c.lease, generator, int(body["held"]), bool(body.get("sync_failed", False))) | {
-                "store": self.store.port
-            }
+            ask = (generator, int(body["held"]), bool(body.get("sync_failed", False)), _members(body))
+            return self.call(c.lease, *ask) | {"store": self.store.port}
         if path == "/result":
             return {"kept": self.call(c.result, str(body["generator"])[:200], body)}
         raise Invalid([f"{path[:80]}: no such endpoint"])
@@ -102,6 +101,14 @@ class Service:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _members(body: dict[str, Any]) -> int:
+    """A generator's receiving processes (its pair is 1 + this): an int 1..64 (MERIDIAN_TP's bounds)."""
+    members = body.get("members", 1)
+    if isinstance(members, bool) or not isinstance(members, int) or not 1 <= members <= 64:
+        raise Invalid([f"/lease: members {str(members)[:20]!r} is not a process count 1..64"])
+    return members
 
 
 def _handler(service: Service) -> type[BaseHTTPRequestHandler]:

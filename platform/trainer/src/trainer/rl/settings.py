@@ -46,6 +46,10 @@ class RL:
     buffer_batches: int = setting(2, low=1)  # generators wait while this many batches of groups are ready
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
+    # The generators' engine: "torch" (the trainer's model, CPU or CUDA) or "vllm" (the generator image, GPU;
+    # tensor parallel per engine from $MERIDIAN_TP).
+    engine: str = "torch"
+    gpu_memory_utilization: float = setting(0.85, above=0, below=1)  # vLLM's share of each GPU (weights + KV)
 
 
 _ADDRESS = re.compile(r"http://[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")
@@ -74,4 +78,8 @@ def check(settings: RL, where: str = "rl") -> RL:
         )
     if settings.allowed not in ("digits", ""):
         raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])
+    if settings.engine not in ("torch", "vllm"):
+        raise Invalid(
+            [f"{where}.engine: {settings.engine[:40]!r} is not an engine; set {where}.engine to torch or vllm"]
+        )
     return settings

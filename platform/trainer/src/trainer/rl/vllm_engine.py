@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from trainer.rl.episode import Completion
-from trainer.rl.vllm_worker import EXTENSION, to_hf_named
+from trainer.rl.vllm_worker import EXTENSION, PREFIX, TIMEOUT_S, to_hf_named
 
 MISSING = (
     "vllm is not installed here: VllmGenerator runs in the generator image "
@@ -156,15 +156,32 @@ class VllmGenerator:
         self.llm.collective_rpc("meridian_load", args=(named,))
         self._loaded(version)
 
-    def open_sync(self, host: str, port: int, *, backend: str = "nccl") -> int:
-        """Join the trainer's weight-sync group (the trainer is rank 0 and calls vllm_worker.trainer_group).
+    @property
+    def workers(self) -> int:
+        """vLLM's worker processes (tensor parallel x pipeline parallel): each one receives the whole model."""
+        return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
 
-        Returns the group's size. Blocks until the trainer has joined too: call the trainer's side first
-        from another thread or process. The wire dtype is the engine's.
+    def open_sync(
+        self,
+        host: str,
+        port: int,
+        *,
+        backend: str = "nccl",
+        prefix: str = PREFIX,
+        wire_dtype: str | None = None,
+        timeout_s: float = TIMEOUT_S,
+    ) -> int:
+        """Join a weight-sync group whose rank 0 sends: the trainer's (vllm_worker.trainer_group, the default
+        prefix) or a pair's sender over the controller's store (``prefix`` = the pair's, engines.py).
+
+        Returns the group's size, 1 + ``workers``. Blocks until the sender has joined too: call its side
+        from another thread or process. ``wire_dtype``: the sender's (default: the engine's dtype).
         """
-        world = 1 + int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
+        world = 1 + self.workers
         self.llm.collective_rpc(
-            "meridian_open_sync", args=(host, port, world, self.folder, self.dtype), kwargs={"backend": backend}
+            "meridian_open_sync",
+            args=(host, port, world, self.folder, wire_dtype or self.dtype),
+            kwargs={"backend": backend, "prefix": prefix, "timeout_s": timeout_s},
         )
         return world
 

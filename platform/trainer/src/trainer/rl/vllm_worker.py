@@ -12,8 +12,9 @@ gate/up and slices for tensor parallelism itself, so every worker is handed the 
   and small models;
 - ``meridian_open_sync`` then ``meridian_receive`` per version: ``WeightSync`` (a header, one flat
   buffer) broadcast from the trainer over NCCL, through a standalone group (``weight_sync.open_group``)
-  whose TCP store the trainer hosts (``trainer_group``): vLLM's workers already belong to vLLM's own
-  default group, so they cannot join the trainer's registered one.
+  whose TCP store the trainer hosts (``trainer_group``), or, in the distributed run, a pair over the
+  controller's store (``prefix`` = the pair's, pairs.py; engines.py): vLLM's workers already belong to
+  vLLM's own default group, so they cannot join the trainer's registered one.
 """
 
 from __future__ import annotations
@@ -60,9 +61,19 @@ def trainer_group(host: str, port: int, world: int, *, backend: str = "nccl", ti
     return open_group(host, port, 0, world, backend=backend, timeout_s=timeout_s, prefix=PREFIX, host_store=True)
 
 
-def worker_group(host: str, port: int, rank: int, world: int, *, backend: str = "nccl") -> Backend:
-    """A receiver's side of ``trainer_group``: rank ``rank`` (1..world-1), joining the trainer's store."""
-    return open_group(host, port, rank, world, backend=backend, timeout_s=TIMEOUT_S, prefix=PREFIX, host_store=False)
+def worker_group(
+    host: str,
+    port: int,
+    rank: int,
+    world: int,
+    *,
+    backend: str = "nccl",
+    prefix: str = PREFIX,
+    timeout_s: float = TIMEOUT_S,
+) -> Backend:
+    """A receiver's side: rank ``rank`` (1..world-1), joining a store served elsewhere (the trainer's by
+    ``trainer_group``, or the controller's for a pair)."""
+    return open_group(host, port, rank, world, backend=backend, timeout_s=timeout_s, prefix=prefix, host_store=False)
 
 
 class MeridianWorker:
@@ -82,15 +93,25 @@ class MeridianWorker:
         return len(weights)
 
     def meridian_open_sync(
-        self, host: str, port: int, world: int, folder: str, dtype: str, *, rank_offset: int = 1, backend: str = "nccl"
+        self,
+        host: str,
+        port: int,
+        world: int,
+        folder: str,
+        dtype: str,
+        *,
+        rank_offset: int = 1,
+        backend: str = "nccl",
+        prefix: str = PREFIX,
+        timeout_s: float = TIMEOUT_S,
     ) -> int:
-        """Join the trainer's sync group as rank ``rank_offset + rank``; returns that rank.
+        """Join a sync group as rank ``rank_offset + rank``; returns that rank. ``dtype``: the wire's.
 
-        The trainer (rank 0) must call ``trainer_group`` with the same host, port and world at the same
-        time: the TCPStore rendezvous blocks until every member has joined.
+        The sender (rank 0) must join with the same host, port, world and prefix at the same time (the
+        trainer's ``trainer_group``, or a pair's sender, pairs.pair_group): the group meets once all are in.
         """
         rank = rank_offset + self.rank
-        group = worker_group(host, port, rank, world, backend=backend)
+        group = worker_group(host, port, rank, world, backend=backend, prefix=prefix, timeout_s=timeout_s)
         torch_dtype = getattr(torch, dtype)
         device = getattr(self, "device", torch.device("cpu"))
         sync = WeightSync(template(folder, torch_dtype), src=0, dtype=torch_dtype, device=device)

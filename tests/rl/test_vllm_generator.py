@@ -1,0 +1,142 @@
+"""rl.engine=vllm in the distributed run, on CPU: the fake vllm (fake_vllm.py) drives the real worker extension,
+whose tensor-parallel workers join a pair with the trainer's real sender (pairs.WeightServer) over a TCP
+store the test hosts, as the controller does; the generator process's loop is driven by scripted answers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from trainer.config import compose
+from trainer.model import LanguageModel
+from trainer.rl import generator_main, hf
+from trainer.rl.engines import VllmReceiver
+from trainer.rl.generate import snapshot
+from trainer.rl.pairs import WeightServer
+from trainer.rl.service import Client
+from trainer.rl.vllm_engine import VllmGenerator
+
+from contract.names import TENSOR_PARALLEL_ENV
+from tests.conftest import REPO
+from tests.rl.conftest import model_config
+from tests.rl.fake_vllm import Engine, loaded
+
+GRPO = REPO / "platform/trainer/configs/grpo.yaml"
+
+
+@pytest.fixture
+def store() -> Any:
+    """The TCP store the pairs meet in: the controller's in a run."""
+    return dist.TCPStore(  # type: ignore[attr-defined]
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
+    )
+
+
+def weights(seed: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    return snapshot(LanguageModel(model_config("tiny", precision="fp32")))
+
+
+def sender(port: int, pair: str, world: int, versions: dict[int, dict[str, torch.Tensor]]) -> Callable[[], None]:
+    """The trainer group's side, in a thread: WeightServer sends each version over the pair of ``world``."""
+    template = next(iter(versions.values()))
+    server = WeightServer(
+        Client("http://127.0.0.1:1"), 0, "t0", template, store_port=port, timeout_s=60.0, device=torch.device("cpu")
+    )
+    failures: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            for version, state in versions.items():
+                server.offer(version, state)
+                server._send(pair, world)
+            assert server.sent == len(versions), "a transfer failed (WeightServer logged it)"
+        except BaseException as error:  # surfaced by join, not lost in the thread
+            failures.append(error)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+
+    def join() -> None:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+        assert failures == []
+
+    return join
+
+
+def holds(engine: Engine, state: dict[str, torch.Tensor]) -> bool:
+    """Every worker of the engine holds ``state`` (HF names), bit for bit."""
+    return all(
+        set(loaded(w)) == {hf.to_hf(k) for k in state}
+        and all(torch.equal(loaded(w)[hf.to_hf(k)], v) for k, v in state.items())
+        for w in engine.workers
+    )
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_every_tensor_parallel_worker_receives_the_senders_weights_bit_for_bit(
+    engine: Engine, store: Any, tmp_path: Path, tp: int
+) -> None:
+    hf.save_hf(weights(0), model_config("tiny", precision="fp32"), tmp_path, dtype=torch.bfloat16)
+    generator = VllmGenerator(tmp_path, version=0, tensor_parallel_size=tp)
+    receiver = VllmReceiver(generator, host="127.0.0.1", timeout_s=60.0, backend="gloo")
+    assert (receiver.members, receiver.held) == (tp, -1)  # the exported folder's weights were never sent
+    versions = {3: weights(1), 4: weights(2)}
+    join = sender(store.port, "0.t0.g.1", 1 + tp, versions)
+    for version, state in versions.items():
+        assert receiver.receive("0.t0.g.1", store.port) == version
+        assert (receiver.held, generator.version) == (version, version)
+        assert holds(engine, state)
+    join()
+    assert engine.rpcs == ["meridian_open_sync", "meridian_receive", "meridian_receive"]  # the pair is kept
+    assert engine.prefix_resets == 2
+    assert not dist.is_initialized()
+
+
+class Controller:
+    """Scripted answers to the generator's requests, and what it sent."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append((path, body))
+        return {"kept": 1} if path == "/result" else self.answers.pop(0)
+
+
+def test_a_vllm_generator_asks_for_its_workers_and_holds_nothing_before_the_first_sync(
+    engine: Engine, store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TENSOR_PARALLEL_ENV, "2")
+    cfg = compose(GRPO, ["run.name=x", "rl.engine=vllm", "rl.controller=http://127.0.0.1:9", "rl.group_size=2",
+                         "rl.gpu_memory_utilization=0.5"])  # fmt: skip
+    state = weights(5)
+    sync: dict[str, Any] = {"pair": "0.t0.generator-0.0.1", "group": 0, "version": 7, "world": 3}
+    controller = Controller([
+        {"wait": 0.0, "store": store.port},
+        {"sync": sync, "store": store.port},
+        {"lease": 1, "prompts": [[4, [49, 43, 50, 61]]], "store": store.port},
+        {"done": True},
+    ])  # fmt: skip
+    monkeypatch.setattr(Client, "post", lambda client, path, body: controller.post(path, body))
+    join = sender(store.port, sync["pair"], 3, {7: state})
+    assert generator_main.run(cfg, 0, 0) == 0
+    join()
+    leases = [body for path, body in controller.asked if path == "/lease"]
+    assert [(b["held"], b["members"], b["sync_failed"]) for b in leases] == [(-1, 2, False), (-1, 2, False),
+                                                                             (7, 2, False), (7, 2, False)]  # fmt: skip
+    assert holds(engine, state)
+    assert (engine.llm_args["tensor_parallel_size"], engine.llm_args["gpu_memory_utilization"]) == (2, 0.5)
+    [(_, result)] = [(p, b) for p, b in controller.asked if p == "/result"]
+    [group] = result["groups"]
+    assert group["index"] == 4
+    assert [c["version"] for c in group["completions"]] == [7, 7]  # sampled with the weights it was sent
+    assert engine.requests == [[{"prompt_token_ids": [49, 43, 50, 61]}]]
