@@ -86,7 +86,7 @@ def test_every_tensor_parallel_worker_receives_the_senders_weights_bit_for_bit(
 ) -> None:
     hf.save_hf(weights(0), model_config("tiny", precision="fp32"), tmp_path, dtype=torch.bfloat16)
     generator = VllmGenerator(tmp_path, version=0, tensor_parallel_size=tp)
-    receiver = VllmReceiver(generator, host="127.0.0.1", timeout_s=60.0, backend="gloo")
+    receiver = VllmReceiver(generator, host="127.0.0.1", timeout_s=60.0, device=torch.device("cpu"))
     assert (receiver.members, receiver.held) == (tp, -1)  # the exported folder's weights were never sent
     versions = {3: weights(1), 4: weights(2)}
     join = sender(store.port, "0.t0.g.1", 1 + tp, versions)

@@ -26,7 +26,7 @@ from trainer.config import Config
 from trainer.model import LanguageModel
 from trainer.rl import hf
 from trainer.rl.generate import Generator, TorchGenerator, snapshot
-from trainer.rl.pairs import WIRE, WeightReceiver, backend_for, prefix
+from trainer.rl.pairs import WeightReceiver, backend_for, prefix, wire
 from trainer.rl.ray_generators import tensor_parallel
 from trainer.rl.vllm_engine import VllmGenerator
 
@@ -67,8 +67,9 @@ class TorchReceiver:
 
 
 class VllmReceiver:
-    def __init__(self, engine: VllmGenerator, *, host: str, timeout_s: float, backend: str) -> None:
-        self.engine, self.host, self.timeout_s, self.backend = engine, host, timeout_s, backend
+    def __init__(self, engine: VllmGenerator, *, host: str, timeout_s: float, device: torch.device) -> None:
+        self.engine, self.host, self.timeout_s = engine, host, timeout_s
+        self.backend, self.wire = backend_for(device), str(wire(device)).removeprefix("torch.")
         self.members = engine.workers
         self.pair: str | None = None  # the pair the workers' group belongs to
         self.received = False
@@ -83,7 +84,7 @@ class VllmReceiver:
                 self.pair = None
                 self.engine.open_sync(
                     self.host, store_port, backend=self.backend, prefix=prefix(pair),
-                    wire_dtype=str(WIRE).removeprefix("torch."), timeout_s=self.timeout_s,
+                    wire_dtype=self.wire, timeout_s=self.timeout_s,
                 )  # fmt: skip
                 self.pair = pair
             version = self.engine.receive()
@@ -121,6 +122,6 @@ def build(cfg: Config, *, seed: int, host: str, scratch: Path, environ: Mapping[
             start_folder(cfg, scratch), version=0, tensor_parallel_size=tensor_parallel(environ),
             gpu_memory_utilization=cfg.rl.gpu_memory_utilization, seed=seed,
         )  # fmt: skip
-        return Engine(engine, VllmReceiver(engine, host=host, timeout_s=timeout_s, backend=backend_for(device)))
+        return Engine(engine, VllmReceiver(engine, host=host, timeout_s=timeout_s, device=device))
     torch_engine = TorchGenerator(cfg.model, seed=seed, device=device)
     return Engine(torch_engine, TorchReceiver(torch_engine, host=host, timeout_s=timeout_s, device=device))

@@ -23,7 +23,12 @@ from trainer.rl.service import Client
 from trainer.rl.weight_sync import WeightSync, open_group
 
 log = logging.getLogger("trainer.rl")
-WIRE = torch.float32  # the pairs' wire dtype: every receiver's WeightSync must use it (the layout digest has it)
+
+
+def wire(device: torch.device) -> torch.dtype:
+    """The pairs' wire dtype, the same on both sides (the layout digest has it): bf16 on GPU, what vLLM holds and
+    half the bytes (the cost model's); fp32 on CPU, where the tests compare weights bit for bit."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def backend_for(device: torch.device) -> str:
@@ -51,7 +56,7 @@ class WeightServer:
                  store_port: int, timeout_s: float, device: torch.device) -> None:  # fmt: skip
         self.client, self.group, self.token, self.store_port = client, group, token, store_port
         self.timeout_s, self.device = timeout_s, device
-        self.sync = WeightSync(template, src=0, dtype=WIRE, device=device)
+        self.sync = WeightSync(template, src=0, dtype=wire(device), device=device)
         self.pairs: dict[str, Backend] = {}
         self.latest: tuple[int, dict[str, torch.Tensor]] | None = None
         self.lock = threading.Lock()
@@ -106,7 +111,7 @@ class WeightReceiver:
 
     def __init__(self, template: Mapping[str, torch.Tensor], *, host: str, timeout_s: float, device: torch.device):
         self.host, self.timeout_s, self.device = host, timeout_s, device
-        self.sync = WeightSync(template, src=0, dtype=WIRE, device=device)
+        self.sync = WeightSync(template, src=0, dtype=wire(device), device=device)
         self.pair: tuple[str, Backend] | None = None
 
     def receive(self, pair: str, store_port: int) -> tuple[int, dict[str, torch.Tensor]]:
