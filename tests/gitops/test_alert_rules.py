@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from fleet.gitops.monitoring import rules
+from fleet.model import Fleet
 from tests.conftest import REPO
 
 ALERT_TESTS = REPO / "tests" / "gitops" / "alerts"
@@ -67,8 +68,17 @@ def test_every_alert_has_a_rule_test() -> None:
         assert any(not c.get("exp_alerts") for c in checks), name
 
 
-def test_the_rendered_rules_are_the_generators() -> None:
-    assert rendered_groups() == rules.cluster_rules()["spec"]["groups"]
+def test_the_rendered_rules_are_the_generators(fleet: Fleet) -> None:
+    docs = rules.docs_url(fleet.gitops.repo, fleet.gitops.revision)
+    assert rendered_groups() == rules.cluster_rules(docs)["spec"]["groups"]
+
+
+def test_every_alert_links_its_runbook_page(fleet: Fleet) -> None:
+    for rule in rendered_groups()[0]["rules"]:
+        url = rule["annotations"][rules.RUNBOOK_URL]
+        page = f"{rules.RUNBOOKS}/{rule['alert']}.md"
+        assert url == f"https://github.com/meridian-ml/meridian/blob/main/{page}"
+        assert (REPO / page).is_file(), page
 
 
 @needs_promtool
