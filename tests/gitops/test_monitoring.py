@@ -46,7 +46,7 @@ def test_the_cross_check_names_the_expression_and_the_unknown_metric() -> None:
 
 
 def test_every_alert_has_a_runbook_a_summary_and_a_severity() -> None:
-    rule = rules.cluster_rules()
+    rule = rules.cluster_rules("https://example.com/repo/blob/main")
     entries = rule["spec"]["groups"][0]["rules"]
     assert [e["alert"] for e in entries] == [a.name for a in rules.ALERTS]
     for entry in entries:
@@ -97,7 +97,7 @@ def test_warden_leadership_alerts_cover_none_and_two() -> None:
 
 
 def test_monitoring_objects_validate_against_the_pinned_gmp_crds(crds: CrdSchemas, fleet: Fleet) -> None:
-    objects = monitoring_objects()
+    objects = monitoring_objects("https://example.com/repo/blob/main")
     kinds = {o["kind"] for o in objects}
     assert {"ClusterPodMonitoring", "PodMonitoring", "ClusterRules"} <= kinds
     for o in objects:

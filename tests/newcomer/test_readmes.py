@@ -128,6 +128,10 @@ COMMANDS: dict[str, Run | Skip] = {
     "warden serve [--config /etc/warden/config.json] [--dry-run] [--kubeconfig F] [--once] [--round-seconds 30] "
     "[--resync-seconds 300] [--qps 20 --burst 40]": Skip(SYNOPSIS),
     'warden agent --node "$NODE_NAME" [--kmsg /dev/kmsg] [--interval-seconds 30] [--once]': Skip(SYNOPSIS),
+    'warden hold NODE --reason "why" [--dry-run]': Skip(SYNOPSIS),
+    'warden release NODE --reason "why" [--skip-check] [--dry-run]': Skip(SYNOPSIS),
+    'warden report NODE --reason "why" [--dry-run]': Skip(SYNOPSIS),
+    "warden held": Run(NO_KUBECONFIG, codes=(2,), activated=True),
     # infra/README.md
     "scripts/cdktn deploy global": Run(ADC, codes=(2,)),
     "scripts/cdktn deploy us-central1": Run(ADC, codes=(2,)),

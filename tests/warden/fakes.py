@@ -79,6 +79,7 @@ class ApiState(Faults):
     fail_next: list[int] = field(default_factory=list)  # statuses to answer the next mutating requests with
     requests: list[Request] = field(default_factory=list)
     version: int = 100
+    user: str = "oncall@meridian.example.com"  # what a SelfSubjectReview answers
     page_size: int = 0  # > 0: list nodes in pages
     watch_wait_s: float = 0.0  # > 0: a watch with nothing queued waits this long for push_watch()
     watch_ready: threading.Condition = field(default_factory=threading.Condition)
@@ -258,6 +259,8 @@ class FakeApiServer(_Handler):
                 return self.send_json(429, {"code": 429, "reason": "TooManyRequests"})
             s.pods = [p for p in s.pods if p["metadata"]["name"] != parts[-2]]
             return self.send_json(201, r.body)
+        if parts[-1] == "selfsubjectreviews":  # who the caller is: the fake's one user
+            return self.send_json(201, {**r.body, "status": {"userInfo": {"username": s.user}}})
         if parts[-1] == "events":
             s.events.append(r.body)
             return self.send_json(201, r.body)

@@ -82,6 +82,7 @@ TOPOLOGY_LEVELS = (
 _WARDEN = "meridian.dev/warden"
 PREFLIGHT_FAILURE_ANNOTATION = "meridian.dev/preflight-failure"  # `preflight run --annotate` on the Node
 WARDEN_RECORD_ANNOTATION = _WARDEN  # Warden's record of a node (JSON), on the Node
+WARDEN_AUDIT_ANNOTATION = "meridian.dev/warden-audit"  # who held, released or reported a node, when, why (JSON)
 PROBATION_NODE_ANNOTATION = "meridian.dev/node"  # the node a probation pod checks
 DEEP_CHECK_ANNOTATION = "meridian.dev/deep-check"  # a Node's last deep check (JSON, contract.health), by Warden
 NODE_EVENT_ANNOTATION = (

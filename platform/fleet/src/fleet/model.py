@@ -158,6 +158,9 @@ class Project(Base):
             "must be gke-security-groups@<your domain>, as GKE requires",
         ),
     ]
+    # The Google group of the people on call for the fleet: they alone (with cluster admins) may hold,
+    # release and report nodes (`warden hold ...`: ClusterRole meridian-node-operator). None: nobody is bound.
+    operators_group: Email | None = None
 
 
 class Versions(Base):

@@ -1,4 +1,5 @@
-"""`warden serve` (the service) and `warden agent` (the node agent)."""
+"""`warden serve` (the service), `warden agent` (the node agent), and a person's commands: `warden hold`,
+`release`, `report` (a node) and `held` (the held nodes, with why); warden/person.py says what each writes."""
 
 from __future__ import annotations
 
@@ -65,7 +66,27 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("--interval-seconds", type=float, default=30)
     agent.add_argument("--kubeconfig")
     agent.add_argument("--once", action="store_true")
+    _person_parsers(sub)
     return parser
+
+
+def _person_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    verbs = {
+        "hold": "take a node out of service for a person: Warden leaves it alone until it is released",
+        "release": "return a held node to Warden: its deep check first, then service (--skip-check: at once)",
+        "report": "report a node as faulty: Warden takes the fault table's action for a failed preflight",
+    }
+    for verb, text in verbs.items():
+        command = sub.add_parser(verb, help=text)
+        command.add_argument("node")
+        command.add_argument("--reason", required=True, help="why, for the Node's audit trail and Warden's record")
+        if verb == "release":
+            command.add_argument("--skip-check", action="store_true", help="no deep check: the node was verified")
+        command.add_argument("--dry-run", action="store_true", help="print the patch, write nothing")
+    held = sub.add_parser("held", help="the held nodes: since when, why, the last person's command")
+    for command in (*(sub.choices[v] for v in verbs), held):
+        command.add_argument("--kubeconfig")
+        command.add_argument("--context")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     from warden.kube import Kube, client
     from warden.ratelimit import TokenBucket
 
+    if args.command in ("hold", "release", "report", "held"):
+        return _person(args)
     if args.command == "agent":
         from warden.agent import Agent
 
@@ -89,6 +112,45 @@ def main(argv: list[str] | None = None) -> int:
         agent.run(stop, args.interval_seconds)
         return 0
     return _serve(args, stop)
+
+
+def _person(args: argparse.Namespace) -> int:
+    import json
+
+    from warden import person
+    from warden.errors import ApiError
+    from warden.kube import Kube, client
+
+    try:
+        kube = Kube(client(args.kubeconfig, args.context))
+    except Exception as error:  # the client's config errors have no common base
+        return _bad(f"no cluster: {str(error)[:200]}; run `gcloud container clusters get-credentials` first")
+    try:
+        if args.command == "held":
+            print(person.table(person.held_rows(kube.list_nodes()[0], person.now())))
+            return 0
+        if len(args.reason.strip()) < 3:
+            return _bad("--reason: say why, for the audit trail (e.g. --reason 'NCCL timeouts in run r, INC-123')")
+        node = kube.get(f"/api/v1/nodes/{args.node}")
+        if node is None:
+            return _bad(f"{args.node}: no such Node; `kubectl get nodes` lists them")
+        who = person.whoami(kube)
+        verb = {"hold": person.hold, "report": person.report}.get(args.command)
+        now = person.now()
+        patch = (
+            verb(node, who, args.reason, now) if verb else person.release(node, who, args.reason, now, args.skip_check)
+        )
+        if args.dry_run:
+            print(json.dumps(patch, indent=2, sort_keys=True))
+            return 0
+        kube.patch_node(args.node, patch)
+    except person.Refused as error:
+        return _bad(f"{args.node}: {error}")
+    except ApiError as error:
+        hint = "the Node changed meanwhile: run it again" if error.status == 409 else "are you in the operators group?"
+        return _bad(f"{args.node if args.command != 'held' else 'nodes'}: {str(error)[:300]}; {hint}")
+    print(f"{args.command}: {args.node} by {who}: {args.reason}")
+    return 0
 
 
 def _serve(args: argparse.Namespace, stop: threading.Event) -> int:

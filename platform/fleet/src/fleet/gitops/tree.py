@@ -18,6 +18,7 @@ from fleet.gitops import admission, argocd
 from fleet.gitops.kueue import kueue_objects
 from fleet.gitops.monitoring import monitoring_objects
 from fleet.gitops.monitoring.dashboards import dashboard_files
+from fleet.gitops.monitoring.rules import docs_url
 from fleet.gitops.networking import network_objects
 from fleet.gitops.objects import dump, kustomization
 from fleet.gitops.registry import registry_objects
@@ -120,7 +121,7 @@ def _overlay(loaded: LoadedFleet, region: Region, registry_json: str, schemas: M
     )
     app("training-images", [f"{BASE}/image-prepull"], images=[image_override("trainer", v.trainer_image)])
     app("workloads", [f"{BASE}/workloads"])
-    app("monitoring", [], monitoring_objects())
+    app("monitoring", [], monitoring_objects(docs_url(fleet.gitops.repo, fleet.gitops.revision)))
     return files
 
 

@@ -11,6 +11,8 @@ from fleet.gitops.monitoring.scrape import scrape_objects
 from fleet.gitops.objects import Obj
 
 
-def monitoring_objects() -> list[Obj]:
-    """The `monitoring` application's objects; the same in every cluster (GMP labels each series with it)."""
-    return [*scrape_objects(), cluster_rules()]
+def monitoring_objects(docs: str) -> list[Obj]:
+    """The `monitoring` application's objects; the same in every cluster (GMP labels each series with it).
+
+    `docs`: the base URL of the runbooks' repository (rules.docs_url)."""
+    return [*scrape_objects(), cluster_rules(docs)]

@@ -18,6 +18,8 @@ from fleet.gitops.monitoring.scrape import API
 from fleet.gitops.objects import Obj, obj
 
 RUNBOOK = "runbook"
+RUNBOOK_URL = "runbook_url"  # the alert's page: platform/fleet/runbooks/<alert>.md
+RUNBOOKS = "platform/fleet/runbooks"
 
 
 # The catalog's names, by attribute: the rules and dashboards never spell a metric of their own.
@@ -51,13 +53,17 @@ class Alert:
     summary: str
     runbook: str  # what it means, what to do
 
-    def rule(self) -> dict[str, object]:
+    def rule(self, docs: str) -> dict[str, object]:
         return {
             "alert": self.name,
             "expr": self.expr,
             "for": self.duration,
             "labels": {"severity": self.severity},
-            "annotations": {"summary": self.summary, RUNBOOK: self.runbook},
+            "annotations": {
+                "summary": self.summary,
+                RUNBOOK: self.runbook,
+                RUNBOOK_URL: f"{docs}/{RUNBOOKS}/{self.name}.md",
+            },
         }
 
 
@@ -184,6 +190,11 @@ ALERTS = (
 )
 
 
-def cluster_rules() -> Obj:
-    groups = [{"name": "meridian", "interval": "60s", "rules": [a.rule() for a in ALERTS]}]
+def docs_url(repo: str, revision: str) -> str:
+    """Where the runbooks are read: the fleet's GitOps repository at its revision (GitHub's blob URLs)."""
+    return f"{repo.removesuffix('.git')}/blob/{revision}"
+
+
+def cluster_rules(docs: str) -> Obj:
+    groups = [{"name": "meridian", "interval": "60s", "rules": [a.rule(docs) for a in ALERTS]}]
     return obj(API, "ClusterRules", "meridian-alerts", spec={"groups": groups})
