@@ -86,10 +86,13 @@ class GroupWorker:
         import torch
 
         import trainer.worker  # noqa: F401  (imported now: a spare is ready to train at once)
+        from trainer.pod_output import in_pod, to_pod_output
 
+        if in_pod():  # the group's log where `kubectl logs` and Cloud Logging read it, not on the pod's disk
+            to_pod_output()
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
         logging.getLogger("trainer").setLevel(logging.INFO)
-        logging.getLogger("torchft").setLevel(logging.INFO)  # to Ray's worker log, as a local group's to its file
+        logging.getLogger("torchft").setLevel(logging.INFO)  # as a local group's to its file
         torch.set_num_threads(threads)
         self.events: Path | None = None
         self.offset = 0
