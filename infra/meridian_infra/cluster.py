@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from cdktn import Fn
 from cdktn_provider_google.container_cluster import (
     ContainerCluster,
     ContainerClusterAddonsConfig,
@@ -47,7 +46,6 @@ from cdktn_provider_google.container_node_pool import (
     ContainerNodePoolNodeConfigWorkloadMetadataConfig,
     ContainerNodePoolUpgradeSettings,
 )
-from cdktn_provider_google.data_google_container_engine_versions import DataGoogleContainerEngineVersions
 from constructs import Construct
 
 from fleet import names
@@ -91,16 +89,19 @@ def _rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def control_plane_version(scope: Construct, fleet: Fleet, region: Region) -> str:
-    """The control plane's minor comes from fleet.yaml: the newest version of that minor in the cluster's
-    channel (else the newest of the minor), as cluster-toolkit modules/scheduler/gke-cluster/main.tf
-    computes min_master_version from a google_container_engine_versions data source filtered by
-    version_prefix."""
-    versions = DataGoogleContainerEngineVersions(
-        scope, "versions", location=region.name, version_prefix=f"{fleet.versions.kubernetes}."
-    )
-    channel = fleet.release_channel(region).value
-    return str(Fn.lookup(versions.release_channel_latest_version, channel, versions.latest_master_version))
+def control_plane_version(fleet: Fleet) -> str:
+    """The control plane's minor from fleet.yaml ("1.35"), a literal, so it moves only when fleet.yaml does.
+
+    GKE takes a minor as a version alias (the channel's default patch of it), and the provider upgrades
+    the control plane only when min_master_version rises above the running version
+    (resource_container_cluster.go: "Only upgrade the master if the current version is lower than the
+    desired version"); patches within the minor come from the release channel, inside the maintenance
+    window. A lookup of the newest patch in a google_container_engine_versions data source (as before)
+    changes whenever Google publishes one, so any apply upgraded every control plane at once;
+    cluster-toolkit modules/scheduler/gke-cluster/main.tf guards the same data-source value with
+    `lifecycle { ignore_changes = [min_master_version] }`, which would also ignore fleet.yaml's minor.
+    """
+    return fleet.versions.kubernetes
 
 
 def _networking(ranges: RegionRanges, main_network: str, networks: RegionNetworks) -> dict[str, Any]:
@@ -172,7 +173,6 @@ def cluster(
 ) -> ContainerCluster:
     spec = region.cluster
     exclusions = [maintenance_exclusion(e) for e in spec.maintenance_exclusions]
-    min_master_version = control_plane_version(scope, fleet, region)
     return ContainerCluster(
         scope,
         "cluster",
@@ -187,7 +187,14 @@ def cluster(
         deletion_protection=True,
         **_addons(),
         release_channel=ContainerClusterReleaseChannel(channel=fleet.release_channel(region).value),
-        min_master_version=min_master_version,
+        min_master_version=control_plane_version(fleet),
+        # A run's Lighthouse is an internal passthrough load balancer. Without GKE subsetting its backend
+        # is an instance group of every node, at most 250 (GKE, "Create an internal load balancer":
+        # "By default, GKE subsetting is disabled, which limits the backend service to distributing up to
+        # 250 or fewer backend node VMs"); GPU pools alone exceed that. On for every cluster, not only the
+        # large ones: it "cannot be disabled once it has been enabled", so a threshold would fail the
+        # plan of a cluster that shrinks back.
+        enable_l4_ilb_subsetting=True,
         maintenance_policy=ContainerClusterMaintenancePolicy(
             recurring_window=recurring_window(spec.maintenance_window), maintenance_exclusion=exclusions or None
         ),

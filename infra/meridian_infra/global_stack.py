@@ -25,6 +25,7 @@ from cdktn_provider_google.service_account_iam_member import ServiceAccountIamMe
 from cdktn_provider_google.storage_bucket_iam_member import StorageBucketIamMember
 from constructs import Construct
 
+from contract.warden_iam import role_permissions
 from fleet import images, names
 from fleet.model import Fleet
 from meridian_infra.backend import Backend, use_backend
@@ -40,19 +41,6 @@ SERVICES = (
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "storage.googleapis.com",
-)
-
-# What Warden may do to GPU hosts (issue 8): reset a VM, report its host as
-# faulty, and delete it from its managed instance group so GKE recreates it.
-WARDEN_PERMISSIONS = (
-    "compute.instanceGroupManagers.get",
-    "compute.instanceGroupManagers.update",
-    "compute.instances.delete",
-    "compute.instances.get",
-    "compute.instances.list",
-    "compute.instances.reportHostAsFaulty",
-    "compute.instances.reset",
-    "compute.zoneOperations.get",
 )
 
 ROLES = names.SERVICE_ACCOUNT_ROLES  # team accounts come one per team (names.team_service_account_id)
@@ -213,7 +201,7 @@ class GlobalStack(TerraformStack):
             "role_warden",
             role_id=f"{fleet.name.replace('-', '_')}_warden",
             title="Meridian Warden: repair GPU hosts",
-            permissions=list(WARDEN_PERMISSIONS),
+            permissions=list(role_permissions()),  # derived from warden.gce's calls
         )
         dataset_buckets(self, fleet, teams)
 

@@ -6,7 +6,7 @@ modules/compute/gke-node-pool/main.tf preconditions and its A3 Ultra examples):
 | mode        | size                | reservation          | placement | auto-repair | upgrades |
 |-------------|---------------------|----------------------|-----------|-------------|----------|
 | reservation | fixed               | SPECIFIC (`<reservation>/reservationBlocks/<block>` with a block) | the reservation's own | on | SURGE 0/1 |
-| flex_start  | autoscaled 0..nodes, flex-start + queued provisioning | none | none (not with queued provisioning) | off (GKE requires it) | SHORT_LIVED |
+| flex_start  | autoscaled 0..nodes, flex-start + queued provisioning | none | none (not with queued provisioning) | off (GKE requires it) | none set: GKE's short-lived upgrades |
 | spot        | fixed               | none                 | COMPACT   | on          | SURGE 0/1 |
 | on_demand   | fixed               | none                 | COMPACT   | on          | SURGE 0/1 |
 
@@ -15,9 +15,11 @@ enrolled in a release channel. Node upgrades are held off training capacity by t
 cluster's maintenance exclusions (NO_MINOR_OR_NODE_UPGRADES until end of support)
 and its maintenance window (cluster.py). cluster-toolkit's queued-provisioning
 example sets auto_upgrade false only because its cluster has no release channel;
-flex-start pools instead get SHORT_LIVED, GKE's dedicated upgrade strategy for
-queued-provisioning and flex-start pools: their nodes are never upgraded in place,
-new nodes come up at the current version.
+flex-start pools set no upgrade settings at all: GKE itself upgrades flex-start nodes
+with short-lived upgrades (nodes are never upgraded in place, new nodes come up at the
+current version; https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies,
+"For nodes that use Flex-start VMs, GKE uses short-lived upgrades"), and the pinned
+provider refuses the API's SHORT_LIVED value (PROVIDER_UPGRADE_STRATEGIES).
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ from meridian_infra.network import RegionNetworks
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 GPU_DRIVER_VERSION = "LATEST"
 
+# The values hashicorp/google (8.7.0, through cdktn-provider-google 21.1.0) accepts for
+# google_container_node_pool.upgrade_settings.strategy: its schema validates
+# StringInSlice(["SURGE", "BLUE_GREEN"]) (google/services/container/resource_container_node_pool.go,
+# read on the provider's main branch and FEATURE-BRANCH-major-release-8.0.0, 2026-08; unchanged since
+# 2023), so the API's SHORT_LIVED fails `terraform plan`. tests/infra checks every synthesized pool.
+PROVIDER_UPGRADE_STRATEGIES = frozenset({"SURGE", "BLUE_GREEN"})
+
 
 def reservation_affinity(pool: GpuPool) -> ContainerNodePoolNodeConfigReservationAffinity:
     capacity = pool.capacity
@@ -62,11 +71,11 @@ def reservation_affinity(pool: GpuPool) -> ContainerNodePoolNodeConfigReservatio
     )
 
 
-def upgrade_settings(mode: CapacityMode) -> ContainerNodePoolUpgradeSettings:
+def upgrade_settings(mode: CapacityMode) -> ContainerNodePoolUpgradeSettings | None:
     if mode is CapacityMode.FLEX_START:
-        # GKE NodePoolUpdateStrategy SHORT_LIVED, "the dedicated upgrade strategy for
-        # QueuedProvisioning and flex start node pools"; it takes no surge settings.
-        return ContainerNodePoolUpgradeSettings(strategy="SHORT_LIVED")
+        # None: GKE applies short-lived upgrades to flex-start nodes itself; the block is optional
+        # and computed in the provider, so GKE's own setting shows no diff.
+        return None
     # No spare GPUs to surge into: replace one node at a time (cluster-toolkit gke-node-pool defaults 0/1).
     return ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=0, max_unavailable=1)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from contract.warden_iam import role_permissions
 from fleet import names
 from fleet.load import load
 from fleet.model import CapacityMode
@@ -194,6 +195,13 @@ def test_no_firewall_rule_open_to_the_internet(stacks: Stacks) -> None:
         for rule in of_type(stacks[region], "google_compute_firewall").values():
             assert rule["direction"] == "INGRESS"
             assert "0.0.0.0/0" not in rule["source_ranges"]
+
+
+def test_warden_role_holds_exactly_the_permissions_of_its_calls(stacks: Stacks) -> None:
+    """contract.warden_iam maps each Compute call warden.gce makes to its permissions (tests/warden/test_iam.py
+    reads the calls); the role is that set, so performMaintenance cannot be refused and nothing unused is granted."""
+    (role,) = stacks["global"]["resource"]["google_project_iam_custom_role"].values()
+    assert sorted(role["permissions"]) == list(role_permissions())
 
 
 def test_warden_may_repair_only_its_region(stacks: Stacks) -> None:

@@ -11,6 +11,7 @@ import pytest
 from fleet import names
 from fleet.load import load
 from fleet.model import CapacityMode, GpuPool, Region
+from meridian_infra.gpu_pools import PROVIDER_UPGRADE_STRATEGIES
 from meridian_infra.report import Stacks
 from meridian_infra.synth import synth
 from tests.conftest import SHIPPED
@@ -65,15 +66,26 @@ def test_exclusions_hold_node_upgrades_until_end_of_support(stacks: Stacks, regi
 
 
 @pytest.mark.parametrize("region", FLEET.regions, ids=[r.name for r in FLEET.regions])
-def test_control_plane_is_pinned_to_the_kubernetes_minor(stacks: Stacks, region: Region) -> None:
-    versions = stacks[region.name]["data"]["google_container_engine_versions"]["versions"]
-    assert versions["location"] == region.name
-    assert versions["version_prefix"] == f"{FLEET.versions.kubernetes}."
+def test_control_plane_version_moves_only_with_fleet_yaml(stacks: Stacks, region: Region) -> None:
+    """A literal from fleet.yaml, never a data source: a lookup of the newest patch would change
+    whenever Google publishes one, and the next apply would upgrade the control plane at once,
+    outside the maintenance window. Patches within the minor come from the release channel."""
+    assert "google_container_engine_versions" not in stacks[region.name].get("data", {})
     (cluster,) = stacks[region.name]["resource"]["google_container_cluster"].values()
-    minimum = cluster["min_master_version"]
-    assert "data.google_container_engine_versions.versions.release_channel_latest_version" in minimum
-    assert f'"{FLEET.versions.gke_channel}"' in minimum
-    assert "data.google_container_engine_versions.versions.latest_master_version" in minimum
+    assert cluster["min_master_version"] == FLEET.versions.kubernetes
+    assert "${" not in cluster["min_master_version"]
+
+
+def test_every_pool_upgrade_strategy_is_one_the_pinned_provider_accepts(stacks: Stacks) -> None:
+    """`terraform plan` fails on a strategy outside the provider's validation set (gpu_pools.py cites it)."""
+    checked = 0
+    for stack in stacks.values():
+        for name, body in stack.get("resource", {}).get("google_container_node_pool", {}).items():
+            strategy = (body.get("upgrade_settings") or {}).get("strategy")
+            if strategy is not None:
+                assert strategy in PROVIDER_UPGRADE_STRATEGIES, f"{name}: {strategy}"
+                checked += 1
+    assert checked > 0
 
 
 # --- 2. capacity modes, one test each
@@ -95,8 +107,8 @@ def test_flex_start_pool(stacks: Stacks) -> None:
     assert body["initial_node_count"] == 0
     assert "node_count" not in body
     assert "placement_policy" not in body
-    # GKE's dedicated strategy for queued provisioning and flex-start pools; no surge settings.
-    assert body["upgrade_settings"] == {"strategy": "SHORT_LIVED"}
+    # GKE upgrades flex-start nodes with short-lived upgrades itself; the provider refuses SHORT_LIVED.
+    assert "upgrade_settings" not in body
 
 
 def test_reservation_pool_with_a_block(stacks: Stacks) -> None:
@@ -214,3 +226,12 @@ def test_gvnic_network_is_named(stacks: Stacks) -> None:
     assert gvnic["network"] == names.gvnic_network(FLEET)
     assert gvnic["subnetwork"] == "${google_compute_subnetwork.gvnic_subnet.name}"
     assert {n["network"] for n in rdma} == {f"${{google_compute_network.rdma_{pool.zone}.name}}"}
+
+
+@pytest.mark.parametrize("region", FLEET.regions, ids=[r.name for r in FLEET.regions])
+def test_internal_load_balancers_use_gke_subsetting(stacks: Stacks, region: Region) -> None:
+    """A run's Lighthouse is an internal passthrough load balancer; without GKE subsetting its backend
+    holds every node, at most 250 (cluster.py cites Google), and the shipped clusters hold more."""
+    assert max(sum(p.nodes for p in r.gpu_pools) for r in FLEET.regions) > 250
+    (cluster,) = stacks[region.name]["resource"]["google_container_cluster"].values()
+    assert cluster["enable_l4_ilb_subsetting"] is True

@@ -41,7 +41,8 @@ class Skip:
     reason: str
 
 
-ADC = "run `gcloud auth application-default login`"
+# The newcomer's PATH has no Terraform, which scripts/cdktn checks before credentials (test_tools.py checks both).
+NO_TERRAFORM = f"install Terraform {(REPO / 'infra' / '.terraform-version').read_text().strip()}"
 NO_KUBECONFIG = "gcloud container clusters get-credentials"  # gkr, with no kubeconfig: the command that fixes it
 GKR = (("GKR_REGISTRY", "{root}/generated"),)  # the README's `export GKR_REGISTRY=...`, for this checkout
 TRAINING = (
@@ -57,7 +58,7 @@ COMMANDS: dict[str, Run | Skip] = {
     "make generate": Run("wrote "),
     ".venv/bin/meridian generate --check": Run("generated files are current"),
     "scripts/cdktn synth": Run("Generated Terraform code for the stacks"),
-    "scripts/cdktn diff us-central1": Run(ADC, codes=(2,)),
+    "scripts/cdktn diff us-central1": Run(NO_TERRAFORM, codes=(2,)),
     ".venv/bin/python scripts/review.py --base origin/main": Skip(
         "tests/review runs it: the workflow's own line on a destructive change, and a stale HEAD refused"
     ),
@@ -133,8 +134,8 @@ COMMANDS: dict[str, Run | Skip] = {
     'warden report NODE --reason "why" [--dry-run]': Skip(SYNOPSIS),
     "warden held": Run(NO_KUBECONFIG, codes=(2,), activated=True),
     # infra/README.md
-    "scripts/cdktn deploy global": Run(ADC, codes=(2,)),
-    "scripts/cdktn deploy us-central1": Run(ADC, codes=(2,)),
+    "scripts/cdktn deploy global": Run(NO_TERRAFORM, codes=(2,)),
+    "scripts/cdktn deploy us-central1": Run(NO_TERRAFORM, codes=(2,)),
     # argocd/README.md
     ".venv/bin/python scripts/bootstrap_argocd.py meridian-us-central1 --dry-run": Run("/.venv/bin/kubectl apply"),
     ".venv/bin/python scripts/bootstrap_argocd.py meridian-us-central1": Run("no gcloud on PATH", codes=(2,)),

@@ -51,9 +51,49 @@ def test_cdktn_wrapper_runs_the_projects_node(bare: dict[str, str], tmp_path: Pa
     assert (result.returncode, result.stdout.strip()) == (0, "0.24.0"), result.stderr
 
 
+PINNED_TERRAFORM = (REPO / "infra" / ".terraform-version").read_text().strip()
+
+
+@pytest.fixture
+def with_terraform(bare: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The bare PATH plus a `terraform` that says it is the pinned version (it is never asked to do more here)."""
+    stub = tmp_path / "tf-bin" / "terraform"
+    stub.parent.mkdir()
+    stub.write_text(f"#!/bin/sh\necho 'Terraform v{PINNED_TERRAFORM}'\n")
+    stub.chmod(0o755)
+    return {**bare, "PATH": f"{stub.parent}:{bare['PATH']}"}
+
+
 @pytest.mark.parametrize("command", [["diff", "us-central1"], ["deploy", "global"], ["destroy", "us-east4"]])
-def test_cdktn_without_credentials_is_one_line(bare: dict[str, str], command: list[str]) -> None:
-    result = run([str(REPO / "scripts" / "cdktn"), *command], bare)  # HOME is empty: no gcloud config
+def test_cdktn_without_terraform_is_one_line(bare: dict[str, str], tmp_path: Path, command: list[str]) -> None:
+    """Checked before credentials: a local tool first, then the account (with credentials here, to show it)."""
+    key = tmp_path / "key.json"
+    key.write_text("{}")
+    result = run([str(REPO / "scripts" / "cdktn"), *command], {**bare, "GOOGLE_APPLICATION_CREDENTIALS": str(key)})
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert f"Terraform {PINNED_TERRAFORM}" in line
+    assert "infra/.terraform-version" in line
+    assert "developer.hashicorp.com/terraform/install" in line
+
+
+def test_cdktn_without_either_names_terraform_first(bare: dict[str, str]) -> None:
+    result = run([str(REPO / "scripts" / "cdktn"), "diff", "us-central1"], bare)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert f"Terraform {PINNED_TERRAFORM}" in line
+
+
+def test_terraform_is_pinned_in_one_place() -> None:
+    assert re.fullmatch(r"1\.\d+\.\d+", PINNED_TERRAFORM)
+    for readme in ("README.md", "infra/README.md"):
+        assert f"Terraform {PINNED_TERRAFORM}" in (REPO / readme).read_text(), readme
+
+
+@pytest.mark.parametrize("command", [["diff", "us-central1"], ["deploy", "global"], ["destroy", "us-east4"]])
+def test_cdktn_without_credentials_is_one_line(with_terraform: dict[str, str], command: list[str]) -> None:
+    result = run([str(REPO / "scripts" / "cdktn"), *command], with_terraform)  # HOME is empty: no gcloud config
     assert result.returncode == 2
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()

@@ -20,22 +20,25 @@ bound to every namespace labelled as a team's.
 - the Warden node agent patches only its own Node.
 
 The per-team facts (queue, allowed priority classes) are baked into the expressions from the spec:
-one policy per concern, no parameter objects to keep in sync.
+one policy per concern, no parameter objects to keep in sync. A concern that reads pod templates is
+one policy per workload layout (cel.Kinds: `<concern>-pods`, `-jobs-deployments`, `-rayclusters`,
+`-rayjobs`), so each expression type-checks against every kind its policy matches.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleet import names
 from fleet.gitops.cel import (
     CONTAINERS,
-    HEAD_FIRST,
-    TEMPLATE_LABELS,
-    TEMPLATES,
+    PODS,
+    TEMPLATED,
+    WORKLOAD_KINDS,
     WORKLOADS,
+    Kinds,
     baseline_rest,
     each_container,
     literal,
@@ -177,16 +180,13 @@ def _container_validations() -> list[dict[str, str]]:
     ]
 
 
-def pod_security_policy() -> Obj:
+def pod_security_policies() -> list[Obj]:
     validations = [*_host_validations(), *_container_validations()]
-    return _policy(
+    return per_kinds(
         POD_SECURITY,
-        resource_rules(
-            [*WORKLOADS, ("", "v1", ("pods/ephemeralcontainers",))],
-            ("CREATE", "UPDATE"),
-        ),
-        [{"name": "templates", "expression": TEMPLATES}, {"name": "containers", "expression": CONTAINERS}],
-        validations,
+        lambda kinds: ([_templates(kinds), {"name": "containers", "expression": CONTAINERS}], validations),
+        # `kubectl debug` adds ephemeral containers through the Pod's subresource.
+        pod_extra=(("", "v1", ("pods/ephemeralcontainers",)),),
     )
 
 
@@ -235,7 +235,7 @@ def allowed_priorities(fleet: Fleet) -> dict[str, list[str]]:
     }
 
 
-def priority_policy(fleet: Fleet) -> Obj:
+def priority_policies(fleet: Fleet) -> list[Obj]:
     """No Kueue priority class above the team's ceiling; no pod PriorityClass.
 
     Kueue orders and preempts workloads by their WorkloadPriorityClass (the label). A pod
@@ -244,10 +244,7 @@ def priority_policy(fleet: Fleet) -> Obj:
     and quota-holding namespaces), so team pods carry none.
     """
     allowed = allowed_priorities(fleet)
-    variables = [
-        {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"},
-        {"name": "templates", "expression": TEMPLATES},
-    ]
+    team = {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"}
     label = literal(PRIORITY_LABEL)
     validations = [
         {
@@ -264,7 +261,7 @@ def priority_policy(fleet: Fleet) -> Obj:
             f"team pods take their priority from Kueue ({PRIORITY_LABEL}), never from priorityClassName",
         ),
     ]
-    return _policy(PRIORITIES, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return per_kinds(PRIORITIES, lambda kinds: ([team, _templates(kinds)], validations))
 
 
 def pod_ranges(loaded: LoadedFleet) -> list[str]:
@@ -322,7 +319,7 @@ def deployment_policy(fleet: Fleet) -> Obj:
     labels = "object.spec.template.metadata.labels"
     variables = [
         {"name": "team", "expression": f"namespaceObject.metadata.labels[{literal(names.TEAM_LABEL)}]"},
-        {"name": "templates", "expression": TEMPLATES},
+        _templates(TEMPLATED),  # a Deployment's one template, as for Jobs
         {"name": "containers", "expression": CONTAINERS},
     ]
     validations = [
@@ -341,7 +338,7 @@ def deployment_policy(fleet: Fleet) -> Obj:
     )
 
 
-def placement_policy(region: Region) -> Obj:
+def placement_policies(region: Region) -> list[Obj]:
     """GPU nodes only for pods that use GPUs, Ray heads on the CPU pool, and the scheduler places every pod.
 
     GKE taints GPU nodes (nvidia.com/gpu) and adds the toleration to pods that request GPUs
@@ -373,15 +370,18 @@ def placement_policy(region: Region) -> Obj:
             "team pods may not set spec.nodeName: the scheduler places them (Kueue's flavors, node taints)",
         ),
     ]
-    variables = [
-        {"name": "templates", "expression": TEMPLATES},
-        {"name": "gpu", "expression": gpu},
-        {"name": "headFirst", "expression": HEAD_FIRST},
-    ]
-    return _policy(PLACEMENT, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    head, rest = validations[0], validations[1:]
+
+    def build(kinds: Kinds) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+        variables = [_templates(kinds), {"name": "gpu", "expression": gpu}]
+        if kinds.head_first == "false":  # Jobs and Deployments hold no Ray head
+            return variables, rest
+        return [*variables, {"name": "headFirst", "expression": kinds.head_first}], [head, *rest]
+
+    return per_kinds(PLACEMENT, build)
 
 
-def label_policy() -> Obj:
+def label_policies() -> list[Obj]:
     """A workload's and its pods' team label, where set, is the namespace's team.
 
     Tenants set pod labels; metrics, dashboards and alerts must not be able to show one team's pod as
@@ -389,10 +389,6 @@ def label_policy() -> Obj:
     metrics take the team from the namespace anyway.
     """
     team = literal(names.TEAM_LABEL)
-    variables = [
-        {"name": "team", "expression": f"namespaceObject.metadata.labels[{team}]"},
-        {"name": "labels", "expression": TEMPLATE_LABELS},
-    ]
     validations = [
         {
             "expression": f"(!has(object.metadata.labels) || !({team} in object.metadata.labels) || "
@@ -404,7 +400,16 @@ def label_policy() -> Obj:
             "reason": "Forbidden",
         }
     ]
-    return _policy(LABELS, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return per_kinds(
+        LABELS,
+        lambda kinds: (
+            [
+                {"name": "team", "expression": f"namespaceObject.metadata.labels[{team}]"},
+                {"name": "labels", "expression": kinds.template_labels},
+            ],
+            validations,
+        ),
+    )
 
 
 def agent_node_policy() -> Obj:
@@ -437,6 +442,33 @@ def agent_node_policy() -> Obj:
     return policy
 
 
+Build = Callable[[Kinds], tuple[list[dict[str, str]], list[dict[str, str]]]]
+
+
+def per_kinds(concern: str, build: Build, pod_extra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()) -> list[Obj]:
+    """One policy per workload layout, `<concern>-<kinds>`, each matching only its kinds; `build` gives
+    a layout's variables and validations. `pod_extra`: more rules for the Pod layout (subresources)."""
+    found = []
+    for kinds in WORKLOAD_KINDS:
+        variables, validations = build(kinds)
+        resources = [*kinds.resources, *(pod_extra if kinds is PODS else ())]
+        rules = resource_rules(resources, ("CREATE", "UPDATE"))
+        found.append(_policy(f"{concern}-{kinds.name}", rules, variables, copy.deepcopy(validations)))
+    return found
+
+
+def concern(policy_name: str) -> str:
+    """The concern a policy name belongs to: `meridian-team-placement-rayjobs` -> `meridian-team-placement`."""
+    for kinds in WORKLOAD_KINDS:
+        if policy_name.endswith(f"-{kinds.name}"):
+            return policy_name.removesuffix(f"-{kinds.name}")
+    return policy_name
+
+
+def _templates(kinds: Kinds) -> dict[str, str]:
+    return {"name": "templates", "expression": kinds.templates}
+
+
 def _policy(
     name: str,
     rules: list[dict[str, Any]],
@@ -465,13 +497,13 @@ def team_policies(loaded: LoadedFleet, region: Region) -> list[Obj]:
     """The tenancy policies and their bindings, for the `teams` application."""
     fleet = loaded.fleet
     policies = [
-        pod_security_policy(),
+        *pod_security_policies(),
         queue_policy(fleet),
-        priority_policy(fleet),
+        *priority_policies(fleet),
         service_policy(pod_ranges(loaded)),
         deployment_policy(fleet),
-        placement_policy(region),
-        label_policy(),
+        *placement_policies(region),
+        *label_policies(),
     ]
     return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from contract.names import ACCELERATOR_LABEL, RAY_NODE_TYPE_LABEL
@@ -34,48 +35,84 @@ def resource_rules(
     ]
 
 
-# Everything that becomes a pod in a team namespace, and the pods themselves.
-WORKLOADS = (
-    ("", "v1", ("pods",)),
-    ("batch", "v1", ("jobs",)),
-    ("ray.io", "v1", ("rayjobs", "rayclusters")),
-    ("apps", "v1", ("deployments",)),
-)
+def _ray_cluster(spec: str, of: Callable[[str], str]) -> str:
+    """A Ray cluster spec's head and worker templates. The CRD types head and worker templates
+    separately (each schema its own type), so a list holding both takes them as dyn."""
+    workers = f"{spec}.workerGroupSpecs"
+    return (
+        f"[dyn({of(f'{spec}.headGroupSpec.template')})] + "
+        f"(has({workers}) ? {workers}.map(g, dyn({of('g.template')})) : [])"
+    )
 
 
-def pod_templates(of: Callable[[str], str]) -> str:
-    """`of(t)` for every pod template `t` an object holds (a Pod is its own), as one CEL list.
+@dataclass(frozen=True)
+class Kinds:
+    """Workload kinds whose pod templates sit at the same paths, so one expression type-checks on each.
 
-    A Pod's own, a Job's or Deployment's template, a RayCluster's head and worker groups, a RayJob's
-    cluster and submitter. Every workload becomes pods, so the Pod rule alone would do; checking
-    templates refuses a bad job when it is submitted instead of when its pods fail.
+    The API server type-checks a policy's expressions against every kind its rules match; a shared
+    expression that dispatched on request.resource named fields some matched kinds lack
+    (`object.spec.template` on a Pod) and mixed list types across its branches. So the policies that
+    read pod templates come one per Kinds (admission.per_kinds). Every workload becomes pods, so the
+    Pod rule alone would do; checking templates refuses a bad job when it is submitted instead of
+    when its pods fail.
     """
-    return f"""\
-request.resource.resource == 'pods' ? [{of("object")}] :
-request.resource.resource in ['jobs', 'deployments'] ? [{of("object.spec.template")}] :
-request.resource.resource == 'rayclusters' ?
-  [{of("object.spec.headGroupSpec.template")}] +
-  (has(object.spec.workerGroupSpecs) ? object.spec.workerGroupSpecs.map(g, {of("g.template")}) : []) :
-(has(object.spec.rayClusterSpec) ?
-  [{of("object.spec.rayClusterSpec.headGroupSpec.template")}] +
-  (has(object.spec.rayClusterSpec.workerGroupSpecs) ?
-    object.spec.rayClusterSpec.workerGroupSpecs.map(g, {of("g.template")}) : []) : []) +
-(has(object.spec.submitterPodTemplate) ? [{of("object.spec.submitterPodTemplate")}] : [])"""
+
+    name: str  # the policy name's suffix
+    resources: tuple[tuple[str, str, tuple[str, ...]], ...]
+    templates_of: Callable[[Callable[[str], str]], str]  # of(t) for every pod template t, as one CEL list
+    head_first: str  # CEL: the first pod template is a Ray head
+
+    @property
+    def templates(self) -> str:
+        return self.templates_of(lambda t: f"{t}.spec")
+
+    @property
+    def template_labels(self) -> str:
+        """The labels of each pod template (an empty map where it has none)."""
+        return self.templates_of(
+            lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
+        )
 
 
-TEMPLATES = pod_templates(lambda t: f"{t}.spec")
-# The labels of each pod template (an empty map where it has none).
-TEMPLATE_LABELS = pod_templates(
-    lambda t: f"(has({t}.metadata) && has({t}.metadata.labels) ? {t}.metadata.labels : {{}})"
+_RAY_HEAD = literal(RAY_NODE_TYPE_LABEL)
+PODS = Kinds(
+    "pods",
+    (("", "v1", ("pods",)),),
+    lambda of: f"[{of('object')}]",
+    # The head pod KubeRay builds.
+    f"has(object.metadata.labels) && {_RAY_HEAD} in object.metadata.labels && "
+    f"object.metadata.labels[{_RAY_HEAD}] == 'head'",
 )
+TEMPLATED = Kinds(
+    "jobs-deployments",
+    (("batch", "v1", ("jobs",)), ("apps", "v1", ("deployments",))),
+    lambda of: f"[{of('object.spec.template')}]",
+    "false",
+)
+RAYCLUSTERS = Kinds(
+    "rayclusters", (("ray.io", "v1", ("rayclusters",)),), lambda of: _ray_cluster("object.spec", of), "true"
+)
+RAYJOBS = Kinds(
+    "rayjobs",
+    (("ray.io", "v1", ("rayjobs",)),),
+    lambda of: (
+        f"(has(object.spec.rayClusterSpec) ? {_ray_cluster('object.spec.rayClusterSpec', of)} : []) + "
+        f"(has(object.spec.submitterPodTemplate) ? [dyn({of('object.spec.submitterPodTemplate')})] : [])"
+    ),
+    "has(object.spec.rayClusterSpec)",
+)
+# Everything that becomes a pod in a team namespace, and the pods themselves, by pod template layout.
+WORKLOAD_KINDS = (PODS, TEMPLATED, RAYCLUSTERS, RAYJOBS)
+WORKLOADS = tuple(r for kinds in WORKLOAD_KINDS for r in kinds.resources)
 
 # Per pod spec, its containers of every kind (lists of lists: Kubernetes CEL has no flatten on 1.35's
-# default library set that the test evaluator also has).
+# default library set that the test evaluator also has). Ephemeral containers are another type than
+# containers: as dyn, so the concatenation type-checks.
 CONTAINERS = """\
 variables.templates.map(p,
   (has(p.containers) ? p.containers : []) +
   (has(p.initContainers) ? p.initContainers : []) +
-  (has(p.ephemeralContainers) ? p.ephemeralContainers : []))"""
+  (has(p.ephemeralContainers) ? p.ephemeralContainers.map(c, dyn(c)) : []))"""
 
 
 def each_container(condition: str) -> str:
@@ -146,11 +183,3 @@ def selects_gpu(p: str, pools: list[str]) -> str:
         f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
         f"w.preference.matchExpressions.exists(e, {term})))))"
     )
-
-
-# The first pod template is a Ray head: a RayCluster's, a RayJob's cluster's, or the head pod KubeRay builds.
-HEAD_FIRST = f"""\
-request.resource.resource == 'rayclusters' ||
-(request.resource.resource == 'rayjobs' && has(object.spec.rayClusterSpec)) ||
-(request.resource.resource == 'pods' && has(object.metadata.labels) && {literal(RAY_NODE_TYPE_LABEL)} in object.metadata.labels &&
-  object.metadata.labels[{literal(RAY_NODE_TYPE_LABEL)}] == 'head')"""
