@@ -22,7 +22,6 @@ from contract.problem import Invalid
 from trainer.rl.settings import RL
 from trainer.rl.settings import check as check_rl
 
-
 # Upper bounds: far above any real run, low enough that a slip of a few digits (a billion steps, a batch
 # that never fits) is refused at start in one line instead of failing hours later or never.
 MAX_STEPS = 100_000_000
@@ -125,7 +124,9 @@ class Model:
     layers: int = setting(2, low=1, high=1024)
     heads: int = setting(4, low=1, high=1024)
     kv_heads: int = setting(0, low=0, high=1024)  # grouped-query attention: key/value heads (0: as many as heads)
-    ffn_dim: int = setting(0, low=0, high=4 * MAX_WIDTH)  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
+    ffn_dim: int = setting(
+        0, low=0, high=4 * MAX_WIDTH
+    )  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
     seq_len: int = setting(64, low=1, high=1 << 20)
     rope_theta: float = setting(10000.0, above=0, high=1e12)
     norm_eps: float = setting(1e-5, above=0, below=1)
