@@ -35,13 +35,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train.py: {line}", file=sys.stderr)
         return 2
     from trainer.preconditions import first_problem
-    from trainer.resume import start_refusal
+    from trainer.resume import start_state
+    from trainer.runs import committed_target, inner_per_commit
     from trainer.worker import EXIT_REFUSED
 
-    refusal = first_problem(cfg) or start_refusal(cfg)
+    refusal, newest = first_problem(cfg) or None, None
+    if refusal is None:
+        refusal, newest = start_state(cfg)
     if refusal is not None:
         print(f"train.py: {refusal}", file=sys.stderr)
         return EXIT_REFUSED
+    if cfg.run.mode == "pretrain" and newest is not None and newest >= committed_target(cfg):
+        # Its groups would resume at the end and report nothing ("goodput 0.0%"): say so instead of starting them.
+        done = newest * inner_per_commit(cfg)
+        print(f"nothing to do: run {cfg.run.name} already completed step {done} of {cfg.run.steps}; "
+              "raise run.steps to train on")  # fmt: skip
+        return 0
     if cfg.run.launcher == "ray":
         from trainer.ray_train import launch as ray_launch
 
