@@ -151,7 +151,15 @@ def test_cli_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--days", "0"], ["--days", "nan"], ["--days", "1e9"], ["--seeds", "x"], ["--spares", "-1"], ["--spares", "999"]],
+    [
+        ["--days", "0"],
+        ["--days", "nan"],
+        ["--days", "1e9"],
+        ["--seeds", "x"],
+        ["--spares", "-1"],
+        ["--spares", "999"],
+        ["--seed", "9" * 5000],
+    ],
 )
 def test_cli_bad_numbers_are_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["goodput", "--fleet", str(SHIPPED), *args]) == 2

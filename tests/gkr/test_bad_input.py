@@ -35,7 +35,7 @@ ENV_CASES: list[tuple[str, dict[str, object], list[str], str]] = [
     for what, name, value, why in [
         ("shadows the downward API", "NODE_NAME", "gke-other-node", ""),
         ("shadows the library path", "LD_LIBRARY_PATH", "/tmp/evil", ""),
-        ("in the NCCL family", "NCCL_DEBUG_SUBSYS", "ALL", "NCCL_* variables belong to the platform"),
+        ("in the NCCL family", "NCCL_IB_HCA", "mlx5_0", "NCCL_* variables belong to the platform"),
         ("moves the checkpoint dir", "MERIDIAN_CHECKPOINT_DIR", "/checkpoints/../other", ""),
     ]
 ]
@@ -309,3 +309,46 @@ def test_fuzzed_job_files_never_crash(
         lines = exc.lines
         assert lines
         assert all(isinstance(line, str) and "\n" not in line and line for line in lines)
+
+
+DEBUG_ENV = {
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,NET",
+    "NCCL_DEBUG_FILE": "/tmp/nccl.%h.%p.log",
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    "TORCH_NCCL_DESYNC_DEBUG": "1",
+    "TORCH_CPP_LOG_LEVEL": "INFO",
+}
+
+
+def test_nccl_and_torch_debugging_variables_are_the_users_to_set(tmp_path: Path) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_text(yaml.safe_dump({**BASE, "env": DEBUG_ENV}, sort_keys=False))
+    _, objects = prepare(str(file), {}, FLEET, None)
+    rendered = {e["name"]: e.get("value") for e in _containers_env(objects)}
+    assert {k: rendered.get(k) for k in DEBUG_ENV} == DEBUG_ENV
+
+
+def _containers_env(value: object) -> list[dict[str, object]]:
+    """Every container's env entries anywhere in the rendered objects."""
+    if isinstance(value, dict):
+        found = list(value["env"]) if isinstance(value.get("env"), list) else []
+        return found + [e for v in value.values() for e in _containers_env(v)]
+    if isinstance(value, list):
+        return [e for v in value for e in _containers_env(v)]
+    return []
+
+
+@pytest.mark.parametrize("key", ["pods", "gpus_per_pod", "priority"])
+def test_a_number_of_thousands_of_digits_in_a_job_file_is_one_line(
+    gkr: Callable[..., Result], tmp_path: Path, key: str
+) -> None:
+    job = {k: v for k, v in BASE.items() if k != key}
+    file = tmp_path / "job.yaml"
+    file.write_text(yaml.safe_dump(job, sort_keys=False) + f"{key}: {'9' * 5000}\n")
+    result = gkr("submit", "-f", str(file))
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr

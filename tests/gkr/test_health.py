@@ -344,3 +344,15 @@ def test_event_records_decode_strictly() -> None:
         assert health.event_kinds(event("n", "WardenSuspect", forged, 0)) == []
     # The reason text Warden writes and the faults in it: one encoder, one decoder.
     assert deep.parse_faults(deep.faults_text((XID79, NCCL))) == (XID79, NCCL)
+
+
+def test_no_cluster_read_is_one_line_that_says_how_to_fix_it(
+    gkr: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    result = gkr("health")
+    assert result.exit_code == 1
+    assert result.stdout == ""  # no empty table
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: could read no cluster (no kubeconfig): ")
+    assert "gcloud container clusters get-credentials meridian-us-east4" in line

@@ -91,12 +91,7 @@ COMMANDS: dict[str, Run | Skip] = {
     ),
     "gkr registry fetch --region us-east4": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
     "gkr registry show": Run("schema: meridian.registry/v1", activated=True, env=GKR),
-    "gkr submit -f examples/flex-start-finetune.yaml --dry-run": Run(
-        "rayjob sft-eval-sweep", activated=True, cwd="platform/gkr", env=GKR
-    ),
-    "gkr submit -f examples/flex-start-finetune.yaml": Run(
-        NO_KUBECONFIG, codes=(2,), activated=True, cwd="platform/gkr", env=GKR
-    ),
+    # (its submit lines are the root README's own: paths from the repository root, run from there)
     "gkr list --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
     "gkr status sft-eval-sweep --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
     "gkr logs sft-eval-sweep --role worker -f --team research": Run(NO_KUBECONFIG, codes=(2,), activated=True, env=GKR),
@@ -205,3 +200,11 @@ def test_readme_command(machine: tuple[Path, dict[str, str]], command: str) -> N
     assert result.returncode in verdict.codes, f"exit {result.returncode}:\n{output[-3000:]}"
     assert verdict.contains in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
+
+
+def test_gkr_readme_paths_are_from_the_repository_root() -> None:
+    """gkr's README is read from the root like the others: its example paths work there, not only in platform/gkr."""
+    text = (REPO / "platform/gkr/README.md").read_text(encoding="utf-8")
+    paths = re.findall(r"(?<![\w/.-])((?:platform/gkr/)?examples/[\w.-]+\.yaml)", text)
+    assert paths
+    assert [p for p in paths if not p.startswith("platform/gkr/") or not (REPO / p).is_file()] == []

@@ -64,3 +64,30 @@ def test_the_look_back_window_is_measured_from_the_newest_line() -> None:
     text = f"[  100.000000] {XID}\n[ 3700.000000] eth0: link up\n"
     assert check_kernel_log(text, window_s=600).status == "pass"
     assert check_kernel_log(text, window_s=7200).status == "fail"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "NVRM: Xid (PCI:0000:3b:00): " + "7" * 5000 + ", pid=1, name=x",  # past int()'s digit limit
+        "NVRM: SXid (PCI:0000:3b:00): " + "9" * 5000 + ", Non-fatal",
+        "NVRM: Xid (PCI:0000:3b:00): " + "1" * 50,  # within the limit, but no Xid code is that long
+    ],
+)
+def test_a_code_of_thousands_of_digits_is_skipped_not_a_traceback(message: str) -> None:
+    line = f"[  100.000000] {message}"
+    assert [e.kind for e in kernel_log.parse([line])] == []  # not an event: no Xid code has that many digits
+    assert check_kernel_log(line + "\n", window_s=600).status == "pass"
+
+
+@pytest.mark.parametrize("number", ["9" * 5000, "1e" + "9" * 3000, "-" + "9" * 4000])
+def test_a_report_with_a_number_of_thousands_of_digits_is_refused_in_one_line(number: str) -> None:
+    from contract import health
+    from contract.problem import Invalid
+    from preflight import deep
+
+    text = f'{{"schema": "{health.REPORT_SCHEMA}", "check": "gpu_count", "summary": "s", "gpu": {number}, "time": 1}}'
+    for read in (lambda: health.load_report(text, "termination message"), lambda: deep.read(text)):
+        with pytest.raises(Invalid) as refused:
+            read()
+        assert len(refused.value.lines) == 1

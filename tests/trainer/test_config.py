@@ -105,3 +105,65 @@ def test_goodput_books_every_second_once() -> None:
     both = combine([g.report(), g.report()])
     assert both["goodput"] == 0.2
     assert both["total_seconds"] == 10.0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("optim.lr=nan", "optim.lr: nan is not a finite number"),
+        ("optim.lr=inf", "optim.lr: inf is not a finite number"),
+        ("optim.weight_decay=nan", "optim.weight_decay: nan is not a finite number"),
+        ("optim.weight_decay=-0.1", "optim.weight_decay: must be at least 0"),
+        ("optim.betas=[2,0.95]", "optim.betas[0]: must be less than 1 (got 2.0)"),
+        ("optim.betas=[0.9,-0.5]", "optim.betas[1]: must be at least 0 (got -0.5)"),
+        ("optim.grad_clip=-1", "optim.grad_clip: must be at least 0"),
+        ("run.steps=5000000000", "run.steps: must be at most"),
+        ("data.batch_size=4000000000", "data.batch_size: must be at most"),
+        ("model.layers=100000", "model.layers: must be at most"),
+        ("ft.replica_groups=1000000", "ft.replica_groups: must be at most"),
+        ("ft.timeout_s=1e12", "ft.timeout_s: must be at most"),
+        ("run.seed=-1", "run.seed: must be at least 0"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_at_start(override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        compose(CONFIG, ["run.name=x", override])
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_every_numeric_setting_is_bounded_both_ways() -> None:
+    """A number with no upper bound lets a typo of a few digits through (a billion steps, a batch that never fits)."""
+    from dataclasses import is_dataclass
+
+    from trainer.config import Config
+
+    from contract import codec
+
+    unbounded = []
+    for section, kind in codec.declared(Config):
+        if not is_dataclass(kind) or section.name == "rl":  # rl: trainer/rl/settings.py bounds its own
+            continue
+        for field, value_kind in codec.declared(kind):
+            numbers = {int, float, tuple[float, float]}
+            if value_kind in numbers:
+                rule = codec.setting_of(field)
+                if (rule.low is None and rule.above is None) or (rule.high is None and rule.below is None):
+                    unbounded.append(f"{section.name}.{field.name}")
+    assert unbounded == []
+
+
+def test_help_lists_every_key_with_its_default() -> None:
+    result = subprocess.run(
+        [sys.executable, str(TRAIN), "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("usage: train.py CONFIG.yaml")
+    assert any(line.split()[:2] == ["run.steps", "300"] for line in lines)
+    assert any(line.split()[:2] == ["optim.lr", "0.003"] and "above 0" in line for line in lines)
+    assert any(line.startswith("  optim.betas ") and "[0.9, 0.95]" in line and "below 1" in line for line in lines)
+    assert any(line.split()[:1] == ["run.name"] and "required" in line for line in lines)
+    assert any(line.split()[:1] == ["rl.lr"] for line in lines)  # every section, the RL one too
+    assert "ft.group_size" in result.stdout
+    assert "checkpoint.every" in result.stdout

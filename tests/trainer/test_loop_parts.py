@@ -15,6 +15,7 @@ from trainer.goodput import Goodput
 from trainer.ledger import Ledger, Sync
 from trainer.progress import Progress, open_reports
 from trainer.runs import high_water, read_events
+from trainer.trainer import Step
 
 from tests.trainer.conftest import CONFIG, overrides
 
@@ -40,7 +41,7 @@ def progress(tmp_path: Path, rank: int = 0, target: int = 7) -> tuple[Progress, 
 def take(found: Progress, clock: Clock, seconds: float, counted: bool = True) -> None:
     found.step_begins()
     clock.now += seconds
-    found.step_ends(counted)
+    found.step_ends(Step(1, 1.0, None, counted, synced=counted), outer=0)
 
 
 def test_an_inner_steps_time_is_booked_by_the_verdict_of_its_sync(tmp_path: Path) -> None:
@@ -134,3 +135,27 @@ def test_the_checkpointer_keeps_its_cadence(tmp_path: Path) -> None:
     assert built == [3, 6]  # the state is only built when it is saved
     with pytest.raises(ValueError, match="every must be at least 1, got 0"):
         Checkpointer(str(tmp_path / "ck"), every=0)
+
+
+def test_diloco_logs_inner_steps_between_syncs_and_log_every_counts_inner_steps(tmp_path: Path) -> None:
+    class Periods(NoFaultTolerance):
+        inner_steps_per_commit = 5  # a sync every 5 inner steps
+
+    found, _, clock = progress(tmp_path, target=4)  # run.log_every=3
+    found.ft = Periods()
+    for inner in range(1, 21):
+        found.step_begins()
+        clock.now += 1.0
+        found.step_ends(Step(inner, 10.0 / inner, None, counted=True, synced=inner % 5 == 0), outer=(inner - 1) // 5)
+    logged = read_events(tmp_path / "runs" / "loop", 0)
+    assert [(e["step"], e["inner_step"]) for e in logged if e["event"] == "inner"] == [
+        (0, 3),
+        (1, 6),
+        (1, 9),
+        (2, 12),
+        (3, 18),
+    ]
+    # Outer steps 1..4 hold inner steps 1-5, 6-10, 11-15, 16-20: each holds a multiple of 3.
+    assert [s for s in range(1, 5) if found.should_log(s)] == [1, 2, 3, 4]
+    found.cfg = compose(CONFIG, overrides(tmp_path, "loop", "run.log_every=12"))
+    assert [s for s in range(1, 5) if found.should_log(s)] == [3, 4]  # inner 12 is in outer 3; 4 is the last

@@ -110,3 +110,16 @@ def test_grpo_under_ray_runs_generators_as_actors_beside_the_groups(local_ray: N
     summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
     assert summary["generators"]["seconds"]["generating"] > 0
     assert [final(tmp_path, "grpo", group)["step"] for group in (0, 1)] == [6, 6]
+
+
+def test_a_run_a_local_ray_cannot_hold_is_one_line() -> None:
+    from trainer.ray_train import capacity_problem
+
+    cfg = compose(CONFIG, ["run.name=x", "run.launcher=ray", "ft.group_size=2"])
+    assert capacity_problem(cfg, {"CPU": 2.0}) == (
+        "run.launcher=ray: 2 replica group(s) of ft.group_size=2 need 4 CPUs (one per rank); the local Ray has 2; "
+        "lower ft.replica_groups or ft.group_size, or run on a cluster (RAY_ADDRESS)"
+    )
+    assert capacity_problem(cfg, {"CPU": 4.0}) is None
+    gpus = compose(CONFIG, ["run.name=x", "ft.device=cuda", "ft.group_size=8"])
+    assert "need 16 GPUs (one per rank); the local Ray has 8" in (capacity_problem(gpus, {"CPU": 64, "GPU": 8}) or "")

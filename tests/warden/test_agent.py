@@ -94,3 +94,16 @@ def test_agent_patches_node_status_on_change_and_on_heartbeat(api: tuple[ApiStat
     after = {c["type"]: c for c in state.nodes["gpu-1"]["status"]["conditions"]}
     assert after["GPUXid"]["status"] == "False"
     assert after["GPUXid"]["lastTransitionTime"] != latest["GPUXid"]["lastTransitionTime"]
+
+
+def test_numbers_of_thousands_of_digits_in_kmsg_are_skipped_not_a_traceback(tmp_path: Path) -> None:
+    hostile = [
+        "3,1706," + "9" * 5000 + ",-;NVRM: Xid (PCI:0000:97:00): 13, pid=1, name=python",  # a timestamp int() refuses
+        "3,1707,\u00b2,-;NVRM: Xid (PCI:0000:97:00): 13, pid=1, name=python",  # a digit that is not ASCII
+        "3,1708,2000000000,-;NVRM: Xid (PCI:0000:97:00): " + "7" * 5000 + ", pid=1, name=python",  # the code
+    ]
+    kmsg, _ = write(tmp_path, [*KMSG, *hostile], 3000)
+    lines = read_kmsg(str(kmsg))
+    assert len(lines) == len(KMSG) + 1  # the two records without a readable time are skipped
+    assert [(e.kind, e.code) for e in parse(lines)][-1] == ("sxid", 12028)  # and the long code is no Xid
+    assert parse_codes("7" * 5000 + "@1 13@" + "9" * 5000) == [(13, 0.0)]  # the condition's numbers are bounded too

@@ -10,7 +10,7 @@ import re
 from contract.problem import Problem, one_of
 from contract.registry import Registry
 from gkr import groups
-from gkr.render import RESERVED_ENV_PREFIXES, platform_env
+from gkr.render import RESERVED_ENV_PREFIXES, USER_NCCL_ENV, platform_env
 from gkr.resolved import SYSTEM_SHARE, Resolved
 from gkr.spec import JobSpec, Ray
 
@@ -216,7 +216,7 @@ def _shadowed_env(r: Resolved) -> list[Problem]:
                     path=("env", key), message=f"{key} is set by the platform on this job's pods; rename your variable"
                 )
             )
-        elif key.startswith(RESERVED_ENV_PREFIXES):
+        elif key.startswith(RESERVED_ENV_PREFIXES) and key not in USER_NCCL_ENV:
             prefix = next(p for p in RESERVED_ENV_PREFIXES if key.startswith(p))
             out.append(
                 Problem(path=("env", key), message=f"{prefix}* variables belong to the platform; rename your variable")

@@ -66,6 +66,11 @@ DOWNWARD = (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"), ("POD
 # Families of variables no job may set, beyond those this module renders: set_nccl_env.sh exports
 # NCCL settings gkr does not list, and MERIDIAN_ names are how the platform talks to the trainer.
 RESERVED_ENV_PREFIXES = ("NCCL_", "MERIDIAN_")
+# ...except NCCL's debugging controls (NCCL's "Environment Variables" reference, Debugging: NCCL_DEBUG,
+# NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE): they change what NCCL logs, not how it talks, and are how a
+# user debugs a collective. TORCH_DISTRIBUTED_DEBUG and TORCH_NCCL_* are outside the reserved families;
+# any variable this module renders itself is still refused (checks._shadowed_env).
+USER_NCCL_ENV = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
 # Where the preflight init container leaves its verdict; the kubelet copies it into the pod's
 # status, which Warden reads (a tenant cannot write pod status, the kubelet of spec.nodeName does).
 TERMINATION_LOG = "/dev/termination-log"

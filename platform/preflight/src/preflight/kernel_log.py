@@ -29,8 +29,11 @@ from typing import Any
 from contract.signals import action_of, bucket_of
 
 _PCI = r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
-_XID = re.compile(rf"NVRM: Xid \({_PCI}\): (?P<code>\d+)(?:, (?P<detail>.*))?")
-_SXID = re.compile(rf"SXid \({_PCI}\): (?P<code>\d+)(?:, (?P<detail>.*))?")
+# A code is at most 6 ASCII digits (real ones have 2-3): a longer run is no Xid line, and int() never sees
+# thousands of digits (past its limit it raises ValueError).
+_CODE = r"(?P<code>[0-9]{1,6})(?![0-9])"
+_XID = re.compile(rf"NVRM: Xid \({_PCI}\): {_CODE}(?:, (?P<detail>.*))?")
+_SXID = re.compile(rf"SXid \({_PCI}\): {_CODE}(?:, (?P<detail>.*))?")
 # Prefix + bounded pattern; what may follow anywhere later in the line is found with `in`
 # or one forward search from there (a `.*` between two patterns is quadratic under search).
 _OFF_BUS_AT = re.compile(rf"NVRM: GPU (?:at )?{_PCI}")

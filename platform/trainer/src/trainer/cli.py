@@ -7,15 +7,27 @@ import sys
 from trainer.config import ConfigError, compose
 
 USAGE = "usage: train.py CONFIG.yaml [key=value ...] [+new.key=value ...]"
+KEYS = "configuration keys (key=value overrides them; defaults are the schema's, CONFIG.yaml may set others):"
+
+
+def usage() -> str:
+    """The usage line and every configuration key with its default, type and bounds (trainer/keys.py)."""
+    from trainer.config import Config
+    from trainer.keys import table
+
+    return f"{USAGE}\n\n{KEYS}\n{table(Config)}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     # The image's default command is `train.py configs/config.yaml --help`: --help anywhere wins
     # (Hydra would read it as a malformed override).
-    if not args or any(a in ("-h", "--help") for a in args):
-        print(USAGE)
-        return 0 if args else 2
+    if not args:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if any(a in ("-h", "--help") for a in args):
+        print(usage())
+        return 0
     try:
         cfg = compose(args[0], args[1:])
     except ConfigError as error:
@@ -23,13 +35,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train.py: {line}", file=sys.stderr)
         return 2
     from trainer.preconditions import first_problem
-    from trainer.resume import start_refusal
+    from trainer.resume import start_state
+    from trainer.runs import committed_target, inner_per_commit
     from trainer.worker import EXIT_REFUSED
 
-    refusal = first_problem(cfg) or start_refusal(cfg)
+    refusal, newest = first_problem(cfg) or None, None
+    if refusal is None:
+        refusal, newest = start_state(cfg)
     if refusal is not None:
         print(f"train.py: {refusal}", file=sys.stderr)
         return EXIT_REFUSED
+    if cfg.run.mode == "pretrain" and newest is not None and newest >= committed_target(cfg):
+        # Its groups would resume at the end and report nothing ("goodput 0.0%"): say so instead of starting them.
+        done = newest * inner_per_commit(cfg)
+        print(f"nothing to do: run {cfg.run.name} already completed step {done} of {cfg.run.steps}; "
+              "raise run.steps to train on")  # fmt: skip
+        return 0
     if cfg.run.launcher == "ray":
         from trainer.ray_train import launch as ray_launch
 

@@ -22,6 +22,16 @@ from contract.problem import Invalid
 from trainer.rl.settings import RL
 from trainer.rl.settings import check as check_rl
 
+# Upper bounds: far above any real run, low enough that a slip of a few digits (a billion steps, a batch
+# that never fits) is refused at start in one line instead of failing hours later or never.
+MAX_STEPS = 100_000_000
+MAX_GROUPS = 4096  # replica groups (and spares) of one run
+MAX_GROUP_SIZE = 4096  # ranks (GPUs) in one replica group
+MAX_WIDTH = 1 << 16  # model.d_model
+MAX_WAIT_S = 86_400.0  # any timeout or delay: a day
+MAX_LR = 100.0
+MAX_SEED = (1 << 32) - 1  # what every RNG the trainer seeds takes
+
 
 class ConfigError(Exception):
     """One line per problem for the user: the key, what is wrong, how to fix it."""
@@ -34,19 +44,19 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Run:
     name: str
-    steps: int = setting(300, low=1)
-    seed: int = 0
-    log_every: int = setting(20, low=1)
+    steps: int = setting(300, low=1, high=MAX_STEPS)
+    seed: int = setting(0, low=0, high=MAX_SEED)
+    log_every: int = setting(20, low=1, high=MAX_STEPS)
     launcher: Literal["local", "ray"] = "local"
     # pretrain: next-token loss on data.*; rl: GRPO with generators (rl.*, trainer/rl/README.md)
     mode: Literal["pretrain", "rl"] = "pretrain"
     report_dir: str = "/tmp/meridian-runs"
     # A group that sees a non-finite loss or gradient norm this many attempts in a row stops (exit 3).
-    max_nonfinite_steps: int = setting(3, low=1)
+    max_nonfinite_steps: int = setting(3, low=1, high=1000)
     # Fault injection, for tests and drills only: the loss of inner step N (1-based; 0: never) is NaN
     # for the first `inject_nan_times` attempts of that step in each replica-group process.
-    inject_nan_at_step: int = setting(0, low=0)
-    inject_nan_times: int = setting(1, low=1)
+    inject_nan_at_step: int = setting(0, low=0, high=MAX_STEPS)
+    inject_nan_times: int = setting(1, low=1, high=1000)
     # Rank 0 of each group serves contract.metrics.TRAINER here (0: any free port; -1: off); when taken (groups
     # sharing a machine) it falls back to a free one. The bound port is in the run dir: metrics-<group>.port.
     metrics_port: int = setting(TRAINER_METRICS_PORT, low=-1, high=65535)
@@ -57,27 +67,27 @@ class FaultTolerance:
     # false: one replica group trains alone, without torchft (no Lighthouse, no Manager, no healing);
     # checkpoints and resume work the same.
     enabled: bool = True
-    replica_groups: int = setting(2, low=1)
+    replica_groups: int = setting(2, low=1, high=MAX_GROUPS)
     # Ranks (processes; one per GPU) in each replica group: the group shards the model among them with
     # FSDP2, and torchft averages each shard across groups (HSDP). World = replica_groups x group_size.
-    group_size: int = setting(1, low=1)
-    min_replicas: int = setting(1, low=1)
+    group_size: int = setting(1, low=1, high=MAX_GROUP_SIZE)
+    min_replicas: int = setting(1, low=1, high=MAX_GROUPS)
     restart_failed: bool = True
-    timeout_s: float = setting(30, above=0)
-    quorum_timeout_s: float = setting(60, above=0)
-    heartbeat_timeout_ms: int = setting(5000, low=1)
+    timeout_s: float = setting(30, above=0, high=MAX_WAIT_S)
+    quorum_timeout_s: float = setting(60, above=0, high=MAX_WAIT_S)
+    heartbeat_timeout_ms: int = setting(5000, low=1, high=MAX_WAIT_S * 1000)
     # The local launcher waits this long before restarting a dead group, so the Lighthouse has
     # dropped the dead member (heartbeat timeout) and the survivors have re-formed the quorum.
-    restart_delay_s: float = setting(5.0, above=0)
+    restart_delay_s: float = setting(5.0, above=0, high=MAX_WAIT_S)
     # Under Ray: extra replica groups' worth of workers the run holds placed and idle (gkr renders the RayJob with
     # (replica_groups + spare_groups) x group_size workers), so a dead group's replacement starts at once on
     # healthy capacity instead of waiting for its node (ray_supervisor.py). The local launcher ignores it.
-    spare_groups: int = setting(0, low=0)
+    spare_groups: int = setting(0, low=0, high=MAX_GROUPS)
     device: Literal["cpu", "cuda"] = "cpu"
     # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
-    link_rtt_ms: float = setting(0.0, low=0)
-    link_gbps: float = setting(0.0, low=0)
+    link_rtt_ms: float = setting(0.0, low=0, high=60_000)
+    link_gbps: float = setting(0.0, low=0, high=100_000)
     # --- A run across regions (issue 19; regions.py) ---
     # The run's Lighthouse (http://host:port; default $TORCHFT_LIGHTHOUSE): set, no launcher starts one.
     lighthouse: str = ""
@@ -94,8 +104,8 @@ class FaultTolerance:
 @dataclass(frozen=True)
 class Checkpoint:
     dir: str
-    every: int = setting(100, low=1)
-    keep: int = setting(3, low=1)
+    every: int = setting(100, low=1, high=MAX_STEPS)
+    keep: int = setting(3, low=1, high=1000)
     # Train from step 0 although checkpoint.dir has step data of which nothing verifies (refused
     # otherwise). It deletes nothing up front; a verified checkpoint, if any, is still resumed from.
     start_over: bool = False
@@ -109,15 +119,17 @@ class Checkpoint:
 class Model:
     """A decoder-only transformer (model.py); the sizes are configs/model/*.yaml."""
 
-    vocab: int = setting(256, low=1)
-    d_model: int = setting(64, low=1)
-    layers: int = setting(2, low=1)
-    heads: int = setting(4, low=1)
-    kv_heads: int = setting(0, low=0)  # grouped-query attention: key/value heads (0: as many as heads)
-    ffn_dim: int = setting(0, low=0)  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
-    seq_len: int = setting(64, low=1)
-    rope_theta: float = setting(10000.0, above=0)
-    norm_eps: float = setting(1e-5, above=0)
+    vocab: int = setting(256, low=1, high=1 << 22)
+    d_model: int = setting(64, low=1, high=MAX_WIDTH)
+    layers: int = setting(2, low=1, high=1024)
+    heads: int = setting(4, low=1, high=1024)
+    kv_heads: int = setting(0, low=0, high=1024)  # grouped-query attention: key/value heads (0: as many as heads)
+    ffn_dim: int = setting(
+        0, low=0, high=4 * MAX_WIDTH
+    )  # SwiGLU hidden width (0: 8/3 of d_model, rounded up to a multiple of 64)
+    seq_len: int = setting(64, low=1, high=1 << 20)
+    rope_theta: float = setting(10000.0, above=0, high=1e12)
+    norm_eps: float = setting(1e-5, above=0, below=1)
     dropout: float = setting(0.0, low=0, below=1)
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast anywhere; fp32: never. Parameters stay fp32.
     precision: Literal["auto", "bf16", "fp32"] = "auto"
@@ -127,32 +139,32 @@ class Model:
 @dataclass(frozen=True)
 class Data:
     kind: Literal["markov", "text"] = "markov"
-    batch_size: int = setting(16, low=1)
-    branching: int = setting(4, low=1)
+    batch_size: int = setting(16, low=1, high=1 << 20)
+    branching: int = setting(4, low=1, high=1 << 22)
     path: str = ""
-    seed: int = 1234
+    seed: int = setting(1234, low=0, high=MAX_SEED)
 
 
 @dataclass(frozen=True)
 class Optim:
     algorithm: Literal["ddp", "diloco"] = "ddp"
-    lr: float = setting(3e-3, above=0)
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0
-    sync_every: int = setting(500, low=1)
-    outer_lr: float = setting(0.7, above=0)
+    lr: float = setting(3e-3, above=0, high=MAX_LR)
+    weight_decay: float = setting(0.1, low=0, high=1)
+    betas: tuple[float, float] = setting((0.9, 0.95), low=0, below=1)  # each of the two
+    grad_clip: float = setting(1.0, low=0, high=1e6)
+    sync_every: int = setting(500, low=1, high=MAX_STEPS)
+    outer_lr: float = setting(0.7, above=0, high=MAX_LR)
     outer_momentum: float = setting(0.9, low=0, below=1)
     nesterov: bool = True
-    fragments: int = setting(1, low=1)
-    fragment_sync_delay: int = 0
+    fragments: int = setting(1, low=1, high=1024)
+    fragment_sync_delay: int = setting(0, low=0, high=MAX_STEPS)
 
 
 @dataclass(frozen=True)
 class Perf:
     # Dense bf16 peak per GPU in TFLOPS, MFU's denominator. 0: from $MERIDIAN_PEAK_BF16_TFLOPS (gkr sets
     # it from the fleet registry); still 0 (CPU, unknown machine): MFU is reported as n/a.
-    peak_tflops: float = setting(0.0, low=0)
+    peak_tflops: float = setting(0.0, low=0, high=100_000)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ Each replica-group process writes its output (torchft's Rust and Python logs, wa
 to ``<run dir>/group-<g>.log``; the Lighthouse, which runs in the launcher and logs from Rust straight
 to file descriptor 2, writes to ``<run dir>/lighthouse.log`` (``native_stderr_to``). The console is
 made from the groups' event logs instead: a line when a logging window closes (step, loss, tokens/s,
-MFU, participants, goodput so far), a group that stops, and the outcome with the goodput at the end.
+MFU, participants, goodput so far, and why it dipped when a restarted group rejoined), DiLoCo's inner
+steps between its outer ones, a group that resumes, heals, is restarted or stops, and the outcome with
+the goodput at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, TextIO
 
 from trainer.flops import format_mfu
 from trainer.rl.report import generators_line
+from trainer.runs import MAX_RESTARTS
 
 
 def group_log(out: Path, group: int) -> Path:
@@ -48,57 +51,107 @@ def native_stderr_to(path: Path) -> Iterator[None]:
 
 class Console:
     """Follows ``events-*.jsonl`` under ``out`` from their current ends (an earlier run's lines are not
-    this run's) and prints a line per logged step, combined over the groups that logged it."""
+    this run's) and prints a line per logged step, combined over the groups that logged it.
 
-    def __init__(self, out: Path, target: int, stream: TextIO | None = None) -> None:
-        self.out, self.target, self.stream = out, target, stream or sys.stdout
+    ``target``: the committed step the run ends at; ``inner_per_step``: inner steps per committed step
+    (DiLoCo's sync period; 1 for DDP), so DiLoCo's lines say both the inner and the outer step.
+    """
+
+    def __init__(self, out: Path, target: int, stream: TextIO | None = None, inner_per_step: int = 1) -> None:
+        self.out, self.target, self.stream, self.per = out, target, stream or sys.stdout, inner_per_step
         self.offsets = {p: p.stat().st_size for p in out.glob("events-*.jsonl")}
         self.printed: set[int] = set()
+        self.printed_inner: set[int] = set()
         self.last_goodput: float | None = None
+        self.recovering: set[int] = set()  # restarted groups whose first logging window is still to come
 
     def _new_events(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         for path in sorted(self.out.glob("events-*.jsonl")):
             events, self.offsets[path] = read_new(path, self.offsets.get(path, 0))
-            found += events
+            group = path.stem.removeprefix("events-")
+            found += [{"group": int(group), **e} if group.isdigit() else e for e in events]
         return found
 
     def poll(self) -> None:
         self.show(self._new_events())
 
     def show(self, events: list[dict[str, Any]]) -> None:
-        """Print the lines these events make (from the files here, or sent by Ray's groups: ray_supervisor.py)."""
+        """Print the lines these events make (from the files here, or sent by Ray's groups: ray_supervisor.py).
+
+        Each event carries its replica group (``group``: from its file's name, or added by the supervisor).
+        """
         steps: dict[int, list[dict[str, Any]]] = {}
-        stops: list[str] = []  # after the steps: a group stops after the last step it logged
+        inner: dict[int, list[dict[str, Any]]] = {}
+        lines: list[str] = []  # after the steps: a group stops after the last step it logged
         for event in events:
-            if event.get("event") == "step" and isinstance(event.get("step"), int):
+            kind, group = event.get("event"), event.get("group")
+            if kind == "step" and isinstance(event.get("step"), int):
                 steps.setdefault(event["step"], []).append(event)
-            elif event.get("event") == "stopped":
-                stops.append(f"replica group {event.get('group')}: {event.get('reason')}")
-        for step in sorted(steps):
-            if step not in self.printed:
-                self.printed.add(step)
-                self.print(self.step_line(step, steps[step]))
-        for line in stops:
+            elif kind == "inner" and isinstance(event.get("inner_step"), int):
+                inner.setdefault(event["inner_step"], []).append(event)
+            elif kind == "stopped":
+                lines.append(f"replica group {group}: {event.get('reason')}")
+            elif kind == "resumed":
+                where = f"{event.get('dir')}, group {event.get('from_group')}"
+                self.print(f"replica group {group}: resumed from checkpoint step {event.get('step')} ({where})")
+            elif kind == "healed":
+                self.print(f"replica group {group}: healed from a live group at step {event.get('step')}")
+        for number in sorted(set(inner) - self.printed_inner):
+            self.printed_inner.add(number)
+            self.print(self.inner_line(number, inner[number]))
+        for step in sorted(set(steps) - self.printed):
+            self.printed.add(step)
+            self.print(self.step_line(step, steps[step]))
+        for line in lines:
             self.print(line)
 
-    def step_line(self, step: int, reports: list[dict[str, Any]]) -> str:
-        def mean(key: str) -> float | None:
-            values = [r[key] for r in reports if isinstance(r.get(key), (int, float))]
-            return sum(values) / len(values) if values else None
+    def restarted(self, group: int, why: str, delay_s: float, restarts: int) -> None:
+        """A launcher restarts ``group``: say so, and explain the goodput dip when it rejoins."""
+        self.recovering.add(group)
+        self.print(
+            f"replica group {group}: {why}; restarting it in {delay_s:g} s (restart {restarts} of {MAX_RESTARTS})"
+        )
 
-        loss, mfu, goodput = mean("loss"), mean("mfu"), mean("goodput")
-        rate = sum(r.get("tokens_per_s") or 0 for r in reports)
-        self.last_goodput = goodput if goodput is not None else self.last_goodput
-        participants = max((r.get("participants") or 0 for r in reports), default=0)
+    def _counter(self, step: int) -> str:
+        if self.per == 1:
+            return f"step {step}/{self.target}"
+        return f"outer step {step}/{self.target} (inner step {step * self.per}/{self.target * self.per})"
+
+    def inner_line(self, inner_step: int, reports: list[dict[str, Any]]) -> str:
+        """DiLoCo between syncs: an inner step's loss, with the outer step it belongs to."""
+        loss = _mean(reports, "loss")
+        outer = max((r.get("step") or 0 for r in reports), default=0) + 1
         return (
-            f"step {step}/{self.target}  loss {'n/a' if loss is None else f'{loss:.4f}'}  tokens/s {rate:,.0f}  "
+            f"inner step {inner_step}/{self.target * self.per}  outer step {outer}/{self.target}  "
+            f"loss {'n/a' if loss is None else f'{loss:.4f}'}"
+        )
+
+    def step_line(self, step: int, reports: list[dict[str, Any]]) -> str:
+        loss, mfu, goodput = _mean(reports, "loss"), _mean(reports, "mfu"), _mean(reports, "goodput")
+        rate = sum(r.get("tokens_per_s") or 0 for r in reports)
+        participants = max((r.get("participants") or 0 for r in reports), default=0)
+        line = (
+            f"{self._counter(step)}  loss {'n/a' if loss is None else f'{loss:.4f}'}  tokens/s {rate:,.0f}  "
             f"MFU {format_mfu(mfu)}  participants {participants}  "
             f"goodput {'n/a' if goodput is None else f'{goodput:.1%}'}"
         )
+        back = sorted(self.recovering & {r.get("group") for r in reports})
+        self.recovering -= set(back)
+        if back and goodput is not None and self.last_goodput is not None and goodput < self.last_goodput:
+            # A restarted group's goodput starts over, with its start-up and healing in it: the mean dips.
+            names = ", ".join(map(str, back))
+            line += f"  (group {names} restarted: its start-up and recovery count against goodput)"
+        self.last_goodput = goodput if goodput is not None else self.last_goodput
+        return line
 
     def print(self, line: str) -> None:
         print(line, file=self.stream, flush=True)
+
+
+def _mean(reports: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in reports if isinstance(r.get(key), (int, float))]
+    return sum(values) / len(values) if values else None
 
 
 def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:

@@ -27,14 +27,13 @@ from trainer.config import Config, to_dict
 from trainer.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.ft import start_lighthouse
 from trainer.goodput import combine, dumps
-from trainer.runs import committed_target, final_reports, run_dir
+from trainer.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 if TYPE_CHECKING:
     from trainer.rl.launch import RLSide
 
 log = logging.getLogger("trainer")
-MAX_RESTARTS = 3  # per group: a group that keeps dying is a bug, not a fault to ride out
 
 
 def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[subprocess.Popen[bytes]]:
@@ -92,7 +91,7 @@ def launch(cfg: Config) -> int:
 
 def _launch(cfg: Config, out: Path) -> int:
     started = time.time()
-    console = Console(out, committed_target(cfg))
+    console = Console(out, committed_target(cfg), inner_per_step=inner_per_commit(cfg))
     why = ""  # why the run stopped or failed, for the final report
     config_json = out / "config.json"
     rl = _rl_side(cfg, out)  # RL: the controller here, generators beside the groups (trainer/rl/launch.py)
@@ -137,8 +136,7 @@ def _launch(cfg: Config, out: Path) -> int:
                 final = final or code
             elif verdict == "restart":
                 restarts[group] += 1
-                log.warning("replica group %d exited with %d: starting it again in %.0f s (%d)",
-                            group, code, cfg.ft.restart_delay_s, restarts[group])  # fmt: skip
+                console.restarted(group, f"exited with {code}", cfg.ft.restart_delay_s, restarts[group])
                 due[group] = time.monotonic() + cfg.ft.restart_delay_s
             else:
                 log.error("replica group %d exited with %d", group, code)

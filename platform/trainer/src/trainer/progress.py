@@ -3,7 +3,8 @@
 The training loop tells ``Progress`` what happened (an inner step taken or skipped, a sync's verdict, a
 commit) and it decides what each second was worth (goodput.py's buckets: an inner step's time waits for
 the sync that decides its fate) and when a logging window closes (every ``run.log_every`` committed
-steps and at the last). Everything it says goes through the group's event log, which also feeds the
+steps and at the last; under DiLoCo, log_every counts inner steps, and the inner steps between syncs
+are logged too). Everything it says goes through the group's event log, which also feeds the
 live metrics (metrics.py), so the events file, /metrics and W&B tell one story.
 """
 
@@ -82,13 +83,20 @@ class Progress:
         self.events.write("nonfinite", step=result.inner_step, in_a_row=in_a_row, error=str(result.nonfinite))
         log.warning("replica group %d: %s", self.group, result.nonfinite)
 
-    def step_ends(self, counted: bool) -> None:
-        """An inner step that counts waits for its sync's verdict; one that does not (DiLoCo skipped it) was lost."""
+    def step_ends(self, result: Step, outer: int) -> None:
+        """An inner step that counts waits for its sync's verdict; one that does not (DiLoCo skipped it) was lost.
+
+        Between DiLoCo's syncs (committed step ``outer`` so far) every ``run.log_every``-th inner step writes an
+        ``inner`` event with its loss: the console's inner lines, so a long sync period is not silent.
+        """
         seconds = self.goodput.clock() - self.began
-        if counted:
+        if result.counted:
             self.pending.append(seconds)
         else:
             self.goodput.step(seconds, False, replayed=False)
+        between = self.ft.inner_steps_per_commit > 1 and result.counted and not result.synced
+        if between and result.nonfinite is None and result.inner_step % self.cfg.run.log_every == 0:
+            self.events.write("inner", step=outer, inner_step=result.inner_step, loss=round(result.loss, 4))
 
     def settle(self, sync: Sync) -> None:
         """Book the sync period's inner steps by its verdict."""
@@ -101,7 +109,10 @@ class Progress:
         self.events.write("commit", step=step, participants=self.ft.num_participants())
 
     def should_log(self, step: int) -> bool:
-        return step % self.cfg.run.log_every == 0 or step == self.target
+        """At the last step, and when the inner steps up to ``step`` reach a multiple of ``run.log_every``
+        (DDP: every log_every-th step; DiLoCo: an outer step whose period holds such an inner step)."""
+        per, every = self.ft.inner_steps_per_commit, self.cfg.run.log_every
+        return (step * per) // every != (step * per - per) // every or step == self.target
 
     def maybe_log(self, step: int, loss: float) -> None:
         """Close the logging window at committed ``step`` when the cadence says so."""

@@ -35,7 +35,7 @@ from contract.names import ROLE_RESOURCES
 from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
-from trainer.local import MAX_RESTARTS, after_death
+from trainer.local import after_death
 from trainer.runs import EventLog
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
@@ -327,20 +327,15 @@ class Supervisor:
         if slot.tailing is not None:
             if not self.ray.wait([slot.tailing], timeout=0)[0]:
                 return
-            events = self.ray.get(slot.tailing)
-            for event in events:
-                if event.get("event") == "healed":
-                    self.console.print(
-                        f"replica group {slot.group}: healed from a live group at step {event.get('step')}"
-                    )
-            self.console.show(events)
+            self.console.show([{"group": slot.group, **e} for e in self.ray.get(slot.tailing)])
         slot.tailing = slot.actors[0].tail.remote()
 
     def _finished(self, slot: Slot) -> None:
         assert slot.group is not None
         slot.tailing = None
         with contextlib.suppress(self.ray.exceptions.RayError):  # the last lines (the final step) before the actors go
-            self.console.show(self.ray.get(slot.actors[0].tail.remote(), timeout=30))
+            last = self.ray.get(slot.actors[0].tail.remote(), timeout=30)
+            self.console.show([{"group": slot.group, **e} for e in last])
         self.reports[slot.group] = slot.done[0]["report"]
         self._release(slot)
         del self.groups[slot.group]
@@ -382,10 +377,7 @@ class Supervisor:
         else:
             self.groups[group] = self._place(group, due)
         where = "a spare" if spare is not None else "a new placement"
-        self.console.print(
-            f"replica group {group}: lost ({reason}); restarting it on {where} in "
-            f"{self.cfg.ft.restart_delay_s:g} s ({self.restarts[group]}/{MAX_RESTARTS})"
-        )
+        self.console.restarted(group, f"lost ({reason}) on {where}", self.cfg.ft.restart_delay_s, self.restarts[group])
 
     def _record(self) -> None:
         """placement.json: where each group trains (node, address, pids, metrics port), for operators and tests."""

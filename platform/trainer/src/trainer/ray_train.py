@@ -9,11 +9,28 @@ durable checkpoint when it restarts.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from trainer.config import Config
 from trainer.console import Console, outcome_line
 from trainer.goodput import combine, dumps
 from trainer.ray_supervisor import Supervisor
-from trainer.runs import committed_target, run_dir
+from trainer.runs import committed_target, inner_per_commit, run_dir
+
+
+def capacity_problem(cfg: Config, resources: dict[str, float]) -> str | None:
+    """One line when a Ray cluster of ``resources`` can never hold the run's replica groups (one CPU, and one GPU
+    on CUDA, per rank: ray_supervisor.bundle), so it is said at once instead of Ray retrying placements forever."""
+    key = "GPU" if cfg.ft.device == "cuda" else "CPU"
+    need, have = cfg.ft.replica_groups * cfg.ft.group_size, int(resources.get(key, 0))
+    if need <= have:
+        return None
+    return (
+        f"run.launcher=ray: {cfg.ft.replica_groups} replica group(s) of ft.group_size={cfg.ft.group_size} need "
+        f"{need} {key}s (one per rank); the local Ray has {have}; lower ft.replica_groups or ft.group_size, "
+        "or run on a cluster (RAY_ADDRESS)"
+    )
 
 
 def launch(cfg: Config) -> int:
@@ -22,9 +39,17 @@ def launch(cfg: Config) -> int:
     if not ray.is_initialized():  # in a RayJob (or with RAY_ADDRESS) this joins the cluster; else a local Ray
         # The groups' own output (torchft's logs) stays in Ray's worker logs: the console is the supervisor's.
         ray.init(log_to_driver=False, configure_logging=False)
+        # A local Ray (no cluster to join) never grows: a run it cannot hold is refused here. A cluster's workers
+        # may still be joining (or autoscaling), so there the supervisor waits for capacity.
+        local = not os.environ.get("RAY_ADDRESS")
+        problem = capacity_problem(cfg, ray.cluster_resources()) if local else None  # type: ignore[no-untyped-call]
+        if problem is not None:
+            ray.shutdown()
+            print(f"train.py: {problem}", file=sys.stderr)
+            return 2
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    console = Console(out, committed_target(cfg))
+    console = Console(out, committed_target(cfg), inner_per_step=inner_per_commit(cfg))
     rl = None
     if cfg.run.mode == "rl":  # the controller here, in the driver (the head pod, on the CPU pool)
         from trainer.rl.launch import RLSide

@@ -99,29 +99,33 @@ def _committed(checkpointer: Checkpointer, root: Root) -> list[int]:
 
 
 def start_refusal(cfg: Config) -> str | None:
-    """Why a run must not start on checkpoint.dir, as one line; None when it may.
+    """Why a run must not start on checkpoint.dir, as one line; None when it may (``start_state``'s first half)."""
+    return start_state(cfg)[0]
+
+
+def start_state(cfg: Config) -> tuple[str | None, int | None]:
+    """(why a run must not start on checkpoint.dir, as one line, or None; the newest verified step, or None).
 
     A location outside what the run may trust (``location_problem``) is refused before anything is listed.
     Step data with nothing that verifies (markers deleted, every checkpoint corrupt) would otherwise
-    restart at step 0 and overwrite that history without a word.
+    restart at step 0 and overwrite that history without a word. The step tells train.py whether a run
+    that is started again has anything left to do.
     """
     outside = location_problem(cfg, os.environ)
     if outside is not None:
-        return outside
+        return outside, None
     skipped: list[str] = []
     found = newest_verified(cfg, lambda root, s, r: skipped.append(f"{_label(cfg, root)} step {s}: {r}"))
     if found is not None:
         found[0].close()
-        return None
-    if cfg.checkpoint.start_over:
-        return None
-    if not any(_has_step_data(root.url) for root in group_roots(cfg)):
-        return None
+        return None, found[1]
+    if cfg.checkpoint.start_over or not any(_has_step_data(root.url) for root in group_roots(cfg)):
+        return None, None
     why = skipped[0] if skipped else "no COMMITTED marker"
     return (
         f"checkpoint.dir {cfg.checkpoint.dir}: step-* directories but no checkpoint that verifies ({why}); "
         "move the directory away to keep it, or set checkpoint.start_over=true to train from step 0 there"
-    )
+    ), None
 
 
 def _label(cfg: Config, root: Root) -> str:

@@ -20,10 +20,17 @@ def run_dir(cfg: Config) -> Path:
     return Path(cfg.run.report_dir) / cfg.run.name
 
 
+MAX_RESTARTS = 3  # per group, by either launcher: a group that keeps dying is a bug, not a fault to ride out
+
+
+def inner_per_commit(cfg: Config) -> int:
+    """Inner steps per committed step: a DiLoCo step is a sync (sync_every / fragments inner steps); DDP's is one."""
+    return cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1
+
+
 def committed_target(cfg: Config) -> int:
-    """The committed step the run ends at (a DiLoCo step is a sync: sync_every / fragments inner steps)."""
-    per = cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1
-    return -(-cfg.run.steps // per)
+    """The committed step the run ends at."""
+    return -(-cfg.run.steps // inner_per_commit(cfg))
 
 
 class EventLog:

@@ -69,7 +69,7 @@ def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
                     checkpoints.close()
                     ft.shutdown()
                     raise result.nonfinite
-            progress.step_ends(result.counted)
+            progress.step_ends(result, trainer.step)
             if not result.synced:  # mid-period (DiLoCo), or a step that did not count
                 continue
             sync = ledger.sync(trainer.step)

@@ -46,11 +46,16 @@ def read_kmsg(path: str = "/dev/kmsg") -> list[str]:
             for line in kernel_log.lines(record):  # newlines only: a U+2028 in a message stays in its line
                 head, sep, message = line.partition(";")
                 fields = head.split(",")
-                if sep and len(fields) >= 3 and fields[2].isdigit():
+                if sep and len(fields) >= 3 and _microseconds(fields[2]):
                     lines.append(f"[{int(fields[2]) / 1e6:12.6f}] {message}")
     finally:
         os.close(fd)
     return lines
+
+
+def _microseconds(field: str) -> bool:
+    """A record's time: ASCII digits ("²".isdigit() is True), at most 20 (past 4300, int() raises ValueError)."""
+    return field.isascii() and field.isdigit() and len(field) <= 20
 
 
 def boot_epoch(proc_uptime: str = "/proc/uptime") -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from typing import Annotated, Any
 
@@ -45,12 +46,25 @@ def health(
     now = time.time()
     clusters = [_cluster(reg, r, context, due_after, now) for r in chosen]
     whole = report.report(clusters, now)
+    if not as_json and not any(c["reachable"] for c in clusters):  # an empty table would say nothing
+        print(f"error: {no_cluster_line(clusters)}", file=sys.stderr)
+        raise typer.Exit(Exit.FAILED)
     if as_json:
         print(json.dumps(whole, indent=2))
     else:
         _table(whole, nodes)
     if any(not c["reachable"] for c in clusters):
         raise typer.Exit(Exit.FAILED)
+
+
+def no_cluster_line(clusters: list[dict[str, Any]]) -> str:
+    """Why no cluster could be read, and what fixes it (each region's credentials command), as one line."""
+    whys = dict.fromkeys(str(c["error"]).split("; run: ")[0] for c in clusters)
+    fixes = [str(c["error"]).partition("; run: ")[2] or f"{c['region']}: {c['error']}" for c in clusters]
+    return (
+        f"could read no cluster ({', '.join(whys)}): run {'; '.join(fixes)}; "
+        "or point KUBECONFIG at a kubeconfig with the clusters' contexts"
+    )
 
 
 def _regions(reg: Registry, names: list[str]) -> list[Region]:
