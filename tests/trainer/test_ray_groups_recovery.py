@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.ray_supervisor import after_death, metrics_port, strategy
+from trainer.local import after_death
+from trainer.ray_supervisor import metrics_port, strategy
 
 from tests.trainer.conftest import events, final, start
 

@@ -10,40 +10,44 @@ from contract import codec
 from contract.codec import setting
 from contract.problem import Invalid
 
+# Upper bounds: a typo of a few digits (a billion prompts a step) is one line at start, not an OOM later.
+MANY = 100_000_000
+DAY_S = 86_400.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class RL:
     # What to learn: "arithmetic" (a+b= with a+b <= 9, byte tokens) or a JSONL path/URL of {"prompt", "answer"}.
     task: str = "arithmetic"
     reward: str = "exact"  # exact, math, or module:function (rewards.py)
-    held_out: int = setting(44, low=0)  # problems kept out of training for greedy evaluation
+    held_out: int = setting(44, low=0, high=MANY)  # problems kept out of training for greedy evaluation
     allowed: str = "digits"  # constrained decoding: "digits" (bytes 0-9) or "" (the whole vocabulary)
-    group_size: int = setting(16, low=2)  # completions per prompt: GRPO's baseline is the group's own mean
-    prompts_per_step: int = setting(32, low=1)  # groups in one training batch
-    max_tokens: int = setting(1, low=1)
-    temperature: float = setting(1.0, above=0)
-    max_policy_age: int = setting(1, low=0)  # a sample older than this many versions is never trained on
+    group_size: int = setting(16, low=2, high=4096)  # completions per prompt: GRPO's baseline is the group's own mean
+    prompts_per_step: int = setting(32, low=1, high=MANY)  # groups in one training batch
+    max_tokens: int = setting(1, low=1, high=1 << 20)
+    temperature: float = setting(1.0, above=0, high=100.0)
+    max_policy_age: int = setting(1, low=0, high=1000)  # a sample older than this many versions is never trained on
     # Single process only: the generator holds the weights of this many versions ago (emulates asynchrony).
-    staleness: int = setting(0, low=0)
+    staleness: int = setting(0, low=0, high=1000)
     clip_low: float = setting(0.2, low=0, below=1)
-    clip_high: float = setting(0.2, low=0)
-    kl_beta: float = setting(0.0, low=0)  # 0: no reference model, no reference forward
-    lr: float = setting(1e-3, above=0)
-    weight_decay: float = setting(0.0, low=0)
-    grad_clip: float = setting(1.0, low=0)
-    steps: int = setting(200, low=1)
+    clip_high: float = setting(0.2, low=0, high=100.0)
+    kl_beta: float = setting(0.0, low=0, high=100.0)  # 0: no reference model, no reference forward
+    lr: float = setting(1e-3, above=0, high=100.0)
+    weight_decay: float = setting(0.0, low=0, high=1.0)
+    grad_clip: float = setting(1.0, low=0, high=1e6)
+    steps: int = setting(200, low=1, high=MANY)
     # Rollouts (of prompts_per_step prompts each) one step may take to fill its batch with groups whose
     # rewards differ; past it the single-process loop stops (History.saturated): the prompts are solved.
-    max_rollouts: int = setting(20, low=1)
-    eval_every: int = setting(25, low=1)
-    seed: int = 0
+    max_rollouts: int = setting(20, low=1, high=MANY)
+    eval_every: int = setting(25, low=1, high=MANY)
+    seed: int = setting(0, low=0, high=(1 << 32) - 1)  # what torch's and Python's seeding take
     # The distributed mode (train.py run.mode=rl; controller.py). steps, lr, weight_decay, grad_clip and seed
     # above are the single-process loop's: there the trainer's run.steps, optim.* and run.seed apply.
-    generators: int = setting(2, low=1)  # generator processes (pods in a cluster), each one engine
-    lease_prompts: int = setting(8, low=1)  # prompts a generator takes at a time
-    lease_timeout_s: float = setting(120.0, above=0)  # a lease not answered by then is issued again
-    sync_timeout_s: float = setting(30.0, above=0)  # one weight transfer, trainer -> one generator
-    buffer_batches: int = setting(2, low=1)  # generators wait while this many batches of groups are ready
+    generators: int = setting(2, low=1, high=65536)  # generator processes (pods in a cluster), each one engine
+    lease_prompts: int = setting(8, low=1, high=MANY)  # prompts a generator takes at a time
+    lease_timeout_s: float = setting(120.0, above=0, high=DAY_S)  # a lease not answered by then is issued again
+    sync_timeout_s: float = setting(30.0, above=0, high=DAY_S)  # one weight transfer, trainer -> one generator
+    buffer_batches: int = setting(2, low=1, high=1000)  # generators wait while this many batches of groups are ready
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
     # The generators' engine: "torch" (the trainer's model, CPU or CUDA) or "vllm" (the generator image, GPU;
