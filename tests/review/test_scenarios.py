@@ -8,7 +8,7 @@ import pytest
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.gitops import admission
-from review.report import markdown
+from review.report import markdown, summary
 from review.review import review
 from tests.review.conftest import KUBECTL, Sandbox, at_base, git, replace_once, reset, review_cli, scenario
 
@@ -30,6 +30,13 @@ def test_growing_a_pool_is_not_destructive(sandbox: Sandbox) -> None:
         ("update", "google_container_node_pool.pool_h200-a", [("node_count", 384, 448)])
     ]
     assert r.access == []  # nobody new can reach anything
+    # No team's quota grew (issue 31): the 512 new GPUs are the Kueue cohort's own, lent to every team, and the
+    # review says so per region and pool, in the comment too.
+    assert [(d.name, d.before, d.after) for d in r.unallocated] == [("us-east4 h200-a", 0, 512)]
+    assert "| us-east4 h200-a | 0 | 512 | +512 |" in summary(r)
+    assert "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)" in summary(r)
+    east = next(c for c in r.clusters if c.cluster == "meridian-us-east4")
+    assert ("kueue.x-k8s.io", "Cohort", "", "meridian") in [o.key for o in east.objects]
 
 
 def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:

@@ -107,7 +107,18 @@ def _capacity(r: Review) -> list[str]:
         "|---|---:|---:|---:|",
         *_delta_rows(r.teams),
         "",
+        *_unallocated(r),
     ]
+
+
+UNALLOCATED = "unallocated: in no team's quota, lent to every team through Kueue's cohort"
+
+
+def _unallocated(r: Review) -> list[str]:
+    """GPUs no team's nominal quota covers, per region and pool: Kueue can use them, nobody is guaranteed them."""
+    if not r.unallocated:
+        return []
+    return [f"| {UNALLOCATED} | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(r.unallocated), ""]
 
 
 def _terraform(r: Review) -> list[str]:
@@ -163,6 +174,7 @@ def terminal(r: Review) -> str:
     for d in r.teams:
         if d.before != d.after:
             out.append(f"  quota {d.name}: {d.before:,} -> {d.after:,}")
+    out += [f"  unallocated GPUs {d.name}: {d.before:,} -> {d.after:,}" for d in r.unallocated if d.before != d.after]
     for diff in r.stacks:
         out.append(f"  terraform {diff.stack}: {_counts(diff)}")
     out += [f"  access {line}" for line in r.access]
@@ -200,6 +212,10 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
     yield "Versions", [_version_line(v) for v in r.versions]
     yield "Capacity (GPUs)", _changed_table("region", r.regions)
     yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
+    yield (
+        "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)",
+        _changed_table("region pool", r.unallocated),
+    )
     counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]
     counts += [f"- kubernetes `{cluster.cluster}`: {_object_counts(cluster)}" for cluster in r.clusters]
     yield "Changes per region and cluster", counts
