@@ -56,7 +56,7 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
         (c.path, c.before, c.after) for c in pool.changes
     ]
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
-    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in markdown(r)
+    assert "> **DESTRUCTIVE: 1 change takes capacity or data down**" in markdown(r)
     assert (r.exit_code, r.labels) == (3, ["destructive"])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from contract.problem import Exit
 from review.access import access_changes
+from review.addresses import moved_ranges
 from review.capacity import (
     Capacity,
     Delta,
@@ -26,6 +27,7 @@ from review.capacity import (
     terraform_capacity,
     unallocated_deltas,
 )
+from review.fold import fold
 from review.inputs import changed_inputs, machinery, plan_inputs
 from review.kubernetes import ClusterDiff, diff_clusters
 from review.security import Finding, security_findings
@@ -51,6 +53,9 @@ class Review:
     new_scopes: set[str] = field(default_factory=set)  # clusters and stacks only HEAD has
     # GPUs per region and pool in no team's quota on either side: lent through Kueue's cohort (capacity.py)
     unallocated: list[Delta] = field(default_factory=list)
+    moved_ranges: list[str] = field(
+        default_factory=list
+    )  # regions whose planned ranges move: why, the pin (addresses.py)
 
     @property
     def machinery(self) -> list[str]:
@@ -69,7 +74,7 @@ class Review:
                     kind == "CustomResourceDefinition" and o.action == "removed"
                 ):
                     lines += [f"{cluster.cluster}: {flag}" for flag in o.flags]
-        return lines
+        return fold(lines)
 
     @property
     def security(self) -> list[str]:
@@ -203,4 +208,5 @@ def review(
         version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
         unallocated_deltas(before.plan, after.plan),
+        moved_ranges(before.plan, after.plan),
     )
