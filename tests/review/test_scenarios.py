@@ -90,21 +90,22 @@ def test_changing_a_kueue_quota(sandbox: Sandbox) -> None:
     assert cluster == "meridian-us-east4"
     # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
     # so every team's CPU share follows (fleet.quotaplan).
-    # Every team's ceiling in the region follows the cohort's quota (nominal + borrowing limits, issue 14):
-    # the namespaces' ResourceQuotas move without a flag of their own.
-    limits = sorted(o.key[2] for o in objects if o.key[1] == "ResourceQuota")
-    assert limits == ["team-evals", "team-pretraining", "team-research"]
-    assert all(o.flags == [] for o in objects if o.key[1] == "ResourceQuota")
-    assert {o.key[3]: o.flags for o in objects if o.key[1] != "ResourceQuota"} == {
+    # The 256 GPUs research gives up are no team's: the cohort's own quota, lent to every team (issue 31), so
+    # every team's ceiling in the region (nominal + borrowing limits, issue 14) stays where it was.
+    assert [o.key for o in objects if o.key[1] == "ResourceQuota"] == []
+    assert {o.key[3]: o.flags for o in objects} == {
         "research": [
             "Kueue quota of research: cpu/cpu 512 -> 372, cpu/memory 2048Gi -> 1489Gi, h200-a/cpu 21504 -> 14336, "
             "h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"
         ],
         "pretraining": ["Kueue quota of pretraining: cpu/cpu 1365 -> 1490, cpu/memory 5461Gi -> 5958Gi"],
         "evals": ["Kueue quota of evals: cpu/cpu 171 -> 186, cpu/memory 683Gi -> 745Gi"],
-        # Warden's sweep queue may borrow what the teams hold in a pool (its borrowing limit follows), no quota.
-        "warden-sweep": [],
+        "meridian": [
+            "Kueue quota of cohort meridian: h200-a/cpu none -> 7168, h200-a/memory none -> 94464Gi, "
+            "h200-a/nvidia.com/gpu none -> 256"
+        ],
     }
+    assert [(d.name, d.before, d.after) for d in r.unallocated] == [("us-east4 h200-a", 0, 256)]
     assert [(d.name, d.before, d.after) for d in r.teams if d.before != d.after] == [
         ("research", 2560, 2304),
         ("research in us-east4", 768, 512),
@@ -260,7 +261,8 @@ def test_removing_a_middle_region_names_each_side_and_says_why_ranges_move(sandb
     cross = next(line for line in r.access if "meridian-europe-west1-cross-region" in line)
     now, was = cross.split(" (was: ")
     assert "10.16.0.0/13 (europe-west1 pods)" in now
-    assert "10.16.0.0/13 (us-east4 pods)" in was and "10.32.0.0/13 (europe-west1 pods)" in was
+    assert "10.16.0.0/13 (us-east4 pods)" in was
+    assert "10.32.0.0/13 (europe-west1 pods)" in was
     assert any("10.16.0.0/13 (us-east4 pods)" in line for line in r.security)
     # Why europe-west1's ranges move, and the pin that keeps them (fleet.model.RegionNetwork's fields).
     (moved,) = r.moved_ranges
