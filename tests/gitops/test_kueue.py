@@ -27,22 +27,33 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
     changed = Fleet.model_validate(spec)
     before = render(fleet)
     after = render(changed)
-    # The namespaces' ResourceQuotas follow what Kueue may admit (tests/gitops/test_quota.py); the registry,
-    # in generated/ and in every cluster, carries the team's quota for gkr.
+    # The namespaces' ResourceQuotas follow what Kueue may admit, which stays the region's capacity as the GPUs
+    # research gives up are lent through the cohort (tests/gitops/test_quota.py); the registry, in generated/
+    # and in every cluster, carries the team's quota for gkr.
     assert [p for p in before if before[p] != after[p]] == [
         "generated/registry.json",
         "kustomize/overlays/meridian-europe-west1/registry/registry.yaml",
         "kustomize/overlays/meridian-us-central1/registry/registry.yaml",
         "kustomize/overlays/meridian-us-east4/kueue-config/kueue-config.yaml",
         "kustomize/overlays/meridian-us-east4/registry/registry.yaml",
-        "kustomize/overlays/meridian-us-east4/teams/teams.yaml",
     ]
     old, new = _kueue_docs(fleet, "meridian-us-east4"), _kueue_docs(changed, "meridian-us-east4")
     differing = [(a, b) for a, b in zip(old, new, strict=True) if a != b]
     # The CPU pool follows the GPU quotas, so every queue's share of it moves; GPU quota only in research's.
-    # Warden's sweep queue may borrow what the teams hold, which follows the quotas too.
-    assert {b["metadata"]["name"] for _, b in differing} == {"pretraining", "research", "evals", "warden-sweep"}
-    differing = [(a, b) for a, b in differing if b["metadata"]["name"] != "warden-sweep"]
+    # Warden's sweep queue may borrow what the teams and the cohort hold: the pool, which does not move.
+    # The 256 GPUs research gives up are no team's: the cohort's own quota, lent to every queue (issue 31).
+    assert {b["metadata"]["name"] for _, b in differing} == {
+        "meridian",
+        "pretraining",
+        "research",
+        "evals",
+    }
+    (cohort,) = [b for _, b in differing if b["kind"] == "Cohort"]
+    assert cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0] == {
+        "name": "nvidia.com/gpu",
+        "nominalQuota": 256,
+    }
+    differing = [(a, b) for a, b in differing if b["kind"] != "Cohort"]
     # Every queue's borrowing limits follow the others' nominal quota.
     for a, b in differing:
         assert b["kind"] == "ClusterQueue"
@@ -51,11 +62,11 @@ def test_changing_a_team_quota_changes_only_its_gpu_quota_and_the_cpu_split(flee
         assert (old_gpu != new_gpu) == (b["metadata"]["name"] == "research")
     research = next(b for _, b in differing if b["metadata"]["name"] == "research")
     flavor = next(f for f in research["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "h200-a")
-    # It may borrow what pretraining and evals hold in the pool: 2,048 + 256 GPUs.
+    # It may borrow what pretraining and evals hold in the pool and the cohort's own: 2,048 + 256 + 256 GPUs.
     assert flavor["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 512, "borrowingLimit": 2304},
-        {"name": "cpu", "nominalQuota": 512 * 224 // 8, "borrowingLimit": 2304 * 224 // 8},
-        {"name": "memory", "nominalQuota": f"{512 * 2952 // 8}Gi", "borrowingLimit": f"{2304 * 2952 // 8}Gi"},
+        {"name": "nvidia.com/gpu", "nominalQuota": 512, "borrowingLimit": 2560},
+        {"name": "cpu", "nominalQuota": 512 * 224 // 8, "borrowingLimit": 2560 * 224 // 8},
+        {"name": "memory", "nominalQuota": f"{512 * 2952 // 8}Gi", "borrowingLimit": f"{2560 * 2952 // 8}Gi"},
     ]
     # 2,048 vCPUs over 2048:512:256.
     assert _flavor_quota(research, "cpu") == {"nvidia.com/gpu": 0, "cpu": 372, "memory": "1489Gi"}

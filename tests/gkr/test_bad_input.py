@@ -75,14 +75,14 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "more GPUs per pod than the machine",
         {"gpus_per_pod": 16},
         [],
-        "gpus_per_pod: 16 GPUs per pod do not fit a a3-ultragpu-8g (8 GPUs)",
+        "gpus_per_pod: 16 GPUs per pod do not fit an a3-ultragpu-8g (8 GPUs)",
     ),
     ("GPUs that do not divide the machine", {"gpus_per_pod": 3}, [], "gpus_per_pod: 3 does not divide the 8 GPUs"),
     (
         "too many CPUs",
         {"cpus_per_pod": 300},
         [],
-        "cpus_per_pod: 300 CPUs per pod do not fit a a3-ultragpu-8g (at most 201 of its 224)",
+        "cpus_per_pod: 300 CPUs per pod do not fit an a3-ultragpu-8g (at most 201 of its 224)",
     ),
     ("too much memory", {"memory_per_pod_gib": 4000}, [], "memory_per_pod_gib: 4000 GiB per pod does not fit"),
     (
@@ -109,7 +109,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "--priority flag above the ceiling",
         {"team": "evals"},
         ["--priority", "high"],
-        "flag --priority: high is above team evals's ceiling standard; use one of standard, preemptible",
+        "flag --priority: high is above team evals' ceiling standard; use one of standard, preemptible",
     ),
     *ENV_CASES,
     (
@@ -161,7 +161,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "CPU pod larger than a CPU machine",
         {"kind": "job", "gpus_per_pod": 0, "cpus_per_pod": 64},
         [],
-        "cpus_per_pod: 64 CPUs per pod do not fit a n2-standard-32 (at most 28 of its 32)",
+        "cpus_per_pod: 64 CPUs per pod do not fit an n2-standard-32 (at most 28 of its 32)",
     ),
     (
         "CPU job on a GPU pool",
@@ -174,7 +174,7 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "Ray head larger than a CPU machine",
         {"ray": {"head_cpus": 64}},
         [],
-        "ray.head_cpus: a Ray head of 64 CPUs and 32 GiB does not fit a n2-standard-32 of CPU pool cpu",
+        "ray.head_cpus: a Ray head of 64 CPUs and 32 GiB does not fit an n2-standard-32 of CPU pool cpu",
     ),
     ("bad env name", {"env": {"1BAD": "x"}}, [], "env: '1BAD' is not a valid environment variable name"),
     ("rayjob without a command", {"command": None}, [], "command: a rayjob needs a command"),

@@ -193,6 +193,7 @@ def test_the_summary_shows_the_shape(gkr: Callable[..., Result]) -> None:
         second_line("--pods", "2", "--group-size", "8")
         == "2 pods x 8 H200 = 16 GPUs in 2 replica groups x 8 GPUs (one pod each)"
     )
+    assert second_line("--pods", "1").startswith("1 pod x 8 H200 = 8 GPUs")  # "1 pods" before issue 31
     assert (
         second_line("--pods", "2", "--replica-groups", "1")
         == "2 pods x 8 H200 = 16 GPUs in 1 replica group x 16 GPUs (2 pods each)"

@@ -8,7 +8,7 @@ import pytest
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.gitops import admission
-from review.report import markdown
+from review.report import markdown, summary
 from review.review import review
 from tests.review.conftest import KUBECTL, Sandbox, at_base, git, replace_once, reset, review_cli, scenario
 
@@ -30,6 +30,13 @@ def test_growing_a_pool_is_not_destructive(sandbox: Sandbox) -> None:
         ("update", "google_container_node_pool.pool_h200-a", [("node_count", 384, 448)])
     ]
     assert r.access == []  # nobody new can reach anything
+    # No team's quota grew (issue 31): the 512 new GPUs are the Kueue cohort's own, lent to every team, and the
+    # review says so per region and pool, in the comment too.
+    assert [(d.name, d.before, d.after) for d in r.unallocated] == [("us-east4 h200-a", 0, 512)]
+    assert "| us-east4 h200-a | 0 | 512 | +512 |" in summary(r)
+    assert "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)" in summary(r)
+    east = next(c for c in r.clusters if c.cluster == "meridian-us-east4")
+    assert ("kueue.x-k8s.io", "Cohort", "", "meridian") in [o.key for o in east.objects]
 
 
 def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
@@ -49,7 +56,7 @@ def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
         (c.path, c.before, c.after) for c in pool.changes
     ]
     assert "**DESTRUCTIVE: replaces node pool h200-flex in us-central1-b: 128 nodes, 1,024 H200**" in markdown(r)
-    assert "> **DESTRUCTIVE: 1 change(s) take capacity down**" in markdown(r)
+    assert "> **DESTRUCTIVE: 1 change takes capacity or data down**" in markdown(r)
     assert (r.exit_code, r.labels) == (3, ["destructive"])
 
 
@@ -83,21 +90,22 @@ def test_changing_a_kueue_quota(sandbox: Sandbox) -> None:
     assert cluster == "meridian-us-east4"
     # The GPU quota moves for research alone; the region's CPU pool is shared by GPU quota,
     # so every team's CPU share follows (fleet.quotaplan).
-    # Every team's ceiling in the region follows the cohort's quota (nominal + borrowing limits, issue 14):
-    # the namespaces' ResourceQuotas move without a flag of their own.
-    limits = sorted(o.key[2] for o in objects if o.key[1] == "ResourceQuota")
-    assert limits == ["team-evals", "team-pretraining", "team-research"]
-    assert all(o.flags == [] for o in objects if o.key[1] == "ResourceQuota")
-    assert {o.key[3]: o.flags for o in objects if o.key[1] != "ResourceQuota"} == {
+    # The 256 GPUs research gives up are no team's: the cohort's own quota, lent to every team (issue 31), so
+    # every team's ceiling in the region (nominal + borrowing limits, issue 14) stays where it was.
+    assert [o.key for o in objects if o.key[1] == "ResourceQuota"] == []
+    assert {o.key[3]: o.flags for o in objects} == {
         "research": [
             "Kueue quota of research: cpu/cpu 512 -> 372, cpu/memory 2048Gi -> 1489Gi, h200-a/cpu 21504 -> 14336, "
             "h200-a/memory 283392Gi -> 188928Gi, h200-a/nvidia.com/gpu 768 -> 512"
         ],
         "pretraining": ["Kueue quota of pretraining: cpu/cpu 1365 -> 1490, cpu/memory 5461Gi -> 5958Gi"],
         "evals": ["Kueue quota of evals: cpu/cpu 171 -> 186, cpu/memory 683Gi -> 745Gi"],
-        # Warden's sweep queue may borrow what the teams hold in a pool (its borrowing limit follows), no quota.
-        "warden-sweep": [],
+        "meridian": [
+            "Kueue quota of cohort meridian: h200-a/cpu none -> 7168, h200-a/memory none -> 94464Gi, "
+            "h200-a/nvidia.com/gpu none -> 256"
+        ],
     }
+    assert [(d.name, d.before, d.after) for d in r.unallocated] == [("us-east4 h200-a", 0, 256)]
     assert [(d.name, d.before, d.after) for d in r.teams if d.before != d.after] == [
         ("research", 2560, 2304),
         ("research in us-east4", 768, 512),
@@ -229,3 +237,95 @@ def test_cli_exit_codes_and_report(sandbox: Sandbox, tmp_path: Path, capsys: pyt
     assert "no change" in capsys.readouterr().out
     assert review_cli(repo, "no-such-ref", out) == 2
     assert capsys.readouterr().err.startswith("error: git rev-parse --verify no-such-ref^{commit}: ")
+
+
+def _without_us_east4(text: str) -> str:
+    """Remove the middle region and every team's quota in it."""
+    start, end = text.index("  - name: us-east4\n"), text.index("  - name: europe-west1\n")
+    text = text[:start] + text[end:]
+    for quota in ("us-east4: 2048, ", "us-east4: 768, ", "us-east4: 256, "):
+        assert text.count(quota) == 1, quota
+        text = text.replace(quota, "")
+    return text
+
+
+def _no_reprs(text: str) -> None:
+    """No Python repr in what people read: None, True, False, or a quoted repr of a value."""
+    for word in ("None", "True", "False", "\\n", '\\"'):
+        assert word not in text, word
+
+
+def test_removing_a_middle_region_names_each_side_and_says_why_ranges_move(sandbox: Sandbox) -> None:
+    r = scenario(sandbox, _without_us_east4)
+    # BASE's rules name BASE's ranges: 10.16.0.0/13 was us-east4's pods, and is europe-west1's only in HEAD.
+    cross = next(line for line in r.access if "meridian-europe-west1-cross-region" in line)
+    now, was = cross.split(" (was: ")
+    assert "10.16.0.0/13 (europe-west1 pods)" in now
+    assert "10.16.0.0/13 (us-east4 pods)" in was
+    assert "10.32.0.0/13 (europe-west1 pods)" in was
+    assert any("10.16.0.0/13 (us-east4 pods)" in line for line in r.security)
+    # Why europe-west1's ranges move, and the pin that keeps them (fleet.model.RegionNetwork's fields).
+    (moved,) = r.moved_ranges
+    assert moved.startswith("europe-west1: its planned control_plane, gvnic, nodes, pods, services and rdma ranges")
+    assert "because us-east4, before it in fleet.yaml, was removed" in moved
+    assert (
+        "`regions[1].network: {control_plane: 10.40.176.0/28, gvnic: 10.40.160.0/20, nodes: 10.40.128.0/20, " in moved
+    )
+    assert "### Why address ranges move, and how to keep them" in summary(r)
+    # A clause that repeats is said once: europe-west1's ten subnetworks are one line.
+    assert sum("and with them the cluster in europe-west1" in line for line in r.destructive) == 1
+    assert not any("and with it the cluster in europe-west1" in line for line in r.destructive)
+    assert any(
+        line.startswith("europe-west1: replaces 10 subnetworks (meridian-europe-west1-gvnic, ")
+        for line in r.destructive
+    )
+    assert any(line.startswith("meridian-us-east4: 6 namespaces (") for line in r.destructive)
+    # The checkpoint bucket and the teams' folders in it hold data: destructive, saying what data.
+    assert (
+        "us-east4: deletes bucket meridian-ckpt-us-east4 and every object in it (gs://meridian-ckpt-us-east4/): "
+        "the apply fails while it holds objects"
+    ) in r.destructive
+    _no_reprs(markdown(r))
+    _no_reprs(summary(r))
+
+
+def test_removing_a_team_flags_its_checkpoints(sandbox: Sandbox) -> None:
+    def without_evals(text: str) -> str:
+        return text[: text.index("  - name: evals\n")]
+
+    r = scenario(sandbox, without_evals)
+    assert r.destructive == [
+        *(
+            f"{region}: deletes managed folder teams/evals/ of bucket meridian-ckpt-{region}, which holds team evals' "
+            f"checkpoints (gs://meridian-ckpt-{region}/teams/evals/): the apply fails while it holds objects; "
+            "copy or delete them first, and its access grants go with it"
+            for region in ("europe-west1", "us-central1", "us-east4")
+        ),
+        # One line for the namespace removed in every cluster, not one per cluster.
+        "meridian-europe-west1, meridian-us-central1, meridian-us-east4: namespace team-evals is deleted, "
+        "and everything in it",
+    ]
+    assert (r.exit_code, "destructive" in r.labels) == (3, True)
+    queue = next(o for c in r.clusters for o in c.objects if o.key[1:] == ("ClusterQueue", "", "evals"))
+    assert queue.flags[0].startswith("Kueue quota of evals removed: cpu/cpu ")
+    _no_reprs(markdown(r))
+
+
+def test_the_registry_configmap_diff_is_semantic_and_shown_once(sandbox: Sandbox) -> None:
+    r = scenario(
+        sandbox,
+        replace_once("        zone: us-east4-b\n        nodes: 384", "        zone: us-east4-b\n        nodes: 448"),
+    )
+    registry = [o for c in r.clusters for o in c.objects if o.key == REGISTRY]
+    assert len(registry) == 3
+    assert {tuple(o.changes) for o in registry} == {
+        ("registry.json: regions[us-east4].pools[h200-a].nodes: 384 -> 448",)
+    }
+    assert all(o.diff == "" for o in registry)  # nothing else in the ConfigMap changed
+    report = markdown(r)
+    assert report.count("regions[us-east4].pools[h200-a].nodes: 384 -> 448") == 1
+    assert (
+        report.count("`ConfigMap meridian-registry/meridian-registry`: the same change as in meridian-europe-west1")
+        == 2
+    )
+    _no_reprs(report)

@@ -158,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kubectl is None:  # before the summary: one line, not a traceback after it
             print(f"error: --objects builds every cluster with kubectl; {NO_KUBECTL}", file=sys.stderr)
             return 2
+    from fleet.quotaplan import unallocated_warnings
+
+    for line in unallocated_warnings(loaded.fleet, loaded.quotas):  # stderr: --json stays one document
+        print(f"warning: {loaded.path}: {line}", file=sys.stderr)
     if args.json:
         print(json.dumps(as_json(loaded.fleet, loaded.addresses, loaded.quotas), indent=2))
     else:

@@ -9,10 +9,20 @@ this plan, so none of them can quietly hold less than the spec promises.
 
 Each CPU pool (Ray heads, CPU-only jobs) is split over the teams in proportion
 to their GPU quota in the region, so a team's gangs can always reclaim the CPU
-their heads need. In each flavor a team may borrow at most what the other
-teams hold nominally there: the cohort has no quota of its own, so that is
-exactly the most Kueue could lend, and nominal + borrowing over the flavors is
-the most Kueue can ever admit for the team in the region (`admissible`).
+their heads need.
+
+Every GPU belongs to someone: what no team's nominal quota covers in a pool (a
+pool grown past the quotas, a region no team has quota in) is the cohort's own
+quota in that pool's flavor (`RegionQuotas.cohort`), which Kueue lends to every
+queue in the cohort: a Cohort's nominalQuota is "additional resources on top of
+those defined by ClusterQueues ... a shared pool for the ClusterQueues within
+it" (Kueue v0.19.2 Cohort CRD, spec.resourceGroups, pinned under
+/work/shared/crds/kueue; https://kueue.sigs.k8s.io/docs/concepts/cohort/). Nobody
+is guaranteed those GPUs, so `meridian plan` warns (`unallocated_warnings`). In
+each flavor a team may borrow at most what the other teams hold nominally there
+plus the cohort's own quota: exactly the most Kueue could lend, and nominal +
+borrowing over the flavors is the most Kueue can ever admit for the team in the
+region (`admissible`).
 """
 
 from __future__ import annotations
@@ -45,6 +55,12 @@ class TeamQuota:
 class RegionQuotas:
     region: str
     teams: dict[str, TeamQuota]
+    cohort: dict[str, Quota]  # GPU pool flavor -> the cohort's own quota: GPUs no team holds, with their hosts
+
+    @property
+    def unallocated(self) -> dict[str, int]:
+        """GPU pool -> GPUs in no team's nominal quota (lent to every team through the cohort)."""
+        return {flavor: quota[GPU] for flavor, quota in self.cohort.items()}
 
 
 @dataclass(frozen=True)
@@ -122,10 +138,16 @@ def _plan_region(fleet: Fleet, index: int, region: Region) -> tuple[RegionQuotas
     for team in fleet.teams:
         for pool in team_pools(region.gpu_pools, team.name):
             nominal[team.name][pool.name] = _with_host(pool, pools[team.name][pool.name])
+    # `left` now holds what no team's quota took: the cohort's own quota, lent to every queue.
+    cohort = {p.name: _with_host(p, left[p.name]) for p in region.gpu_pools if left[p.name] > 0}
     planned = {}
     for team in fleet.teams:
         borrowing = {
-            flavor: {r: sum(nominal[o.name].get(flavor, {}).get(r, 0) for o in fleet.teams if o is not team) for r in q}
+            flavor: {
+                r: sum(nominal[o.name].get(flavor, {}).get(r, 0) for o in fleet.teams if o is not team)
+                + cohort.get(flavor, {}).get(r, 0)
+                for r in q
+            }
             for flavor, q in nominal[team.name].items()
         }
         admissible = {
@@ -135,7 +157,24 @@ def _plan_region(fleet: Fleet, index: int, region: Region) -> tuple[RegionQuotas
         planned[team.name] = TeamQuota(
             team.name, gpus[team.name], pools[team.name], nominal[team.name], borrowing, admissible
         )
-    return RegionQuotas(region.name, planned), problems
+    return RegionQuotas(region.name, planned, cohort), problems
+
+
+def unallocated_warnings(fleet: Fleet, plan: QuotaPlan) -> list[str]:
+    """One line per region with GPUs in no team's nominal quota: where, how many, what Kueue does, the fix."""
+    lines = []
+    for index, region in enumerate(fleet.regions):
+        spare = plan.regions[region.name].unallocated
+        if not spare:
+            continue
+        total = sum(pool_capacity(p).gpus for p in region.gpu_pools)
+        pools = ", ".join(f"{pool} {gpus:,}" for pool, gpus in spare.items())
+        lines.append(
+            f"regions[{index}] ({region.name}): {sum(spare.values()):,} of {total:,} GPUs are in no team's "
+            f"nominal quota ({pools}); Kueue lends them to every team through its cohort, guaranteed to none: "
+            f"give them to teams under teams[].quota.{region.name} to guarantee them"
+        )
+    return lines
 
 
 def _with_host(pool: GpuPool, gpus: int) -> Quota:

@@ -99,6 +99,8 @@ def render(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> str:
     out += ["", "Team quotas (nominal GPUs)"]
     planned = _quotas(fleet, quotas)
     rows = [[t.name, t.priority, *planned[t.name].values(), sum(planned[t.name].values())] for t in fleet.teams]
+    spare = [sum(quotas.regions[r.name].unallocated.values()) for r in fleet.regions]
+    rows.append(["unallocated (lent through the cohort)", "", *spare, sum(spare)])  # never an all-zero column
     out += table(["team", "priority", *(r.name for r in fleet.regions), "total"], rows)
     out += ["", "Address ranges (* written in fleet.yaml, others planned)"]
     out += _address_lines(addresses)
@@ -141,6 +143,8 @@ def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str
                     for a in (ranges.nodes, ranges.pods, ranges.services, ranges.gvnic, ranges.control_plane)
                 },
                 "rdma": {zone: [str(a.cidr) for a in subnets] for zone, subnets in ranges.rdma.items()},
+                # GPUs per pool in no team's nominal quota: the cohort's own, lent to every team (fleet.quotaplan)
+                "unallocated": quotas.regions[region.name].unallocated,
             }
         )
     return {

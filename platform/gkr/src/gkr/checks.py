@@ -9,6 +9,7 @@ import re
 
 from contract.problem import Problem, one_of
 from contract.registry import Registry
+from contract.words import count, possessive, with_article
 from gkr import groups
 from gkr.render import RESERVED_ENV_PREFIXES, USER_NCCL_ENV, platform_env
 from gkr.resolved import SYSTEM_SHARE, Resolved
@@ -33,7 +34,7 @@ def problems(r: Resolved) -> list[Problem]:
         out.append(
             Problem(
                 path=("pods",),
-                message=f"{r.gpus_text}, above team {r.team.name}'s quota of {quota:,} in {r.region.name}",
+                message=f"{r.gpus_text}, above team {possessive(r.team.name)} quota of {quota:,} in {r.region.name}",
             )
         )
     out += _references(r)
@@ -71,21 +72,25 @@ def _shape(r: Resolved) -> list[Problem]:
     gpus = spec.gpus_per_pod
     # (wrong?, field, what)
     checks: list[tuple[bool, str, str]] = [
-        (gpus > machine.gpus, "gpus_per_pod", f"{gpus} GPUs per pod do not fit a {machine.name} ({machine.gpus} GPUs)"),
+        (
+            gpus > machine.gpus,
+            "gpus_per_pod",
+            f"{gpus} GPUs per pod do not fit {with_article(machine.name)} ({machine.gpus} GPUs)",
+        ),
         (
             0 < gpus <= machine.gpus and machine.gpus % gpus != 0,
             "gpus_per_pod",
-            f"{gpus} does not divide the {machine.gpus} GPUs of a {machine.name}; use 1, 2, 4 or 8",
+            f"{gpus} does not divide the {machine.gpus} GPUs of {with_article(machine.name)}; use 1, 2, 4 or 8",
         ),
         (
             r.cpus > limit_cpus,
             "cpus_per_pod",
-            f"{r.cpus} CPUs per pod do not fit a {machine.name} (at most {limit_cpus} of its {machine.vcpus})",
+            f"{r.cpus} CPUs per pod do not fit {with_article(machine.name)} (at most {limit_cpus} of its {machine.vcpus})",
         ),
         (
             r.memory_gib > limit_memory,
             "memory_per_pod_gib",
-            f"{r.memory_gib} GiB per pod does not fit a {machine.name} (at most {limit_memory} GiB)",
+            f"{r.memory_gib} GiB per pod does not fit {with_article(machine.name)} (at most {limit_memory} GiB)",
         ),
         (
             bool(gpus) and r.nodes > r.pool.nodes,
@@ -198,7 +203,7 @@ def _ceiling_problem(r: Resolved) -> str | None:
         return None
     allowed = sorted((p for p, v in values.items() if v <= values[ceiling]), key=lambda p: -values[p])
     return (
-        f"{r.priority} is above team {r.team.name}'s ceiling {ceiling}; use one of {', '.join(allowed)}, "
+        f"{r.priority} is above team {possessive(r.team.name)} ceiling {ceiling}; use one of {', '.join(allowed)}, "
         f"or ask the fleet owners to raise the team's max_priority"
     )
 
@@ -241,7 +246,7 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
         out.append(
             Problem(
                 path=("ray", "head_cpus" if spec.ray.head_cpus > limit_cpus else "head_memory_gib"),
-                message=f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit a {machine.name} "
+                message=f"a Ray head of {spec.ray.head_cpus} CPUs and {spec.ray.head_memory_gib} GiB does not fit {with_article(machine.name)} "
                 f"of CPU pool {pool.name} (at most {limit_cpus} CPUs, {limit_memory} GiB)",
             )
         )
@@ -251,7 +256,7 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
             out.append(
                 Problem(
                     path=("pods",),
-                    message=f"{spec.pods:,} pods x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
+                    message=f"{count(spec.pods, 'pod')} x {r.cpus} CPU = {spec.pods * r.cpus:,} CPU need {nodes:,} {machine.name} nodes; "
                     f"CPU pool {pool.name} in {r.region.name} scales to {pool.nodes:,} ({pool.nodes * limit_cpus:,} CPU for pods)",
                 )
             )

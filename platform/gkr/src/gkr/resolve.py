@@ -9,6 +9,7 @@ import re
 
 from contract.problem import Problem, one_of
 from contract.registry import Pool, Region, Registry, Team, team_pools
+from contract.words import possessive
 from gkr import checks, defaults, roles
 from gkr.resolved import Resolved, pod_size
 from gkr.spec import JobSpec
@@ -120,7 +121,7 @@ def _choices(usable: dict[str, int], team: Team, value: str = "") -> str:
     if not usable:
         return one_of(usable, value)
     shares = ", ".join(f"{name} {gpus:,}" for name, gpus in usable.items())
-    return f"{one_of(usable, value)} (team {team.name}'s nominal GPUs: {shares})"
+    return f"{one_of(usable, value)} (team {possessive(team.name)} nominal GPUs: {shares})"
 
 
 def share_warning(r: Resolved) -> str | None:
@@ -136,7 +137,7 @@ def share_warning(r: Resolved) -> str | None:
     if r.gpus <= nominal:
         return None
     return (
-        f"{r.gpus:,} GPUs are more than team {r.team.name}'s nominal share of pool {r.pool.name} in {r.region.name} "
+        f"{r.gpus:,} GPUs are more than team {possessive(r.team.name)} nominal share of pool {r.pool.name} in {r.region.name} "
         f"({nominal:,} GPUs); Kueue may still admit the job by borrowing other teams' idle GPUs there, "
         "and preempts it when they reclaim them: pick a pool with room, or expect to wait"
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from contract import names
 from contract.registry import Machine, Pool, Region, Registry, Team
+from contract.words import count
 from gkr import groups, roles
 from gkr.spec import JobSpec
 
@@ -62,8 +63,10 @@ class Resolved:
         """ "8 pods", or "8 pods and 1 spare pod": what the job's GPUs are counted over."""
         spare = f" and {self.spare_pods} spare pod{'s' * (self.spare_pods != 1)}" if self.spare_pods else ""
         if self.generators is not None:
-            return f"{self.spec.pods} trainer pods{spare} and {self.generators.spec.pods} generator pods"
-        return f"{self.spec.pods} pods{spare}"
+            return (
+                f"{count(self.spec.pods, 'trainer pod')}{spare} and {count(self.generators.spec.pods, 'generator pod')}"
+            )
+        return f"{count(self.spec.pods, 'pod')}{spare}"
 
     @property
     def gpus_text(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from contract import names
+from contract.words import count as count_of
 from gkr import groups, roles
 from gkr.resolved import Resolved
 
@@ -18,7 +19,11 @@ def summary(r: Resolved, context: str | None = None) -> str:
     s = r.spec
     pods, model = s.pods, r.machine.gpu_model or "GPU"
     own = r.worker_pods * s.gpus_per_pod  # r.gpus, less an RL job's generators
-    gpus = f"{pods} pods x {s.gpus_per_pod} {model} = {own:,} GPUs" if s.gpus_per_pod else f"{pods} pods, no GPUs"
+    gpus = (
+        f"{count_of(pods, 'pod')} x {s.gpus_per_pod} {model} = {own:,} GPUs"
+        if s.gpus_per_pod
+        else f"{count_of(pods, 'pod')}, no GPUs"
+    )
     shape = groups.shape(s)
     if shape is not None and s.gpus_per_pod:
         count, size = shape
@@ -30,7 +35,11 @@ def summary(r: Resolved, context: str | None = None) -> str:
     generators = r.generators
     if generators is not None and s.roles is not None:  # an RL job: the trainer's line above, then the generators'
         g, tp, engines = generators.spec, s.roles.generators.tensor_parallel, roles.engines(s)
-        line = f"{g.pods} pods x {g.gpus_per_pod} {model}" if g.gpus_per_pod else f"{g.pods} pods, no GPUs"
+        line = (
+            f"{count_of(g.pods, 'pod')} x {g.gpus_per_pod} {model}"
+            if g.gpus_per_pod
+            else f"{count_of(g.pods, 'pod')}, no GPUs"
+        )
         gpus = f"trainer {gpus}\ngenerators {line}, {engines:,} engines of {tp}; {r.gpus:,} GPUs in all"
     cpus = f"{pods} x {r.cpus} CPU = {pods * r.cpus:,} CPU"
     memory = f"{pods} x {_gib(r.memory_gib)} = {_gib(pods * r.memory_gib)} requested"

@@ -93,7 +93,8 @@ def _rules(stack: dict[str, Any]) -> dict[str, Grant]:
     return {key: grant(body) for key, body in stack.get("resource", {}).get(FIREWALL, {}).items()}
 
 
-def _changed(old: Grant, new: Grant, names: dict[str, str]) -> str:
+def _changed(old: Grant, new: Grant, names: dict[str, str], old_names: dict[str, str]) -> str:
+    """`names` label HEAD's ranges, `old_names` BASE's: a range may belong to another region on each side."""
     if (old.direction, old.action, old.protocols, old.destinations, old.targets) != (
         new.direction,
         new.action,
@@ -101,17 +102,21 @@ def _changed(old: Grant, new: Grant, names: dict[str, str]) -> str:
         new.destinations,
         new.targets,
     ):
-        return f"now {describe(new, names)} (was: {describe(old, names)})"
+        return f"now {describe(new, names)} (was: {describe(old, old_names)})"
     added = tuple(c for c in new.sources if c not in old.sources)
     removed = tuple(c for c in old.sources if c not in new.sources)
     parts = [f"now also admits {_ranges(added, names)}"] if added else []
-    parts += [f"no longer admits {_ranges(removed, names)}"] if removed else []
+    parts += [f"no longer admits {_ranges(removed, old_names)}"] if removed else []
     return "; ".join(parts) or f"now {describe(new, names)}"  # reordered sources only
 
 
 def access_changes(before: Stacks, after: Stacks) -> list[str]:
-    """One line per firewall rule a change creates, deletes or alters, prefixed by its stack."""
-    names = range_names(after, before)
+    """One line per firewall rule a change creates, deletes or alters, prefixed by its stack.
+
+    Each side's ranges are named from that side's subnets first: when a middle region is removed, the next
+    region's new ranges are the removed one's old ranges, and BASE's rule must still name them as BASE's.
+    """
+    names, old_names = range_names(after, before), range_names(before, after)
     lines = []
     for stack in [*after, *(s for s in before if s not in after)]:
         old, new = _rules(before.get(stack, {})), _rules(after.get(stack, {}))
@@ -119,7 +124,7 @@ def access_changes(before: Stacks, after: Stacks) -> list[str]:
             if key not in old:
                 lines.append(f"{stack}: new firewall rule {new[key].name} {describe(new[key], names)}")
             elif key not in new:
-                lines.append(f"{stack}: firewall rule {old[key].name} removed; it {describe(old[key], names)}")
+                lines.append(f"{stack}: firewall rule {old[key].name} removed; it {describe(old[key], old_names)}")
             elif old[key] != new[key]:
-                lines.append(f"{stack}: firewall rule {new[key].name} {_changed(old[key], new[key], names)}")
+                lines.append(f"{stack}: firewall rule {new[key].name} {_changed(old[key], new[key], names, old_names)}")
     return lines

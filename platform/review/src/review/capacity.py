@@ -33,6 +33,21 @@ def team_gpus(plan: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     return {t["name"]: {k: int(v) for k, v in t["quota"].items()} for t in (plan or {}).get("teams", [])}
 
 
+def unallocated_gpus(plan: dict[str, Any] | None) -> dict[str, int]:
+    """ "region pool" -> GPUs in no team's nominal quota, lent through the Kueue cohort (fleet.quotaplan).
+
+    A side whose plan predates the field has none."""
+    return {
+        f"{r['name']} {pool}": int(gpus)
+        for r in (plan or {}).get("regions", [])
+        for pool, gpus in (r.get("unallocated") or {}).items()
+    }
+
+
+def unallocated_deltas(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Delta]:
+    return _deltas(unallocated_gpus(before), unallocated_gpus(after))
+
+
 def _deltas(before: dict[str, int], after: dict[str, int]) -> list[Delta]:
     names = [*after, *(n for n in before if n not in after)]
     return [Delta(n, before.get(n, 0), after.get(n, 0)) for n in names]

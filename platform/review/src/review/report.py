@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from contract.words import count, plural
 from review.capacity import Delta
 from review.kubernetes import ClusterDiff, label
+from review.kubernetes import text as kubernetes_text
 from review.review import Review
 from review.terraform import StackDiff
 from review.versions import VersionChange
@@ -26,7 +28,7 @@ LINE = 600  # one summary line at most: a longer one is cut, the full report has
 
 
 def _value(v: object) -> str:
-    text = "(none)" if v is None else str(v)
+    text = "(none)" if v is None else kubernetes_text(v)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -81,9 +83,13 @@ def _flagged(r: Review) -> list[str]:
         out.append("")
     destructive = r.destructive
     if destructive:
-        out += [f"> [!CAUTION]\n> **DESTRUCTIVE: {len(destructive)} change(s) take capacity down**", ">"]
+        out += [
+            f"> [!CAUTION]\n> **DESTRUCTIVE: {count(len(destructive), 'change')} {plural(len(destructive), 'takes', 'take')} capacity or data down**",
+            ">",
+        ]
         out += [f"> - **{line}**" for line in destructive]
         out.append("")
+        out += _moved(r)
     else:
         out += ["No destructive change.", ""]
     if r.findings:
@@ -91,6 +97,13 @@ def _flagged(r: Review) -> list[str]:
         out += [f"- {f.scope}: {f.what}" for f in r.findings]
         out.append("")
     return out
+
+
+MOVED = "Why address ranges move, and how to keep them"
+
+
+def _moved(r: Review) -> list[str]:
+    return [f"### {MOVED}", "", *(f"- {line}" for line in r.moved_ranges), ""] if r.moved_ranges else []
 
 
 def _capacity(r: Review) -> list[str]:
@@ -107,7 +120,18 @@ def _capacity(r: Review) -> list[str]:
         "|---|---:|---:|---:|",
         *_delta_rows(r.teams),
         "",
+        *_unallocated(r),
     ]
+
+
+UNALLOCATED = "unallocated: in no team's quota, lent to every team through Kueue's cohort"
+
+
+def _unallocated(r: Review) -> list[str]:
+    """GPUs no team's nominal quota covers, per region and pool: Kueue can use them, nobody is guaranteed them."""
+    if not r.unallocated:
+        return []
+    return [f"| {UNALLOCATED} | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(r.unallocated), ""]
 
 
 def _terraform(r: Review) -> list[str]:
@@ -129,14 +153,23 @@ def _terraform(r: Review) -> list[str]:
 
 
 def _kubernetes(r: Review) -> list[str]:
+    """Each cluster's changed objects; a change made alike in several clusters (the registry ConfigMap) is
+    shown in full once, and named as the same change elsewhere."""
     out = ["### Kubernetes (what Argo CD applies)", ""]
     if not r.clusters:
         out += ["No change in any cluster.", ""]
+    first: dict[tuple[object, ...], str] = {}
     for cluster in r.clusters:
         out += [f"#### {cluster.cluster}: {_object_counts(cluster)}", ""]
         for o in cluster.objects:
             flags = "".join(f" — **{f}**" for f in o.flags)
+            same = (o.key, o.action, o.diff, tuple(o.changes))
+            if (o.diff or o.changes) and same in first:
+                out.append(f"- {o.action} `{label(o.key)}`{flags}: the same change as in {first[same]}")
+                continue
+            first.setdefault(same, cluster.cluster)
             out.append(f"- {o.action} `{label(o.key)}`{flags}")
+            out += [f"  - `{line.split(': ', 1)[0]}`: {line.split(': ', 1)[1]}" for line in o.changes]
             if o.diff:
                 out += [
                     "  <details><summary>diff</summary>",
@@ -163,6 +196,7 @@ def terminal(r: Review) -> str:
     for d in r.teams:
         if d.before != d.after:
             out.append(f"  quota {d.name}: {d.before:,} -> {d.after:,}")
+    out += [f"  unallocated GPUs {d.name}: {d.before:,} -> {d.after:,}" for d in r.unallocated if d.before != d.after]
     for diff in r.stacks:
         out.append(f"  terraform {diff.stack}: {_counts(diff)}")
     out += [f"  access {line}" for line in r.access]
@@ -173,6 +207,7 @@ def terminal(r: Review) -> str:
     out += [f"  SECURITY {line}" for line in r.security]
     out += [f"  UPGRADE {line}" for line in r.upgrades]
     out += [f"  DESTRUCTIVE {line}" for line in r.destructive]
+    out += [f"  MOVED {line}" for line in r.moved_ranges]
     if len(out) == 1:
         out.append("  no change")
     return "\n".join(out) + "\n"
@@ -196,10 +231,15 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
         [f"- `{path}`" for path in r.machinery],
     )
     yield "Destructive", [f"- **{line}**" for line in r.destructive]
+    yield MOVED, [f"- {line}" for line in r.moved_ranges]
     yield "Security (widens access; a code owner must approve)", [f"- {line}" for line in r.security]
     yield "Versions", [_version_line(v) for v in r.versions]
     yield "Capacity (GPUs)", _changed_table("region", r.regions)
     yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
+    yield (
+        "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)",
+        _changed_table("region pool", r.unallocated),
+    )
     counts = [f"- terraform `{d.stack}`: {_counts(d)}" for d in r.stacks]
     counts += [f"- kubernetes `{cluster.cluster}`: {_object_counts(cluster)}" for cluster in r.clusters]
     yield "Changes per region and cluster", counts

@@ -18,7 +18,16 @@ from typing import Any
 
 from contract.problem import Exit
 from review.access import access_changes
-from review.capacity import Capacity, Delta, capacity_deltas, destructive_lines, terraform_capacity
+from review.addresses import moved_ranges
+from review.capacity import (
+    Capacity,
+    Delta,
+    capacity_deltas,
+    destructive_lines,
+    terraform_capacity,
+    unallocated_deltas,
+)
+from review.fold import fold
 from review.inputs import changed_inputs, machinery, plan_inputs
 from review.kubernetes import ClusterDiff, diff_clusters
 from review.security import Finding, security_findings
@@ -42,6 +51,11 @@ class Review:
     findings: list[Finding] = field(default_factory=list)  # what the change widens (security.py)
     versions: list[VersionChange] = field(default_factory=list)  # what it upgrades (versions.py)
     new_scopes: set[str] = field(default_factory=set)  # clusters and stacks only HEAD has
+    # GPUs per region and pool in no team's quota on either side: lent through Kueue's cohort (capacity.py)
+    unallocated: list[Delta] = field(default_factory=list)
+    moved_ranges: list[str] = field(
+        default_factory=list
+    )  # regions whose planned ranges move: why, the pin (addresses.py)
 
     @property
     def machinery(self) -> list[str]:
@@ -60,7 +74,7 @@ class Review:
                     kind == "CustomResourceDefinition" and o.action == "removed"
                 ):
                     lines += [f"{cluster.cluster}: {flag}" for flag in o.flags]
-        return lines
+        return fold(lines)
 
     @property
     def security(self) -> list[str]:
@@ -193,4 +207,6 @@ def review(
         security_findings(before.clusters, after.clusters, before.stacks, after.stacks),
         version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
+        unallocated_deltas(before.plan, after.plan),
+        moved_ranges(before.plan, after.plan),
     )

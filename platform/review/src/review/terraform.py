@@ -11,6 +11,7 @@ knows better), and `replacement.yaml`: in-place updates that recreate every node
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,6 +21,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from contract import names
+from contract.words import possessive
 from fleet.catalog import MACHINE_TYPES
 from meridian_infra.report import pool_capacity
 
@@ -30,7 +33,12 @@ GUARDED = (
     "google_container_node_pool",
     "google_compute_subnetwork",
     "google_compute_network",
+    "google_storage_bucket",
+    "google_storage_managed_folder",
 )
+# Resources that hold data (checkpoints, datasets): deleting or replacing one is destructive for what is in it.
+DATA = ("google_storage_bucket", "google_storage_managed_folder")
+_REFERENCE = re.compile(r"^\$\{(\w+)\.([\w-]+)\.name\}$")
 
 
 def _package_text(name: str) -> str:
@@ -152,10 +160,43 @@ def short_gpu(gpu_type: str) -> str:
     return models.get(gpu_type, gpu_type or "GPU")
 
 
+def _resolved(value: Any, all_resources: dict[str, tuple[str, dict[str, Any]]]) -> str:
+    """A `${type.name.name}` reference (synthesized JSON) as the referenced resource's name, when it has one."""
+    match = _REFERENCE.match(str(value))
+    if match and f"{match[1]}.{match[2]}" in all_resources:
+        return str(all_resources[f"{match[1]}.{match[2]}"][1].get("name", value))
+    return str(value)
+
+
+def describe_data_loss(
+    kind: str, body: dict[str, Any], verb: str, resources: dict[str, tuple[str, dict[str, Any]]]
+) -> str:
+    """ "deletes managed folder teams/evals/ of bucket meridian-ckpt-us-east4: ..." and what data that is.
+
+    Cloud Storage refuses to delete a managed folder or bucket that holds objects unless forced
+    (JSON API managedFolders.delete `allowNonEmpty`; the provider's `force_destroy`), and a forced
+    managed folder leaves its objects behind without the folder's IAM, so the team loses them either way.
+    """
+    name = str(body.get("name", "?"))
+    forced = "; force_destroy is set, so it goes through" if body.get("force_destroy") else ""
+    if kind == "google_storage_managed_folder":
+        bucket = _resolved(body.get("bucket", "?"), resources)
+        data = f"gs://{bucket}/{name}"
+        team = name.strip("/").rsplit("/", 1)[-1]
+        held = f"team {possessive(team)} checkpoints" if name.startswith(names.TEAMS_PREFIX) else "its objects"
+        return (
+            f"{verb} managed folder {name} of bucket {bucket}, which holds {held} ({data}): the apply fails while it "
+            f"holds objects{forced}; copy or delete them first, and its access grants go with it"
+        )
+    return f"{verb} bucket {name} and every object in it (gs://{name}/): the apply fails while it holds objects{forced}"
+
+
 def describe_loss(
     stack: str, kind: str, body: dict[str, Any], verb: str, all_resources: dict[str, tuple[str, dict[str, Any]]]
 ) -> str:
     """ "replaces node pool h200-a in us-central1-b: 128 nodes, 1,024 H200"."""
+    if kind in DATA:
+        return describe_data_loss(kind, body, verb, all_resources)
     name = body.get("name", "?")
     if kind == "google_container_node_pool":
         nodes, gpus, gpu_type = pool_capacity(body)

@@ -6,6 +6,10 @@ holds, per flavor (nominal quota and borrowing limit), is read from the quota
 plan (fleet.quotaplan), which also sets the team namespaces' ResourceQuotas
 (fleet.gitops.teams) and gkr's quota check: nothing here recomputes it.
 
+GPUs no team's nominal quota covers (a grown pool, a region without quota) are
+the Cohort's own quota (fleet.quotaplan, `RegionQuotas.cohort`), lent to every
+queue in it; each queue's borrowing limit reaches it.
+
 Each CPU pool (Ray heads, CPU-only jobs) is a flavor of its own, with no GPU
 toleration and no GPU quota; idle CPU quota is borrowed like GPU quota.
 
@@ -194,9 +198,10 @@ SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the sche
 
 def _sweep_flavors(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[dict[str, Any]]:
     """The sweep queue's flavors: every GPU pool but flex-start ones, with nothing of its own and a borrowing
-    limit of everything the teams hold there (stated, as every queue's limit is)."""
+    limit of everything the teams and the cohort hold there (stated, as every queue's limit is)."""
     pools = [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
-    held: dict[str, dict[str, int]] = {pool: {GPU: 0, "cpu": 0, "memory": 0} for pool in pools}
+    cohort = quotas.regions[region.name].cohort
+    held: dict[str, dict[str, int]] = {pool: dict(cohort.get(pool, {GPU: 0, "cpu": 0, "memory": 0})) for pool in pools}
     for team in fleet.teams:
         for flavor, quota in quotas.team(region.name, team.name).nominal.items():
             for resource, amount in quota.items():
@@ -266,10 +271,27 @@ def sweep_local_queue() -> Obj:
     return obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE})
 
 
+def cohort(region: Region, quotas: QuotaPlan) -> Obj:
+    """The cohort, holding as its own quota the GPUs no team's nominal quota covers (module docstring)."""
+    lent = quotas.regions[region.name].cohort
+    if not lent:
+        return obj(API, "Cohort", COHORT, spec={})
+    flavors = [
+        {"name": flavor, "resources": [{"name": r, "nominalQuota": _quantity(r, n)} for r, n in quota.items()]}
+        for flavor, quota in lent.items()
+    ]
+    return obj(
+        API,
+        "Cohort",
+        COHORT,
+        spec={"resourceGroups": [{"coveredResources": [GPU, "cpu", "memory"], "flavors": flavors}]},
+    )
+
+
 def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
-        obj(API, "Cohort", COHORT, spec={}),
+        cohort(region, quotas),
         *(_cpu_flavor(p) for p in region.cpu_pools),
         *(_flavor(p) for p in region.gpu_pools),
     ]

@@ -43,11 +43,13 @@ def security_findings(
 
     A cluster or stack that HEAD removes takes its grants with it: nothing to flag there.
     """
-    names = range_names(after_stacks, before_stacks)
+    names, old_names = range_names(after_stacks, before_stacks), range_names(before_stacks, after_stacks)
     out = []
     for cluster, objects in after_clusters.items():
         out += cluster_findings(cluster, before_clusters.get(cluster, []), objects, names)
     for stack, body in after_stacks.items():
         old = before_stacks.get(stack, {})
-        out += [Finding(stack, line) for line in [*firewall_widening(old, body, names), *iam_widening(old, body)]]
+        out += [
+            Finding(stack, line) for line in [*firewall_widening(old, body, names, old_names), *iam_widening(old, body)]
+        ]
     return out

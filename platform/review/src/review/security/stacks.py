@@ -65,7 +65,12 @@ def _widened(old: Grant, new: Grant) -> bool:
     return _reaches_more(new, old) if new.action == "allow" else _reaches_more(old, new)
 
 
-def firewall_widening(old_stack: Obj, new_stack: Obj, names: dict[str, str]) -> list[str]:
+def firewall_widening(
+    old_stack: Obj, new_stack: Obj, names: dict[str, str], old_names: dict[str, str] | None = None
+) -> list[str]:
+    """`names` label HEAD's ranges, `old_names` BASE's (review.access.access_changes says why both)."""
+    was = names if old_names is None else old_names
+
     def rules(stack: Obj) -> dict[str, Grant]:  # a disabled rule lets nothing through and refuses nothing
         items = (stack.get("resource") or {}).get(FIREWALL) or {}
         return {k: grant(b) for k, b in items.items() if not b.get("disabled")}
@@ -76,9 +81,9 @@ def firewall_widening(old_stack: Obj, new_stack: Obj, names: dict[str, str]) -> 
         if k not in old and g.action == "allow":
             out.append(f"new firewall rule {g.name} {describe(g, names)}")
         elif k in old and _widened(old[k], g):
-            out.append(f"firewall rule {g.name} now {describe(g, names)} (was: {describe(old[k], names)})")
+            out.append(f"firewall rule {g.name} now {describe(g, names)} (was: {describe(old[k], was)})")
     out += [
-        f"firewall rule {g.name} removed; it {describe(g, names)}"
+        f"firewall rule {g.name} removed; it {describe(g, was)}"
         for k, g in old.items()
         if k not in new and g.action == "deny"
     ]
