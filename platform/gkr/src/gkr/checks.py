@@ -95,7 +95,7 @@ def _shape(r: Resolved) -> list[Problem]:
         (
             bool(gpus) and r.nodes > r.pool.nodes,
             "pods",
-            f"{r.pods_text} need {r.nodes} nodes; pool {r.pool.name} has {r.pool.nodes}",
+            f"{r.pods_text} need {r.nodes:,} nodes; pool {r.pool.name} has {r.pool.nodes:,}",
         ),
     ]
     out = [Problem(path=(field,), message=what) for wrong, field, what in checks if wrong]
