@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checkpoint import MARKER, step_dir
+from trainer.config import compose
+from trainer.local import launch
 
-from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
+from tests.trainer.conftest import CONFIG, events, final, kill_and_finish, overrides, run, start, wait_for
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")
@@ -52,8 +54,11 @@ def test_a_2x2_checkpoint_resumes_onto_1x2_and_2x1(tmp_path: Path) -> None:
     files = sorted(p.name for p in (tmp_path / "checkpoints" / name / "group-0" / step_dir(20)).iterdir())
     assert files == [".metadata", MARKER, "__0_0.distcp", "__1_0.distcp"]  # one file of shards per rank
 
-    # Onto one group of two ranks, nothing left to train: the gathered weights are exactly the saved ones.
-    run(tmp_path, name, "run.steps=20", "ft.replica_groups=1", "ft.group_size=2", "data.batch_size=8")
+    # Onto one group of two ranks, nothing left to train: train.py says so and stops; the launcher itself
+    # (past that check) loads the checkpoint, and the gathered weights are exactly the saved ones.
+    onto = ("run.steps=20", "ft.replica_groups=1", "ft.group_size=2", "data.batch_size=8")
+    assert "nothing to do: run reshard already completed step 20 of 20" in run(tmp_path, name, *onto)
+    assert launch(compose(CONFIG, overrides(tmp_path, name, *onto))) == 0
     resumed = _since_last_start(tmp_path, name, 0)
     assert [e["step"] for e in resumed if e["event"] == "resumed"] == [20]
     assert final(tmp_path, name, 0)["weights"] == saved
