@@ -22,6 +22,25 @@ SHIPPED = REPO / "fleet.yaml"
 SHIPPED_SPEC: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
 
 
+def new_region(name: str, zones: list[str], nodes: int = 64) -> dict[str, Any]:
+    """A region to append to a spec: one flex-start H200 pool of ``nodes`` in its second zone."""
+    return {
+        "name": name,
+        "zones": zones,
+        "cluster": {"maintenance_window": {"days": ["SA", "SU"], "start_utc": "20:00", "hours": 8}},
+        "system_pool": {"machine_type": "n2-standard-32", "nodes_per_zone": 2},
+        "gpu_pools": [
+            {
+                "name": "h200-a",
+                "machine_type": "a3-ultragpu-8g",
+                "zone": zones[1],
+                "nodes": nodes,
+                "capacity": {"mode": "flex_start"},
+            }
+        ],
+    }
+
+
 @pytest.fixture
 def spec() -> dict[str, Any]:
     """A fresh, editable copy of the shipped fleet spec as plain data."""

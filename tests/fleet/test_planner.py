@@ -14,7 +14,7 @@ from contract.problem import Problem
 from fleet.catalog import REGIONS
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, layout, peer_pod_ranges, plan_addresses
-from tests.conftest import SHIPPED_SPEC
+from tests.conftest import SHIPPED_SPEC, new_region
 
 GPU_MACHINES = ("a3-ultragpu-8g", "a3-megagpu-8g")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -141,23 +141,7 @@ def test_region_layout_is_aligned_and_disjoint() -> None:
 def test_appending_a_region_to_the_shipped_fleet_keeps_every_range() -> None:
     spec = copy.deepcopy(SHIPPED_SPEC)
     before = cidrs(plan(spec)[0])
-    spec["regions"].append(
-        {
-            "name": "asia-south1",
-            "zones": ["asia-south1-a", "asia-south1-b"],
-            "cluster": {"maintenance_window": {"days": ["SA", "SU"], "start_utc": "20:00", "hours": 8}},
-            "system_pool": {"machine_type": "n2-standard-32", "nodes_per_zone": 2},
-            "gpu_pools": [
-                {
-                    "name": "h200-a",
-                    "machine_type": "a3-ultragpu-8g",
-                    "zone": "asia-south1-b",
-                    "nodes": 64,
-                    "capacity": {"mode": "flex_start"},
-                }
-            ],
-        }
-    )
+    spec["regions"].append(new_region("asia-south1", ["asia-south1-a", "asia-south1-b"]))
     addresses, problems = plan(spec)
     assert problems == []
     after = cidrs(addresses)

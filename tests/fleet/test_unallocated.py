@@ -13,6 +13,7 @@ from fleet.cli import main
 from fleet.gitops.kueue import COHORT, kueue_objects
 from fleet.load import load
 from fleet.quotaplan import GPU
+from tests.conftest import new_region
 
 Spec = dict[str, Any]
 
@@ -27,23 +28,7 @@ def _grown(spec: Spec) -> Spec:
 
 def _no_quota_region(spec: Spec) -> Spec:
     """A new region no team has quota in."""
-    spec["regions"].append(
-        {
-            "name": "asia-south1",
-            "zones": ["asia-south1-a", "asia-south1-b", "asia-south1-c"],
-            "cluster": {"maintenance_window": {"days": ["SA", "SU"], "start_utc": "20:00", "hours": 8}},
-            "system_pool": {"machine_type": "n2-standard-32", "nodes_per_zone": 2},
-            "gpu_pools": [
-                {
-                    "name": "h200-a",
-                    "machine_type": "a3-ultragpu-8g",
-                    "zone": "asia-south1-b",
-                    "nodes": 64,
-                    "capacity": {"mode": "flex_start"},
-                }
-            ],
-        }
-    )
+    spec["regions"].append(new_region("asia-south1", ["asia-south1-a", "asia-south1-b", "asia-south1-c"]))
     return spec
 
 
