@@ -83,7 +83,6 @@ class Controller:
         self.version: int | None = None  # committed steps = the newest policy version; None until started
         self.batches: dict[int, Formed] = {}
         self.leases: dict[int, Lease] = {}
-        self.held: dict[str, int] = {}  # generator -> the version it holds
         self.members: dict[str, int] = {}  # generator -> its processes that receive weights (vLLM: one per GPU)
         self.servers: dict[int, str] = {}  # live trainer group -> its process's token
         self.serving: dict[int, int] = {}  # trainer group -> the version of its newest snapshot
@@ -182,7 +181,6 @@ class Controller:
         if self.done:
             return {"done": True}
         self.expire()
-        self.held[generator] = held
         self.members[generator] = members
         if sync_failed:
             self.pairs.pop(generator, None)  # a fresh pair next time (the old one may be half set up)
@@ -211,7 +209,8 @@ class Controller:
         candidates = [(v, -g) for g, v in self.serving.items() if v > held]
         if not candidates:
             return None
-        version, group = max(candidates)[0], -max(candidates)[1]
+        version, newest_lowest = max(candidates)  # the newest snapshot; of those, the lowest group
+        group = -newest_lowest
         token = self.servers[group]
         pair = self.pairs.get(generator)
         if pair is None or pair[:2] != (group, token):
@@ -261,7 +260,6 @@ class Controller:
     def generator_gone(self, generator: str) -> int:
         """A generator's process ended: its leased prompts are issued again. Returns how many."""
         self.leases = {k: lease for k, lease in self.leases.items() if lease.owner != generator}
-        self.held.pop(generator, None)
         self.members.pop(generator, None)
         self.pairs.pop(generator, None)
         lost = len(self.buffer.release(generator))

@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from contract.metrics import GENERATOR_STATES
 from trainer.config import Config
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.grpo import make_task
@@ -156,7 +157,7 @@ class RLSide:
     def _booked(self, generator: str, seconds: dict[str, float]) -> None:
         time_ = self.time.setdefault(generator, GeneratorTime())
         for state, value in seconds.items():
-            if state in ("generating", "syncing", "waiting") and 0 <= value < 1e6:
+            if state in GENERATOR_STATES and 0 <= value < 1e6:
                 time_.add(state, value)
                 self.metrics.generator(state, value, generator)
 
