@@ -133,6 +133,64 @@ def test_the_launcher_runs_its_checkouts_code_before_the_installed_one(tmp_path:
     )
 
 
+def test_every_top_level_module_has_exactly_one_owner() -> None:
+    owners = launcher_module().module_owners()
+    assert owners["safeyaml"] == ["platform/safeyaml"]
+    assert owners["meridian_infra"] == ["infra"]
+    assert {name: where for name, where in owners.items() if len(where) != 1} == {}
+    assert not set(owners) & sys.stdlib_module_names
+
+
+SHADOW = "import sys\nprint('shadow ran', file=sys.stderr)\n"  # issue 36's ran only under `cdktn deploy`
+
+
+@pytest.mark.parametrize(
+    "where, name, said",
+    [
+        ("platform/fleet/src/meridian_infra/__init__.py", "meridian_infra", "defined by platform/fleet and infra"),
+        ("infra/fleet.py", "fleet", "defined by platform/fleet and infra"),
+        ("platform/fleet/src/json/__init__.py", "json", "shadows the standard library"),
+    ],
+)
+def test_the_launcher_refuses_a_module_defined_twice_before_importing_anything(
+    tmp_path: Path, where: str, name: str, said: str
+) -> None:
+    root = fake_checkout(tmp_path / "head", "head")
+    (root / where).parent.mkdir(parents=True, exist_ok=True)
+    (root / where).write_text(SHADOW)
+    for argv in (["meridian", "plan"], ["--module", "fleet.cli:main", "meridian", "plan"]):
+        run = subprocess.run(
+            [sys.executable, str(root / LAUNCHER), *argv], cwd=tmp_path, capture_output=True, text=True, check=False
+        )
+        assert run.returncode == 2
+        (line,) = run.stderr.splitlines()  # one line, and nothing of the checkout ran (no "shadow ran")
+        assert line.startswith("error: ") and f"top-level module {name}" in line and said in line, line
+
+
+def test_another_checkout_runs_under_this_launchers_rules(tmp_path: Path) -> None:
+    # The deciding workflow's plan job: the default branch's launcher over the pull request's tree (`--root`).
+    trusted = fake_checkout(tmp_path / "trusted", "trusted")
+    pr = fake_checkout(tmp_path / "pr", "pr")
+    (pr / LAUNCHER).write_text("raise SystemExit(0)\n")  # the pull request's own launcher is never asked
+    run = subprocess.run(
+        [sys.executable, str(trusted / LAUNCHER), "--root", str(pr), "--module", "fleet.cli:main", "meridian", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (7, f"pr {pr / 'platform/fleet/src/fleet/cli.py'} ['x']\n")
+    (pr / "platform/fleet/src/safeyaml").mkdir()
+    (pr / "platform/fleet/src/safeyaml/__init__.py").write_text(SHADOW)
+    (pr / "infra/safeyaml.py").write_text(SHADOW)
+    run = subprocess.run(
+        [sys.executable, str(trusted / LAUNCHER), "--root", str(pr), "meridian", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2 and "top-level module safeyaml" in run.stderr and "shadow ran" not in run.stderr
+
+
 def test_each_side_is_planned_by_its_own_producer_without_pythonpath(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

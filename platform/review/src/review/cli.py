@@ -10,12 +10,14 @@ them from a file, not from the exit code.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.gitops.plan import NO_KUBECTL, project_kubectl
 from review.report import COMMENT_LIMIT, markdown, summary, terminal
+from review import reviewed
 from review.review import review
 from review.snapshot import ReviewError
 
@@ -47,14 +49,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--report-url", default="", help="where the full report can be read, linked from the summary")
     parser.add_argument("--labels", type=Path, help="also write the labels to set, one a line")
+    parser.add_argument(
+        "--reviewed", type=Path, help="also write the record the deploy checks: each HEAD stack's digest (reviewed.py)"
+    )
+    parser.add_argument(
+        "--deployed", type=Path, help="folder of <stack>.tf.json the deploys recorded: compare HEAD with those"
+    )
     args = parser.parse_args(argv)
     kubectl = args.kubectl or project_kubectl()
     if kubectl is None:
         print(f"error: {NO_KUBECTL}", file=sys.stderr)
         return 2
     try:
-        result = review(args.repo.resolve(), args.base, args.plans, kubectl, head_plan=args.head_plan)
-    except ReviewError as exc:
+        deployed = reviewed.deployed_stacks(args.deployed) if args.deployed is not None else None
+        result = review(
+            args.repo.resolve(), args.base, args.plans, kubectl, head_plan=args.head_plan, deployed=deployed
+        )
+    except (ReviewError, reviewed.RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.write_text(markdown(result), encoding="utf-8")
@@ -62,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.summary.write_text(summary(result, args.report_url), encoding="utf-8")
     if args.labels is not None:
         args.labels.write_text("".join(f"{label}\n" for label in result.labels), encoding="utf-8")
+    if args.reviewed is not None:
+        document = reviewed.record(result.head_commit, result.exit_code, result.reviewed)
+        args.reviewed.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     sys.stdout.write(terminal(result))
     print(f"report: {args.out}")
     return result.exit_code

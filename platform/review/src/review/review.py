@@ -12,7 +12,7 @@ import json
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,8 @@ class Review:
     moved_ranges: list[str] = field(
         default_factory=list
     )  # regions whose planned ranges move: why, the pin (addresses.py)
+    reviewed: dict[str, dict[str, Any]] = field(default_factory=dict)  # HEAD's stacks, as recorded (reviewed.py)
+    head_commit: str = ""  # the full commit reviewed, for the record
 
     @property
     def machinery(self) -> list[str]:
@@ -162,10 +164,12 @@ def review(
     kubectl: str = "kubectl",
     cache: BaseCache | None = None,
     head_plan: Path | None = None,
+    deployed: dict[str, dict[str, Any]] | None = None,
 ) -> Review:
-    """`head_plan`: HEAD's plan document, made by HEAD's scripts/plan_side.py in a job of its own (the
-    workflow); without it, HEAD's producer runs here. `cache` keeps BASE by commit, for callers that
-    review several heads against one base."""
+    """`head_plan`: HEAD's plan document, made in a job of its own (the workflow); without it, HEAD's
+    producer runs here. `cache` keeps BASE by commit, for callers that review several heads against one
+    base. `deployed`: the stacks the last deploys applied (reviewed.deployed_stacks); each one replaces
+    BASE's synthesis of that stack, so what slipped through once shows again."""
     with tempfile.TemporaryDirectory(prefix="meridian-review-") as tmp:
         work = Path(tmp)
         sha = _git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
@@ -178,8 +182,16 @@ def review(
             if cache is not None:
                 cache[sha] = (before, inputs)
         changed = changed_inputs(inputs, changed_files(repo, sha))
-    stacks = diff_stacks(before.stacks, after.stacks)
     notes = before.notes + after.notes
+    if deployed:
+        drifted = sorted(s for s, body in deployed.items() if before.stacks.get(s) != body)
+        before = replace(before, stacks={**before.stacks, **deployed})
+        if drifted:
+            notes.append(
+                f"what is deployed differs from BASE's synthesis in {', '.join(drifted)}: HEAD is compared with "
+                "what is deployed there"
+            )
+    stacks = diff_stacks(before.stacks, after.stacks)
     raw: dict[str, dict[str, Any]] = {}
     if plans is not None:
         raw = {p.stem: json.loads(p.read_text()) for p in sorted(plans.glob("*.json"))}
@@ -209,4 +221,6 @@ def review(
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
         unallocated_deltas(before.plan, after.plan),
         moved_ranges(before.plan, after.plan),
+        after.stacks,
+        _git(repo, "rev-parse", "HEAD"),
     )

@@ -98,5 +98,9 @@ def load(path: Path) -> Side:
         if size > MAX_BYTES:
             raise SideError(f"{path}: {size:,} bytes, more than the {MAX_BYTES:,} a plan document may have")
         return parse(path.read_bytes(), str(path))
+    except FileNotFoundError:
+        raise SideError(
+            f"{path}: no plan document: the side's plan could not be made (the plan job's error.txt says why)"
+        ) from None
     except OSError as exc:
         raise SideError(f"{path}: cannot read it ({exc.strerror})") from None
