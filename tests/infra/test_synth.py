@@ -12,6 +12,7 @@ import pytest
 
 from meridian_infra.report import Stacks
 from meridian_infra.synth import main, synth
+from tests.conftest import SHIPPED
 
 
 def _files(outdir: Path) -> dict[str, bytes]:
@@ -89,8 +90,6 @@ def test_invalid_spec_writes_nothing(
 
 
 def test_report_lists_every_stack_with_its_gpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.conftest import SHIPPED
-
     assert main(["--fleet", str(SHIPPED), "--outdir", str(tmp_path / "out")]) == 0
     lines = capsys.readouterr().out.splitlines()
     heads = [line for line in lines if not line.startswith(" ")][1:]
@@ -110,3 +109,13 @@ def test_typed_bindings_reject_a_misspelled_attribute() -> None:
 
     with pytest.raises(TypeError, match="machine_typ"):
         ContainerNodePoolNodeConfig(machine_typ="a3-ultragpu-8g")  # type: ignore[call-arg]
+
+
+def test_synthesis_is_byte_for_byte_reproducible(stacks: Stacks, synth_dir: Path, tmp_path: Path) -> None:
+    # The deploy compares a fresh synthesis with the digest the review recorded (review.deploy): a run that
+    # differed by a timestamp, an absolute path or dict order would refuse every reviewed stack.
+    again = tmp_path / "again"
+    synth(SHIPPED, again)
+    files = sorted(p.relative_to(synth_dir) for p in synth_dir.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert [f for f in files if (synth_dir / f).read_bytes() != (again / f).read_bytes()] == []
