@@ -145,7 +145,7 @@ SHADOW = "import sys\nprint('shadow ran', file=sys.stderr)\n"  # issue 36's ran 
 
 
 @pytest.mark.parametrize(
-    "where, name, said",
+    ("where", "name", "said"),
     [
         ("platform/fleet/src/meridian_infra/__init__.py", "meridian_infra", "defined by platform/fleet and infra"),
         ("infra/fleet.py", "fleet", "defined by platform/fleet and infra"),
@@ -164,7 +164,9 @@ def test_the_launcher_refuses_a_module_defined_twice_before_importing_anything(
         )
         assert run.returncode == 2
         (line,) = run.stderr.splitlines()  # one line, and nothing of the checkout ran (no "shadow ran")
-        assert line.startswith("error: ") and f"top-level module {name}" in line and said in line, line
+        assert line.startswith("error: "), line
+        assert f"top-level module {name}" in line, line
+        assert said in line, line
 
 
 def test_another_checkout_runs_under_this_launchers_rules(tmp_path: Path) -> None:
@@ -188,7 +190,9 @@ def test_another_checkout_runs_under_this_launchers_rules(tmp_path: Path) -> Non
         text=True,
         check=False,
     )
-    assert run.returncode == 2 and "top-level module safeyaml" in run.stderr and "shadow ran" not in run.stderr
+    assert run.returncode == 2
+    assert "top-level module safeyaml" in run.stderr
+    assert "shadow ran" not in run.stderr
 
 
 def test_each_side_is_planned_by_its_own_producer_without_pythonpath(

@@ -70,8 +70,10 @@ def test_the_reviewed_stack_is_applied_from_its_saved_plan_and_recorded(
     record = reviewed.record("f" * 40, 0, stacks)  # what the decision wrote for this very tree
     code, err, calls = cdktn_deploy(REPO, deploy_env, record, "us-east4", "--auto-approve")
     assert code == 0, err
-    assert calls.splitlines()[1:] == ["init -input=false", "plan -input=false -out=reviewed.tfplan"] + [
-        "apply -input=false reviewed.tfplan"  # the saved plan: exactly what was compared
+    assert calls.splitlines()[1:] == [
+        "init -input=false",
+        "plan -input=false -out=reviewed.tfplan",
+        "apply -input=false reviewed.tfplan",  # the saved plan: exactly what was compared
     ]
     kept = Path(deploy_env["MERIDIAN_DEPLOYED"]) / "us-east4.tf.json"
     assert kept.read_bytes() == reviewed.canonical(stacks["us-east4"])
@@ -97,7 +99,7 @@ def test_a_stack_other_than_the_reviewed_one_never_reaches_terraform(
 
 
 @pytest.mark.parametrize(
-    "record, args, said",
+    ("record", "args", "said"),
     [
         ("{", ("us-east4",), "not JSON: not a reviewed-plan record"),
         ('{"format": "x", "stacks": {}}', ("us-east4",), "not a meridian-reviewed/1 record"),
@@ -116,7 +118,8 @@ def test_a_bad_record_or_request_is_one_line_before_anything_runs(
     assert code == 2
     (line,) = err.splitlines()
     assert said in line
-    assert "init" not in calls and "apply" not in calls
+    assert "init" not in calls
+    assert "apply" not in calls
 
 
 def test_deploy_without_a_record_names_where_to_get_it(deploy_env: dict[str, str]) -> None:

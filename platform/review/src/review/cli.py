@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.gitops.plan import NO_KUBECTL, project_kubectl
-from review.report import COMMENT_LIMIT, markdown, summary, terminal
 from review import reviewed
+from review.report import COMMENT_LIMIT, markdown, summary, terminal
 from review.review import review
 from review.snapshot import ReviewError
 
