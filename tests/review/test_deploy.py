@@ -20,8 +20,9 @@ import pytest
 from meridian_infra.report import Stacks
 from review import reviewed
 from review.deploy import destination
+from review.review import review
 from tests.conftest import REPO
-from tests.review.conftest import Sandbox, at_base
+from tests.review.conftest import KUBECTL, Sandbox, at_base, commit, git, replace_once
 
 TERRAFORM = """#!/bin/sh
 echo "$*" >> "$TERRAFORM_LOG"
@@ -155,3 +156,29 @@ def test_the_applied_stack_is_recorded_beside_its_state(stacks: Stacks, monkeypa
     fleet = gcs["prefix"].rpartition("/")[0]
     assert destination(stacks["us-east4"], "gcs") == f"gs://{gcs['bucket']}/{fleet}/deployed"
     assert destination(stacks["us-east4"], "local").endswith("infra/.state/deployed")
+
+
+def test_a_change_that_slipped_through_shows_again_against_what_is_deployed(sandbox: Sandbox, stacks: Stacks) -> None:
+    # main holds the 384-node pools cut to one node (merged past the review); what is deployed still has 384.
+    # The next pull request changes nothing there, yet its review compares with the deployed stacks.
+    repo, _ = at_base(sandbox)
+    path = repo / "infra/meridian_infra/gpu_pools.py"
+    path.write_text(
+        replace_once(
+            "node_count=None if flex else pool.nodes,",
+            "node_count=None if flex else {384: 1}.get(pool.nodes, pool.nodes),",
+        )(path.read_text())
+    )
+    commit(repo, "slipped through")
+    slipped = git(repo, "rev-parse", "HEAD")
+    (repo / "README.md").write_text((repo / "README.md").read_text() + "\nA typo fixed.\n")
+    commit(repo, "an unrelated change")
+    result = review(repo, slipped, kubectl=KUBECTL, cache=sandbox[2], deployed=dict(stacks))
+    assert "us-east4: node pool h200-a in us-east4-b: 384 nodes, 3,072 H200 -> 1 node, 8 H200 (-3,064 H200)" in (
+        result.destructive
+    )
+    assert result.exit_code == 3
+    assert (
+        "what is deployed differs from BASE's synthesis in us-central1, us-east4: HEAD is compared with what is "
+        "deployed there" in result.notes
+    )
