@@ -17,6 +17,9 @@ if [ -x .venv/bin/python ] && ! .venv/bin/python -c 'import sys' 2>/dev/null; th
   rm -rf .venv
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+# Each top-level module has one owner and each command one declaration, before anything is installed
+# editable (an editable install would map a second `safeyaml/` as readily as the first).
+"$python" scripts/run_checkout.py --check
 
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/dev.lock
 # PyTorch, pinned (requirements/torch.txt explains why it is not hash-locked).

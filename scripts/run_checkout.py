@@ -3,6 +3,7 @@
     python scripts/run_checkout.py NAME [ARGS...]
     python scripts/run_checkout.py --module MODULE:FUNCTION PROG [ARGS...]
     python scripts/run_checkout.py --root CHECKOUT ...   (another checkout's code, this launcher's rules)
+    python scripts/run_checkout.py --check               (the module and command rules only: make setup)
 
 NAME is a console script of this checkout, as its `pyproject.toml` files
 declare it (`[project.scripts]` of `platform/*/` and `infra/`): for example
@@ -136,6 +137,14 @@ def main(argv: list[str]) -> int:
     root = ROOT
     if argv[:1] == ["--root"] and len(argv) >= 2:
         root, argv = Path(argv[1]).resolve(), argv[2:]
+    if argv == ["--check"]:
+        try:
+            check_modules(root)
+            entry_points(root)
+        except Redefined as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     if argv[:1] == ["--module"] and len(argv) >= 3 and ":" in argv[1]:
         return _call(argv[1], argv[2:], root)
     try:

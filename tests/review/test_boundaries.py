@@ -158,7 +158,11 @@ def test_the_launcher_refuses_a_module_defined_twice_before_importing_anything(
     root = fake_checkout(tmp_path / "head", "head")
     (root / where).parent.mkdir(parents=True, exist_ok=True)
     (root / where).write_text(SHADOW)
-    for argv in (["meridian", "plan"], ["--module", "fleet.cli:main", "meridian", "plan"]):
+    for argv in (
+        ["meridian", "plan"],
+        ["--module", "fleet.cli:main", "meridian", "plan"],
+        ["--check"],
+    ):  # --check: make setup
         run = subprocess.run(
             [sys.executable, str(root / LAUNCHER), *argv], cwd=tmp_path, capture_output=True, text=True, check=False
         )
