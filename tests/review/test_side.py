@@ -66,7 +66,8 @@ def test_a_document_too_large_is_refused_before_it_is_read(tmp_path: Path, monke
     path.write_text(json.dumps(document()))
     with pytest.raises(side.SideError, match=r"head.json: \d+ bytes, more than the 100 a plan document may have"):
         side.load(path)
-    with pytest.raises(side.SideError, match="cannot read it"):
+    # The plan job failed and wrote no document: the decision says where the reason is.
+    with pytest.raises(side.SideError, match=r"missing\.json: no plan document: the side.s plan could not be made"):
         side.load(tmp_path / "missing.json")
 
 

@@ -157,6 +157,15 @@ def base_snapshot(repo: Path, base: str, workdir: Path, kubectl: str) -> tuple[s
         _git(repo, "worktree", "remove", "--force", str(tree))
 
 
+def as_deployed(before: Snapshot, deployed: dict[str, dict[str, Any]]) -> Snapshot:
+    """BASE with each stack the deploys recorded in place of BASE's synthesis, and a note where they differ."""
+    drifted = sorted(s for s, body in deployed.items() if before.stacks.get(s) != body)
+    if not drifted:
+        return before
+    note = f"what is deployed differs from BASE's synthesis in {', '.join(drifted)}: HEAD is compared with what is deployed there"
+    return replace(before, stacks={**before.stacks, **deployed}, notes=[*before.notes, note])
+
+
 def review(
     repo: Path,
     base: str,
@@ -182,15 +191,8 @@ def review(
             if cache is not None:
                 cache[sha] = (before, inputs)
         changed = changed_inputs(inputs, changed_files(repo, sha))
+    before = as_deployed(before, deployed or {})
     notes = before.notes + after.notes
-    if deployed:
-        drifted = sorted(s for s, body in deployed.items() if before.stacks.get(s) != body)
-        before = replace(before, stacks={**before.stacks, **deployed})
-        if drifted:
-            notes.append(
-                f"what is deployed differs from BASE's synthesis in {', '.join(drifted)}: HEAD is compared with "
-                "what is deployed there"
-            )
     stacks = diff_stacks(before.stacks, after.stacks)
     raw: dict[str, dict[str, Any]] = {}
     if plans is not None:
