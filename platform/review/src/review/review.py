@@ -82,7 +82,7 @@ class Review:
     def security(self) -> list[str]:
         """Changes that widen who may do or reach what, one line each, folded where they repeat: the same
         change in several clusters is one line naming them; a new cluster, stack or namespace (a new team)
-        is one line with how many grants it brings (each is in the full report)."""
+        is one line with how many findings it brings (each is in the full report)."""
         lines: dict[str, list[str]] = {}
         bundles: dict[str, int] = {}
         for f in self.findings:
@@ -94,7 +94,7 @@ class Review:
                 lines.setdefault(f.what, []).append(f.scope)
         folded = [f"{', '.join(scopes)}: {what}" for what, scopes in lines.items()]
         return folded + [
-            f"{what}, with {n} access grants of its own (each in the full report)" for what, n in bundles.items()
+            f"{what}, with {n} security findings of its own (each in the full report)" for what, n in bundles.items()
         ]
 
     @property

@@ -8,7 +8,9 @@ through) and only what the new side grants beyond the old one is reported: narro
 and unchanged objects say nothing, added objects count in full, and removing a
 protection (a deny rule, a NetworkPolicy, `allowPrivilegeEscalation: false`) counts
 as widening. Admission configuration is reported on any change, since which way a
-changed selector or CEL expression cuts cannot be read off the objects.
+changed selector or CEL expression cuts cannot be read off the objects. A stack is
+read by default deny as well (default_deny.py): any other change to it is listed
+unless it is known to be harmless.
 Pure: objects and stacks in, findings out.
 """
 
@@ -19,6 +21,7 @@ from review.kubernetes import Clusters
 from review.security.admission import ADMISSION, config_changes
 from review.security.clusters import cluster_findings
 from review.security.common import Finding
+from review.security.default_deny import unknown_changes
 from review.security.pods import pod_specs, pod_widening
 from review.security.stacks import firewall_widening, iam_grants, iam_widening
 
@@ -49,7 +52,6 @@ def security_findings(
         out += cluster_findings(cluster, before_clusters.get(cluster, []), objects, names)
     for stack, body in after_stacks.items():
         old = before_stacks.get(stack, {})
-        out += [
-            Finding(stack, line) for line in [*firewall_widening(old, body, names, old_names), *iam_widening(old, body)]
-        ]
+        widened = [*firewall_widening(old, body, names, old_names), *iam_widening(old, body)]
+        out += [Finding(stack, line) for line in [*widened, *unknown_changes(old, body)]]
     return out
