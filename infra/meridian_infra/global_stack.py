@@ -8,7 +8,10 @@ the dataset buckets. Region stacks read its outputs through remote state.
 from __future__ import annotations
 
 from cdktn import TerraformOutput, TerraformStack
-from cdktn_provider_google.artifact_registry_repository import ArtifactRegistryRepository
+from cdktn_provider_google.artifact_registry_repository import (
+    ArtifactRegistryRepository,
+    ArtifactRegistryRepositoryDockerConfig,
+)
 from cdktn_provider_google.artifact_registry_repository_iam_member import ArtifactRegistryRepositoryIamMember
 from cdktn_provider_google.binary_authorization_policy import (
     BinaryAuthorizationPolicy,
@@ -135,6 +138,11 @@ def image_registry(stack: Construct, fleet: Fleet, accounts: dict[str, ServiceAc
         repository_id=fleet.registry.repository,
         format="DOCKER",
         description="Meridian images: warden, trainer (pinned by digest in fleet.yaml)",
+        # A tag, once pushed, names the same image for good: no push, retag or delete moves it
+        # (https://cloud.google.com/artifact-registry/docs/repositories/update-repo-settings, "immutable image
+        # tags"). The images workflow pushes by digest and tags a version once; the plan review accepts an
+        # image pinned by version only while this holds (review.images).
+        docker_config=ArtifactRegistryRepositoryDockerConfig(immutable_tags=True),
     )
     for role in (names.NODES_ROLE, names.ARGOCD_ROLE):
         ArtifactRegistryRepositoryIamMember(

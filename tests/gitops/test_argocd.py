@@ -6,6 +6,7 @@ from typing import Any
 
 import yaml
 
+from fleet import upstream
 from fleet.gitops import argocd
 from fleet.model import Fleet
 
@@ -29,15 +30,16 @@ def test_crds_use_server_side_apply_and_are_never_pruned(fleet: Fleet) -> None:
     assert crds["syncPolicy"]["automated"]["prune"] is False
     assert crds["source"] == {
         "repoURL": argocd.KUBERAY_REPO,
-        "targetRevision": "v1.7.0",
+        "targetRevision": "59d663aeec13760646da3db9c1cf8cfe883e30b7",  # the commit tag v1.7.0 names
         "path": "ray-operator/config/crd",
     }
     assert "finalizers" not in apps["kuberay-crds"]["metadata"]  # deleting the app must not delete the CRDs
     operator = apps["kuberay-operator"]["spec"]["source"]
     assert operator["helm"] == {"skipCrds": True, "valuesObject": argocd.KUBERAY_VALUES}
-    assert operator["targetRevision"] == "1.7.0"
+    assert (operator["repoURL"], operator["path"]) == (argocd.KUBERAY_REPO, "helm-chart/kuberay-operator")
+    assert operator["targetRevision"] == crds["source"]["targetRevision"]
     assert "ServerSideApply=true" in apps["kueue"]["spec"]["syncPolicy"]["syncOptions"]
-    assert apps["kueue"]["spec"]["source"]["targetRevision"] == "0.19.2"
+    assert apps["kueue"]["spec"]["source"]["targetRevision"] == "8eab68778fc1b52affe165fdf5af29d1e9b4f3cb"  # v0.19.2
 
 
 def test_controller_owned_fields_are_ignored(fleet: Fleet) -> None:
@@ -57,7 +59,7 @@ def test_every_app_retries_with_backoff_and_heals(fleet: Fleet) -> None:
 
 def test_argocd_manages_itself_with_health_checks(fleet: Fleet) -> None:
     source = _apps(fleet)["argocd"]["spec"]["source"]
-    assert source["targetRevision"] == "v3.5.1"
+    assert source["targetRevision"] == "109ca7ca71139e514114499d294a492e7910a965"  # the commit tag v3.5.1 names
     (patch,) = source["kustomize"]["patches"]
     data = yaml.safe_load(patch["patch"])["data"]
     assert set(data) == {
@@ -138,7 +140,7 @@ def _seconds(duration: str) -> int:
 
 def test_kueue_evicts_a_gang_that_cannot_start_and_requeues_it_with_backoff(fleet: Fleet) -> None:
     source = _apps(fleet)["kueue"]["spec"]["source"]
-    assert source["chart"] == "kueue"
+    assert (source["repoURL"], source["path"]) == (argocd.KUEUE_REPO, "charts/kueue")
     config = yaml.safe_load(source["helm"]["valuesObject"]["managerConfig"]["controllerManagerConfigYaml"])
     assert (config["apiVersion"], config["kind"]) == ("config.kueue.x-k8s.io/v1beta2", "Configuration")
     assert set(config) <= KUEUE_CONFIG_KEYS
@@ -168,3 +170,22 @@ def test_every_namespace_argocd_creates_carries_pod_security_labels(fleet: Fleet
         assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
         assert labels["pod-security.kubernetes.io/audit"] == "restricted", name
         assert labels["pod-security.kubernetes.io/enforce-version"] == f"v{fleet.versions.kubernetes}", name
+
+
+def test_every_upstream_source_is_a_commit_of_its_pinned_release(fleet: Fleet) -> None:
+    # A tag or chart version can be re-published; Argo CD syncs a commit as it was reviewed.
+    repos = {u.repo: u for u in upstream.UPSTREAMS}
+    upstream_apps = {n: a for n, a in _apps(fleet).items() if a["spec"]["source"]["repoURL"] != fleet.gitops.repo}
+    assert set(upstream_apps) == {"argocd", "kuberay-crds", "kuberay-operator", "kueue"}
+    for name, app in upstream_apps.items():
+        source = app["spec"]["source"]
+        release = repos[source["repoURL"]]
+        assert "chart" not in source, name
+        assert source["targetRevision"] == release.commits[upstream.version(release, fleet)], name
+
+
+def test_kueue_runs_the_released_controller_image_not_the_staging_build(fleet: Fleet) -> None:
+    # charts/kueue/values.yaml in git names k8s-staging-images/kueue/kueue:release-0.19, pulled Always; the
+    # release packaging (hack/helm-chart-package.sh) rewrites it, and so must the application's values.
+    image = _apps(fleet)["kueue"]["spec"]["source"]["helm"]["valuesObject"]["controllerManager"]["manager"]["image"]
+    assert image == {"repository": "registry.k8s.io/kueue/kueue", "tag": "v0.19.2", "pullPolicy": "IfNotPresent"}

@@ -18,7 +18,10 @@ def test_bootstrap_installs_pinned_argocd_then_the_root(fleet: Fleet) -> None:
     assert commands[0][:5] == ["gcloud", "container", "clusters", "get-credentials", "meridian-us-east4"]
     assert "--dns-endpoint" in commands[0]
     install = commands[2]
-    assert install[-1] == "https://github.com/argoproj/argo-cd//manifests/cluster-install?ref=v3.5.1"
+    # The commit tag v3.5.1 names: a tag could be moved before a bootstrap.
+    assert install[-1] == (
+        "https://github.com/argoproj/argo-cd//manifests/cluster-install?ref=109ca7ca71139e514114499d294a492e7910a965"
+    )
     assert "--server-side" in install
     root = commands[-1][-1]
     assert root == "argocd/clusters/meridian-us-east4/root.yaml"

@@ -75,12 +75,11 @@ def test_upstream_applications_come_from_their_pinned_repositories(fleet: Fleet)
     assert projects["platform"]["sourceRepos"] == [
         argocd.ARGOCD_REPO,
         argocd.KUBERAY_REPO,
-        argocd.KUBERAY_CHARTS,
-        argocd.KUEUE_CHARTS,
+        argocd.KUEUE_REPO,
         fleet.gitops.repo,
     ]
     assert projects["fleet-config"]["sourceRepos"] == projects["bootstrap"]["sourceRepos"] == [fleet.gitops.repo]
-    assert not source_permitted(projects["fleet-config"], argocd.KUEUE_CHARTS)
+    assert not source_permitted(projects["fleet-config"], argocd.KUEUE_REPO)
     for spec in projects.values():
         assert "*" not in spec["sourceRepos"]
         assert all(d["server"] == argocd.IN_CLUSTER and "*" not in d["namespace"] for d in spec["destinations"])

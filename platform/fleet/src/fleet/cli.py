@@ -6,7 +6,8 @@
     meridian goodput [--fleet FILE] [--days N] [--seed S] [--seeds N] [--spares N] [--json]
 
 Exit codes: 0 success, 1 generated files are stale (--check),
-2 invalid input (one line per problem on stderr).
+2 invalid input (one line per problem on stderr), a remote kustomize resource
+or base, or an upstream source that is not a commit or digest among them.
 """
 
 from __future__ import annotations
@@ -109,9 +110,28 @@ def _pin(path: Path, field: str, image: str) -> int:
     return 0
 
 
+def _fetched(loaded: LoadedFleet, root: Path) -> list[str]:
+    """What Argo CD or kustomize would fetch at render or sync time instead of reading it from the reviewed
+    tree: remote entries in the hand-written kustomizations, upstream sources by tag (fleet.gitops.remote)."""
+    from fleet.gitops import argocd, remote
+
+    fleet = loaded.fleet
+    lines = [str(finding) for finding in remote.scan(root.resolve())]
+    for region in fleet.regions:
+        where = f"{argocd.apps_path(fleet, region)}/applications.yaml"
+        for app in argocd.cluster_apps(fleet, region):
+            problem = remote.source_problem(app.source, fleet.gitops.repo)
+            if problem is not None:
+                lines.append(f"{where}: Application {app.name}: {problem}")
+    return lines
+
+
 def _generate(loaded: LoadedFleet, root: Path, check: bool) -> int:
     from fleet.gitops.schemas import crd_schemas  # reads the pinned CRDs
 
+    fetched = _fetched(loaded, root)
+    if fetched:  # before anything is written: invalid input writes nothing
+        return report(Invalid(fetched))
     try:
         tree = render_tree(loaded, crd_schemas(loaded.fleet, root.resolve()))
     except FileNotFoundError as exc:

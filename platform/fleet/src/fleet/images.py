@@ -20,8 +20,8 @@ GKE_PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99
 UPSTREAM: tuple[tuple[str, str, str], ...] = (
     # kuberay-helm chart kuberay-operator values.yaml: image.repository quay.io/kuberay/operator, tag v<chart version>
     ("kuberay-operator", "kuberay", "quay.io/kuberay/operator:v{v}"),
-    # Kueue release chart (registry.k8s.io/kueue/charts/kueue): controller image registry.k8s.io/kueue/kueue:v<version>
-    # (kueue Makefile and hack/testing/e2e-common.sh, tag v0.19.2)
+    # Kueue's release: controller image registry.k8s.io/kueue/kueue:v<version> (kueue hack/helm-chart-package.sh, tag
+    # v0.19.2, writes it into the released chart's values; the `kueue` application sets the same values, fleet.gitops.kueue)
     ("kueue", "kueue", "registry.k8s.io/kueue/kueue:v{v}"),
     # argo-cd manifests/base/kustomization.yaml (tag v3.5.1): every Argo CD component runs quay.io/argoproj/argocd:v<version>
     ("argocd", "argocd", "quay.io/argoproj/argocd:v{v}"),
@@ -31,6 +31,12 @@ UPSTREAM: tuple[tuple[str, str, str], ...] = (
 ARGOCD_HELPERS: dict[str, tuple[str, ...]] = {
     "3.5.1": ("public.ecr.aws/docker/library/redis:8.2.3-alpine", "ghcr.io/dexidp/dex:v2.45.0"),
 }
+
+
+def upstream_image(component: str, fleet: Fleet) -> str:
+    """The image UPSTREAM names for `component` at the version fleet.yaml pins."""
+    _, field, template = next(entry for entry in UPSTREAM if entry[0] == component)
+    return template.format(v=getattr(fleet.versions, field))
 
 
 class UnknownArgoCD(ValueError):
@@ -61,8 +67,8 @@ def allowlist(fleet: Fleet) -> list[str]:
         f"{_repository(v.nccl_installer_image)}@*",
         *_pinned(GKE_PAUSE),
     ]
-    for _, field, template in UPSTREAM:
-        patterns += _pinned(template.format(v=getattr(v, field)))
+    for component, _, _ in UPSTREAM:
+        patterns += _pinned(upstream_image(component, fleet))
     helpers = ARGOCD_HELPERS.get(v.argocd)
     if helpers is None:
         raise UnknownArgoCD(

@@ -12,14 +12,14 @@ from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
 from contract.problem import Path, Problem, one_of
-from fleet import images, names
+from fleet import images, names, upstream
 from fleet.catalog import MACHINE_TYPES, REGIONS
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
 
 
 def check(fleet: Fleet) -> list[Problem]:
     problems: list[Problem] = []
-    for rule in (_regions, _pools, _cpu_pools, _teams, _priorities, _images, _names):
+    for rule in (_regions, _pools, _cpu_pools, _teams, _priorities, _images, _upstream, _names):
         problems.extend(rule(fleet))
     return problems
 
@@ -248,13 +248,26 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
                 path=("versions", field),
                 message=f"image must come from the fleet's registry {registry}/; push it there and pin its digest",
             )
-    if fleet.versions.argocd not in images.ARGOCD_HELPERS:
-        yield Problem(
-            path=("versions", "argocd"),
-            message=f"Argo CD {fleet.versions.argocd}: its redis and dex images are not known to the Binary Authorization "
-            f"allowlist; add them to fleet.images.ARGOCD_HELPERS from that tag's manifests/install.yaml "
-            f"(known: {', '.join(sorted(images.ARGOCD_HELPERS))})",
-        )
+
+
+def _upstream(fleet: Fleet) -> Iterator[Problem]:
+    """What each pinned upstream release needs written down, one line per release: the commit its tag names
+    (Argo CD syncs that, fleet.upstream) and, for Argo CD, its helper images (fleet.images.ARGOCD_HELPERS)."""
+    for release in upstream.UPSTREAMS:
+        pinned = upstream.version(release, fleet)
+        missing = []
+        if release is upstream.ARGOCD and pinned not in images.ARGOCD_HELPERS:
+            missing.append(
+                "its redis and dex images are not known to the Binary Authorization allowlist; add them to "
+                "fleet.images.ARGOCD_HELPERS from that tag's manifests/install.yaml "
+                f"(known: {', '.join(sorted(images.ARGOCD_HELPERS))})"
+            )
+        if pinned not in release.commits:
+            missing.append(upstream.missing(release, pinned))
+        if missing:
+            yield Problem(
+                path=("versions", release.field), message=f"{release.name} {pinned}: {'; and '.join(missing)}"
+            )
 
 
 # (what, pattern, shortest, longest, whose rules). Every name the platform derives is checked

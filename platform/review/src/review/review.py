@@ -28,6 +28,7 @@ from review.capacity import (
     unallocated_deltas,
 )
 from review.fold import fold
+from review.images import changed_paths_note, project_changes, registries, version_only
 from review.inputs import changed_inputs, machinery, plan_inputs
 from review.kubernetes import ClusterDiff, diff_clusters
 from review.security import Finding, security_findings
@@ -99,7 +100,8 @@ class Review:
 
     @property
     def upgrades(self) -> list[str]:
-        """Version changes a code owner approves: control planes, nodes, charts, weakened image pins."""
+        """Version changes a code owner approves: control planes, nodes, charts, image pins weakened or moved to
+        a new digest (a fleet image's line names what changed in its sources since the previous pin)."""
         return [v.line() for v in self.versions if v.approval]
 
     @property
@@ -122,6 +124,40 @@ def _git(repo: Path, *args: str) -> str:
     if result.returncode != 0:
         raise ReviewError(f"git {' '.join(args)}: {result.stderr.strip()}")
     return result.stdout.strip()
+
+
+MAX_DOCKERFILE = 1024 * 1024  # bytes of HEAD's Dockerfile read as data; a real one is a few KB
+
+
+def _head_dockerfile(repo: Path, repository: str) -> str | None:
+    """HEAD's `platform/<image name>/Dockerfile` as text (data: review.images reads what it copies)."""
+    path = repo / "platform" / repository.rsplit("/", 1)[-1] / "Dockerfile"
+    if not path.is_file() or path.is_symlink():
+        return None
+    with path.open("rb") as handle:
+        return handle.read(MAX_DOCKERFILE).decode("utf-8", "replace")
+
+
+def image_pins_accepted(before: Snapshot, after: Snapshot) -> tuple[set[str], list[str]]:
+    """(the fleet's registries, a note on images pinned by version only); refuses (ReviewError) a version-only
+    image whose registry lets tags move in HEAD's Terraform (review.images)."""
+    head = registries(after.stacks)
+    known = {*registries(before.stacks), *head}
+    unpinned = version_only(after.clusters, known)
+    for reference, (_, registry) in unpinned.items():
+        if not head.get(registry, False):
+            raise ReviewError(
+                f"HEAD: image {reference} is pinned by version only and registry {registry} lets tags move (its "
+                "Terraform sets no docker_config.immutable_tags = true): pin its digest (meridian pin-image) or make "
+                "the registry's tags immutable"
+            )
+    notes = []
+    if unpinned:
+        notes.append(
+            f"not yet pinned by digest: {', '.join(unpinned)}; accepted while {', '.join(sorted(known))} keeps its "
+            "tags immutable, until the images workflow proposes the digests"
+        )
+    return known, notes
 
 
 BaseCache = dict[str, tuple[Snapshot, list[str]]]  # BASE commit -> its snapshot and what it reads (inputs.py)
@@ -192,8 +228,9 @@ def review(
                 cache[sha] = (before, inputs)
         changed = changed_inputs(inputs, changed_files(repo, sha))
     before = as_deployed(before, deployed or {})
-    notes = before.notes + after.notes
     stacks = diff_stacks(before.stacks, after.stacks)
+    known, image_notes = image_pins_accepted(before, after)
+    notes = before.notes + after.notes + image_notes
     raw: dict[str, dict[str, Any]] = {}
     if plans is not None:
         raw = {p.stem: json.loads(p.read_text()) for p in sorted(plans.glob("*.json"))}
@@ -219,7 +256,20 @@ def review(
         changed,
         capacity,
         security_findings(before.clusters, after.clusters, before.stacks, after.stacks),
-        version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
+        project_changes(
+            version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
+            before.clusters,
+            after.clusters,
+            known,
+            lambda change, previous: changed_paths_note(
+                change,
+                previous,
+                sha,
+                lambda *args: _git(repo, *args),
+                lambda commit: changed_files(repo, commit),
+                _head_dockerfile(repo, change.repository),
+            ),
+        ),
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
         unallocated_deltas(before.plan, after.plan),
         moved_ranges(before.plan, after.plan),

@@ -11,6 +11,12 @@ HEAD whose committed tree is stale against its own fleet.yaml (`make
 generate` not run) is refused, as its report would otherwise say "no change"
 for a pool, team or region that the merge then half-applies. A stale BASE is
 what is deployed, so it is compared as committed, with a note.
+
+Nothing is fetched to render either side: a kustomization that names a remote
+resource or base ends the review before anything is built, and HEAD's Argo CD
+sources that can change under the same reference (a tag, a branch, a chart
+version without a digest) are refused, in one line naming the file or the
+Application (fleet.gitops.remote); BASE's are noted, as what is deployed.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.gitops.argocd import CLUSTERS_DIR
-from fleet.gitops.check import load_cluster
+from fleet.gitops.check import load_cluster, mutable_sources
 from fleet.gitops.validate import crd_roots
 from review import side as side_document
 from review.kubernetes import Clusters
@@ -121,5 +127,9 @@ def take(
         tree, findings = load_cluster(root, cluster_dir.name, kubectl)
         if findings:
             raise ReviewError(f"{side}: {findings[0]}")
+        mutable = mutable_sources(tree)
+        if mutable and require_current:
+            raise ReviewError(f"{side}: {mutable[0]}")
+        snapshot.notes += [f"{side} syncs what can change under the same reference: {m}" for m in mutable]
         snapshot.clusters[cluster_dir.name] = [o for _, o in tree.objects()]
     return snapshot

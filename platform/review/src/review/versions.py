@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ class VersionChange:
     after: str | None  # None: gone after
     note: str = ""
     approval: bool = False  # needs an owner's approval before it merges
+    repository: str = ""  # an image's repository (`registry/path/name`): review.images adds to its note
 
     def line(self) -> str:
         """ "control plane of meridian-us-central1, meridian-us-east4: 1.35 -> 1.36 (through ...)"."""
@@ -260,22 +261,46 @@ def _image_changes(
 ) -> Iterator[tuple[str, VersionChange]]:
     """Image pins by repository, per cluster (or stack)."""
     for where in (w for w in after if w in before):
-        old, new = _pins(before[where]), _pins(after[where])
+        old, new = image_pins(before[where]), image_pins(after[where])
         for repository in [*new, *(r for r in old if r not in new)]:
             if old.get(repository) == new.get(repository):
                 continue
             old_pins, new_pins = old.get(repository, set()), new.get(repository, set())
             weakened = _weakened(old_pins, new_pins)
-            note = repository + (f"; the pin is weakened: {weakened}" if weakened else "")
+            new_digest = digest_moved(old_pins, new_pins)
+            note = repository + (
+                f"; the pin is weakened: {weakened}"
+                if weakened
+                else "; a new digest: new content"
+                if new_digest
+                else ""
+            )
             change = VersionChange(
                 f"image {repository.rsplit('/', 1)[-1]}",
                 (),
                 ", ".join(sorted(old_pins)) or None,
                 ", ".join(sorted(new_pins)) or None,
                 note,
-                bool(weakened),
+                bool(weakened or new_digest),  # either way other bytes run: an owner approves
+                repository,
             )
             yield where, change
+
+
+def _digests(pins: Iterable[str]) -> set[str]:
+    return {p.partition("@")[2] for p in pins if "@" in p}
+
+
+def digest_moved(old: set[str], new: set[str]) -> bool:
+    """Whether the new pins name a digest the old ones did not: other bytes run, whatever the tag says."""
+    return bool(_digests(new)) and _digests(new) != _digests(old)
+
+
+def join_image(repository: str, pin: str) -> str:
+    """split_image's inverse: (`registry/repo`, `1.0@sha256:ab`) -> `registry/repo:1.0@sha256:ab`."""
+    if pin == _UNPINNED:
+        return repository
+    return f"{repository}{pin}" if pin.startswith("@") else f"{repository}:{pin}"
 
 
 def _weakened(old: set[str], new: set[str]) -> str:
@@ -287,7 +312,7 @@ def _weakened(old: set[str], new: set[str]) -> str:
     return ""
 
 
-def _pins(objects: Iterable[Any]) -> dict[str, set[str]]:
+def image_pins(objects: Iterable[Any]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for o in objects:
         for reference in _images(o):
@@ -334,4 +359,4 @@ def _grouped(found: list[tuple[str, VersionChange]]) -> list[VersionChange]:
         places = where.setdefault(change, [])
         if place not in places:
             places.append(place)
-    return [VersionChange(c.what, tuple(places), c.before, c.after, c.note, c.approval) for c, places in where.items()]
+    return [replace(c, where=tuple(places)) for c, places in where.items()]

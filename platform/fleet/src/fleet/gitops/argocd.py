@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from contract.registry import REGISTRY_NAMESPACE
-from fleet import names
+from fleet import images, names, upstream
 from fleet.gitops import kueue
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import Fleet, Region
@@ -24,10 +24,13 @@ API = "argoproj.io/v1alpha1"
 NAMESPACE = names.ARGOCD_NAMESPACE
 IN_CLUSTER = "https://kubernetes.default.svc"
 
-ARGOCD_REPO = "https://github.com/argoproj/argo-cd.git"
-KUBERAY_REPO = "https://github.com/ray-project/kuberay.git"
-KUBERAY_CHARTS = "https://ray-project.github.io/kuberay-helm/"
-KUEUE_CHARTS = "registry.k8s.io/kueue/charts"  # OCI
+# Every upstream source is a git repository at the commit its release tag names (fleet.upstream):
+# charts are rendered from their folder in that commit, so no chart repository is read at sync time.
+ARGOCD_REPO = upstream.ARGOCD.repo
+KUBERAY_REPO = upstream.KUBERAY.repo
+KUEUE_REPO = upstream.KUEUE.repo
+KUBERAY_CHART = "helm-chart/kuberay-operator"  # kuberay: what the kuberay-helm repository publishes, same version
+KUEUE_CHART = "charts/kueue"  # kueue: the released chart before hack/helm-chart-package.sh sets its image values
 
 KUBERAY_VALUES = {"metrics": {"enabled": True, "serviceMonitor": {"enabled": False}}}
 OVERLAY_APPS = (
@@ -169,7 +172,7 @@ def argocd_app(fleet: Fleet) -> App:
         "platform",
         {
             "repoURL": ARGOCD_REPO,
-            "targetRevision": f"v{fleet.versions.argocd}",
+            "targetRevision": upstream.commit(upstream.ARGOCD, fleet),
             "path": "manifests/cluster-install",
             "kustomize": {
                 "patches": [{"target": {"kind": "ConfigMap", "name": "argocd-cm"}, "patch": argocd_config_patch_yaml()}]
@@ -182,8 +185,13 @@ def argocd_app(fleet: Fleet) -> App:
 
 
 def operator_apps(fleet: Fleet) -> list[App]:
-    """KubeRay and Kueue, from their upstream sources at the versions fleet.yaml pins."""
-    v = fleet.versions
+    """KubeRay and Kueue, from their git repositories at the commits of the versions fleet.yaml pins.
+
+    Their Helm charts come from the chart folder in that commit (Chart.yaml there: version 1.7.0 for
+    kuberay-operator, with image quay.io/kuberay/operator:v1.7.0 in values.yaml; 0.19.2 for kueue, whose
+    release image values are set here as its release packaging sets them: kueue.chart_values).
+    """
+    kuberay, kueue_commit = upstream.commit(upstream.KUBERAY, fleet), upstream.commit(upstream.KUEUE, fleet)
     return [
         # CRDs are far above client-side apply's size limit, and deleting one deletes every
         # RayCluster and RayJob: server-side apply, never pruned.
@@ -191,7 +199,7 @@ def operator_apps(fleet: Fleet) -> list[App]:
             "kuberay-crds",
             -2,
             "platform",
-            {"repoURL": KUBERAY_REPO, "targetRevision": f"v{v.kuberay}", "path": "ray-operator/config/crd"},
+            {"repoURL": KUBERAY_REPO, "targetRevision": kuberay, "path": "ray-operator/config/crd"},
             "ray-system",
             prune=False,
             sync_options=("ServerSideApply=true",),
@@ -201,9 +209,9 @@ def operator_apps(fleet: Fleet) -> list[App]:
             -1,
             "platform",
             {
-                "repoURL": KUBERAY_CHARTS,
-                "chart": "kuberay-operator",
-                "targetRevision": v.kuberay,
+                "repoURL": KUBERAY_REPO,
+                "targetRevision": kuberay,
+                "path": KUBERAY_CHART,
                 # metrics.enabled is the chart's default, written down because the PodMonitoring scrapes it; the
                 # chart's ServiceMonitor is the Prometheus operator's kind, which GMP does not read
                 # (helm-chart/kuberay-operator/values.yaml).
@@ -218,10 +226,11 @@ def operator_apps(fleet: Fleet) -> list[App]:
             -1,
             "platform",
             {
-                "repoURL": KUEUE_CHARTS,
-                "chart": "kueue",
-                "targetRevision": v.kueue,
-                "helm": {"valuesObject": kueue.chart_values()},  # manager config: waitForPodsReady
+                "repoURL": KUEUE_REPO,
+                "targetRevision": kueue_commit,
+                "path": KUEUE_CHART,
+                # the release's controller image; the manager config: waitForPodsReady
+                "helm": {"valuesObject": kueue.chart_values(images.upstream_image("kueue", fleet))},
             },
             "kueue-system",
             prune=False,  # carries Kueue's CRDs
@@ -350,7 +359,7 @@ def projects(fleet: Fleet) -> list[Obj]:
     platform = {
         "description": "Upstream components (Argo CD, KubeRay, Kueue), team tenancy, the registry and Warden: "
         "may grant rights",
-        "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS, fleet.gitops.repo],
+        "sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUEUE_REPO, fleet.gitops.repo],
         "destinations": destinations(
             NAMESPACE,
             "ray-system",

@@ -6,12 +6,15 @@ application upgrades it to the pinned version and adds the health checks).
 
 from __future__ import annotations
 
+from fleet import upstream
 from fleet.gitops import argocd
 from fleet.model import Fleet, Region
 
 
 def install_source(fleet: Fleet) -> str:
-    return f"{argocd.ARGOCD_REPO.removesuffix('.git')}//manifests/cluster-install?ref=v{fleet.versions.argocd}"
+    """Argo CD's install, at the commit of the pinned release (a tag could be moved before a bootstrap)."""
+    commit = upstream.commit(upstream.ARGOCD, fleet)
+    return f"{argocd.ARGOCD_REPO.removesuffix('.git')}//manifests/cluster-install?ref={commit}"
 
 
 def bootstrap_commands(fleet: Fleet, region: Region) -> list[list[str]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from fleet.gitops import argocd
+from fleet.gitops import argocd, remote
 from fleet.gitops.objects import Obj
 from fleet.gitops.teams import DEFAULT_PRIORITY_ANNOTATION
 from fleet.gitops.validate import BuildError, CrdSchemas, Finding, build, images, object_id, validate_object
@@ -48,7 +48,10 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
     """The cluster's Argo CD tree as committed under argocd/clusters/<cluster>/, built.
 
     Applications whose source is the root application's repository are built
-    from this checkout; the others are upstream and only recorded.
+    from this checkout; the others are upstream and only recorded. Before a
+    folder is built, every kustomization it reaches is read: one that names a
+    remote resource or base is a finding and the folder is not built, so
+    nothing is fetched (fleet.gitops.remote).
     """
     tree = ClusterTree(cluster)
     findings: list[Finding] = []
@@ -70,6 +73,9 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
                 f"root application's source path {root['spec']['source'].get('path')} lies outside the repository",
             )
         ]
+    remote_findings = remote.reachable(repo, root_path)
+    if remote_findings:
+        return tree, remote_findings
     try:
         tree.argocd += build(root_path, kubectl)
     except BuildError as exc:
@@ -90,6 +96,10 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
         if not path.is_dir():
             findings.append(Finding(f"{cluster}/{name}", f"source path {source.get('path')} does not exist"))
             continue
+        remote_findings = remote.reachable(repo, path)
+        if remote_findings:
+            findings += remote_findings
+            continue
         try:
             tree.apps[name] = build(path, kubectl)
         except BuildError as exc:
@@ -107,8 +117,23 @@ def _inside(repo: Path, relative: object) -> Path | None:
     return path if path.is_relative_to(repo.resolve()) else None
 
 
+def mutable_sources(tree: ClusterTree) -> list[Finding]:
+    """The cluster's upstream Application sources that can sync other content under the same reference
+    (fleet.gitops.remote.source_problem): a tag, a branch, a chart version without a digest."""
+    root = next((a for a in tree.argocd if a.get("kind") == "Application" and a["metadata"]["name"] == "root"), None)
+    source = (root or {}).get("spec", {}).get("source", {})
+    own, folder = source.get("repoURL", ""), source.get("path") or tree.cluster  # the folder the root syncs
+    return [
+        Finding(f"{folder}: Application {app['metadata']['name']}", problem)
+        for app in tree.argocd
+        if app.get("kind") == "Application"
+        for source in remote.application_sources(app)
+        if (problem := remote.source_problem(source, own)) is not None
+    ]
+
+
 def check_tree(fleet: Fleet, region: Region, tree: ClusterTree, crds: CrdSchemas) -> list[Finding]:
-    findings = []
+    findings = mutable_sources(tree)
     for app, o in tree.objects():
         for problem in validate_object(o, fleet.versions.kubernetes, crds):
             findings.append(

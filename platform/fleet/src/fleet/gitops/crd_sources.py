@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fleet import upstream
 from fleet.gitops.validate import GKE_NETWORKING_API, GMP_API
 from fleet.model import Fleet
 
@@ -9,8 +10,11 @@ RAW = "https://raw.githubusercontent.com"
 
 
 def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
-    """(path under a CRD root, URL) for every CRD the validation needs, at the pinned versions."""
+    """(path under a CRD root, URL) for every CRD the validation needs, at the pinned versions (the commits
+    fleet.upstream records for KubeRay, Kueue and Argo CD, the same content Argo CD installs)."""
     v = fleet.versions
+    kuberay_at, kueue_at = upstream.commit(upstream.KUBERAY, fleet), upstream.commit(upstream.KUEUE, fleet)
+    argocd_at = upstream.commit(upstream.ARGOCD, fleet)
     kuberay = [f"ray.io_{p}.yaml" for p in ("rayclusters", "rayjobs", "rayservices", "raycronjobs")]
     kueue = [
         f"kueue.x-k8s.io_{p}.yaml"
@@ -42,14 +46,14 @@ def crd_sources(fleet: Fleet) -> list[tuple[str, str]]:
     ]
     return [
         *(
-            (f"kuberay/v{v.kuberay}/{f}", f"{RAW}/ray-project/kuberay/v{v.kuberay}/ray-operator/config/crd/bases/{f}")
+            (f"kuberay/v{v.kuberay}/{f}", f"{RAW}/ray-project/kuberay/{kuberay_at}/ray-operator/config/crd/bases/{f}")
             for f in kuberay
         ),
         *(
-            (f"kueue/v{v.kueue}/{f}", f"{RAW}/kubernetes-sigs/kueue/v{v.kueue}/config/components/crd/bases/{f}")
+            (f"kueue/v{v.kueue}/{f}", f"{RAW}/kubernetes-sigs/kueue/{kueue_at}/config/components/crd/bases/{f}")
             for f in kueue
         ),
-        *((f"argo-cd/v{v.argocd}/{f}", f"{RAW}/argoproj/argo-cd/v{v.argocd}/manifests/crds/{f}") for f in argo),
+        *((f"argo-cd/v{v.argocd}/{f}", f"{RAW}/argoproj/argo-cd/{argocd_at}/manifests/crds/{f}") for f in argo),
         *(
             (
                 f"gke-networking-api/{GKE_NETWORKING_API}/{f}",

@@ -123,10 +123,23 @@ def manager_config() -> dict[str, Any]:
     }
 
 
-def chart_values() -> dict[str, Any]:
-    """Values for the Kueue Helm chart in the `kueue` Argo CD application."""
+def chart_values(image: str) -> dict[str, Any]:
+    """Values for the Kueue Helm chart in the `kueue` Argo CD application, rendered from charts/kueue at the
+    release's commit (fleet.upstream): `image` is the release's controller image (fleet.images.UPSTREAM).
+
+    In git the chart's values name the staging build (k8s-staging-images/kueue/kueue:release-0.19, pulled
+    Always); kueue hack/helm-chart-package.sh (tag v0.19.2) sets the controller image's repository, tag and
+    IfNotPresent when it packages the released chart, and so do these values. Its other image rewrites are for
+    KueueViz, which stays off (`enableKueueViz: false`, the chart's default).
+    """
     config = dump([manager_config()]).split("\n", 1)[1]  # embedded: without the generated-by header
-    return {"managerConfig": {"controllerManagerConfigYaml": config}}
+    repository, tag = image.rsplit(":", 1)
+    return {
+        "controllerManager": {
+            "manager": {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}}
+        },
+        "managerConfig": {"controllerManagerConfigYaml": config},
+    }
 
 
 def _cpu_flavor(pool: CpuPool) -> Obj:

@@ -1,7 +1,7 @@
 """What Argo CD will apply to each cluster, for `make plan`: objects by kind per cluster.
 
 The tree is rendered from the spec being planned (not the committed one) into
-a scratch folder that shares the repository's hand-written kustomize/base.
+a scratch folder beside a copy of the repository's hand-written kustomize/base.
 """
 
 from __future__ import annotations
@@ -35,14 +35,15 @@ NO_KUBECTL = "no kubectl: run `make setup` (it puts the pinned kubectl in .venv/
 
 def built_trees(repo: Path, loaded: LoadedFleet, kubectl: str = "kubectl") -> list[tuple[ClusterTree, list[Finding]]]:
     """Every cluster's tree as Argo CD would build it from this spec: rendered into a scratch folder
-    that shares the repository's hand-written kustomize/base, then built there."""
+    beside a copy of the repository's hand-written kustomize/base, then built there (a copy, not a link:
+    the build refuses a base that resolves outside the tree it builds, fleet.gitops.remote)."""
     fleet = loaded.fleet
     with tempfile.TemporaryDirectory(prefix="meridian-plan-") as tmp:
         root = Path(tmp)
         for rel, text in render_tree(loaded, crd_schemas(fleet, repo)).items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
-        (root / "kustomize" / "base").symlink_to(repo / "kustomize" / "base", target_is_directory=True)
+        shutil.copytree(repo / "kustomize" / "base", root / "kustomize" / "base", symlinks=True)
         return [load_tree(root, fleet, region, kubectl) for region in fleet.regions]
 
 
