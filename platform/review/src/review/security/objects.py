@@ -54,8 +54,12 @@ _DOCUMENT = safeyaml.Limits(max_bytes=256 * 1024, max_depth=32, max_aliases=0, m
 
 def _document(value: Any) -> Any:
     """A string holding a YAML or JSON mapping (a ConfigMap's config.json, a kustomize patch, Kueue's
-    manager configuration), parsed; any other value as it is. Bounded: the string is hostile."""
-    if not isinstance(value, str) or "\n" not in value.strip():
+    manager configuration), parsed; any other value as it is. Bounded: the string is hostile. One line is
+    a document only as a JSON object: "a: b" or "true" is a value."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if "\n" not in text and not (text.startswith("{") and text.endswith("}")):
         return value
     try:
         parsed = safeyaml.load(value, _DOCUMENT)

@@ -31,6 +31,7 @@ from review.security.common import dicts
 
 KUEUE = "kueue.x-k8s.io"
 QUEUE_KINDS = ("ClusterQueue", "Cohort")
+PLANNED_KINDS = (*QUEUE_KINDS, "WorkloadPriorityClass", "ResourceQuota")  # what the fleet plan has a word on
 Entry = tuple[str, str, str]  # flavor, resource, field (nominalQuota, borrowingLimit, lendingLimit)
 _FIELDS = {"nominalQuota": "nominal", "borrowingLimit": "borrowing limit", "lendingLimit": "lending limit"}
 
@@ -132,6 +133,7 @@ def _covered(o: Obj | None) -> set[str]:
 # --- What the plan explains -----------------------------------------------------------------------
 
 Why = str | None  # None: the plan explains the value; else what the plan says instead
+SILENT = "the fleet plan does not say"  # a plan without these fields (an older producer), or another cluster
 Key = tuple[str, str, str, str]
 
 
@@ -143,7 +145,7 @@ def _wanted(wanted: int | None, value: Any) -> Why:
 
 def _queue_why(kind: str, name: str, entry: Entry, value: Any, plan: ClusterPlan | None) -> Why:
     if plan is None or not plan.knows_kueue:
-        return "the fleet plan does not say"
+        return SILENT
     flavor, resource, what = entry
     if kind == "Cohort":
         return _wanted(plan.cohort.get((flavor, resource)) if what == "nominalQuota" else None, value)
@@ -169,8 +171,9 @@ def _show(value: Any) -> str:
 
 
 def _line(what: str, was: Any, now: Any, why_now: Why, why_before: Why) -> list[str]:
-    """The number, when the plan does not explain HEAD's value and the value or the plan's word moved."""
-    if why_now is None or (was == now and why_now == why_before):
+    """The number, when the plan does not explain HEAD's value and the value moved, or the plan's word on
+    it moved (a plan that stopped saying anything leaves an unchanged value alone)."""
+    if why_now is None or (was == now and why_now in (why_before, SILENT)):
         return []
     return [f"{what} {_show(was)} -> {_show(now)} ({why_now})"]
 
@@ -228,7 +231,7 @@ def resource_quota_lines(
         if key == "pods" and a != b:
             old_pods, new_pods = amount(a), amount(b)
             if grown is None:
-                out.append(f"hard pods {_show(a)} -> {_show(b)} (the fleet plan does not say)")
+                out.append(f"hard pods {_show(a)} -> {_show(b)} ({SILENT})")
             elif old_pods is None or new_pods is None or new_pods - old_pods != grown:
                 out.append(f"hard pods {_show(a)} -> {_show(b)} (the region's nodes change by {grown:+,})")
         elif key.startswith("requests.") and _team_of(k[2], after) is not None:
@@ -243,7 +246,7 @@ def priority_lines(
 
     def why(value: Any, plan: ClusterPlan | None) -> Why:
         if plan is None or not plan.priorities:
-            return "the fleet plan names no priorities"
+            return SILENT
         if name in plan.priorities:
             return _wanted(plan.priorities[name], value)
         lowest, floor = min(plan.priorities.items(), key=lambda p: p[1])
