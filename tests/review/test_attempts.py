@@ -8,10 +8,15 @@ by its own scripts/plan_side.py in a process of its own.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
+from fleet.gitops.validate import crd_roots
 from review.report import COMMENT_LIMIT, summary
 from review.review import Review, review
+from tests.conftest import REPO
 from tests.review.conftest import KUBECTL, Sandbox, commit, regenerate, replace_once, reset
 
 CLUSTERS = ("meridian-europe-west1", "meridian-us-central1", "meridian-us-east4")
@@ -20,8 +25,11 @@ CLUSTERS = ("meridian-europe-west1", "meridian-us-central1", "meridian-us-east4"
 Edit = tuple[str, str, str]  # file, old text (found once), new text
 
 
-def change_files(sandbox: Sandbox, edits: list[Edit], fleet_edit: tuple[str, str] | None = None) -> Review:
-    """HEAD = BASE with `edits` and, when given, fleet.yaml edited and regenerated."""
+def change_files(
+    sandbox: Sandbox, edits: list[Edit], fleet_edit: tuple[str, str] | None = None, generate: bool = False
+) -> Review:
+    """HEAD = BASE with `edits` and, when given, fleet.yaml edited and regenerated. `generate`: regenerate with
+    the checkout's own code (edits to the generator), as its author's `make generate` does."""
     repo, base, cache = sandbox
     reset(repo, base)
     for path, old, new in edits:
@@ -29,6 +37,10 @@ def change_files(sandbox: Sandbox, edits: list[Edit], fleet_edit: tuple[str, str
         file.write_text(replace_once(old, new)(file.read_text()))
     if fleet_edit is not None:
         regenerate(repo, replace_once(*fleet_edit))
+    if generate:  # where this checkout finds the pinned CRDs, as the review's producer does (snapshot.produce)
+        env = {**os.environ, "MERIDIAN_CRDS": os.pathsep.join(map(str, crd_roots(REPO)))}
+        own = [sys.executable, "scripts/run_checkout.py", "--module", "fleet.cli:main", "meridian", "generate"]
+        subprocess.run([*own, "--fleet", "fleet.yaml", "--root", "."], cwd=repo, env=env, check=True)
     commit(repo)
     return review(repo, base, kubectl=KUBECTL, cache=cache)
 

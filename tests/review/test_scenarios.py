@@ -37,6 +37,9 @@ def test_growing_a_pool_is_not_destructive(sandbox: Sandbox) -> None:
     assert "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)" in summary(r)
     east = next(c for c in r.clusters if c.cluster == "meridian-us-east4")
     assert ("kueue.x-k8s.io", "Cohort", "", "meridian") in [o.key for o in east.objects]
+    # Every number Kueue and the namespaces get moves as the fleet plan says (the default deny's quotas.py):
+    # nothing for a code owner.
+    assert (r.exit_code, r.labels, r.security) == (0, [], [])
 
 
 def test_changing_a_pools_machine_type_is_destructive(sandbox: Sandbox) -> None:
@@ -110,6 +113,11 @@ def test_changing_a_kueue_quota(sandbox: Sandbox) -> None:
         ("research", 2560, 2304),
         ("research in us-east4", 768, 512),
     ]
+    # The rendered queue says what the plan says.
+    assert [(d.name, d.before, d.after) for d in r.queues if d.before != d.after] == [
+        ("research in us-east4 (ClusterQueue)", 768, 512)
+    ]
+    assert (r.exit_code, r.labels, r.security) == (0, [], [])
 
 
 def test_a_spec_change_without_make_generate_is_refused(

@@ -24,8 +24,8 @@ def _ds(**pod: Any) -> Obj:
 
 
 def _container(security: Obj, **more: Any) -> Obj:
-    """Container c with this securityContext (and `more` of its fields)."""
-    return {"name": "c", "securityContext": security, **more}
+    """Container c of _ds() with this securityContext (and `more` of its fields)."""
+    return {"name": "c", "image": "i", "securityContext": security, **more}
 
 
 def _k8s(before: list[Obj], after: list[Obj]) -> list[str]:
@@ -100,10 +100,14 @@ def test_root_init_and_ephemeral_containers() -> None:
         initContainers=[{"name": "init", "securityContext": {"runAsUser": 0, "runAsNonRoot": False}}],
         ephemeralContainers=[{"name": "debug", "securityContext": {"capabilities": {"add": ["ALL"]}}}],
     )
-    assert _both_ways([_ds(**pod)], [wide]) == [
+    # A container that comes or goes is also listed as such (default deny, objects.py): new code runs with
+    # the pod's account, or a sidecar that guarded something is gone. Its capabilities are pods.py's to say.
+    assert _k8s([_ds(**pod)], [wide]) == [
         "DaemonSet.apps images/prepull init container init runs as root (runAsUser 0); "
-        "init container init may run as root (runAsNonRoot false); ephemeral container debug adds capabilities ALL"
+        "init container init may run as root (runAsNonRoot false); ephemeral container debug adds capabilities ALL; "
+        "ephemeralContainers[debug] added"
     ]
+    assert _k8s([wide], [_ds(**pod)]) == ["DaemonSet.apps images/prepull ephemeralContainers[debug] removed"]
 
 
 def test_another_service_account_is_flagged_either_way() -> None:
@@ -147,7 +151,7 @@ def test_host_paths_moved_or_made_writable() -> None:
     ]
 
 
-def test_a_new_workload_counts_in_full_and_a_plain_one_says_nothing() -> None:
+def test_a_new_workload_counts_in_full_and_a_plain_one_is_listed() -> None:
     ray = {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
@@ -162,8 +166,13 @@ def test_a_new_workload_counts_in_full_and_a_plain_one_says_nothing() -> None:
             ],
         },
     }
-    assert _k8s([], [ray]) == ["new RayCluster.ray.io team-a/r workerGroupSpecs[gpu] container w becomes privileged"]
-    assert _k8s([], [_ds()]) == []
+    # A new object is listed whatever it holds (default deny, objects.py: a plain DaemonSet still runs new code
+    # on every node), with where its unknown fields sit; what pods.py knows comes first.
+    assert _k8s([], [ray]) == [
+        "new RayCluster.ray.io team-a/r workerGroupSpecs[gpu] container w becomes privileged; "
+        "added: headGroupSpec containers[head], spec.workerGroupSpecs[gpu]"
+    ]
+    assert _k8s([], [_ds()]) == ["new DaemonSet.apps images/prepull added: containers[c]"]
 
 
 # --- RBAC -----------------------------------------------------------------------------------------

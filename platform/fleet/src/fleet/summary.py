@@ -145,6 +145,9 @@ def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str
                 "rdma": {zone: [str(a.cidr) for a in subnets] for zone, subnets in ranges.rdma.items()},
                 # GPUs per pool in no team's nominal quota: the cohort's own, lent to every team (fleet.quotaplan)
                 "unallocated": quotas.regions[region.name].unallocated,
+                # What Kueue and the team namespaces are given, flavor -> resource -> amount (memory in GiB): the
+                # plan review compares the rendered ClusterQueues, Cohort and ResourceQuotas with these.
+                "kueue": _kueue(quotas, region.name),
             }
         )
     return {
@@ -156,4 +159,16 @@ def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str
             {"name": t.name, "priority": t.priority, "quota": q}
             for t, q in zip(fleet.teams, _quotas(fleet, quotas).values(), strict=True)
         ],
+        "priorities": [{"name": p.name, "value": p.value} for p in fleet.priorities],
+    }
+
+
+def _kueue(quotas: QuotaPlan, region: str) -> dict[str, Any]:
+    planned = quotas.regions[region]
+    return {
+        "cohort": planned.cohort,
+        "teams": {
+            team: {"nominal": q.nominal, "borrowing": q.borrowing, "admissible": q.admissible}
+            for team, q in planned.teams.items()
+        },
     }

@@ -1,6 +1,7 @@
 """GPUs per region and per team, before and after.
 
-Team quotas come from each side's `meridian plan --json`. Region capacity comes from what
+Team quotas come from each side's `meridian plan --json`, and, as Argo CD applies them, from each
+side's rendered ClusterQueues (security/quotas.py lists where the two disagree). Region capacity comes from what
 Terraform will do: each side's synthesized stacks, or, for a stack with a plan file
 (`terraform show -json`), that plan's before and after. Any decrease of a node pool's GPUs,
 whatever caused it, and any move of a pool to other zones is destructive. Owners of the
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from meridian_infra.report import pool_capacity
+from review.kubernetes import Clusters
+from review.security.quotas import queue_gpus
 from review.terraform import NODE_POOL, StackDiff, Stacks, nested_block, short_gpu
 
 
@@ -46,6 +49,11 @@ def unallocated_gpus(plan: dict[str, Any] | None) -> dict[str, int]:
 
 def unallocated_deltas(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Delta]:
     return _deltas(unallocated_gpus(before), unallocated_gpus(after))
+
+
+def queue_deltas(before: Clusters, after: Clusters, before_plan: Any, after_plan: Any) -> list[Delta]:
+    """Nominal GPUs per rendered ClusterQueue ("research in us-east4 (ClusterQueue)"), each side's own."""
+    return _deltas(queue_gpus(before, before_plan), queue_gpus(after, after_plan))
 
 
 def _deltas(before: dict[str, int], after: dict[str, int]) -> list[Delta]:

@@ -120,8 +120,19 @@ def _capacity(r: Review) -> list[str]:
         "|---|---:|---:|---:|",
         *_delta_rows(r.teams),
         "",
+        *_queues(r),
         *_unallocated(r),
     ]
+
+
+QUEUES = "team quota as rendered: the ClusterQueue's nominal GPUs"
+
+
+def _queues(r: Review) -> list[str]:
+    """What Argo CD gives Kueue, beside what the plan says (a disagreement is a security finding)."""
+    if not r.queues:
+        return []
+    return [f"| {QUEUES} | before | after | change |", "|---|---:|---:|---:|", *_delta_rows(r.queues), ""]
 
 
 UNALLOCATED = "unallocated: in no team's quota, lent to every team through Kueue's cohort"
@@ -196,6 +207,7 @@ def terminal(r: Review) -> str:
     for d in r.teams:
         if d.before != d.after:
             out.append(f"  quota {d.name}: {d.before:,} -> {d.after:,}")
+    out += [f"  rendered quota {d.name}: {d.before:,} -> {d.after:,}" for d in r.queues if d.before != d.after]
     out += [f"  unallocated GPUs {d.name}: {d.before:,} -> {d.after:,}" for d in r.unallocated if d.before != d.after]
     for diff in r.stacks:
         out.append(f"  terraform {diff.stack}: {_counts(diff)}")
@@ -235,7 +247,8 @@ def _sections(r: Review) -> Iterable[tuple[str, list[str]]]:
     yield "Security (widens access; a code owner must approve)", [f"- {line}" for line in r.security]
     yield "Versions", [_version_line(v) for v in r.versions]
     yield "Capacity (GPUs)", _changed_table("region", r.regions)
-    yield "Team quotas (GPUs)", _changed_table("team quota", r.teams)
+    planned, rendered = _changed_table("team quota", r.teams), _changed_table(QUEUES, r.queues)
+    yield "Team quotas (GPUs)", planned + ([""] if planned and rendered else []) + rendered
     yield (
         "Unallocated GPUs (Kueue lends them through the cohort; no team is guaranteed them)",
         _changed_table("region pool", r.unallocated),

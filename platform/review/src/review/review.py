@@ -24,6 +24,7 @@ from review.capacity import (
     Delta,
     capacity_deltas,
     destructive_lines,
+    queue_deltas,
     terraform_capacity,
     unallocated_deltas,
 )
@@ -57,6 +58,8 @@ class Review:
     moved_ranges: list[str] = field(
         default_factory=list
     )  # regions whose planned ranges move: why, the pin (addresses.py)
+    # nominal GPUs per ClusterQueue as rendered, beside `teams` from the plans (capacity.queue_deltas)
+    queues: list[Delta] = field(default_factory=list)
     reviewed: dict[str, dict[str, Any]] = field(default_factory=dict)  # HEAD's stacks, as recorded (reviewed.py)
     head_commit: str = ""  # the full commit reviewed, for the record
 
@@ -255,7 +258,7 @@ def review(
         access_changes(before.stacks, after.stacks),
         changed,
         capacity,
-        security_findings(before.clusters, after.clusters, before.stacks, after.stacks),
+        security_findings(before.clusters, after.clusters, before.stacks, after.stacks, before.plan, after.plan),
         project_changes(
             version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
             before.clusters,
@@ -273,6 +276,7 @@ def review(
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
         unallocated_deltas(before.plan, after.plan),
         moved_ranges(before.plan, after.plan),
+        queue_deltas(before.clusters, after.clusters, before.plan, after.plan),
         after.stacks,
         _git(repo, "rev-parse", "HEAD"),
     )
