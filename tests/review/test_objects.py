@@ -12,7 +12,8 @@ from typing import Any
 from review.report import COMMENT_LIMIT, summary
 from review.review import Review
 from review.security import Finding, security_findings
-from review.security.objects import KNOWN, MISSING, changes
+from review.security.fields import MISSING, changes
+from review.security.objects import KNOWN
 
 Obj = dict[str, Any]
 

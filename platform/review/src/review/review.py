@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,36 @@ def as_deployed(before: Snapshot, deployed: dict[str, dict[str, Any]]) -> Snapsh
     return replace(before, stacks={**before.stacks, **deployed}, notes=[*before.notes, note])
 
 
+def with_plans(plans: Path, stacks: list[StackDiff]) -> tuple[dict[str, dict[str, Any]], list[StackDiff]]:
+    """Real plans (`terraform show -json`, one `<stack>.json` each) in place of the estimate, where given."""
+    raw = {p.stem: json.loads(p.read_text()) for p in sorted(plans.glob("*.json"))}
+    planned = {stem: diff_plan(stem, plan) for stem, plan in raw.items()}
+    if not planned:
+        raise ReviewError(
+            f"{plans}: no <stack>.json plan files (terraform show -json); pass the folder that holds them"
+        )
+    stacks = [planned.pop(d.stack, d) for d in stacks] + list(planned.values())
+    return raw, [d for d in stacks if d.resources]
+
+
+def _versions(repo: Path, sha: str, before: Snapshot, after: Snapshot, known: Iterable[str]) -> list[VersionChange]:
+    """Version changes, a new digest of the fleet's own images with what changed in its sources since."""
+    return project_changes(
+        version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
+        before.clusters,
+        after.clusters,
+        known,
+        lambda change, previous: changed_paths_note(
+            change,
+            previous,
+            sha,
+            lambda *args: _git(repo, *args),
+            lambda commit: changed_files(repo, commit),
+            _head_dockerfile(repo, change.repository),
+        ),
+    )
+
+
 def review(
     repo: Path,
     base: str,
@@ -236,14 +267,7 @@ def review(
     notes = before.notes + after.notes + image_notes
     raw: dict[str, dict[str, Any]] = {}
     if plans is not None:
-        raw = {p.stem: json.loads(p.read_text()) for p in sorted(plans.glob("*.json"))}
-        planned = {stem: diff_plan(stem, plan) for stem, plan in raw.items()}
-        if not planned:
-            raise ReviewError(
-                f"{plans}: no <stack>.json plan files (terraform show -json); pass the folder that holds them"
-            )
-        stacks = [planned.pop(d.stack, d) for d in stacks] + list(planned.values())
-        stacks = [d for d in stacks if d.resources]
+        raw, stacks = with_plans(plans, stacks)
     capacity = terraform_capacity(before.stacks, after.stacks, raw)
     head = _git(repo, "rev-parse", "--short", "HEAD")
     dirty = " + uncommitted changes" if _git(repo, "status", "--porcelain", "--untracked-files=no") else ""
@@ -259,20 +283,7 @@ def review(
         changed,
         capacity,
         security_findings(before.clusters, after.clusters, before.stacks, after.stacks, before.plan, after.plan),
-        project_changes(
-            version_changes(before.stacks, after.stacks, before.clusters, after.clusters),
-            before.clusters,
-            after.clusters,
-            known,
-            lambda change, previous: changed_paths_note(
-                change,
-                previous,
-                sha,
-                lambda *args: _git(repo, *args),
-                lambda commit: changed_files(repo, commit),
-                _head_dockerfile(repo, change.repository),
-            ),
-        ),
+        _versions(repo, sha, before, after, known),
         {*after.clusters, *after.stacks} - {*before.clusters, *before.stacks},
         unallocated_deltas(before.plan, after.plan),
         moved_ranges(before.plan, after.plan),

@@ -86,25 +86,28 @@ def load_cluster(repo: Path, cluster: str, kubectl: str = "kubectl") -> tuple[Cl
         name, source = app["metadata"]["name"], app["spec"]["source"]
         if source.get("repoURL") != own_repo:
             tree.upstream[name] = source
-            continue
-        path = _inside(repo, source.get("path", ""))
-        if path is None:
-            findings.append(
-                Finding(f"{cluster}/{name}", f"source path {source.get('path')} lies outside the repository")
-            )
-            continue
-        if not path.is_dir():
-            findings.append(Finding(f"{cluster}/{name}", f"source path {source.get('path')} does not exist"))
-            continue
-        remote_findings = remote.reachable(repo, path)
-        if remote_findings:
-            findings += remote_findings
-            continue
-        try:
-            tree.apps[name] = build(path, kubectl)
-        except BuildError as exc:
-            findings.append(Finding(f"{cluster}/{name}", str(exc)))
+        else:
+            findings += _build_app(tree, repo, f"{cluster}/{name}", name, source, kubectl)
     return tree, findings
+
+
+def _build_app(
+    tree: ClusterTree, repo: Path, where: str, name: str, source: dict[str, Any], kubectl: str
+) -> list[Finding]:
+    """Build one of this repository's applications into `tree`; or say why it cannot be built."""
+    path = _inside(repo, source.get("path", ""))
+    if path is None:
+        return [Finding(where, f"source path {source.get('path')} lies outside the repository")]
+    if not path.is_dir():
+        return [Finding(where, f"source path {source.get('path')} does not exist")]
+    remote_findings = remote.reachable(repo, path)
+    if remote_findings:
+        return remote_findings
+    try:
+        tree.apps[name] = build(path, kubectl)
+    except BuildError as exc:
+        return [Finding(where, str(exc))]
+    return []
 
 
 def _inside(repo: Path, relative: object) -> Path | None:
