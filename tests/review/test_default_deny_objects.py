@@ -178,7 +178,7 @@ def test_the_platform_project_open_to_any_source_and_cluster_resource(sandbox: S
     edits: list[Edit] = [
         (
             ARGOCD,
-            '"sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUBERAY_CHARTS, KUEUE_CHARTS, fleet.gitops.repo],',
+            '"sourceRepos": [ARGOCD_REPO, KUBERAY_REPO, KUEUE_REPO, fleet.gitops.repo],',
             '"sourceRepos": ["*"],',
         ),
         (
@@ -195,7 +195,7 @@ def test_the_platform_project_open_to_any_source_and_cluster_resource(sandbox: S
     )
     assert line.endswith(
         "spec.sourceRepos: + *; - https://github.com/argoproj/argo-cd.git, https://github.com/ray-project/kuberay.git "
-        "and 3 more"
+        "and 2 more"
     )
     _flagged(r)
 
