@@ -4,7 +4,7 @@ synthesis and one render of every cluster's committed tree."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,3 +93,29 @@ def trees(fleet: Fleet) -> dict[str, tuple[ClusterTree, list[Finding]]]:
 
     kubectl = str(Path(sys.executable).parent / "kubectl")
     return {region.name: load_tree(REPO, fleet, region, kubectl) for region in fleet.regions}
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, list[str]]]:
+    """A local server that hands out a harmless ConfigMap and records every request: (its URL, the paths asked).
+    What is fetched at render or sync time is refused before any request (tests/gitops/test_remote.py)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from tests.httpfake import JsonReplies
+
+    asked: list[str] = []
+    extra = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: warden-extra\ndata: {}\n"
+
+    class Handler(JsonReplies):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_body(200, extra, "application/yaml")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/warden-extra.yaml", asked
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,9 +7,6 @@ URL served that day (a ConfigMap), and rendered later as whatever it served then
 from __future__ import annotations
 
 import shutil
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +17,10 @@ from fleet.gitops.check import load_cluster
 from fleet.gitops.remote import is_remote, kustomization_problems, source_problem
 from tests.conftest import REPO, SHIPPED
 from tests.gitops.conftest import KUBECTL
-from tests.httpfake import JsonReplies
 
 WARDEN_BASE = "kustomize/base/warden/kustomization.yaml"
 OWN = "https://github.com/meridian-ml/meridian.git"
 COMMIT = "8eab68778fc1b52affe165fdf5af29d1e9b4f3cb"
-EXTRA = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: warden-extra\ndata: {}\n"
-
-
-@pytest.fixture
-def served() -> Iterator[tuple[str, list[str]]]:
-    """A local server that hands out a harmless ConfigMap and records every request: (its URL, the paths asked)."""
-    asked: list[str] = []
-
-    class Handler(JsonReplies):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_body(200, EXTRA, "application/yaml")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/warden-extra.yaml", asked
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _checkout(tmp_path: Path, remote: str) -> Path:

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +23,6 @@ from review.side import FORMAT
 from review.snapshot import ReviewError, Snapshot
 from review.versions import VersionChange
 from tests.conftest import REPO
-from tests.httpfake import JsonReplies
 from tests.review.conftest import KUBECTL, Sandbox, commit, git, reset, review_cli
 from tests.review.test_attempts import change_files
 
@@ -54,24 +50,6 @@ def _forged_head_plan(sandbox: Sandbox, out: Path) -> Path:
     }
     out.write_text(json.dumps(document))
     return out
-
-
-@pytest.fixture
-def served() -> Iterator[tuple[str, list[str]]]:
-    asked: list[str] = []
-
-    class Handler(JsonReplies):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_body(200, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: warden-extra}\n", "text/yaml")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/warden-extra.yaml", asked
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_remote_resource_in_wardens_base_is_refused_in_one_line_and_never_fetched(
