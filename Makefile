@@ -6,7 +6,7 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: help setup plan generate review scan bench test lint typecheck unit lock clean
+.PHONY: help setup plan generate review scan bench test lint typecheck unit twin lock clean
 
 # A bare `make` lists the targets; it builds nothing.
 .DEFAULT_GOAL := help
@@ -62,6 +62,11 @@ typecheck: $(ENV) ## mypy --strict
 unit: $(ENV) ## pytest (the alert-rule evaluation needs promtool: .ci/run installs Debian's prometheus)
 	@command -v promtool >/dev/null || echo "make test: alert rules not evaluated (tests/gitops/test_alert_rules.py skipped): promtool is absent; apt-get install prometheus"
 	$(BIN)/pytest
+
+twin: $(ENV) ## the cluster twin: build every image as a CPU twin with podman and run the rendered pods in it (platform/twin)
+	@bash scripts/twin_setup.sh
+	$(BIN)/meridian-twin build
+	$(BIN)/pytest -m twin tests/twin
 
 lock: ## re-resolve requirements/dev.in into the lock
 	bash scripts/lock.sh $(PYTHON)

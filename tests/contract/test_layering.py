@@ -36,6 +36,11 @@ LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
         ("platform/review/src/review",),
         {"meridian-contract", "meridian-safeyaml", "meridian-fleet", "meridian-infra"},
     ),
+    # The cluster twin reads rendered objects and runs them; nothing else imports it.
+    "meridian-twin": (
+        ("platform/twin/src/twin",),
+        {"meridian-contract", "meridian-safeyaml", "meridian-preflight"},
+    ),
 }
 PACKAGES = {
     "contract": "meridian-contract",
@@ -48,6 +53,7 @@ PACKAGES = {
     "fleet": "meridian-fleet",
     "meridian_infra": "meridian-infra",
     "review": "meridian-review",
+    "twin": "meridian-twin",
 }
 
 

@@ -1,0 +1,66 @@
+"""The twin's pod network: each pod in its own network namespace with its own address, as on GKE.
+
+A Linux bridge (`BRIDGE`) stands in for the node's pod network; each pod gets a namespace named after it,
+a veth pair into the bridge and the next address of `SUBNET`, so pods reach each other by address and two
+pods may listen on the same port (KubeRay gives every Ray pod the same metrics and agent ports). Every
+container of a pod joins that namespace (`podman run --network ns:...`), as containers of a pod share
+one network namespace in Kubernetes. Names (Services, the pod's own) go into each container's /etc/hosts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+from pathlib import Path
+
+from twin.podman import TwinError
+
+BRIDGE = "meridian-twin0"
+SUBNET = ipaddress.ip_network("10.213.0.0/16")
+GATEWAY = next(SUBNET.hosts())
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise TwinError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+def ensure_bridge() -> None:
+    if _ip("link", "show", BRIDGE, check=False).returncode == 0:
+        return
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{GATEWAY}/{SUBNET.prefixlen}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+
+
+def namespace_path(name: str) -> Path:
+    return Path("/run/netns") / name
+
+
+def create(name: str, index: int, devices: tuple[str, ...] = ()) -> str:
+    """A namespace `name` with address number `index` of SUBNET (and dummy links `devices`); returns the address."""
+    ensure_bridge()
+    address = SUBNET.network_address + index + 1
+    if address == GATEWAY or address not in SUBNET or address == SUBNET.broadcast_address:
+        raise TwinError(f"twin network: pod number {index} is outside {SUBNET}")
+    delete(name)
+    host_end = f"mt{index}"
+    _ip("netns", "add", name)
+    _ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", name)
+    _ip("link", "set", host_end, "master", BRIDGE, "up")
+    _ip("-n", name, "addr", "add", f"{address}/{SUBNET.prefixlen}", "dev", "eth0")
+    _ip("-n", name, "link", "set", "eth0", "up")
+    _ip("-n", name, "link", "set", "lo", "up")
+    _ip("-n", name, "route", "add", "default", "via", str(GATEWAY))
+    for device in devices:  # the device boundary: interfaces a GPU node has and this machine does not
+        _ip("-n", name, "link", "add", device, "type", "dummy")
+        _ip("-n", name, "link", "set", device, "up")
+    return str(address)
+
+
+def delete(name: str) -> None:
+    """The namespace and its veth (the host end goes with it); nothing if it is not there."""
+    if namespace_path(name).exists():
+        _ip("netns", "delete", name, check=False)
