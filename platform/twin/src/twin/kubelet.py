@@ -18,6 +18,12 @@ from typing import Any
 
 from twin import engine, network, pods
 from twin.engine import TwinError
+from twin.env import Node
+from twin.podman import PodContext, podman_argv
+from twin.spec import Objects
+from twin.volumes import HostPaths, VolumePlan
+
+NODE = Node(cpu="2", memory="24Gi")  # this machine: the downward API's limits of a container without any
 
 
 @dataclass
@@ -45,24 +51,94 @@ def image_config(reference: str) -> pods.ImageConfig:
     if raw.returncode != 0:
         raise TwinError(f"twin: image {reference} is not built; run `meridian-twin build`")
     config: dict[str, Any] = json.loads(raw.stdout) or {}
-    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    return pods.ImageConfig(
-        entrypoint=tuple(config.get("Entrypoint") or ()),
-        cmd=tuple(config.get("Cmd") or ()),
-        env=env,
-        workdir=config.get("WorkingDir") or "",
-        user=config.get("User") or "",
-    )
+    return pods.ImageConfig.from_inspect(config)
+
+
+def _with_twin_images(pod: dict[str, Any], resolve: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of the pod whose every container names the twin's image for the rendered reference."""
+    spec = dict(pod.get("spec") or {})
+    for key in ("initContainers", "containers"):
+        spec[key] = [{**c, "image": resolve(str(c.get("image", "")))} for c in spec.get(key) or []]
+    return {**pod, "spec": spec}
+
+
+def _materialize(volume: VolumePlan, folder: Path) -> str | None:
+    """The host directory of a volume (None: a tmpfs each container mounts for itself)."""
+    if volume.kind == "host":
+        Path(volume.source).mkdir(parents=True, exist_ok=True)
+        return volume.source
+    if volume.kind == "tmpfs":
+        return None
+    root = folder / "volumes" / volume.name
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(volume.mode)
+    for file in volume.files:
+        target = root / file.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(file.data)
+        target.chmod(file.mode)
+    if volume.gid is not None:
+        for path in [root, *root.rglob("*")]:
+            shutil.chown(path, group=volume.gid)
+    return str(root)
 
 
 class Kubelet:
     """One node of the twin, running pods for scenarios; `close()` removes every container and namespace."""
 
-    def __init__(self, root: Path, resolve_image: Callable[[str], str], hosts: dict[str, str] | None = None) -> None:
-        self.root, self.resolve_image = root, resolve_image
-        self.hosts: dict[str, str] = dict(hosts or {})  # name → address, in every container's /etc/hosts
+    def __init__(self, root: Path, resolve_image: Callable[[str], str], objects: Objects, host: HostPaths) -> None:
+        self.root, self.resolve_image, self.objects, self.host = root, resolve_image, objects, host
+        self.hosts: dict[str, str] = {}  # Service name → address, in every container's /etc/hosts
         self.pods: dict[str, RunningPod] = {}
         self._next = 1
+
+    def start(self, pod: dict[str, Any], *, devices: tuple[str, ...] = (), init_timeout: float = 600) -> RunningPod:
+        """Plan the pod, give it an address, run its init containers in order, then start its containers.
+
+        A failed init container stops there, as the kubelet does with restartPolicy Never: the result's
+        `init` says which and with what message; no app container starts.
+        """
+        name = str(pod["metadata"]["name"])
+        index, self._next = self._next, self._next + 1
+        ip = network.create(name, index, devices)
+        placed = _with_twin_images(pod, self.resolve_image)
+        placed["spec"] = {**placed["spec"], "nodeName": f"twin-node-{index}"}
+        placed["status"] = {"podIP": ip, "hostIP": str(network.GATEWAY)}
+        plan = pods.plan(placed, image_config, self.objects, self.host, node=NODE)
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        sources = {v.name: src for v in plan.volumes.values() if (src := _materialize(v, folder)) is not None}
+        running = RunningPod(name, ip, folder)
+        self.pods[name] = running
+        hosts = (*plan.hosts, *((address, (host,)) for host, address in sorted(self.hosts.items())))
+
+        def context(c: pods.ContainerPlan) -> PodContext:
+            log = folder / f"{c.name}.termination-log"
+            log.write_text("")
+            log.chmod(0o666)
+            return PodContext(running.podman_name(c.name), f"ns:{network.namespace_path(name)}", str(log),
+                              sources, plan.hostname, hosts)
+
+        for c in plan.init:
+            engine.run(["run", *podman_argv(c, context(c))[2:]])
+            if c.sidecar:
+                running.containers.append(c.name)
+                continue
+            code = self._exit(running, c.name, init_timeout)
+            running.init.append(Exited(c.name, code, self._message(running, c)))
+            if code != 0:
+                return running
+        for c in plan.containers:
+            engine.run(["run", *podman_argv(c, context(c))[2:]])
+            running.containers.append(c.name)
+        return running
+
+    def _message(self, pod: RunningPod, c: pods.ContainerPlan) -> str:
+        """The termination message: the file, else (FallbackToLogsOnError) the log's last 80 lines."""
+        text = (pod.folder / f"{c.name}.termination-log").read_text(errors="replace").strip()
+        if not text and c.termination_message_policy == "FallbackToLogsOnError":
+            text = "\n".join(self.logs(pod, c.name).strip().splitlines()[-80:])
+        return text
 
     def _exit(self, pod: RunningPod, container: str, timeout: float) -> int:
         name = pod.podman_name(container)
