@@ -22,7 +22,8 @@ from preflight.environment import RDMA_INTERFACES, RDMA_MTU
 H200_COUNT = 8
 DRIVER = "570.124.06"
 CUDA = "12.9"
-NCCL_LIBRARY = "libnccl.so.2.27.7"__all__ = ["RDMA_INTERFACES", "RDMA_MTU", "host_paths"]
+NCCL_LIBRARY = "libnccl.so.2.27.7"
+__all__ = ["RDMA_INTERFACES", "RDMA_MTU", "host_paths"]
 
 _QUERY_HEADER = (
     "index, pci.bus_id, name, driver_version, ecc.errors.uncorrected.volatile.total, retired_pages.pending, "

@@ -18,6 +18,7 @@ from typing import Any
 
 from twin import engine, network, pods
 from twin.engine import TwinError
+from twin.devices import RDMA_MTU
 from twin.env import Node
 from twin.podman import PodContext, podman_argv
 from twin.spec import Objects
@@ -100,7 +101,7 @@ class Kubelet:
         """
         name = str(pod["metadata"]["name"])
         index, self._next = self._next, self._next + 1
-        ip = network.create(name, index, devices)
+        ip = network.create(name, index, devices, RDMA_MTU)
         placed = _with_twin_images(pod, self.resolve_image)
         placed["spec"] = {**placed["spec"], "nodeName": f"twin-node-{index}"}
         placed["status"] = {"podIP": ip, "hostIP": str(network.GATEWAY)}

@@ -13,7 +13,7 @@ import ipaddress
 import subprocess
 from pathlib import Path
 
-from twin.podman import TwinError
+from twin.engine import TwinError
 
 BRIDGE = "meridian-twin0"
 SUBNET = ipaddress.ip_network("10.213.0.0/16")
@@ -39,8 +39,8 @@ def namespace_path(name: str) -> Path:
     return Path("/run/netns") / name
 
 
-def create(name: str, index: int, devices: tuple[str, ...] = ()) -> str:
-    """A namespace `name` with address number `index` of SUBNET (and dummy links `devices`); returns the address."""
+def create(name: str, index: int, devices: tuple[str, ...] = (), mtu: int = 1500) -> str:
+    """A namespace `name` with address number `index` of SUBNET and links `devices`; returns the address."""
     ensure_bridge()
     address = SUBNET.network_address + index + 1
     if address == GATEWAY or address not in SUBNET or address == SUBNET.broadcast_address:
@@ -54,8 +54,12 @@ def create(name: str, index: int, devices: tuple[str, ...] = ()) -> str:
     _ip("-n", name, "link", "set", "eth0", "up")
     _ip("-n", name, "link", "set", "lo", "up")
     _ip("-n", name, "route", "add", "default", "via", str(GATEWAY))
-    for device in devices:  # the device boundary: interfaces a GPU node has and this machine does not
-        _ip("-n", name, "link", "add", device, "type", "dummy")
+    for number, device in enumerate(devices):
+        # The device boundary: the RDMA NICs GKE's multi-networking adds. A veth pair inside the namespace
+        # (this kernel has no dummy links); its peer is up, so the device's state is up, as a cabled NIC's.
+        peer = f"twinpeer{number}"
+        _ip("-n", name, "link", "add", device, "mtu", str(mtu), "type", "veth", "peer", "name", peer, "mtu", str(mtu))
+        _ip("-n", name, "link", "set", peer, "up")
         _ip("-n", name, "link", "set", device, "up")
     return str(address)
 
