@@ -233,7 +233,7 @@ def kubelet_env(facts: PodFacts, container: Mapping[str, Any], objects: Objects,
 
 def _env_from(source: Mapping[str, Any], objects: Objects, w: Where) -> dict[str, str]:
     prefix = text(source, "prefix", w)
-    for kind, read in (("configMapRef", objects.config_map), ("secretRef", objects.secret)):
+    for kind, read in (("configMapRef", _text(objects.config_map_text)), ("secretRef", objects.secret)):
         if kind in source:
             ref = mapping(source, kind, w)
             name = text(ref, "name", w.at(kind), required=True)
@@ -257,7 +257,7 @@ def _value_from(
         return field_value(facts, path, w.at("fieldRef").at("fieldPath"), allowed=ENV_FIELDS)
     if "resourceFieldRef" in source:
         return resource_value(facts, container, mapping(source, "resourceFieldRef", w), w.at("resourceFieldRef"))
-    for kind, read in (("configMapKeyRef", objects.config_map), ("secretKeyRef", objects.secret)):
+    for kind, read in (("configMapKeyRef", _text(objects.config_map_text)), ("secretKeyRef", objects.secret)):
         if kind in source:
             ref, at = mapping(source, kind, w), w.at(kind)
             name, key = text(ref, "name", at, required=True), text(ref, "key", at, required=True)
@@ -270,6 +270,16 @@ def _value_from(
                 at.fail(f"{_object(kind)} {name!r} {missing}; add it or mark the reference optional")
             return _decode(data[key])
     w.fail("has none of fieldRef, resourceFieldRef, configMapKeyRef, secretKeyRef")
+
+
+def _text(read: Callable[[str, Where], dict[str, str] | None]) -> Callable[[str, Where], dict[str, bytes] | None]:
+    """A ConfigMap's data read as bytes, like a Secret's, so both decode the same way."""
+
+    def as_bytes(name: str, w: Where) -> dict[str, bytes] | None:
+        found = read(name, w)
+        return None if found is None else {k: v.encode("utf-8", "surrogateescape") for k, v in found.items()}
+
+    return as_bytes
 
 
 def _object(kind: str) -> str:

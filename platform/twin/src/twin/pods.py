@@ -145,19 +145,22 @@ def plan(
         for kind in ("initContainers", "containers")
     }
     names = [c.name for group in plans.values() for c in group]
-    if len(set(names)) != len(names):
-        w.fail(f"container names repeat: {', '.join(sorted(names))}; each must be unique in the pod")
+    if repeated := sorted({n for n in names if names.count(n) > 1}):
+        w.fail(f"container names repeat: {', '.join(repeated)}; each must be unique in the pod")
     if not plans["containers"]:
         w.at("containers").fail("is empty; a pod needs at least one container")
     aliases = [
         (text(a, "ip", aw, required=True), strings(a, "hostnames", aw)) for aw, a in items(spec, "hostAliases", w)
     ]
     own = (fqdn, hostname) if subdomain else (hostname,)
+    as_fqdn = flag(spec, "setHostnameAsFQDN", w) is True
+    if as_fqdn and len(fqdn) > HOSTNAME_MAX + 1:  # kuberuntime_sandbox.go: a kernel hostname holds 64 bytes
+        w.at("setHostnameAsFQDN").fail(f"the FQDN {fqdn} is longer than 64 characters; shorten the name or subdomain")
     return PodPlan(
         name=facts.name,
         namespace=facts.namespace,
         uid=facts.uid,
-        hostname=fqdn if flag(spec, "setHostnameAsFQDN", w) else hostname,
+        hostname=fqdn if as_fqdn else hostname,
         subdomain=subdomain,
         fqdn=fqdn,
         hosts=tuple((ip, own) for ip in facts.pod_ips) + tuple(aliases),

@@ -34,7 +34,9 @@ class Where:
     container: str = ""
 
     def at(self, part: str | int) -> Where:
-        path = f"{self.path}[{part}]" if isinstance(part, int) else f"{self.path}.{part}"
+        if isinstance(part, int):
+            return Where(self.pod, f"{self.path}[{part}]", self.container)
+        path = f"{self.path}.{part}" if self.path else part
         return Where(self.pod, path, self.container)
 
     def inside(self, container: str) -> Where:
@@ -150,13 +152,18 @@ class Objects:
 
     def config_map(self, name: str, w: Where) -> dict[str, bytes] | None:
         """Every key of the ConfigMap (data, then binaryData), or None when there is no such ConfigMap."""
-        obj = self.config_maps.get(name)
-        if obj is None:
+        text_keys = self.config_map_text(name, w)
+        if text_keys is None:
             return None
         where = Where(w.pod, f"ConfigMap {name}")
-        data = {k: v.encode() for k, v in string_map(obj, "data", where).items()}
-        binary = string_map(obj, "binaryData", where)
+        binary = string_map(self.config_maps[name], "binaryData", where)
+        data = {k: v.encode() for k, v in text_keys.items()}
         return data | {k: _base64(v, where.at("binaryData").at(k)) for k, v in binary.items()}
+
+    def config_map_text(self, name: str, w: Where) -> dict[str, str] | None:
+        """The ConfigMap's `data` alone: what envFrom and configMapKeyRef read (binaryData is for volumes)."""
+        obj = self.config_maps.get(name)
+        return None if obj is None else string_map(obj, "data", Where(w.pod, f"ConfigMap {name}"))
 
     def secret(self, name: str, w: Where) -> dict[str, bytes] | None:
         """Every key of the Secret (data decoded, stringData over it), or None when there is none."""
