@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twin import engine, network, pods
+from twin import dns, engine, network, pods
 from twin.engine import TwinError
 from twin.devices import RDMA_MTU
 from twin.env import Node
@@ -39,8 +40,9 @@ class RunningPod:
     name: str
     ip: str
     folder: Path
-    containers: list[str] = field(default_factory=list)
-    init: list[Exited] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)  # the app containers (and sidecars), started
+    init: list[Exited] = field(default_factory=list)  # the init containers that ran to their end
+    created: list[str] = field(default_factory=list)  # every container made in podman, for delete()
 
     def podman_name(self, container: str) -> str:
         return f"{self.name}_{container}"
@@ -89,9 +91,14 @@ class Kubelet:
 
     def __init__(self, root: Path, resolve_image: Callable[[str], str], objects: Objects, host: HostPaths) -> None:
         self.root, self.resolve_image, self.objects, self.host = root, resolve_image, objects, host
-        self.hosts: dict[str, str] = {}  # Service name → address, in every container's /etc/hosts
         self.pods: dict[str, RunningPod] = {}
         self._next = 1
+        network.ensure_bridge()
+        self.dns = dns.Server(str(network.GATEWAY))
+
+    def serve(self, names: dict[str, str], pod: RunningPod) -> None:
+        """Service names (short, namespaced and FQDN, as KubeRay's Services) that resolve to the pod."""
+        self.dns.records.update({name.lower(): pod.ip for name in names})
 
     def start(self, pod: dict[str, Any], *, devices: tuple[str, ...] = (), init_timeout: float = 600) -> RunningPod:
         """Plan the pod, give it an address, run its init containers in order, then start its containers.
@@ -101,27 +108,30 @@ class Kubelet:
         """
         name = str(pod["metadata"]["name"])
         index, self._next = self._next, self._next + 1
-        ip = network.create(name, index, devices, RDMA_MTU)
+        folder = self.root / name
+        running = RunningPod(name, "", folder)
+        self.pods[name] = running  # from here on, close() removes whatever was made
+        ip = running.ip = network.create(name, index, devices, RDMA_MTU)
         placed = _with_twin_images(pod, self.resolve_image)
         placed["spec"] = {**placed["spec"], "nodeName": f"twin-node-{index}"}
         placed["status"] = {"podIP": ip, "hostIP": str(network.GATEWAY)}
         plan = pods.plan(placed, image_config, self.objects, self.host, node=NODE)
-        folder = self.root / name
         folder.mkdir(parents=True, exist_ok=True)
         sources = {v.name: src for v in plan.volumes.values() if (src := _materialize(v, folder)) is not None}
-        running = RunningPod(name, ip, folder)
-        self.pods[name] = running
-        hosts = (*plan.hosts, *((address, (host,)) for host, address in sorted(self.hosts.items())))
+        search = (f"{plan.namespace}.svc.cluster.local", "svc.cluster.local", "cluster.local")
 
         def context(c: pods.ContainerPlan) -> PodContext:
             log = folder / f"{c.name}.termination-log"
             log.write_text("")
             log.chmod(0o666)
-            return PodContext(running.podman_name(c.name), f"ns:{network.namespace_path(name)}", str(log),
-                              sources, plan.hostname, hosts)
+            return PodContext(
+                running.podman_name(c.name), f"ns:{network.namespace_path(name)}", str(log), sources,
+                plan.hostname, plan.hosts, dns=str(network.GATEWAY), dns_search=search, dns_options=("ndots:5",),
+            )
 
         for c in plan.init:
             engine.run(["run", *podman_argv(c, context(c))[2:]])
+            running.created.append(c.name)
             if c.sidecar:
                 running.containers.append(c.name)
                 continue
@@ -131,6 +141,7 @@ class Kubelet:
                 return running
         for c in plan.containers:
             engine.run(["run", *podman_argv(c, context(c))[2:]])
+            running.created.append(c.name)
             running.containers.append(c.name)
         return running
 
@@ -143,7 +154,10 @@ class Kubelet:
 
     def _exit(self, pod: RunningPod, container: str, timeout: float) -> int:
         name = pod.podman_name(container)
-        proc = engine.run(["wait", name], check=False, timeout=timeout)
+        try:
+            proc = engine.run(["wait", name], check=False, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TwinError(f"pod {pod.name}: container {container} still running after {timeout:.0f} s") from None
         if proc.returncode != 0:
             raise TwinError(f"podman wait {name}: {proc.stderr.strip()}")
         return int(proc.stdout.strip().splitlines()[-1])
@@ -154,16 +168,13 @@ class Kubelet:
 
     def wait(self, pod: RunningPod, container: str, timeout: float) -> int:
         """The container's exit code once it exits (TwinError after `timeout` seconds)."""
-        try:
-            return self._exit(pod, container, timeout)
-        except Exception as exc:
-            raise TwinError(f"pod {pod.name}: container {container} still running after {timeout:.0f} s") from exc
+        return self._exit(pod, container, timeout)
 
     def kill(self, pod: RunningPod, container: str) -> None:
         engine.run(["kill", "--signal", "KILL", pod.podman_name(container)], check=False)
 
     def delete(self, pod: RunningPod) -> None:
-        for container in [*pod.containers, *(e.container for e in pod.init)]:
+        for container in pod.created:
             engine.run(["rm", "--force", "--time", "0", pod.podman_name(container)], check=False)
         network.delete(pod.name)
         self.pods.pop(pod.name, None)
@@ -171,6 +182,7 @@ class Kubelet:
     def close(self) -> None:
         for pod in list(self.pods.values()):
             self.delete(pod)
+        self.dns.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def wait_for(self, what: Callable[[], bool], timeout: float, why: str) -> None:

@@ -47,6 +47,7 @@ def create(name: str, index: int, devices: tuple[str, ...] = (), mtu: int = 1500
         raise TwinError(f"twin network: pod number {index} is outside {SUBNET}")
     delete(name)
     host_end = f"mt{index}"
+    _ip("link", "delete", host_end, check=False)  # left by a run that was killed before its cleanup
     _ip("netns", "add", name)
     _ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", name)
     _ip("link", "set", host_end, "master", BRIDGE, "up")

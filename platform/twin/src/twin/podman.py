@@ -49,6 +49,10 @@ class PodContext:
     hostname: str = ""  # the pod plan's hostname ("" keeps podman's)
     hosts: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the pod plan's /etc/hosts lines: (ip, names)
     detach: bool = True
+    # dnsPolicy ClusterFirst: the cluster's DNS server, its search path and options (the runner's).
+    dns: str = ""
+    dns_search: tuple[str, ...] = ()
+    dns_options: tuple[str, ...] = ()
     ipc: str = ""  # e.g. "container:<pod's first container>" to share one IPC namespace, as a pod does
     pid: str = ""  # e.g. "container:<...>" for shareProcessNamespace
 
@@ -59,6 +63,9 @@ def podman_argv(c: ContainerPlan, ctx: PodContext) -> list[str]:
     argv += ["--detach"] if ctx.detach else []
     argv += ["--hostname", ctx.hostname] if ctx.hostname else []
     argv += [arg for ip, names in ctx.hosts for name in names for arg in ("--add-host", f"{name}:{ip}")]
+    argv += ["--dns", ctx.dns] if ctx.dns else []
+    argv += [arg for domain in ctx.dns_search for arg in ("--dns-search", domain)]
+    argv += [arg for option in ctx.dns_options for arg in ("--dns-option", option)]
     argv += ["--ipc", ctx.ipc] if ctx.ipc else []
     argv += ["--pid", ctx.pid] if ctx.pid else []
     sec = c.security
