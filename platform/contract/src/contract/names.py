@@ -104,6 +104,11 @@ NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"  # the NVIDIA driver GKE instal
 GIB_HOST_PATH = "/home/kubernetes/bin/gib"  # the gIB NCCL plugin and set_nccl_env.sh (kustomize/base/gpu-networking)
 TEAM_CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg
 
+# --- The project's images -------------------------------------------------------------------------
+# Where the trainer and Warden images put their virtualenv's programs (platform/*/Dockerfile: ENV PATH puts it
+# first); a container that sets its own PATH (gkr's preflight init container) puts it first too.
+IMAGE_VENV_BIN = "/opt/venv/bin"
+
 # --- Taints and resources -------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = GPU_RESOURCE  # GKE taints GPU nodes with their resource name
