@@ -102,7 +102,10 @@ GLOBAL_ACCESS_ANNOTATION = "networking.gke.io/internal-load-balancer-allow-globa
 # --- What team pods may take from the host (gkr renders it, the cluster's admission policy allows only it)
 NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"  # the NVIDIA driver GKE installs; the gIB installer adds NCCL
 GIB_HOST_PATH = "/home/kubernetes/bin/gib"  # the gIB NCCL plugin and set_nccl_env.sh (kustomize/base/gpu-networking)
-TEAM_CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg
+# preflight's kernel-log check reads dmesg. Only a root process gets an added capability as an effective one
+# under containerd (kubernetes/kubernetes#56374), so gkr's preflight init container runs as root with every
+# other capability dropped; the job's own container keeps the image's user and adds none.
+TEAM_CAPABILITIES = ("SYSLOG",)
 
 # --- The project's images -------------------------------------------------------------------------
 # Where the trainer and Warden images put their virtualenv's programs (platform/*/Dockerfile: ENV PATH puts it
