@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
+from contract import names
 from contract.problem import Invalid
 from fleet.load import load_text
 from fleet.pins import PINNABLE, pin_image
+from scripts import image_lock
 from tests.conftest import REPO, SHIPPED, SHIPPED_SPEC
 
 BIN = Path(sys.executable).parent
@@ -44,6 +50,58 @@ def test_every_platform_image_has_a_clean_dockerfile(component: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def final_stage(dockerfile: str) -> list[str]:
+    """The instructions of a Dockerfile's last stage (what the image runs), continuation lines joined."""
+    lines = [line.strip() for line in dockerfile.replace("\\\n", " ").splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    start = max(i for i, line in enumerate(instructions) if line.upper().startswith("FROM "))
+    return instructions[start:]
+
+
+def stage_env(instructions: list[str]) -> dict[str, str]:
+    """The KEY=value pairs the ENV instructions of a stage set, later ones winning."""
+    env: dict[str, str] = {}
+    for line in instructions:
+        if line.upper().startswith("ENV "):
+            env |= dict(word.split("=", 1) for word in shlex.split(line[4:]))
+    return env
+
+
+@pytest.mark.parametrize("component", sorted(BUILT.values()))
+def test_the_images_virtualenv_is_where_gkr_looks_for_it(component: str) -> None:
+    """gkr's preflight init container sets its own PATH with contract.names.IMAGE_VENV_BIN first: each image's
+    virtualenv must be there and first on the image's own PATH, so a change on either side fails here."""
+    text = (REPO / "platform" / component / "Dockerfile").read_text()
+    path = stage_env(final_stage(text))["PATH"].split(":")
+    assert path[0] == names.IMAGE_VENV_BIN
+    venv = names.IMAGE_VENV_BIN.removesuffix("/bin")
+    assert f"-m venv {venv}" in text
+    assert f"COPY --from=build {venv} {venv}" in final_stage(text)
+
+
+# Each Dockerfile's base image, a build argument (the twin builds the same Dockerfile on a CPU base); the
+# default is the reviewed pin, so a build without the argument builds what it did before.
+BASES = {
+    "platform/trainer/Dockerfile": "nvidia/cuda:12.9.1-cudnn-runtime-ubuntu22.04",
+    "platform/trainer/Dockerfile.generator": "vllm/vllm-openai:v0.32.0",
+    "platform/warden/Dockerfile": "python:3.11.14-slim-bookworm",
+}
+
+
+def test_every_dockerfile_is_listed_with_its_base() -> None:
+    assert sorted(BASES) == sorted(str(p.relative_to(REPO)) for p in REPO.glob("platform/*/Dockerfile*"))
+
+
+@pytest.mark.parametrize(("path", "base"), sorted(BASES.items()))
+def test_each_dockerfile_takes_its_base_image_as_a_build_argument(path: str, base: str) -> None:
+    lines = [line.strip() for line in (REPO / path).read_text().splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    assert instructions[0] == f"ARG BASE_IMAGE={base}"  # before the first FROM: every stage may name it
+    stages = [line.split() for line in instructions if line.upper().startswith("FROM ")]
+    assert stages
+    assert all(words[1] == "${BASE_IMAGE}" for words in stages), stages
+
+
 def test_the_fleet_builds_every_image_it_pins_from_its_own_registry() -> None:
     registry = "{location}-docker.pkg.dev/{project}/{repository}/".format(
         project=SHIPPED_SPEC["project"]["id"], **SHIPPED_SPEC["registry"]
@@ -64,19 +122,131 @@ def test_the_workflow_pins_every_image_through_the_validating_command() -> None:
     assert "--file platform/${{ matrix.component }}/Dockerfile" in run
 
 
-def test_the_warden_image_installs_its_lock_and_the_lock_is_current() -> None:
-    assert "--require-hashes --no-deps -r requirements/warden.lock" in (REPO / "platform/warden/Dockerfile").read_text()
+@pytest.mark.parametrize("image", sorted(image_lock.IMAGES))
+def test_each_image_installs_its_lock_and_the_lock_is_current(image: str) -> None:
+    dockerfile = (REPO / image_lock.IMAGES[image].dockerfile).read_text()
+    assert f"--require-hashes --no-deps -r requirements/{image}.lock" in dockerfile
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts/image_lock.py"), "warden", "--check"],
+        [sys.executable, str(REPO / "scripts/image_lock.py"), image, "--check"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_warden_lock_holds_the_service_and_no_training_stack() -> None:
     lock = (REPO / "requirements/warden.lock").read_text()
     assert "kubernetes==" in lock
     assert "pyyaml==" in lock
     assert "torch==" not in lock  # the service image carries no training stack
+
+
+def test_the_generator_lock_holds_the_heads_ray_and_leaves_the_base_images_own() -> None:
+    """A generator pod joins the job's Ray cluster, whose head runs the trainer image: Ray refuses a node of
+    another Ray version (ray._private.utils.check_version_info), so the generator's is dev.lock's, exactly."""
+    dev = image_lock.lock_entries((REPO / "requirements/dev.lock").read_text())
+    lock = image_lock.lock_entries((REPO / "requirements/generator.lock").read_text())
+    assert lock["ray"] == dev["ray"]
+    assert "prometheus-client" in lock  # meridian-telemetry's
+    for carried in image_lock.IMAGES["generator"].carried:  # vLLM's own, at vLLM's versions
+        assert carried not in lock, carried
+
+
+# What a generator pod runs in the generator image: its entry point (a Ray actor's, trainer.rl.ray_generators)
+# and the preflight init container's command (gkr renders it with the role's image).
+GENERATOR_ENTRIES = ("trainer.rl.generator_main", "preflight.cli")
+# A generator pod is a Ray worker: KubeRay starts it with `ray start`, and each generator is a Ray actor.
+GENERATOR_RUNTIME = {"ray"}
+# Imported under those entries, never run in a generator pod (a new import fails the test until it is decided):
+NEVER_RUN_IN_A_GENERATOR = {
+    "hydra": "trainer.config.compose reads train.py's command line; a generator gets its configuration as a dict",
+    "omegaconf": "trainer.config.compose, as hydra",
+    "math_verify": "rewards.math_answer: the controller scores the answers, generators only sample",
+}
+
+
+def _packages() -> dict[str, Path]:
+    """The project's top-level packages -> the folder each is in (platform/<component>/src)."""
+    return {p.parent.name: p.parent.parent for p in REPO.glob("platform/*/src/*/__init__.py")}
+
+
+def _module_file(module: str, packages: dict[str, Path]) -> Path | None:
+    base = packages.get(module.partition(".")[0])
+    if base is None:
+        return None
+    path = base.joinpath(*module.split("."))
+    return next((f for f in (path / "__init__.py", path.with_suffix(".py")) if f.is_file()), None)
+
+
+def _imports(module: str, file: Path) -> set[str]:
+    """Every module `file` imports, at the top or inside a function (either may run), relative ones resolved."""
+    package = module if file.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text(), str(file))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            base = ".".join([*parts, node.module] if node.module else parts)
+            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def imported_packages(entries: tuple[str, ...]) -> set[str]:
+    """The top-level packages `entries` import, transitively: the project's they reach, and every other one
+    outside the standard library."""
+    packages, seen, found = _packages(), set(), set()
+    todo = list(entries)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        file = _module_file(module, packages)
+        if file is None:
+            continue
+        parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+        for name in [*parents, *_imports(module, file)]:
+            top = name.split(".")[0]
+            if top in packages:
+                todo.append(name)
+            if top not in sys.stdlib_module_names:
+                found.add(top)
+    return found
+
+
+def _modules_of(distributions: Iterable[str]) -> set[str]:
+    """The top-level modules of distributions, from .venv's metadata (the name itself for one not installed)."""
+    from importlib.metadata import packages_distributions
+
+    installed: dict[str, set[str]] = {}
+    for module, dists in packages_distributions().items():
+        for dist in dists:
+            installed.setdefault(canonicalize_name(dist), set()).add(module)
+    return {m for d in distributions for m in installed.get(d, {d.replace("-", "_")})}
+
+
+def test_the_generator_image_holds_everything_its_entry_points_import() -> None:
+    """`import trainer.rl.generator_main` in the generator image, and the preflight init container's command:
+    each top-level module they import comes from a project package the Dockerfile copies and installs, from the
+    image's lock, or from the vLLM base image (scripts/image_lock.py: IMAGES["generator"].carried)."""
+    spec = image_lock.IMAGES["generator"]
+    dockerfile = (REPO / spec.dockerfile).read_text()
+    install = " ".join(line for line in dockerfile.replace("\\\n", " ").splitlines() if "--no-build-isolation" in line)
+    packages = _packages()
+    ours = {
+        name
+        for name, src in packages.items()
+        if f"COPY {src.parent.relative_to(REPO)} " in dockerfile and f"{src.parent.relative_to(REPO)}" in install
+    }
+    lock = image_lock.lock_entries((REPO / "requirements/generator.lock").read_text())
+    locked = _modules_of(lock) if "-r requirements/generator.lock" in dockerfile else set()
+    provided = ours | locked | _modules_of(spec.carried)
+    needed = imported_packages(GENERATOR_ENTRIES) | GENERATOR_RUNTIME
+    assert {"trainer", "telemetry", "preflight", "torch", "prometheus_client"} <= needed  # the walk reaches them
+    missing = sorted(needed - provided - set(NEVER_RUN_IN_A_GENERATOR))
+    assert not missing, f"the generator image lacks {missing}"
 
 
 def test_the_warden_image_installs_every_component_it_imports() -> None:

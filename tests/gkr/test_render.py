@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from contract import names
 from gkr.flags import as_flags
-from gkr.render import nccl_prelude
+from gkr.render import TERMINATION_LOG, nccl_prelude
 from gkr.submit import prepare
 from tests.gkr.conftest import EXAMPLES, shipped
 
@@ -58,6 +59,35 @@ def test_h200_workers_get_gpu_networking_and_queue() -> None:
     assert "exec preflight run --check kernel-log" in preflight["command"][2]
     assert "--expect-gpus=8" in preflight["command"][2]
     assert spec["serviceAccountName"] == "trainer"
+
+
+def test_preflight_finds_its_command_in_the_images_virtualenv() -> None:
+    """The init container sets PATH (the driver's bin first): the image's virtualenv, where `preflight` is
+    installed, must stay on it, first (tests/test_images.py holds the images to the same directory)."""
+    (job,) = objects("pretrain-128-nodes")
+    (preflight,) = workers(job)["spec"]["initContainers"]
+    path = next(e["value"] for e in preflight["env"] if e["name"] == "PATH").split(":")
+    assert path[0] == names.IMAGE_VENV_BIN
+    assert "/usr/local/nvidia/bin" in path  # nvidia-smi, from the host's driver mount
+
+
+def test_preflight_runs_as_root_with_only_syslog() -> None:
+    """A non-root process gets none of the added capabilities as effective ones under containerd
+    (kubernetes/kubernetes#56374): the kernel-log check runs as root, with every other capability dropped."""
+    (job,) = objects("pretrain-128-nodes")
+    spec = workers(job)["spec"]
+    (preflight,) = spec["initContainers"]
+    assert preflight["securityContext"] == {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(names.TEAM_CAPABILITIES)},
+    }
+    assert preflight["terminationMessagePath"] == TERMINATION_LOG  # the one file it writes: the kubelet's mount
+    # The job's own container keeps the image's user (no runAsUser) and adds nothing.
+    (main,) = spec["containers"]
+    assert main["securityContext"] == {"allowPrivilegeEscalation": False}
 
 
 def test_no_preflight_drops_the_init_container() -> None:

@@ -48,7 +48,7 @@ def test_each_role_its_environment() -> None:
     assert (trainer[names.REPLICA_GROUPS_ENV], trainer[names.GROUP_SIZE_ENV]) == ("2", "8")
     assert names.REPLICA_GROUPS_ENV not in generators
     assert names.GROUP_SIZE_ENV not in generators
-    assert generators[names.TENSOR_PARALLEL_ENV] == "2"
+    assert generators[names.TENSOR_PARALLEL_ENV] == "1"  # torch engines: one GPU each
     assert names.TENSOR_PARALLEL_ENV not in trainer
     assert names.PEAK_TFLOPS_ENV in trainer
     assert names.PEAK_TFLOPS_ENV in generators
@@ -60,7 +60,7 @@ def head_env(example: str) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container["env"]}
 
 
-@pytest.mark.parametrize(("example", "engines", "tp"), [("grpo-8b", "8", "2"), ("grpo-tiny-cpu", "1", "1")])
+@pytest.mark.parametrize(("example", "engines", "tp"), [("grpo-8b", "16", "1"), ("grpo-tiny-cpu", "1", "1")])
 def test_the_driver_learns_the_engines_and_their_size(example: str, engines: str, tp: str) -> None:
     """rl.generators where the group shape goes (head and trainer); the head's driver sizes each actor's ask."""
     head = head_env(example)
@@ -107,6 +107,12 @@ def test_kueue_admits_the_roles_as_one_workload_within_its_podset_limit(fleet: A
     assert all(podsets <= limit for limit in limits.values()), limits
 
 
+TORCH_TP = (
+    "2 GPUs per engine, but the command does not select vLLM and the torch engine (the trainer's default) runs "
+    "each generator on one GPU; set tensor_parallel: 1, or add rl.engine=vllm to the command"
+)
+
+
 def job(tmp_path: Path, **changes: Any) -> str:
     data = {**GRPO_8B, **changes}
     path = tmp_path / "job.yaml"
@@ -137,6 +143,11 @@ def roles(trainer: dict[str, Any] | None = None, generators: dict[str, Any] | No
         ({"roles": roles(trainer={"group_size": 3})}, "roles.trainer.group_size: group_size 3 does not divide"),
         ({"roles": roles(generators={"gpus_per_pod": 3, "tensor_parallel": 1})}, "roles.generators.gpus_per_pod: 3"),
         ({"roles": roles(generators={"image": "docker.io/vllm:latest"})}, "roles.generators.image: 'docker.io"),
+        ({"roles": roles(generators={"tensor_parallel": 2})}, f"roles.generators.tensor_parallel: {TORCH_TP}"),
+        (
+            {"roles": roles(generators={"tensor_parallel": 2}), "command": "python train.py x rl.engine=torch"},
+            f"roles.generators.tensor_parallel: {TORCH_TP}",
+        ),
     ],
 )
 def test_refusals_one_line_exit_2(gkr: Callable[..., Result], tmp_path: Path, changes: Any, expected: str) -> None:
@@ -144,6 +155,23 @@ def test_refusals_one_line_exit_2(gkr: Callable[..., Result], tmp_path: Path, ch
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.splitlines()
     assert expected in line, line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [*GRPO_8B["command"], f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"],
+        [*GRPO_8B["command"], f"++{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"],  # Hydra's forced override
+        " ".join([*GRPO_8B["command"], f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"]),  # a string, run by bash -c
+    ],
+)
+def test_tensor_parallel_with_the_vllm_engine(gkr: Callable[..., Result], tmp_path: Path, command: Any) -> None:
+    path = job(tmp_path, roles=roles(generators={"tensor_parallel": 2}), command=command)
+    result = gkr("submit", "-f", path, "--dry-run", "-o", "yaml")
+    assert result.exit_code == 0, result.stderr
+    (rayjob,) = yaml.safe_load_all(result.stdout)
+    generators = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]
+    assert env(generators)[names.TENSOR_PARALLEL_ENV] == "2"
 
 
 def test_roles_with_regions_refused(gkr: Callable[..., Result], tmp_path: Path) -> None:
@@ -176,4 +204,4 @@ def test_summary_states_each_roles_arithmetic(gkr: Callable[..., Result]) -> Non
     assert result.exit_code == 0, result.stderr
     lines = result.stderr.splitlines()
     assert lines[1] == "trainer 2 pods x 8 H200 = 16 GPUs in 2 replica groups x 8 GPUs (one pod each)"
-    assert lines[2].startswith("generators 2 pods x 8 H200, 8 engines of 2; 32 GPUs in all; 804 CPU")
+    assert lines[2].startswith("generators 2 pods x 8 H200, 16 engines of 1; 32 GPUs in all; 804 CPU")

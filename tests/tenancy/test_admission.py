@@ -795,6 +795,31 @@ def test_writable_host_mount_is_refused(
         assert _refused(policies, cluster_namespaces[region], Attempt(request(job), job)), region
 
 
+def _add_to_preflight(capability: str) -> PodEdit:
+    return lambda s: s["initContainers"][0]["securityContext"]["capabilities"]["add"].append(capability)
+
+
+def test_preflight_as_root_with_only_syslog_is_admitted_and_nothing_beside_it(
+    cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]
+) -> None:
+    """gkr's preflight init container as rendered (the golden): root, because containerd gives a non-root process
+    none of the added capabilities (kubernetes/kubernetes#56374), with every capability dropped but SYSLOG. Its Job
+    and pod are admitted; the same container adding NET_RAW (one root holds by default) is refused."""
+    (init,) = _spec(gpu_job())["initContainers"]
+    assert init["name"] == "preflight"
+    assert (init["securityContext"]["runAsUser"], init["securityContext"]["runAsNonRoot"]) == (0, False)
+    assert init["securityContext"]["capabilities"] == {
+        "drop": ["ALL"],
+        "add": list(contract_names.TEAM_CAPABILITIES),
+    }
+    for region, policies in cluster_policies.items():
+        for attempt in _hostile_pods(lambda s: None):  # no edit: the Job and its pod as gkr renders them
+            assert not _refused(policies, cluster_namespaces[region], attempt), region
+        for attempt in _hostile_pods(_add_to_preflight("NET_RAW")):
+            refused = _refused(policies, cluster_namespaces[region], attempt)
+            assert {admission.concern(o.policy) for o in refused} == {admission.POD_SECURITY}, region
+
+
 @pytest.mark.parametrize("name", [name for name, _, _ in legitimate()])
 def test_gkr_golden_and_its_pods_are_admitted(
     name: str, cluster_policies: dict[str, Policies], cluster_namespaces: dict[str, dict[str, Obj]]

@@ -13,7 +13,14 @@ import torch
 from trainer import preconditions
 from trainer.config import Config, compose
 
+from contract import names
 from tests.trainer.conftest import CONFIG, TRAIN, overrides, run
+
+GRPO = CONFIG.parent / "grpo.yaml"
+TORCH_TP = (
+    "rl.engine: torch runs each generator on one GPU, but $MERIDIAN_TP=2 makes each reserve 2; "
+    "set roles.generators.tensor_parallel: 1 in the gkr job, or rl.engine=vllm"
+)
 
 
 def cfg(tmp_path: Path, *extra: str) -> Config:
@@ -112,3 +119,28 @@ def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_g
     assert result.stdout == ""  # no goodput line, no earlier run's figures
     assert result.stderr.startswith(f"train.py: checkpoint.dir: {path} is not writable (")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_tensor_parallel_is_refused_for_the_torch_engine(tmp_path: Path) -> None:
+    """A torch engine runs on one GPU: gkr's MERIDIAN_TP above 1 would have each generator reserve GPUs it never uses."""
+    rl = compose(str(GRPO), ["run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"])
+    assert rl.rl.engine == names.TORCH_ENGINE
+    check = preconditions.engine_uses_its_gpus
+    assert check(rl, {names.TENSOR_PARALLEL_ENV: "2"}) == TORCH_TP
+    assert check(rl, {names.TENSOR_PARALLEL_ENV: "1"}) is None
+    assert check(rl, {}) is None  # the local launcher sets none
+    vllm = compose(str(GRPO), ["run.name=x", f"checkpoint.dir={tmp_path / 'ck'}", f"rl.engine={names.VLLM_ENGINE}"])
+    assert check(vllm, {names.TENSOR_PARALLEL_ENV: "2"}) is None  # vLLM splits the engine over them
+    assert check(cfg(tmp_path), {names.TENSOR_PARALLEL_ENV: "2"}) is None  # pretraining runs no generators
+    bad = check(rl, {names.TENSOR_PARALLEL_ENV: "two"})
+    assert bad is not None
+    assert bad.startswith("$MERIDIAN_TP: 'two' is not a GPU count 1..64")
+
+
+def test_the_driver_refuses_tensor_parallel_for_the_torch_engine_at_start(tmp_path: Path) -> None:
+    command = [sys.executable, str(TRAIN), str(GRPO), "run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"]
+    environ = os.environ | {names.TENSOR_PARALLEL_ENV: "2"}
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120, env=environ)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"train.py: {TORCH_TP}\n"
+    assert not (tmp_path / "ck").exists()  # refused before the checkpoint probe writes anything

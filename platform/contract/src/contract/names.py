@@ -102,7 +102,15 @@ GLOBAL_ACCESS_ANNOTATION = "networking.gke.io/internal-load-balancer-allow-globa
 # --- What team pods may take from the host (gkr renders it, the cluster's admission policy allows only it)
 NVIDIA_HOST_PATH = "/home/kubernetes/bin/nvidia"  # the NVIDIA driver GKE installs; the gIB installer adds NCCL
 GIB_HOST_PATH = "/home/kubernetes/bin/gib"  # the gIB NCCL plugin and set_nccl_env.sh (kustomize/base/gpu-networking)
-TEAM_CAPABILITIES = ("SYSLOG",)  # preflight's kernel-log check reads dmesg
+# preflight's kernel-log check reads dmesg. Only a root process gets an added capability as an effective one
+# under containerd (kubernetes/kubernetes#56374), so gkr's preflight init container runs as root with every
+# other capability dropped; the job's own container keeps the image's user and adds none.
+TEAM_CAPABILITIES = ("SYSLOG",)
+
+# --- The project's images -------------------------------------------------------------------------
+# Where the trainer and Warden images put their virtualenv's programs (platform/*/Dockerfile: ENV PATH puts it
+# first); a container that sets its own PATH (gkr's preflight init container) puts it first too.
+IMAGE_VENV_BIN = "/opt/venv/bin"
 
 # --- Taints and resources -------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -155,6 +163,13 @@ ROLE_ENV = "MERIDIAN_ROLE"  # the role of the pod's worker group: a key of ROLE_
 TENSOR_PARALLEL_ENV = "MERIDIAN_TP"  # GPUs per inference engine: on generator pods and the head (the driver)
 # The job's inference engines (generator pods x gpus_per_pod / tensor_parallel; one per CPU pod): rl.generators.
 GENERATORS_ENV = "MERIDIAN_GENERATORS"
+# The generators' engines (the trainer's rl.engine). A torch engine is the trainer's model on one device, so
+# tensor parallel above 1 needs vLLM: the trainer refuses it at start, gkr at submit unless the command says
+# ENGINE_OVERRIDE=VLLM_ENGINE (the trainer's configuration cannot be read from outside its image).
+TORCH_ENGINE = "torch"
+VLLM_ENGINE = "vllm"
+RL_ENGINES = (TORCH_ENGINE, VLLM_ENGINE)
+ENGINE_OVERRIDE = "rl.engine"  # the key, as a command-line override of the trainer's configuration names it
 ROLE_RESOURCES = {"trainer": "meridian_trainer", "generators": "meridian_generator"}
 # A run across regions (issue 19): one Lighthouse for the run, one RayJob per region.
 RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region

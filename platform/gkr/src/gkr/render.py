@@ -7,6 +7,7 @@ the fleet's pool and machine definitions, never from literals in templates.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
@@ -74,6 +75,22 @@ USER_NCCL_ENV = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
 # Where the preflight init container leaves its verdict; the kubelet copies it into the pod's
 # status, which Warden reads (a tenant cannot write pod status, the kubelet of spec.nodeName does).
 TERMINATION_LOG = "/dev/termination-log"
+# The init container sets PATH for the host's driver tools (nvidia-smi in /usr/local/nvidia/bin), which
+# replaces the image's own: the image's virtualenv, where `preflight` is installed, goes first again.
+PREFLIGHT_PATH = ":".join((names.IMAGE_VENV_BIN, "/usr/local/nvidia/bin", "/usr/local/bin", "/usr/bin", "/bin"))
+# The kernel-log check reads dmesg, which needs CAP_SYSLOG where kernel.dmesg_restrict=1. containerd gives
+# a non-root process none of a pod's added capabilities as effective ones: its CRI clears the ambient set
+# (kubernetes/kubernetes#56374, containerd/cri#808; KEP-2763, kubernetes/enhancements#2763, is still open),
+# and the image runs as UID 1000. So this container alone runs as root, with every capability dropped but
+# SYSLOG and no privilege escalation. Its root file system is read-only: it writes only TERMINATION_LOG, a file the
+# kubelet creates in the pod's directory and bind-mounts there (pkg/kubelet/kuberuntime makeMounts).
+PREFLIGHT_SECURITY = {
+    "runAsUser": 0,
+    "runAsNonRoot": False,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"], "add": list(names.TEAM_CAPABILITIES)},
+}
 
 
 def nccl_prelude(required: bool = True) -> str:
@@ -299,7 +316,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
     command = shlex.join(["preflight", "run", *checks, *args, "--termination-log", TERMINATION_LOG])
     env = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        {"name": "PATH", "value": "/usr/local/nvidia/bin:/usr/local/bin:/usr/bin:/bin"},
+        {"name": "PATH", "value": PREFLIGHT_PATH},
         {"name": "LD_LIBRARY_PATH", "value": library_path},
     ]
     if r.machine.rdma_nics:
@@ -312,7 +329,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
         "image": r.image,
         "command": ["bash", "-c", command],
         "env": env,
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"add": ["SYSLOG"]}},  # dmesg
+        "securityContext": copy.deepcopy(PREFLIGHT_SECURITY),
         "volumeMounts": [m for m in mounts if m["name"] in ("nvidia", "gib", "shm")],
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",

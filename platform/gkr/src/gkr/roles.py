@@ -13,8 +13,10 @@ the same pool (`generator_view`). Pure: the checks that need the machine are in 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 
+from contract import names
 from contract.problem import Problem
 from gkr.spec import JobSpec
 
@@ -104,4 +106,31 @@ def problems(spec: JobSpec) -> list[Problem]:
                 f"use {', '.join(map(str, usable))}",
             )
         )
+    elif tp > 1 and not selects_vllm(spec.command):
+        # Each generator actor asks Ray for tp GPUs (trainer.rl.ray_generators); a torch engine uses one.
+        out.append(
+            Problem(
+                path=("roles", GENERATORS, "tensor_parallel"),
+                message=f"{tp} GPUs per engine, but the command does not select vLLM and the "
+                f"{names.TORCH_ENGINE} engine (the trainer's default) runs each generator on one GPU; "
+                f"set tensor_parallel: 1, or add {VLLM_OVERRIDE} to the command",
+            )
+        )
     return out
+
+
+VLLM_OVERRIDE = f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"
+
+
+def selects_vllm(command: str | tuple[str, ...] | None) -> bool:
+    """Whether the job's command passes the trainer rl.engine=vllm (also as Hydra's +/++ override).
+
+    The command line is what gkr can see: a configuration file that selects vLLM lies inside the image."""
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError:  # unbalanced quotes: bash will say so; read the words as they are
+            words = command.split()
+    else:
+        words = list(command or ())
+    return any(word.lstrip("+") == VLLM_OVERRIDE for word in words)

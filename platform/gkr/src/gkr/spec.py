@@ -63,7 +63,9 @@ class GeneratorRole:
 
     pods: int = setting(low=1, help="the generators' pods (Ray workers of their worker group)")
     gpus_per_pod: int = setting(8, low=0, help="the generators' GPUs per pod; 0 only with a CPU trainer")
-    tensor_parallel: int = setting(1, low=1, help="GPUs per engine: a divisor of gpus_per_pod (1 on CPU)")
+    tensor_parallel: int = setting(
+        1, low=1, help="GPUs per engine: a divisor of gpus_per_pod (1 on CPU); above 1 only with rl.engine=vllm"
+    )
     image: str | None = setting(None, help="the generators' image (default: the job's image; see roles in the README)")
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from contract import names
 from trainer.config import Config
 
 Check = Callable[[Config], str | None]
@@ -91,6 +92,26 @@ def wandb_installed(cfg: Config) -> str | None:
     return None
 
 
+def engine_uses_its_gpus(cfg: Config, environ: Mapping[str, str] = os.environ) -> str | None:
+    """RL: a torch engine is the trainer's model on one GPU; gkr's tensor parallel above 1 would have each
+    generator actor reserve GPUs it never uses (ray_generators asks for $MERIDIAN_TP). vLLM splits over them."""
+    if cfg.run.mode != "rl" or cfg.rl.engine == names.VLLM_ENGINE:
+        return None
+    from trainer.rl.ray_generators import tensor_parallel
+
+    try:
+        tp = tensor_parallel(environ)
+    except ValueError as error:
+        return str(error)
+    if tp == 1:
+        return None
+    return (
+        f"{names.ENGINE_OVERRIDE}: {cfg.rl.engine} runs each generator on one GPU, but ${names.TENSOR_PARALLEL_ENV}={tp} "
+        f"makes each reserve {tp}; set roles.generators.tensor_parallel: 1 in the gkr job, "
+        f"or {names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"
+    )
+
+
 def hf_checkpoint_fits(cfg: Config) -> str | None:
     """RL from a Hugging Face checkpoint on this machine's disk: readable, and the run's model architecture."""
     source = cfg.rl.hf_checkpoint
@@ -105,6 +126,7 @@ CHECKS: list[Check] = [
     device_exists,
     data_path_exists,
     shape_divides,
+    engine_uses_its_gpus,
     hf_checkpoint_fits,
     checkpoint_dir_writable,
     wandb_installed,

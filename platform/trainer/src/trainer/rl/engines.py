@@ -22,6 +22,7 @@ from typing import Protocol
 
 import torch
 
+from contract import names
 from trainer.config import Config
 from trainer.model import LanguageModel
 from trainer.rl import hf
@@ -117,7 +118,7 @@ def build(cfg: Config, *, seed: int, host: str, scratch: Path, environ: Mapping[
     """The engine ``cfg.rl.engine`` names, with its receiver; ``scratch`` lives as long as the engine."""
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
     timeout_s = cfg.rl.sync_timeout_s
-    if cfg.rl.engine == "vllm":
+    if cfg.rl.engine == names.VLLM_ENGINE:
         engine = VllmGenerator(
             start_folder(cfg, scratch), version=0, tensor_parallel_size=tensor_parallel(environ),
             gpu_memory_utilization=cfg.rl.gpu_memory_utilization, seed=seed,

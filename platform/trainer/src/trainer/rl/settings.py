@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from contract import codec
+from contract import codec, names
 from contract.codec import setting
 from contract.problem import Invalid
 
@@ -50,9 +50,10 @@ class RL:
     buffer_batches: int = setting(2, low=1, high=1000)  # generators wait while this many batches of groups are ready
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
-    # The generators' engine: "torch" (the trainer's model, CPU or CUDA) or "vllm" (the generator image, GPU;
-    # tensor parallel per engine from $MERIDIAN_TP).
-    engine: str = "torch"
+    # The generators' engine (contract.names.RL_ENGINES): "torch" (the trainer's model on one device, CPU or CUDA:
+    # $MERIDIAN_TP above 1 is refused at start, preconditions.py) or "vllm" (the generator image, GPU; tensor
+    # parallel per engine from $MERIDIAN_TP).
+    engine: str = names.TORCH_ENGINE
     gpu_memory_utilization: float = setting(0.85, above=0, below=1)  # vLLM's share of each GPU (weights + KV)
 
 
@@ -82,8 +83,7 @@ def check(settings: RL, where: str = "rl") -> RL:
         )
     if settings.allowed not in ("digits", ""):
         raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])
-    if settings.engine not in ("torch", "vllm"):
-        raise Invalid(
-            [f"{where}.engine: {settings.engine[:40]!r} is not an engine; set {where}.engine to torch or vllm"]
-        )
+    if settings.engine not in names.RL_ENGINES:
+        engines = " or ".join(names.RL_ENGINES)
+        raise Invalid([f"{where}.engine: {settings.engine[:40]!r} is not an engine; set {where}.engine to {engines}"])
     return settings
