@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 DEV_LOCK = REPO / "requirements/dev.lock"
+TORCH_TXT = REPO / "requirements/torch.txt"
 # The images run Linux on x86-64 with the same Python minor as .venv.
 ENVIRONMENT = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "extra": ""}
 _ENTRY = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9._]*)==", re.MULTILINE)
@@ -43,10 +44,15 @@ class Image:
 VLLM_IMAGE_CARRIES = ("vllm", "torch", "transformers", "tokenizers", "safetensors", "numpy", "pyyaml", "fsspec")
 IMAGES = {
     "warden": Image("platform/warden/Dockerfile", ("meridian-warden",)),
+    # The trainer image runs the trainer and preflight (its init container); Ray fetches a gkr --workdir
+    # from gs:// through smart_open's GCS client. torch and torchft come from requirements/torch.txt.
+    "trainer": Image(
+        "platform/trainer/Dockerfile", ("meridian-trainer", "meridian-preflight", "smart-open", "google-cloud-storage")
+    ),
     # The generator: telemetry and preflight (the trainer goes in with --no-deps: its training stack is not a
     # generator's) and Ray, the job's Ray cluster's version, with Ray's own dependencies at make test's versions.
     "generator": Image(
-        "platform/trainer/Dockerfile.generator", ("meridian-preflight", "ray"), carried=VLLM_IMAGE_CARRIES
+        "platform/trainer/Dockerfile.generator", ("meridian-preflight", "ray[default]"), carried=VLLM_IMAGE_CARRIES
     ),
 }
 
@@ -67,32 +73,56 @@ def _declared(name: str) -> list[str] | None:
     return None
 
 
-def requires(name: str) -> list[str]:
-    """Runtime dependencies of a distribution, markers evaluated for the image."""
-    out: list[str] = []
+def requires(name: str, extras: Iterable[str] = ("",)) -> list[tuple[str, frozenset[str]]]:
+    """Runtime dependencies of a distribution with those `extras` ("" for the plain ones), markers evaluated
+    for the image; each with the extras it is asked for (`ray[default]` brings the dashboard's)."""
+    out: list[tuple[str, frozenset[str]]] = []
     for line in _declared(name) or metadata.requires(name) or []:
         req = Requirement(line)
-        if req.marker is None or req.marker.evaluate(ENVIRONMENT):
-            out.append(canonicalize_name(req.name))
+        if req.marker is None or any(req.marker.evaluate({**ENVIRONMENT, "extra": e}) for e in extras):
+            out.append((canonicalize_name(req.name), frozenset(req.extras)))
     return out
 
 
+def build_backend() -> set[str]:
+    """What the components' pyprojects build with: the images install them with --no-build-isolation, so
+    the backend must be in the image's environment at the tested version (a base image's ensurepip may
+    carry a setuptools too old to build a wheel)."""
+    needed: set[str] = set()
+    for path in REPO.glob("platform/*/pyproject.toml"):
+        for line in tomllib.loads(path.read_text()).get("build-system", {}).get("requires", []):
+            needed.add(canonicalize_name(Requirement(line).name))
+    return needed
+
+
+def torch_pins() -> set[str]:
+    """What requirements/torch.txt installs (not hash-locked: the CPU and CUDA builds differ)."""
+    return {canonicalize_name(m.group(1)) for m in _ENTRY.finditer(TORCH_TXT.read_text())}
+
+
 def closure(roots: Iterable[str], carried: Iterable[str] = ()) -> set[str]:
-    """`roots` and everything they depend on, transitively; a carried distribution is neither taken nor followed."""
-    seen: set[str] = set()
+    """`roots` and everything they depend on, transitively, extras included; a carried distribution is
+    neither taken nor followed."""
+    taken: dict[str, set[str]] = {}  # distribution -> the extras already followed ("" for its plain dependencies)
     stop = {canonicalize_name(c) for c in carried}
-    todo: list[str] = [canonicalize_name(r) for r in roots]
+    todo: list[tuple[str, frozenset[str]]] = []
+    for root in roots:
+        req = Requirement(root)
+        todo.append((canonicalize_name(req.name), frozenset(req.extras)))
     while todo:
-        name = todo.pop()
-        if name not in seen and name not in stop:
-            seen.add(name)
-            todo.extend(requires(name))
-    return seen
+        name, extras = todo.pop()
+        if name in stop:
+            continue
+        new = ({""} | set(extras)) - taken.setdefault(name, set())
+        if new:
+            taken[name] |= new
+            todo.extend(requires(name, sorted(new)))
+    return set(taken)
 
 
 def image_lock(name: str, image: Image, dev_lock: str) -> str:
     entries = lock_entries(dev_lock)
-    needed = closure(image.roots, image.carried)
+    needed = (closure(image.roots, image.carried) | build_backend()) - torch_pins()
     ours = sorted(n for n in needed if n.startswith("meridian-"))
     others = sorted(canonicalize_name(r) for r in image.roots if not r.startswith("meridian-"))
     missing = sorted(n for n in needed - set(ours) if n not in entries)
@@ -101,6 +131,7 @@ def image_lock(name: str, image: Image, dev_lock: str) -> str:
     header = (
         f"# The {name} image's Python packages: the dependencies of {', '.join(ours)},\n"
         + (f"# and {', '.join(others)} with theirs,\n" if others else "")
+        + "# and the components' build backend (they are installed with --no-build-isolation),\n"
         + "# cut out of requirements/dev.lock (same versions and hashes as `make test`).\n"
         + (f"# Left to the base image, at its versions: {', '.join(image.carried)}.\n" if image.carried else "")
         + f"# Generated by scripts/image_lock.py {name}; do not edit.\n"

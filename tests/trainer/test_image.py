@@ -40,7 +40,7 @@ def test_hadolint_catches_what_it_should(tmp_path: Path) -> None:
 
 def test_image_pins_what_make_test_tested() -> None:
     text = DOCKERFILE.read_text()
-    assert "--require-hashes --no-deps -r requirements/dev.lock" in text
+    assert "--require-hashes --no-deps -r requirements/trainer.lock" in text
     assert "-r requirements/torch.txt" in text
     torch_pins = (REPO / "requirements/torch.txt").read_text()
     assert "torch==" in torch_pins

@@ -65,9 +65,7 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 def host_paths(root: Path) -> dict[str, Path]:
     """The stand-in host folders under `root`, by the host path a rendered pod mounts."""
     nvidia, gib = root / "nvidia", root / "gib"
-    table = "\n".join(
-        [_QUERY_HEADER, *(_GPU_LINE.format(i=i, bus=4 + i, driver=DRIVER) for i in range(H200_COUNT))]
-    )
+    table = "\n".join([_QUERY_HEADER, *(_GPU_LINE.format(i=i, bus=4 + i, driver=DRIVER) for i in range(H200_COUNT))])
     _write(nvidia / "bin/nvidia-smi", _NVIDIA_SMI.format(table=table, driver=DRIVER, cuda=CUDA), 0o755)
     _write(nvidia / "lib64" / NCCL_LIBRARY, "")
     _write(gib / "lib64/libnccl-net_internal.so", "")

@@ -47,16 +47,31 @@ def require_tools(*tools: str) -> None:
             f"twin: {', '.join(missing)} not found; run `make twin` (it installs Debian's podman, runc and debootstrap)"
         )
     if os.geteuid() != 0:
-        raise TwinError("twin: podman runs rootful here (rootless needs user namespaces this machine lacks); run as root")
+        raise TwinError(
+            "twin: podman runs rootful here (rootless needs user namespaces this machine lacks); run as root"
+        )
 
 
-def run(args: Sequence[str], *, check: bool = True, capture: bool = True, timeout: float | None = None,
-        stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    args: Sequence[str],
+    *,
+    check: bool = True,
+    capture: bool = True,
+    timeout: float | None = None,
+    stdin: bytes | None = None,
+) -> subprocess.CompletedProcess[str]:
     """`podman ARGS` with the twin's configuration; a failure raises TwinError with podman's last line."""
-    proc = subprocess.run(
-        ["podman", *args], env=environment(), capture_output=capture, text=True, timeout=timeout,
-        input=None if stdin is None else stdin.decode(),
+    raw = subprocess.run(
+        ["podman", *args],
+        env=environment(),
+        capture_output=capture,
+        timeout=timeout,
+        input=stdin,  # bytes: an image's tar stream is not text
+        check=False,
     )
+    out = (raw.stdout or b"").decode(errors="replace")
+    err = (raw.stderr or b"").decode(errors="replace")
+    proc = subprocess.CompletedProcess(raw.args, raw.returncode, out, err)
     if check and proc.returncode != 0:
         last = (proc.stderr or proc.stdout or "").strip().splitlines()
         raise TwinError(f"podman {' '.join(args[:2])}: exit {proc.returncode}: {last[-1] if last else 'no output'}")

@@ -9,6 +9,7 @@ else is the Dockerfile as shipped. podman caches layers, so an unchanged image i
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -83,7 +84,7 @@ def dockerfiles(repo: Path) -> list[Dockerfile]:
 
 def image_name(reference: str, built: set[str]) -> str | None:
     """The twin image for a rendered image reference (`registry/path/trainer:tag@digest` → trainer), or None."""
-    name = reference.split("@")[0].rsplit("/", 1)[-1].split(":")[0]
+    name = reference.split("@", maxsplit=1)[0].rsplit("/", 1)[-1].split(":", maxsplit=1)[0]
     return f"{REGISTRY}/{name}:twin" if name in built else None
 
 
@@ -114,37 +115,48 @@ def debian(log: Callable[[str], None]) -> None:
         root = Path(tmp) / "rootfs"
         proc = subprocess.run(
             ["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise TwinError(f"debootstrap: exit {proc.returncode}: {proc.stdout.strip().splitlines()[-1:]}")
         tar = subprocess.run(["tar", "-C", str(root), "-c", "."], capture_output=True, check=True)
-        engine.run(["import", "--message", "meridian twin: debootstrap bookworm minbase", "-", DEBIAN], stdin=tar.stdout)
+        engine.run(
+            ["import", "--message", "meridian twin: debootstrap bookworm minbase", "-", DEBIAN], stdin=tar.stdout
+        )
     log(f"base {DEBIAN}: debootstrap and import in {time.monotonic() - start:.0f} s")
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Unchanged files keep their times, so podman's layer cache knows the COPY it built from them."""
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
 
 
 def _stand_in_context(repo: Path, stand_in: StandIn, folder: Path) -> None:
     """The stand-in's build context: its Containerfile and, for vLLM's, the pins it installs."""
-    (folder / "Containerfile").write_text((BASES / stand_in.containerfile).read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(folder / "Containerfile", (BASES / stand_in.containerfile).read_text())
     if stand_in.containerfile == "vllm.Containerfile":
         wanted = {line.strip() for line in (BASES / "vllm-base.txt").read_text().splitlines()}
         lock = (repo / "requirements/dev.lock").read_text()
         starts = [(m.start(), m.group(1).lower()) for m in _ENTRY.finditer(lock)] + [(len(lock), "")]
-        entries = [lock[a:b] for (a, name), (b, _) in zip(starts, starts[1:], strict=False) if name in wanted]
-        (folder / "vllm-base.lock").write_text("".join(entries))
+        entries = [lock[a:b] for (a, name), (b, _) in itertools.pairwise(starts) if name in wanted]
+        _write_if_changed(folder / "vllm-base.lock", "".join(entries))
         pins = [m.group(0) for m in _TORCH.finditer((repo / "requirements/torch.txt").read_text())]
-        (folder / "vllm-torch.txt").write_text("\n".join(pins) + "\n")
         if len(pins) != 2:
             raise TwinError("requirements/torch.txt: the twin's vLLM stand-in needs its torch and networkx pins")
+        _write_if_changed(folder / "vllm-torch.txt", "\n".join(pins) + "\n")
 
 
 def build_stand_in(repo: Path, stand_in: StandIn, wheels: Path, log: Callable[[str], None]) -> None:
     if stand_in.parent != DEBIAN:
         parent = next(s for s in STAND_INS.values() if s.image == stand_in.parent)
         build_stand_in(repo, parent, wheels, log)
-    with tempfile.TemporaryDirectory(dir=engine.state_dir()) as tmp:
-        _stand_in_context(repo, stand_in, Path(tmp))
-        _build(Path(tmp), Path(tmp) / "Containerfile", stand_in.image, {"PARENT": stand_in.parent}, wheels, log)
+    context = engine.state_dir() / "contexts" / stand_in.containerfile.split(".")[0]
+    _stand_in_context(repo, stand_in, context)
+    _build(context, context / "Containerfile", stand_in.image, {"PARENT": stand_in.parent}, wheels, log)
 
 
 def _build(context: Path, file: Path, tag: str, args: dict[str, str], wheels: Path, log: Callable[[str], None]) -> None:

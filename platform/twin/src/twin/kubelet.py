@@ -9,7 +9,9 @@ restartPolicy Never), then its containers detached. Pods and their containers ar
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from twin import dns, engine, network, pods
-from twin.engine import TwinError
 from twin.devices import RDMA_MTU
+from twin.engine import TwinError
 from twin.env import Node
 from twin.podman import PodContext, podman_argv
 from twin.spec import Objects
@@ -125,8 +127,15 @@ class Kubelet:
             log.write_text("")
             log.chmod(0o666)
             return PodContext(
-                running.podman_name(c.name), f"ns:{network.namespace_path(name)}", str(log), sources,
-                plan.hostname, plan.hosts, dns=str(network.GATEWAY), dns_search=search, dns_options=("ndots:5",),
+                running.podman_name(c.name),
+                f"ns:{network.namespace_path(name)}",
+                str(log),
+                sources,
+                plan.hostname,
+                plan.hosts,
+                dns=str(network.GATEWAY),
+                dns_search=search,
+                dns_options=("ndots:5",),
             )
 
         for c in plan.init:
@@ -139,8 +148,11 @@ class Kubelet:
             running.init.append(Exited(c.name, code, self._message(running, c)))
             if code != 0:
                 return running
+        # The kubelet restarts an exited container in place (same pod, same address) under Always, and a failed
+        # one under OnFailure; podman's restart policy does the same (without the kubelet's back-off).
+        restart = {"Always": ["--restart", "always"], "OnFailure": ["--restart", "on-failure"]}
         for c in plan.containers:
-            engine.run(["run", *podman_argv(c, context(c))[2:]])
+            engine.run(["run", *restart.get(plan.restart_policy, []), *podman_argv(c, context(c))[2:]])
             running.created.append(c.name)
             running.containers.append(c.name)
         return running
@@ -170,8 +182,16 @@ class Kubelet:
         """The container's exit code once it exits (TwinError after `timeout` seconds)."""
         return self._exit(pod, container, timeout)
 
-    def kill(self, pod: RunningPod, container: str) -> None:
-        engine.run(["kill", "--signal", "KILL", pod.podman_name(container)], check=False)
+    def crash(self, pod: RunningPod, container: str) -> None:
+        """SIGKILL to the container's own process, as a crash or the OOM killer would: not a stop through
+        podman, which would mark it stopped by the user and keep its restart policy from acting."""
+        state = engine.run(["inspect", "--format", "{{.State.Pid}}", pod.podman_name(container)])
+        os.kill(int(state.stdout.strip()), signal.SIGKILL)
+
+    def restarts(self, pod: RunningPod, container: str) -> int:
+        """How many times the container was restarted in place (the pod's restartCount)."""
+        state = engine.run(["inspect", "--format", "{{.RestartCount}}", pod.podman_name(container)])
+        return int(state.stdout.strip())
 
     def delete(self, pod: RunningPod) -> None:
         for container in pod.created:

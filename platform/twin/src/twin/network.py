@@ -21,7 +21,7 @@ GATEWAY = next(SUBNET.hosts())
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         raise TwinError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
     return proc
