@@ -79,6 +79,16 @@ def test_the_images_virtualenv_is_where_gkr_looks_for_it(component: str) -> None
     assert f"COPY --from=build {venv} {venv}" in final_stage(text)
 
 
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(REPO)) for p in REPO.glob("platform/*/Dockerfile*")))
+def test_each_image_runs_as_the_user_gkr_gives_the_buckets_group(path: str) -> None:
+    """gkr's fsGroup (contract.names.IMAGE_GID) lets the image's user write a mounted bucket only if that user
+    is IMAGE_UID with its own group of the same number (useradd's default) and the image runs as it."""
+    instructions = final_stage((REPO / path).read_text())
+    assert any(f"useradd --create-home --uid {names.IMAGE_UID} " in line for line in instructions)
+    assert names.IMAGE_GID == names.IMAGE_UID
+    assert [line for line in instructions if line.startswith("USER ")][-1] == f"USER {names.IMAGE_UID}"
+
+
 # Each Dockerfile's base image, a build argument (the twin builds the same Dockerfile on a CPU base); the
 # default is the reviewed pin, so a build without the argument builds what it did before.
 BASES = {

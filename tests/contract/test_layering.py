@@ -36,10 +36,10 @@ LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
         ("platform/review/src/review",),
         {"meridian-contract", "meridian-safeyaml", "meridian-fleet", "meridian-infra"},
     ),
-    # The cluster twin reads rendered objects and runs them; nothing else imports it.
+    # The cluster twin reads rendered objects and runs them (fleet: the machine a pod lands on); nothing imports it.
     "meridian-twin": (
         ("platform/twin/src/twin",),
-        {"meridian-contract", "meridian-safeyaml", "meridian-preflight"},
+        {"meridian-contract", "meridian-safeyaml", "meridian-preflight", "meridian-fleet"},
     ),
 }
 PACKAGES = {

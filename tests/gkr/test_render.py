@@ -90,6 +90,15 @@ def test_preflight_runs_as_root_with_only_syslog() -> None:
     assert main["securityContext"] == {"allowPrivilegeEscalation": False}
 
 
+def test_pods_that_mount_a_bucket_may_write_it_as_the_images_user() -> None:
+    """The GCS FUSE driver mounts with gid=<fsGroup>, file-mode=664, dir-mode=775 only when the pod has an
+    fsGroup; without one only root could write a checkpoint (found by make twin: PermissionError on /checkpoints)."""
+    (job,) = objects("pretrain-128-nodes")
+    spec = workers(job)["spec"]
+    assert any("csi" in volume for volume in spec["volumes"])
+    assert spec["securityContext"] == {"fsGroup": names.IMAGE_GID}
+
+
 def test_no_preflight_drops_the_init_container() -> None:
     (job,) = objects("pretrain-128-nodes", preflight=False)
     assert workers(job)["spec"]["initContainers"] == []

@@ -16,6 +16,7 @@ import pytest
 
 import safeyaml
 from tests.conftest import REPO
+from twin.golang import ALPHANUMS, json_float, quote, version_at_least
 from twin.kuberay import (
     ClusterPods,
     JobPods,
@@ -25,7 +26,6 @@ from twin.kuberay import (
     cluster_pods,
     rayjob_pods,
 )
-from twin.kuberay.golang import ALPHANUMS, json_float, quote, version_at_least
 from twin.kuberay.start import convert_param_map
 from twin.quantity import QuantityError, ceil_value, parse
 

@@ -111,6 +111,10 @@ TEAM_CAPABILITIES = ("SYSLOG",)
 # Where the trainer and Warden images put their virtualenv's programs (platform/*/Dockerfile: ENV PATH puts it
 # first); a container that sets its own PATH (gkr's preflight init container) puts it first too.
 IMAGE_VENV_BIN = "/opt/venv/bin"
+# The user the trainer, generator and Warden images run as (platform/*/Dockerfile: useradd --uid IMAGE_UID,
+# whose group has the same number): gkr gives pods that mount a bucket fsGroup IMAGE_GID so they may write it.
+IMAGE_UID = 1000
+IMAGE_GID = 1000
 
 # --- Taints and resources -------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -11,8 +11,6 @@ trip every step, so it is refused unless `allow_per_step_sync` forces it.
 from __future__ import annotations
 
 import math
-import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +19,7 @@ from contract.problem import Invalid, Problem, one_of
 from contract.registry import Registry
 from gkr import lighthouse, run_tls
 from gkr.inputs import Origins
+from gkr.overrides import hydra_value
 from gkr.registry import Located
 from gkr.render import render
 from gkr.resolve import resolve
@@ -72,23 +71,6 @@ class Run:
             run_tls.filled(o, identity, "lighthouse") if o["kind"] == "Secret" else o for o in self.lighthouse
         )
         return replace(self, parts=parts, home=home, lighthouse=objects)
-
-
-def hydra_value(command: str | Sequence[str] | None, keys: tuple[str, ...]) -> str | None:
-    """The last `key=value` override (also `+key=`, `++key=`) of the command for any of `keys`."""
-    if isinstance(command, str):
-        try:
-            tokens = shlex.split(command)
-        except ValueError:  # unbalanced quotes: bash will say so; read the words as they are
-            tokens = command.split()
-    else:
-        tokens = list(command or [])
-    found = None
-    for token in tokens:
-        key, sep, value = token.lstrip("+").partition("=")
-        if sep and key in keys:
-            found = value
-    return found
 
 
 def optimizer(spec: JobSpec) -> str:

@@ -172,6 +172,7 @@ class _Pod:
     mounts: list[dict[str, Any]] = field(default_factory=list)
     tolerations: list[dict[str, str]] = field(default_factory=list)
     node_selector: dict[str, str] = field(default_factory=dict)
+    security_context: dict[str, Any] = field(default_factory=dict)  # the pod's
     library_path: str = ""
 
 
@@ -211,6 +212,7 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
         "volumes": parts.volumes,
         "ports": [],
         "spec_extra": {},
+        "security_context": parts.security_context,
     }
 
 
@@ -265,6 +267,11 @@ def _storage(r: Resolved, parts: _Pod, gpu: bool, memory: int) -> None:
         parts.mounts.append({"name": f"dataset-{index}", "mountPath": f"{DATA_DIR}/{dataset}", "readOnly": True})
     if spec.checkpoint or spec.datasets:
         parts.annotations["gke-gcsfuse/volumes"] = "true"
+        # The images run as IMAGE_UID; the GCS FUSE driver takes the pod's fsGroup (it declares VOLUME_MOUNT_GROUP)
+        # and mounts with gid=<fsGroup>, file-mode=664, dir-mode=775. Without it gcsfuse's 0644/0755 leave the
+        # bucket writable by root alone and the trainer cannot write a checkpoint (gcs-fuse-csi-driver v1.24.0,
+        # pkg/csi_driver/utils.go parseRequestArguments; found by make twin).
+        parts.security_context["fsGroup"] = names.IMAGE_GID
         if gpu:  # a CPU pod shares its node: the sidecar keeps GKE's default limits there
             parts.annotations.update(GCSFUSE_UNLIMITED)
 

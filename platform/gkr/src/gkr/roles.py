@@ -13,11 +13,11 @@ the same pool (`generator_view`). Pure: the checks that need the machine are in 
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import replace
 
 from contract import names
 from contract.problem import Problem
+from gkr.overrides import hydra_value
 from gkr.spec import JobSpec
 
 TRAINER, GENERATORS = "trainer", "generators"
@@ -123,14 +123,7 @@ VLLM_OVERRIDE = f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"
 
 
 def selects_vllm(command: str | tuple[str, ...] | None) -> bool:
-    """Whether the job's command passes the trainer rl.engine=vllm (also as Hydra's +/++ override).
+    """Whether the job's command passes the trainer rl.engine=vllm (also as Hydra's +/++ override; the last wins).
 
     The command line is what gkr can see: a configuration file that selects vLLM lies inside the image."""
-    if isinstance(command, str):
-        try:
-            words = shlex.split(command)
-        except ValueError:  # unbalanced quotes: bash will say so; read the words as they are
-            words = command.split()
-    else:
-        words = list(command or ())
-    return any(word.lstrip("+") == VLLM_OVERRIDE for word in words)
+    return hydra_value(command, (names.ENGINE_OVERRIDE,)) == names.VLLM_ENGINE

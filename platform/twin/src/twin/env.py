@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from twin.golang import quote
 from twin.quantity import QuantityError, parse
 from twin.spec import Objects, Where, items, mapping, text
 
@@ -142,26 +143,7 @@ def _host_ips(facts: PodFacts, w: Where) -> tuple[str, ...]:
 
 def format_map(values: Mapping[str, str]) -> str:
     """`fieldpath.FormatMap`: `key="value"` lines (Go's %q), sorted by key, for a whole labels file."""
-    return "\n".join(f"{k}={_go_quote(values[k])}" for k in sorted(values))
-
-
-def _go_quote(value: str) -> str:
-    """Go's `strconv.Quote` (what %q prints): printable characters kept, the rest escaped."""
-    short = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-    out = []
-    for char in value:
-        code = ord(char)
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif char.isprintable():
-            out.append(char)
-        elif char in short:
-            out.append(short[char])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
+    return "\n".join(f"{k}={quote(values[k])}" for k in sorted(values))
 
 
 def resource_value(facts: PodFacts, container: Mapping[str, Any], ref: Mapping[str, Any], w: Where) -> str:

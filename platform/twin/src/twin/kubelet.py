@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.names import ACCELERATOR_LABEL
+from fleet.catalog import MACHINE_TYPES
 from twin import dns, engine, network, pods
 from twin.devices import RDMA_MTU
 from twin.engine import TwinError
@@ -27,7 +29,20 @@ from twin.podman import PodContext, podman_argv
 from twin.spec import Objects
 from twin.volumes import HostPaths, VolumePlan
 
-NODE = Node(cpu="2", memory="24Gi")  # this machine: the downward API's limits of a container without any
+MACHINE = Node(cpu="2", memory="24Gi")  # this machine: the node of a pod that asks for no accelerator
+
+
+def node_for(pod: dict[str, Any]) -> Node:
+    """The node the pod would land on: the fleet's machine with the accelerator it selects, else this machine.
+
+    The shape is what the kubelet reports as allocatable (the downward API's limits, the size cap of a
+    memory-backed emptyDir): a GPU pod's 64 GiB /dev/shm fits an a3-ultragpu-8g, not this machine.
+    """
+    accelerator = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(ACCELERATOR_LABEL)
+    for machine in MACHINE_TYPES.values():
+        if accelerator and machine.gpu_type == accelerator:
+            return Node(cpu=str(machine.vcpus), memory=f"{machine.memory_gb}G")
+    return MACHINE
 
 
 @dataclass
@@ -71,6 +86,9 @@ def _materialize(volume: VolumePlan, folder: Path) -> str | None:
     """The host directory of a volume (None: a tmpfs each container mounts for itself)."""
     if volume.kind == "host":
         Path(volume.source).mkdir(parents=True, exist_ok=True)
+        if volume.gid is not None:  # a CSI volume the driver mounts for the pod's fsGroup (twin.volumes)
+            shutil.chown(volume.source, group=volume.gid)
+            Path(volume.source).chmod(volume.mode)
         return volume.source
     if volume.kind == "tmpfs":
         return None
@@ -117,7 +135,7 @@ class Kubelet:
         placed = _with_twin_images(pod, self.resolve_image)
         placed["spec"] = {**placed["spec"], "nodeName": f"twin-node-{index}"}
         placed["status"] = {"podIP": ip, "hostIP": str(network.GATEWAY)}
-        plan = pods.plan(placed, image_config, self.objects, self.host, node=NODE)
+        plan = pods.plan(placed, image_config, self.objects, self.host, node=node_for(placed))
         folder.mkdir(parents=True, exist_ok=True)
         sources = {v.name: src for v in plan.volumes.values() if (src := _materialize(v, folder)) is not None}
         search = (f"{plan.namespace}.svc.cluster.local", "svc.cluster.local", "cluster.local")

@@ -147,7 +147,15 @@ def _volume(
         driver, attributes = text(source, "driver", at, required=True), string_map(source, "volumeAttributes", at)
         where = f"CSI volume of {driver} {attributes.get('bucketName', '')}".rstrip()
         found = _stand_in(host.csi(driver, attributes), where, w)
-        return VolumePlan(name, "host", source=found, read_only=flag(source, "readOnly", at) is True)
+        # The GCS FUSE driver declares VOLUME_MOUNT_GROUP, so the kubelet hands it the pod's fsGroup and it
+        # mounts with gid=<fsGroup>, file-mode=664, dir-mode=775; without one, gcsfuse's defaults (0644/0755,
+        # owned by its own process): only root may write (gcs-fuse-csi-driver v1.24.0, pkg/csi_driver/utils.go
+        # parseRequestArguments, gcs_fuse_driver.go node capabilities).
+        mode = 0o775 if driver == GCSFUSE and fs_group is not None else 0o755
+        gid = fs_group if driver == GCSFUSE else None
+        return VolumePlan(
+            name, "host", source=found, read_only=flag(source, "readOnly", at) is True, mode=mode, gid=gid
+        )
     for kind in ("configMap", "secret", "downwardAPI", "projected"):
         if kind in volume:
             source = mapping(volume, kind, w)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from twin.golang import is_dns1035_label
 from twin.kuberay import pod, start
-from twin.kuberay.golang import is_dns1035_label
 from twin.kuberay.spec import Where
 
 CLUSTER_DOMAIN = "cluster.local"  # utils.GetClusterDomainName without CLUSTER_DOMAIN set

@@ -20,8 +20,8 @@ from types import MappingProxyType
 from typing import Any
 
 import safeyaml
+from twin.golang import json_encode, quote, suffix, version_at_least
 from twin.kuberay.cluster import ClusterPods, cluster_pods, read_object, service_names, service_ports
-from twin.kuberay.golang import json_encode, quote, suffix, version_at_least
 from twin.kuberay.spec import Where
 
 K8S_JOB, SIDECAR, INTERACTIVE, HTTP = "K8sJobMode", "SidecarMode", "InteractiveMode", "HTTPMode"

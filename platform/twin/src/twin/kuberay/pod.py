@@ -16,8 +16,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from twin.golang import check_label, suffix, version_at_least
 from twin.kuberay import start
-from twin.kuberay.golang import check_label, suffix, version_at_least
 
 # utils/constant.go
 CLUSTER_LABEL, NODE_TYPE_LABEL, GROUP_LABEL = "ray.io/cluster", "ray.io/node-type", "ray.io/group"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from twin.kuberay.golang import json_encode
+from twin.golang import json_encode
 from twin.quantity import QuantityError, approximate, ceil_value, parse
 
 HEAD, WORKER = "head", "worker"  # rayv1.HeadNode, rayv1.WorkerNode

@@ -1,4 +1,4 @@
-"""How the Go standard library and apimachinery format what KubeRay writes into a pod (pure).
+"""How the Go standard library and apimachinery format what KubeRay and the kubelet write into a pod (pure).
 
 KubeRay builds command lines with `strconv.Quote`, `encoding/json` and `fmt`, and names objects with
 apimachinery's random suffixes; the twin must print the same bytes, so each is written down here once.
