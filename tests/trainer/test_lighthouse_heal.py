@@ -218,3 +218,25 @@ def test_a_trainer_s_whole_state_loads_weights_only(tmp_path: Path, algorithm: s
     extra = (f"optim={algorithm}", "ft.enabled=true") if algorithm != "ddp" else ()
     state = trained(config(tmp_path, *extra), 3).state_dict()
     assert_same(load_weights_only(_served(state), limit=1 << 30), state)
+
+
+def test_peers_are_given_the_pods_address_not_its_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In Kubernetes a pod's hostname resolves in no other pod (cluster DNS names Services): torchft advertises
+    socket.gethostname() for its heal server, Manager and Lighthouse, so the Ray launcher hands them the pod's IP
+    (found by make twin: groups on a worker pod could not reach the Lighthouse on the head pod)."""
+    from trainer.ft import advertised_host, with_host
+    from trainer.heal_transport import WeightsOnlyHTTPTransport
+
+    from contract.names import ADVERTISE_HOST_ENV
+
+    monkeypatch.setenv(ADVERTISE_HOST_ENV, "10.213.0.7")
+    assert advertised_host() == "10.213.0.7"
+    transport = WeightsOnlyHTTPTransport(timedelta(seconds=5), lambda: 1, host=advertised_host())
+    try:
+        assert transport.metadata().startswith("http://10.213.0.7:")
+        assert transport.metadata().endswith("/checkpoint/")
+    finally:
+        transport.shutdown()
+    assert with_host("http://head-pod-x7:29510", "10.213.0.2") == "http://10.213.0.2:29510"
+    monkeypatch.delenv(ADVERTISE_HOST_ENV)
+    assert advertised_host() == __import__("socket").gethostname()  # the local launcher: one machine

@@ -178,6 +178,9 @@ ROLE_RESOURCES = {"trainer": "meridian_trainer", "generators": "meridian_generat
 # A run across regions (issue 19): one Lighthouse for the run, one RayJob per region.
 RUN_ID_ENV = "MERIDIAN_RUN_ID"  # the run's id, the same in every region
 REGION_ENV = "MERIDIAN_REGION"  # this RayJob's region: replica ids are "<region>/<group>", unique in the run
+# The address a group's servers (torchft's Manager, its heal transfers) give their peers: the pod's IP. A pod's
+# hostname resolves in no other pod (cluster DNS names Services, not pods), and torchft advertises its own.
+ADVERTISE_HOST_ENV = "MERIDIAN_ADVERTISE_HOST"
 LIGHTHOUSE_ENV = "TORCHFT_LIGHTHOUSE"  # torchft's own variable: the run's Lighthouse address (http://host:port)
 RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comma-separated): resume takes the newest
 # Where the run may resume from at all (comma-separated gs:// folders): the team's folder of each fleet checkpoint

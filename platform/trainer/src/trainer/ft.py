@@ -18,6 +18,9 @@ methods (tests/trainer/test_trainer.py checks the source).
 from __future__ import annotations
 
 import copy
+import os
+import socket
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 
 import torch
 
+from contract import names
 from trainer.config import Config
 from trainer.gradsync import allreduce_gradients
 from trainer.group import Rank, fill_local, local, local_shards
@@ -96,6 +100,18 @@ def fault_tolerance(cfg: Config, where: Rank, lighthouse: str) -> FaultTolerance
     if cfg.optim.algorithm == "diloco":
         return TorchftDiLoCo(cfg, where, lighthouse)
     return Torchft(cfg, where, lighthouse)
+
+
+def advertised_host() -> str:
+    """The host a group's servers give their peers: $MERIDIAN_ADVERTISE_HOST (the Ray launcher sets the pod's IP:
+    in Kubernetes a pod's hostname resolves nowhere else), else this machine's name (the local launcher)."""
+    return os.environ.get(names.ADVERTISE_HOST_ENV) or socket.gethostname()
+
+
+def with_host(url: str, host: str) -> str:
+    """`url` (http://name:port/...) with `host` in place of its host name."""
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=f"{host}:{parts.port}").geturl()
 
 
 def start_lighthouse(cfg: Config) -> Lighthouse:
@@ -270,8 +286,11 @@ class Torchft:
             # Counted from the parameters, never by calling the state_dict: on the quorum thread that would
             # race the forward pass (DCP steps an optimizer without state, trainer.py).
             checkpoint_transport=WeightsOnlyHTTPTransport(
-                timeout=timedelta(seconds=cfg.ft.timeout_s), limit=lambda: 8 * self.param_bytes + 64 * 2**20
+                timeout=timedelta(seconds=cfg.ft.timeout_s),
+                limit=lambda: 8 * self.param_bytes + 64 * 2**20,
+                host=advertised_host(),
             ),
+            hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:

@@ -79,9 +79,17 @@ def load_weights_only(stream: Any, limit: int) -> object:
 class WeightsOnlyHTTPTransport(HTTPTransport[T]):  # type: ignore[misc]  # torchft ships no type hints
     """torchft's HTTP transport; ``recv_checkpoint`` loads with the weights-only unpickler, at most ``limit()`` bytes."""
 
-    def __init__(self, timeout: timedelta, limit: Callable[[], int]) -> None:
+    def __init__(self, timeout: timedelta, limit: Callable[[], int], host: str | None = None) -> None:
+        self.host = host  # before torchft's __init__, which logs address()
         super().__init__(timeout=timeout, num_chunks=0)  # one request for the whole state
         self.limit = limit
+
+    def address(self) -> str:
+        """torchft's address with `host` (the pod's IP) for its machine's name, which no other pod can resolve."""
+        from trainer.ft import with_host
+
+        url: str = super().address()
+        return url if self.host is None else with_host(url, self.host)
 
     def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: timedelta) -> T:
         url = source_url(metadata, step)  # http only: urllib would also open file: URLs

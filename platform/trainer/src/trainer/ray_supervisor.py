@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from contract import names
 from contract.names import ROLE_RESOURCES
 from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
@@ -112,11 +113,15 @@ class GroupWorker:
         }
 
     def train(self, config: dict[str, Any], group: int, env: dict[str, str], lighthouse: str) -> dict[str, Any]:
+        import ray
+
         from trainer.nonfinite import NonFiniteStop
         from trainer.runs import EventLog, run_dir
         from trainer.worker import train
 
         os.environ.update(env)
+        # The group's servers advertise this pod's IP (names.ADVERTISE_HOST_ENV): its hostname resolves in no other pod.
+        os.environ.setdefault(names.ADVERTISE_HOST_ENV, ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
         cfg = from_dict(config)
         path = run_dir(cfg) / f"events-{group}.jsonl"
         self.offset = path.stat().st_size if path.exists() else 0  # an earlier run's lines are not this one's
@@ -147,7 +152,12 @@ class LighthouseActor:
         self.server = start_lighthouse(from_dict(config))
 
     def address(self) -> str:
-        return self.server.address()
+        """The Lighthouse at this pod's IP: torchft names its machine, which no other pod can resolve."""
+        import ray
+
+        from trainer.ft import with_host
+
+        return with_host(self.server.address(), ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 # -- the supervisor ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from twin.podman import PodContext, podman_argv
 from twin.spec import Objects
 from twin.volumes import HostPaths, VolumePlan
 
+LABEL = "meridian.dev/twin"  # on every container the twin makes
 MACHINE = Node(cpu="2", memory="24Gi")  # this machine: the node of a pod that asks for no accelerator
 
 
@@ -113,8 +114,17 @@ class Kubelet:
         self.root, self.resolve_image, self.objects, self.host = root, resolve_image, objects, host
         self.pods: dict[str, RunningPod] = {}
         self._next = 1
+        self._sweep()
         network.ensure_bridge()
+        network.sweep()
         self.dns = dns.Server(str(network.GATEWAY))
+
+    @staticmethod
+    def _sweep() -> None:
+        """Containers a killed earlier run left behind (they hold the pods' names), by the twin's label."""
+        left = engine.run(["ps", "--all", "--quiet", "--filter", f"label={LABEL}"], check=False).stdout.split()
+        if left:
+            engine.run(["rm", "--force", "--time", "0", *left], check=False)
 
     def serve(self, names: dict[str, str], pod: RunningPod) -> None:
         """Service names (short, namespaced and FQDN, as KubeRay's Services) that resolve to the pod."""
@@ -157,7 +167,7 @@ class Kubelet:
             )
 
         for c in plan.init:
-            engine.run(["run", *podman_argv(c, context(c))[2:]])
+            engine.run(["run", "--label", LABEL, *podman_argv(c, context(c))[2:]])
             running.created.append(c.name)
             if c.sidecar:
                 running.containers.append(c.name)
@@ -170,7 +180,7 @@ class Kubelet:
         # one under OnFailure; podman's restart policy does the same (without the kubelet's back-off).
         restart = {"Always": ["--restart", "always"], "OnFailure": ["--restart", "on-failure"]}
         for c in plan.containers:
-            engine.run(["run", *restart.get(plan.restart_policy, []), *podman_argv(c, context(c))[2:]])
+            engine.run(["run", "--label", LABEL, *restart.get(plan.restart_policy, []), *podman_argv(c, context(c))[2:]])
             running.created.append(c.name)
             running.containers.append(c.name)
         return running

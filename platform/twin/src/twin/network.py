@@ -35,6 +35,15 @@ def ensure_bridge() -> None:
     _ip("link", "set", BRIDGE, "up")
 
 
+def sweep() -> None:
+    """The pods' links a killed earlier run left on the bridge: their addresses would answer twice."""
+    listed = _ip("-o", "link", "show", "master", BRIDGE, check=False).stdout
+    for line in listed.splitlines():
+        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
+        if name:
+            _ip("link", "delete", name, check=False)
+
+
 def namespace_path(name: str) -> Path:
     return Path("/run/netns") / name
 
