@@ -231,7 +231,9 @@ def test_peers_are_given_the_pods_address_not_its_hostname(monkeypatch: pytest.M
 
     monkeypatch.setenv(ADVERTISE_HOST_ENV, "10.213.0.7")
     assert advertised_host() == "10.213.0.7"
-    transport = WeightsOnlyHTTPTransport(timedelta(seconds=5), lambda: 1, host=advertised_host())
+    transport: WeightsOnlyHTTPTransport[Any] = WeightsOnlyHTTPTransport(
+        timedelta(seconds=5), lambda: 1, host=advertised_host()
+    )
     try:
         assert transport.metadata().startswith("http://10.213.0.7:")
         assert transport.metadata().endswith("/checkpoint/")

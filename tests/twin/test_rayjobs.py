@@ -8,6 +8,7 @@ default for Ray pods) restarts it in place.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.twin.conftest import REPO, golden
-from twin import operator
+from twin import engine, operator
 from twin.kubelet import Kubelet, RunningPod
 from twin.operator import RayJobRun
 
@@ -24,12 +25,19 @@ pytestmark = pytest.mark.twin
 RL_STEP = re.compile(r"rl step (\d+)/")
 STEP = re.compile(r"^step (\d+)/", re.MULTILINE)
 RESTARTING = re.compile(r"replica group (\d+): .*; restarting it in")
+PLACED = re.compile(r"replica group (\d+): training on (\S+) ")
 REJOINED = re.compile(r"replica group \d+: (healed from a live group|resumed from checkpoint)")
 
 
 def _driver_log(kubelet: Kubelet, run: RayJobRun) -> str:
     assert run.submitter is not None
     return kubelet.logs(run.submitter, run.submitter.containers[0])
+
+
+def _records(kubelet: Kubelet, run: RayJobRun, path: str) -> list[dict[str, Any]]:
+    """The run's JSON-lines records, from the driver's report folder on the head (run.report_dir)."""
+    proc = engine.run(["exec", run.head.podman_name("ray-head"), "cat", f"/tmp/meridian-runs/{path}"])
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def _steps(pattern: re.Pattern[str], text: str) -> list[int]:
@@ -50,13 +58,17 @@ def test_grpo_runs_rl_steps_in_containers_and_survives_a_killed_generator(kubele
         return _driver_log(kubelet, run)
 
     kubelet.wait_for(lambda: len(_steps(RL_STEP, log())) >= 1, 600, "the first RL step in the driver's log")
-    before = max(_steps(RL_STEP, log()))
     _crash_group(kubelet, run, "generators")
-    # A generator lost with its pod: the launcher starts another (incarnation .1) and steps go on.
-    kubelet.wait_for(lambda: max(_steps(RL_STEP, log())) >= before + 2, 600, "two RL steps after the generator died")
-    text = log()
-    assert "generator-0.1" in text, text[-4000:]
-    steps = _steps(RL_STEP, text)
+
+    def events() -> list[tuple[Any, Any]]:
+        return [(r.get("event"), r.get("generator")) for r in _records(kubelet, run, "grpo-tiny-cpu/rl.jsonl")]
+
+    # Ray sees the lost node and its actor; the launcher starts another generator (incarnation .1).
+    kubelet.wait_for(lambda: ("generator_started", "generator-0.1") in events(), 600, "generator-0.1 started")
+    assert ("generator_exited", "generator-0.0") in events()
+    restarted_at = max(_steps(RL_STEP, log()))
+    kubelet.wait_for(lambda: max(_steps(RL_STEP, log())) >= restarted_at + 2, 600, "two RL steps from the new one")
+    steps = _steps(RL_STEP, log())
     assert steps == sorted(set(steps)), "a step committed twice or out of order"
 
 
@@ -75,20 +87,24 @@ def _render(spec: Path) -> dict[str, Any]:
     return doc
 
 
-def test_pretraining_rayjob_restarts_only_the_killed_group(kubelet: Kubelet) -> None:
+def test_pretraining_rayjob_restarts_only_the_killed_pods_groups(kubelet: Kubelet) -> None:
     run = operator.start(kubelet, _render(Path(__file__).parent / "jobs/pretrain-tiny-cpu.yaml"))
 
     def log() -> str:
         return _driver_log(kubelet, run)
 
     kubelet.wait_for(lambda: len(_steps(STEP, log())) >= 3, 600, "three training steps in the driver's log")
-    _crash_group(kubelet, run, next(iter(run.workers)))  # one of the two worker pods: one replica group's
+    placed = {int(m.group(1)): m.group(2) for m in PLACED.finditer(log())}  # group -> the pod's address
+    pods = [pod for pods in run.workers.values() for pod in pods]
+    victim = next(pod for pod in pods if pod.ip == placed[0])  # the worker pod that holds group 0
+    on_victim = {group for group, ip in placed.items() if ip == victim.ip}
+    kubelet.crash(victim, victim.containers[-1])
+    kubelet.wait_for(lambda: kubelet.restarts(victim, victim.containers[-1]) >= 1, 60, "the container restarted")
     kubelet.wait_for(lambda: bool(RESTARTING.search(log())), 300, "the supervisor restarting the lost group")
     crashed_at = max(_steps(STEP, log()))
     kubelet.wait_for(lambda: bool(REJOINED.search(log())), 600, "the restarted group healing or resuming")
     kubelet.wait_for(lambda: max(_steps(STEP, log())) >= crashed_at + 3, 600, "three steps after the restart")
     text = log()
-    restarted = {int(m.group(1)) for m in RESTARTING.finditer(text)}
-    assert len(restarted) == 1, text[-4000:]  # the lost pod's group alone; the other trained on
+    assert {int(m.group(1)) for m in RESTARTING.finditer(text)} == on_victim, text[-4000:]
     steps = _steps(STEP, text)
     assert steps == sorted(set(steps)), "a step committed twice or out of order"

@@ -238,7 +238,6 @@ class Torchft:
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
-        from trainer.heal_transport import WeightsOnlyHTTPTransport
         from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
@@ -280,17 +279,21 @@ class Torchft:
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
-            # A healing source's bytes are loaded without running code (heal_transport.py), bounded by what a
-            # peer's copy of this rank's state can weigh: parameters, AdamW's two moments, DiLoCo's saved
-            # parameters and outer momentum (5x the parameters), with slack, and room for the small values.
-            # Counted from the parameters, never by calling the state_dict: on the quorum thread that would
-            # race the forward pass (DCP steps an optimizer without state, trainer.py).
-            checkpoint_transport=WeightsOnlyHTTPTransport(
-                timeout=timedelta(seconds=cfg.ft.timeout_s),
-                limit=lambda: 8 * self.param_bytes + 64 * 2**20,
-                host=advertised_host(),
-            ),
+            checkpoint_transport=self._transport(cfg),
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
+        )
+
+    def _transport(self, cfg: Config) -> Any:
+        """Heal transfers at this pod's address. A healing source's bytes are loaded without running code
+        (heal_transport.py), bounded by what a peer's copy of this rank's state can weigh: parameters, AdamW's
+        two moments, DiLoCo's saved parameters and outer momentum (5x the parameters), with slack, and room for
+        the small values. Counted from the parameters, never by calling the state_dict: on the quorum thread
+        that would race the forward pass (DCP steps an optimizer without state, trainer.py)."""
+        from trainer.heal_transport import WeightsOnlyHTTPTransport
+
+        limit = lambda: 8 * self.param_bytes + 64 * 2**20  # noqa: E731
+        return WeightsOnlyHTTPTransport(
+            timeout=timedelta(seconds=cfg.ft.timeout_s), limit=limit, host=advertised_host()
         )
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:

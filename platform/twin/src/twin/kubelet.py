@@ -180,7 +180,9 @@ class Kubelet:
         # one under OnFailure; podman's restart policy does the same (without the kubelet's back-off).
         restart = {"Always": ["--restart", "always"], "OnFailure": ["--restart", "on-failure"]}
         for c in plan.containers:
-            engine.run(["run", "--label", LABEL, *restart.get(plan.restart_policy, []), *podman_argv(c, context(c))[2:]])
+            engine.run(
+                ["run", "--label", LABEL, *restart.get(plan.restart_policy, []), *podman_argv(c, context(c))[2:]]
+            )
             running.created.append(c.name)
             running.containers.append(c.name)
         return running

@@ -16,11 +16,12 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from contract import names
 from twin.golang import check_label, suffix, version_at_least
 from twin.kuberay import start
 
 # utils/constant.go
-CLUSTER_LABEL, NODE_TYPE_LABEL, GROUP_LABEL = "ray.io/cluster", "ray.io/node-type", "ray.io/group"
+CLUSTER_LABEL, NODE_TYPE_LABEL, GROUP_LABEL = "ray.io/cluster", names.RAY_NODE_TYPE_LABEL, "ray.io/group"
 HEAD_GROUP = "headgroup"  # RayNodeHeadGroupLabelValue
 REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
 OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
