@@ -63,6 +63,7 @@ COMMANDS: dict[str, Run | Skip] = {
         "tests/review runs it: the workflow's own line on a destructive change, and a stale HEAD refused"
     ),
     "make test": Skip("this test is part of it"),
+    "make twin": Skip("CI runs it after `make test` (.ci/run): podman builds and containers, its own budget"),
     # README.md, researcher
     ". .venv/bin/activate": Skip("sets up the shell the commands marked `activated` here run in"),
     "gkr submit -f platform/gkr/examples/flex-start-finetune.yaml --dry-run": Run(
