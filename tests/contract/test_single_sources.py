@@ -117,3 +117,11 @@ def test_a_catalog_is_its_attributes_in_order(catalog: Catalog) -> None:
 
 def test_names_are_unique_across_the_catalogs() -> None:
     assert len({m.name for m in ALL}) == len(ALL) == sum(len(c) for c in CATALOGS)
+
+
+def test_the_ray_version_gkr_declares_is_the_one_the_images_install() -> None:
+    """spec.rayVersion picks KubeRay's probes; it must be the Ray of requirements/dev.lock (and so of every image)."""
+    from contract import names
+
+    lock = (REPO / "requirements/dev.lock").read_text()
+    assert f"\nray=={names.RAY_VERSION} " in lock

@@ -446,6 +446,9 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         context["head"] = head = pod(r, gpu=False, head=True)
         head["env"] = head["env"] + _rl_env(whole, head=True)
         context["entrypoint"] = _ray_entrypoint(r)
+    # rayVersion picks KubeRay's probes: without it (or below 2.53) they run wget, which the trainer image lacks,
+    # so no Ray pod turns Ready and KubeRay never submits the job (KubeRay v1.7.0 pod.go; found by make twin).
+    context["ray_version"] = names.RAY_VERSION
     text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
     return [d for d in yaml.load_all(text, Loader=_Loader) if d]
 

@@ -12,8 +12,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +29,7 @@ from twin.devices import RDMA_MTU
 from twin.engine import TwinError
 from twin.env import Node
 from twin.podman import PodContext, podman_argv
+from twin.probes import Probe
 from twin.spec import Objects
 from twin.volumes import HostPaths, VolumePlan
 
@@ -61,6 +65,7 @@ class RunningPod:
     containers: list[str] = field(default_factory=list)  # the app containers (and sidecars), started
     init: list[Exited] = field(default_factory=list)  # the init containers that ran to their end
     created: list[str] = field(default_factory=list)  # every container made in podman, for delete()
+    plan: pods.PodPlan | None = None
 
     def podman_name(self, container: str) -> str:
         return f"{self.name}_{container}"
@@ -146,6 +151,7 @@ class Kubelet:
         placed["spec"] = {**placed["spec"], "nodeName": f"twin-node-{index}"}
         placed["status"] = {"podIP": ip, "hostIP": str(network.GATEWAY)}
         plan = pods.plan(placed, image_config, self.objects, self.host, node=node_for(placed))
+        running.plan = plan
         folder.mkdir(parents=True, exist_ok=True)
         sources = {v.name: src for v in plan.volumes.values() if (src := _materialize(v, folder)) is not None}
         search = (f"{plan.namespace}.svc.cluster.local", "svc.cluster.local", "cluster.local")
@@ -217,6 +223,39 @@ class Kubelet:
         podman, which would mark it stopped by the user and keep its restart policy from acting."""
         state = engine.run(["inspect", "--format", "{{.State.Pid}}", pod.podman_name(container)])
         os.kill(int(state.stdout.strip()), signal.SIGKILL)
+
+    def ready(self, pod: RunningPod) -> bool:
+        """Whether every container runs and passes its readiness probe now (one try each, as one period of the
+        kubelet's prober); a container without a readiness probe is ready once it runs."""
+        assert pod.plan is not None
+        for c in pod.plan.containers:
+            state = engine.run(["inspect", "--format", "{{.State.Status}}", pod.podman_name(c.name)], check=False)
+            if state.stdout.strip() != "running":
+                return False
+            if c.readiness is not None and not self._passes(pod, c.name, c.readiness):
+                return False
+        return True
+
+    def _passes(self, pod: RunningPod, container: str, probe: Probe) -> bool:
+        timeout = max(1, probe.timeout_seconds)
+        if probe.kind == "exec":
+            argv = ["exec", pod.podman_name(container), *probe.command]
+            try:
+                return engine.run(argv, check=False, timeout=timeout + 5).returncode == 0
+            except subprocess.TimeoutExpired:
+                return False
+        address = (probe.host or pod.ip, probe.port)
+        try:
+            if probe.kind == "httpGet":
+                url = f"{probe.scheme.lower() or 'http'}://{address[0]}:{address[1]}{probe.path or '/'}"
+                with urllib.request.urlopen(url, timeout=timeout) as response:
+                    return bool(200 <= response.status < 400)
+            if probe.kind == "tcpSocket":
+                socket.create_connection(address, timeout=timeout).close()
+                return True
+        except (OSError, urllib.error.URLError):
+            return False
+        raise TwinError(f"pod {pod.name}: container {container}: {probe.kind} probes are not run by the twin")
 
     def restarts(self, pod: RunningPod, container: str) -> int:
         """How many times the container was restarted in place (the pod's restartCount)."""

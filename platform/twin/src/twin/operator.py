@@ -38,10 +38,15 @@ def start(kubelet: Kubelet, rayjob: dict[str, Any], devices: dict[str, tuple[str
     for group, pods in job.cluster.workers.items():
         run.workers[group] = [kubelet.start(pod, devices=(devices or {}).get(group, ())) for pod in pods]
     if job.submitter is not None:
+        # The RayJob controller creates the submitter once the RayCluster is Ready: every Ray pod Running and
+        # Ready (rayjob_controller.go: JobDeploymentStatusInitializing waits for rayv1.Ready).
+        everyone = [head, *(pod for pods in run.workers.values() for pod in pods)]
+        kubelet.wait_for(lambda: all(kubelet.ready(pod) for pod in everyone), READY_S, "the RayCluster Ready")
         run.submitter = kubelet.start(job.submitter)
     return run
 
 
+READY_S = 600  # the pods' images start Ray in seconds; this bounds a cluster that never turns Ready
 _suffix = itertools.count(1)
 
 
