@@ -108,3 +108,24 @@ def test_pretraining_rayjob_restarts_only_the_killed_pods_groups(kubelet: Kubele
     assert {int(m.group(1)) for m in RESTARTING.finditer(text)} == on_victim, text[-4000:]
     steps = _steps(STEP, text)
     assert steps == sorted(set(steps)), "a step committed twice or out of order"
+
+
+def test_without_ray_version_kuberays_probes_never_pass(kubelet: Kubelet) -> None:
+    """KubeRay v1.7.0 probes a Ray pod with `wget` unless spec.rayVersion is 2.53 or later; the trainer image has
+    no wget, so before gkr declared rayVersion no Ray pod turned Ready and KubeRay never submitted a job."""
+    rayjob = golden("grpo-tiny-cpu")
+    del rayjob["spec"]["rayClusterSpec"]["rayVersion"]
+    job = operator.rayjob_pods(rayjob)
+    head = kubelet.start(job.cluster.head)
+    probe = head.plan.containers[0].readiness if head.plan else None
+    assert probe is not None
+    assert probe.kind == "exec"
+    assert "wget" in " ".join(probe.command)
+    kubelet.wait_for(lambda: _raylet_up(kubelet, head), 120, "the head's raylet")
+    assert not kubelet.ready(head)
+    probed = engine.run(["exec", head.podman_name("ray-head"), *probe.command], check=False)
+    assert re.search(r"wget: (command )?not found", probed.stdout + probed.stderr), probed
+
+
+def _raylet_up(kubelet: Kubelet, head: RunningPod) -> bool:
+    return engine.run(["exec", head.podman_name("ray-head"), "ray", "health-check"], check=False).returncode == 0

@@ -249,9 +249,12 @@ class Torchft:
         )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        else:  # a one-process group: a store of its own
-            self.store = TCPStore("localhost", 0, is_master=True, wait_for_workers=False)
-            address, port = "localhost", self.store.port
+        else:  # a one-process group: a store of its own, at the address its peers reach (it listens on all)
+            # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
+            # local launcher every group runs on this machine, so localhost (as before the Ray launcher needed one).
+            address = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost"
+            self.store = TCPStore(address, 0, is_master=True, wait_for_workers=False)
+            port = self.store.port
         self.param_bytes = 0  # this rank's parameters (running() sets it): what bounds a peer's state
         self.tunnel = None
         if cfg.ft.lighthouse_tls and where.rank == 0:  # only rank 0's Manager talks to the Lighthouse

@@ -17,6 +17,8 @@ from typing import Any
 from twin.kubelet import Kubelet, RunningPod
 from twin.kuberay import JobPods, rayjob_pods
 
+__all__ = ["RayJobRun", "rayjob_pods", "replace_worker", "start"]
+
 
 @dataclass
 class RayJobRun:
