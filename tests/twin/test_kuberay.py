@@ -108,11 +108,15 @@ def test_head_runs_ray_start_head_with_kuberays_parameters(tiny: JobPods) -> Non
     head = ray(tiny.cluster.head)
     start = (
         "ray start --head  --block  --dashboard-agent-listen-port=52365  --dashboard-host=0.0.0.0 "
-        " --memory=34359738368  --metrics-export-port=8080  --num-cpus=8 "
+        " --memory=34359738368  --metrics-export-port=8080  --num-cpus=0 "
     )
     assert head["command"] == ["/bin/bash", "-c", "--"]
-    assert head["args"] == [ULIMIT + start]
+    assert head["args"] == [ULIMIT + start]  # gkr's num-cpus 0: no task or actor on the head
     assert env(head)["KUBERAY_GEN_RAY_START_CMD"] == start
+    job = golden("grpo-tiny-cpu")
+    job["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"] = {}
+    derived = env(ray(rayjob_pods(job).cluster.head))["KUBERAY_GEN_RAY_START_CMD"]
+    assert derived == start.replace("--num-cpus=0", "--num-cpus=8")  # without it, the container's 8 CPUs
 
 
 @pytest.mark.parametrize(("group", "resource"), [("trainer", "meridian_trainer"), ("generators", "meridian_generator")])
@@ -195,7 +199,10 @@ def test_workers_wait_for_the_gcs_after_their_own_init_containers(grpo8b: JobPod
 def test_probes_check_the_raylet_and_on_the_head_the_gcs(tiny: JobPods) -> None:
     raylet = "wget --tries 1 -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success"
     gcs = "wget --tries 1 -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success"
-    head, worker = ray(tiny.cluster.head), ray(tiny.cluster.workers["generators"][0])
+    old = golden("grpo-tiny-cpu")  # as gkr rendered it before it declared rayVersion: KubeRay's wget probes
+    del old["spec"]["rayClusterSpec"]["rayVersion"]
+    before = rayjob_pods(old)
+    head, worker = ray(before.cluster.head), ray(before.cluster.workers["generators"][0])
     assert head["readinessProbe"]["exec"]["command"] == ["bash", "-c", f"{raylet} && {gcs}"]
     assert worker["livenessProbe"]["exec"]["command"] == ["bash", "-c", raylet]
     assert (head["livenessProbe"]["timeoutSeconds"], worker["livenessProbe"]["timeoutSeconds"]) == (5, 2)
@@ -206,6 +213,7 @@ def test_probes_check_the_raylet_and_on_the_head_the_gcs(tiny: JobPods) -> None:
     http = ray(rayjob_pods(job).cluster.head)["livenessProbe"]
     assert http["httpGet"] == {"path": "/api/healthz", "port": 52365}
     assert "exec" not in http
+    assert ray(tiny.cluster.head)["livenessProbe"] == http  # gkr's rayVersion (2.60.0): the HTTP probes
 
 
 def test_shared_memory_is_added_only_where_the_template_has_none(tiny: JobPods) -> None:
