@@ -113,11 +113,11 @@ TEAM_CAPABILITIES = ("SYSLOG",)
 IMAGE_VENV_BIN = "/opt/venv/bin"
 # The user the trainer, generator and Warden images run as (platform/*/Dockerfile: useradd --uid IMAGE_UID,
 # whose group has the same number): gkr gives pods that mount a bucket fsGroup IMAGE_GID so they may write it.
+IMAGE_UID = 1000
+IMAGE_GID = 1000
 # The Ray every image runs (requirements/dev.in pins it; tests/contract/test_single_sources.py holds the two equal):
 # gkr's RayJobs and RayClusters declare it as spec.rayVersion, which picks KubeRay's probes.
 RAY_VERSION = "2.60.0"
-IMAGE_UID = 1000
-IMAGE_GID = 1000
 
 # --- Taints and resources -------------------------------------------------------------------------
 GPU_RESOURCE = "nvidia.com/gpu"

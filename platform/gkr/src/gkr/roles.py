@@ -21,6 +21,7 @@ from gkr.overrides import hydra_value
 from gkr.spec import JobSpec
 
 TRAINER, GENERATORS = "trainer", "generators"
+VLLM_OVERRIDE = f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"  # what the command must pass for tensor parallel
 # The trainer's keys, where the checks of a plain job blame them: named as the user wrote them.
 TRAINER_KEYS = ("pods", "gpus_per_pod", "replica_groups", "group_size")
 
@@ -117,9 +118,6 @@ def problems(spec: JobSpec) -> list[Problem]:
             )
         )
     return out
-
-
-VLLM_OVERRIDE = f"{names.ENGINE_OVERRIDE}={names.VLLM_ENGINE}"
 
 
 def selects_vllm(command: str | tuple[str, ...] | None) -> bool:

@@ -56,7 +56,6 @@ def run(
     args: Sequence[str],
     *,
     check: bool = True,
-    capture: bool = True,
     timeout: float | None = None,
     stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[str]:
@@ -64,7 +63,7 @@ def run(
     raw = subprocess.run(
         ["podman", *args],
         env=environment(),
-        capture_output=capture,
+        capture_output=True,
         timeout=timeout,
         input=stdin,  # bytes: an image's tar stream is not text
         check=False,

@@ -8,6 +8,7 @@ restartPolicy Never), then its containers detached. Pods and their containers ar
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -71,6 +72,7 @@ class RunningPod:
         return f"{self.name}_{container}"
 
 
+@functools.lru_cache(maxsize=32)
 def image_config(reference: str) -> pods.ImageConfig:
     """ENTRYPOINT, CMD, ENV, WORKDIR and USER of a built image, from `podman image inspect`."""
     raw = engine.run(["image", "inspect", "--format", "{{json .Config}}", reference], check=False)
@@ -178,7 +180,7 @@ class Kubelet:
             if c.sidecar:
                 running.containers.append(c.name)
                 continue
-            code = self._exit(running, c.name, init_timeout)
+            code = self.wait(running, c.name, init_timeout)
             running.init.append(Exited(c.name, code, self._message(running, c)))
             if code != 0:
                 return running
@@ -200,7 +202,8 @@ class Kubelet:
             text = "\n".join(self.logs(pod, c.name).strip().splitlines()[-80:])
         return text
 
-    def _exit(self, pod: RunningPod, container: str, timeout: float) -> int:
+    def wait(self, pod: RunningPod, container: str, timeout: float) -> int:
+        """The container's exit code once it exits (TwinError after `timeout` seconds)."""
         name = pod.podman_name(container)
         try:
             proc = engine.run(["wait", name], check=False, timeout=timeout)
@@ -213,10 +216,6 @@ class Kubelet:
     def logs(self, pod: RunningPod, container: str) -> str:
         proc = engine.run(["logs", pod.podman_name(container)], check=False)
         return proc.stdout + proc.stderr
-
-    def wait(self, pod: RunningPod, container: str, timeout: float) -> int:
-        """The container's exit code once it exits (TwinError after `timeout` seconds)."""
-        return self._exit(pod, container, timeout)
 
     def crash(self, pod: RunningPod, container: str) -> None:
         """SIGKILL to the container's own process, as a crash or the OOM killer would: not a stop through

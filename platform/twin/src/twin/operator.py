@@ -4,31 +4,29 @@ when one fails.
 twin.kuberay says what each pod is (pure); this module starts them on a twin.kubelet.Kubelet in the
 order the RayJob controller does (ray-operator/controllers/ray/rayjob_controller.go at the pinned
 commit): the RayCluster's head and its Service, the workers, and, once the head's dashboard answers, the
-submitter Job's pod. A worker pod whose container died is deleted and made again under a new name, as
-the RayCluster controller replaces a failed worker pod (raycluster_controller.go `reconcilePods`).
+submitter Job's pod. A Ray container that dies is restarted in place by the kubelet (restartPolicy Always,
+KubeRay's default); the operator's own replacement of a deleted pod is not modeled.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from twin.kubelet import Kubelet, RunningPod
 from twin.kuberay import JobPods, rayjob_pods
 
-__all__ = ["RayJobRun", "rayjob_pods", "replace_worker", "start"]
+__all__ = ["RayJobRun", "rayjob_pods", "start"]
 
 
 @dataclass
 class RayJobRun:
-    """One RayJob in the twin: its pods by role, and the count of pods made again."""
+    """One RayJob in the twin: its pods by role."""
 
     job: JobPods
     head: RunningPod
     workers: dict[str, list[RunningPod]] = field(default_factory=dict)
     submitter: RunningPod | None = None
-    replaced: int = 0
 
 
 def start(kubelet: Kubelet, rayjob: dict[str, Any], devices: dict[str, tuple[str, ...]] | None = None) -> RayJobRun:
@@ -49,15 +47,3 @@ def start(kubelet: Kubelet, rayjob: dict[str, Any], devices: dict[str, tuple[str
 
 
 READY_S = 600  # the pods' images start Ray in seconds; this bounds a cluster that never turns Ready
-_suffix = itertools.count(1)
-
-
-def replace_worker(kubelet: Kubelet, run: RayJobRun, group: str, index: int) -> RunningPod:
-    """The worker pod deleted and made again from its template under a new name, as KubeRay does."""
-    old = run.workers[group][index]
-    template = next(p for p in run.job.cluster.workers[group] if p["metadata"]["name"] == old.name.split("--")[0])
-    kubelet.delete(old)
-    pod = {**template, "metadata": {**template["metadata"], "name": f"{template['metadata']['name']}--{next(_suffix)}"}}
-    run.workers[group][index] = kubelet.start(pod)
-    run.replaced += 1
-    return run.workers[group][index]
