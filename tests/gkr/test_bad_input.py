@@ -186,10 +186,31 @@ CASES: list[tuple[str, dict[str, object], list[str], str]] = [
         "ray.shutdown_after_finish: a Kueue-managed RayJob must shut its cluster down when it finishes (KubeRay also ignores ray.ttl_seconds without it)",
     ),
     (
+        "ttl on a Kueue RayJob",
+        {"ray": {"ttl_seconds": 3600}},
+        [],
+        "ray.ttl_seconds: Kueue frees a RayJob's quota when it finishes, while its Ray cluster would keep the "
+        "nodes for the TTL (kubernetes-sigs/kueue#3994); drop ray.ttl_seconds",
+    ),
+    (
         "backoff with interactive mode",
         {"ray": {"backoff_limit": 2, "interactive": True}},
         [],
-        "ray.backoff_limit: KubeRay rejects backoff_limit in interactive mode",
+        "ray.backoff_limit: KubeRay refuses retries in interactive mode; drop ray.backoff_limit or set it to 0",
+    ),
+    ("retries past the bound", {"ray": {"backoff_limit": 11}}, [], "ray.backoff_limit: must be at most 10 (got 11)"),
+    ("a deadline of zero", {"ray": {"deadline_seconds": 0}}, [], "ray.deadline_seconds: must be at least 1 (got 0)"),
+    (
+        "a deadline past KubeRay's int32",
+        {"ray": {"deadline_seconds": 2**31}},
+        [],
+        "ray.deadline_seconds: must be at most 2147483647",
+    ),
+    (
+        "a deadline on a raycluster",
+        {"kind": "raycluster", "command": None, "ray": {"deadline_seconds": 60}},
+        [],
+        "ray.deadline_seconds: applies to RayJobs only, not to a raycluster",
     ),
     (
         "Kueue RayJob on an existing cluster",

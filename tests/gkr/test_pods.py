@@ -15,6 +15,7 @@ from gkr.checks import image_problem
 from gkr.flags import as_flags
 from gkr.render import CHECKPOINT_MOUNT, DATASET_MOUNT, NCCL_ENV_SCRIPT, nccl_prelude
 from gkr.submit import prepare
+from tests.conftest import REPO
 from tests.gkr.conftest import EXAMPLES, shipped
 
 SHIPPED = shipped()
@@ -164,3 +165,25 @@ def test_pods_run_as_the_team_ksa_and_mount_only_the_team_folder(example: str) -
                 if volume["name"] == "checkpoints":
                     options = csi["volumeAttributes"]["mountOptions"].split(",")
                     assert [o for o in options if o.startswith("only-dir")] == [f"only-dir=teams/{team}"]
+
+
+def test_a_cpu_job_runs_on_the_cpu_pool_it_names(tmp_path: Path) -> None:
+    """`pool:` is enforced for CPU pods too: a region with two CPU pools, a job that names the second; the
+    Ray head stays on the region's first (the selector is what Kueue admits on: tests/gkr/test_kueue_admission.py)."""
+    from gkr import registry
+    from tests.gkr.conftest import registry_folder
+
+    text = (REPO / "fleet.yaml").read_text()
+    pool = "      - {name: cpu, machine_type: n2-standard-32, max_nodes: 64}\n"
+    assert pool in text
+    (tmp_path / "fleet.yaml").write_text(
+        text.replace(pool, pool + "      - {name: cpu-big, machine_type: n2-standard-32, max_nodes: 8}\n", 1)
+    )
+    two = registry.load(registry_folder(tmp_path / "fleet.yaml"))
+    given = as_flags({"pool": "cpu-big", "region": "us-central1", "team": "research"})
+    _, job = prepare(str(EXAMPLES / "cpu-data-job.yaml"), given, two, None)[1]
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-big"}
+    given = as_flags({"pool": "cpu-big", "pods": 4, "gpus_per_pod": 0, "cpus_per_pod": 16, "memory_per_pod_gib": 64})
+    (rayjob,) = prepare(str(EXAMPLES / "pretrain-128-nodes.yaml"), given, two, None)[1]
+    assert group(rayjob, "worker")["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-big"}
+    assert group(rayjob, "head")["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu"}

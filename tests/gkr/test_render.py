@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from contract import names
 from gkr.flags import as_flags
@@ -32,7 +34,11 @@ def test_h200_workers_get_gpu_networking_and_queue() -> None:
     assert job["spec"]["shutdownAfterJobFinishes"] is True
     pod = workers(job)
     spec = pod["spec"]
-    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
+    # The pool as well as the accelerator: the pool is the Kueue flavor (tests/gkr/test_kueue_admission.py).
+    assert spec["nodeSelector"] == {
+        "cloud.google.com/gke-nodepool": "h200-a",
+        "cloud.google.com/gke-accelerator": "nvidia-h200-141gb",
+    }
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     interfaces = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
     assert [(i["interfaceName"], i["network"]) for i in interfaces][1:3] == [("eth1", "gvnic-1"), ("eth2", "rdma-0")]
@@ -182,3 +188,50 @@ def test_rayjob_entrypoint_runs_the_cross_pod_check_first() -> None:
         job["spec"]["entrypoint"]
         == "python train.py configs/config.yaml model=small optim=diloco run.launcher=ray ft.device=cuda run.name=llama-70b-pretrain"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "pool"),
+    [
+        ({}, "h200-flex"),
+        ({"kind": "job"}, "h200-flex"),  # an indexed Job's pods too
+        ({"pool": "h200-a"}, "h200-a"),
+    ],
+)
+def test_every_gpu_pod_selects_its_pool(given: dict[str, Any], pool: str) -> None:
+    """Kueue gives a pod only a flavor whose nodeLabels its selector matches: the pool is what it admits on."""
+    for obj in objects("flex-start-finetune", **given):
+        if obj["kind"] == "Job":
+            spec = obj["spec"]["template"]["spec"]
+        elif obj["kind"] == "RayJob":
+            spec = workers(obj)["spec"]
+        else:
+            continue
+        assert spec["nodeSelector"][names.NODE_POOL_LABEL] == pool
+
+
+def edited(tmp_path: Path, example: str, **changes: Any) -> list[dict[str, Any]]:
+    """An example with some keys changed, as a job file (keys without a flag, such as `ray`)."""
+    path = tmp_path / f"{example}.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text()), **changes}))
+    return prepare(str(path), as_flags({}), SHIPPED, None)[1]
+
+
+def test_rayjobs_retry_and_have_a_deadline(tmp_path: Path) -> None:
+    """KubeRay v1.7.0: backoffLimit retries a failed RayJob on a new RayCluster; activeDeadlineSeconds fails one
+    attempt that runs too long (gkr/spec.py, render.DEFAULT_BACKOFF_LIMIT say why these defaults)."""
+    (job,) = objects("flex-start-finetune")
+    assert (job["spec"]["backoffLimit"], job["spec"]["activeDeadlineSeconds"]) == (2, 7 * 24 * 3600)
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    (job,) = edited(tmp_path, "flex-start-finetune", ray={"backoff_limit": 0, "deadline_seconds": 3600})
+    assert (job["spec"]["backoffLimit"], job["spec"]["activeDeadlineSeconds"]) == (0, 3600)
+    (job,) = edited(tmp_path, "flex-start-finetune", ray={"interactive": True})
+    assert job["spec"]["backoffLimit"] == 0  # KubeRay refuses retries in interactive mode
+    (job,) = objects("pretrain-128-nodes")
+    assert job["spec"]["activeDeadlineSeconds"] == 30 * 24 * 3600  # a run of weeks says so
+
+
+def test_a_raycluster_has_neither() -> None:
+    (cluster,) = objects("persistent-raycluster")
+    assert "backoffLimit" not in cluster["spec"]
+    assert "activeDeadlineSeconds" not in cluster["spec"]

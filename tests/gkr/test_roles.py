@@ -33,8 +33,8 @@ def env(group: dict[str, Any]) -> dict[str, str]:
 def test_one_worker_group_per_role_pinned_by_a_ray_resource() -> None:
     trainer, generators = groups_of("grpo-8b")
     assert (trainer["groupName"], generators["groupName"]) == ("trainer", "generators")
-    for group in (trainer, generators):
-        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    for group, pods in ((trainer, 3), (generators, 1)):
+        assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == pods
         (container,) = group["template"]["spec"]["containers"]
         assert container["resources"]["limits"][names.GPU_RESOURCE] == "8"
     assert trainer["rayStartParams"] == {"resources": '"{\\"meridian_trainer\\": 8}"'}
@@ -45,7 +45,7 @@ def test_each_role_its_environment() -> None:
     trainer, generators = map(env, groups_of("grpo-8b"))
     assert trainer[names.ROLE_ENV] == "trainer"
     assert generators[names.ROLE_ENV] == "generators"
-    assert (trainer[names.REPLICA_GROUPS_ENV], trainer[names.GROUP_SIZE_ENV]) == ("2", "8")
+    assert (trainer[names.REPLICA_GROUPS_ENV], trainer[names.GROUP_SIZE_ENV]) == ("3", "8")
     assert names.REPLICA_GROUPS_ENV not in generators
     assert names.GROUP_SIZE_ENV not in generators
     assert generators[names.TENSOR_PARALLEL_ENV] == "1"  # torch engines: one GPU each
@@ -60,7 +60,7 @@ def head_env(example: str) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container["env"]}
 
 
-@pytest.mark.parametrize(("example", "engines", "tp"), [("grpo-8b", "16", "1"), ("grpo-tiny-cpu", "1", "1")])
+@pytest.mark.parametrize(("example", "engines", "tp"), [("grpo-8b", "8", "1"), ("grpo-tiny-cpu", "1", "1")])
 def test_the_driver_learns_the_engines_and_their_size(example: str, engines: str, tp: str) -> None:
     """rl.generators where the group shape goes (head and trainer); the head's driver sizes each actor's ask."""
     head = head_env(example)
@@ -140,7 +140,7 @@ def roles(trainer: dict[str, Any] | None = None, generators: dict[str, Any] | No
             "roles.generators.gpus_per_pod: one role has GPUs",
         ),
         ({"roles": roles(trainer={"gpus_per_pod": 0, "group_size": None})}, "roles.trainer.gpus_per_pod: one role"),
-        ({"roles": roles(trainer={"group_size": 3})}, "roles.trainer.group_size: group_size 3 does not divide"),
+        ({"roles": roles(trainer={"group_size": 5})}, "roles.trainer.group_size: group_size 5 does not divide"),
         ({"roles": roles(generators={"gpus_per_pod": 3, "tensor_parallel": 1})}, "roles.generators.gpus_per_pod: 3"),
         ({"roles": roles(generators={"image": "docker.io/vllm:latest"})}, "roles.generators.image: 'docker.io"),
         ({"roles": roles(generators={"tensor_parallel": 2})}, f"roles.generators.tensor_parallel: {TORCH_TP}"),
@@ -184,7 +184,7 @@ def test_roles_with_regions_refused(gkr: Callable[..., Result], tmp_path: Path) 
 def test_gpus_and_nodes_count_both_roles() -> None:
     resolved, _ = prepare(str(EXAMPLES / "grpo-8b.yaml"), as_flags({}), SHIPPED, None)
     assert (resolved.gpus, resolved.nodes) == (32, 4)
-    assert resolved.gpus_text == "trainer 2 pods x 8 GPUs + generators 2 pods x 8 GPUs = 32 GPUs"
+    assert resolved.gpus_text == "trainer 3 pods x 8 GPUs + generators 1 pod x 8 GPUs = 32 GPUs"
 
 
 def test_quota_and_pool_count_both_roles(gkr: Callable[..., Result], tmp_path: Path) -> None:
@@ -193,15 +193,74 @@ def test_quota_and_pool_count_both_roles(gkr: Callable[..., Result], tmp_path: P
     result = gkr("submit", "-f", job(tmp_path, roles=big), "--dry-run")
     assert result.exit_code == 2
     assert (
-        "trainer 2 pods x 8 GPUs + generators 4,000 pods x 8 GPUs = 32,016 GPUs, above team research's quota"
+        "trainer 3 pods x 8 GPUs + generators 4,000 pods x 8 GPUs = 32,024 GPUs, above team research's quota"
         in result.stderr
     )
-    assert "2 trainer pods and 4,000 generator pods need 4,002 nodes; pool h200-a has 384" in result.stderr
+    assert "3 trainer pods and 4,000 generator pods need 4,003 nodes; pool h200-a has 384" in result.stderr
 
 
 def test_summary_states_each_roles_arithmetic(gkr: Callable[..., Result]) -> None:
     result = gkr("submit", "-f", str(EXAMPLES / "grpo-8b.yaml"), "--dry-run")
     assert result.exit_code == 0, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[1] == "trainer 2 pods x 8 H200 = 16 GPUs in 2 replica groups x 8 GPUs (one pod each)"
-    assert lines[2].startswith("generators 2 pods x 8 H200, 16 engines of 1; 32 GPUs in all; 804 CPU")
+    assert lines[1] == "trainer 3 pods x 8 H200 = 24 GPUs in 3 replica groups x 8 GPUs (one pod each)"
+    assert lines[2].startswith("generators 1 pod x 8 H200, 8 engines of 1; 32 GPUs in all; 804 CPU")
+    assert len(lines) == 3  # no warning: the roles are one pod-set group
+
+
+def entrypoint(tmp_path: Path, **changes: Any) -> str:
+    (rayjob,) = prepare(job(tmp_path, **changes), as_flags({}), SHIPPED, None)[1]
+    return str(rayjob["spec"]["entrypoint"])
+
+
+def test_the_collective_preflight_covers_every_gpu_pod_of_both_roles(tmp_path: Path) -> None:
+    """The weight sync crosses roles and a bad node anywhere stalls the run: every GPU pod is checked."""
+    (rayjob,) = prepare(str(EXAMPLES / "grpo-8b.yaml"), as_flags({}), SHIPPED, None)[1]
+    assert rayjob["spec"]["entrypoint"].startswith("python -m preflight.ray_collective --pods 4 --gpus-per-pod 8 ")
+    # Roles of different pod sizes: one bundle of the smaller size per pod.
+    mixed = roles(trainer={"pods": 2}, generators={"pods": 3, "gpus_per_pod": 4})
+    assert entrypoint(tmp_path, roles=mixed).startswith("python -m preflight.ray_collective --pods 5 --gpus-per-pod 4 ")
+    cpu = yaml.safe_load((EXAMPLES / "grpo-tiny-cpu.yaml").read_text())
+    assert not entrypoint(tmp_path, **cpu, pool=None).startswith("python -m preflight")  # no GPUs, no all-reduce
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        (
+            {"roles": roles(trainer={"pods": 2}, generators={"pods": 2})},
+            "the trainer (2 pods) and the generators (2 pods) may each get a different block, and the weight sync "
+            "would cross blocks: Kueue pairs two pod sets in one domain only when one of them is a single pod; "
+            "give one role 1 pod",
+        ),
+        (
+            {"roles": roles(trainer={"pods": 4, "group_size": 16})},
+            "Kueue pairs no pod set that is sliced into sub-blocks",
+        ),
+        (
+            {"roles": roles(trainer={"pods": 1}), "topology": {"mode": "required", "level": "host"}},
+            "both roles' 16 GPUs do not fit one host; use a wider level",
+        ),
+    ],
+)
+def test_roles_kueue_cannot_pair_are_not_grouped_and_say_so(
+    gkr: Callable[..., Result], tmp_path: Path, changes: dict[str, Any], why: str
+) -> None:
+    """Kueue's webhook refuses a pod-set group it cannot place (tests/gkr/test_kueue_admission.py has its rules):
+    gkr renders none, and warns that the roles may land in different domains."""
+    result = gkr("submit", "-f", job(tmp_path, **changes), "--dry-run", "-o", "yaml")
+    assert result.exit_code == 0, result.stderr
+    (rayjob,) = yaml.safe_load_all(result.stdout)
+    for group in rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+        assert "kueue.x-k8s.io/podset-group-name" not in group["template"]["metadata"]["annotations"]
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert why in warning, warning
+
+
+def test_roles_without_a_topology_are_not_grouped(gkr: Callable[..., Result], tmp_path: Path) -> None:
+    result = gkr("submit", "-f", job(tmp_path, topology=None), "--dry-run", "-o", "yaml")
+    assert result.exit_code == 0, result.stderr
+    (rayjob,) = yaml.safe_load_all(result.stdout)
+    for group in rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+        assert "kueue.x-k8s.io/podset-group-name" not in group["template"]["metadata"]["annotations"]
+    assert "warning:" not in result.stderr

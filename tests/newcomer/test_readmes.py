@@ -74,7 +74,7 @@ COMMANDS: dict[str, Run | Skip] = {
     "python platform/trainer/train.py platform/trainer/configs/grpo.yaml run.name=grpo run.steps=150": Skip(
         "a CPU GRPO run of minutes: tests/rl/test_distributed.py runs it end to end, with its faults"
     ),
-    "gkr submit -f platform/gkr/examples/grpo-8b.yaml --dry-run": Run("generators 2 pods x 8 H200", activated=True),
+    "gkr submit -f platform/gkr/examples/grpo-8b.yaml --dry-run": Run("generators 1 pod x 8 H200", activated=True),
     "preflight run --check compute --cpu": Run("PASS  compute", activated=True),
     # platform/fleet/README.md
     "make plan FLEET=path/to/fleet.yaml": Run("path/to/fleet.yaml", codes=(2,)),  # the placeholder: one line, exit 2

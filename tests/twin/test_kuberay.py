@@ -71,7 +71,7 @@ def pods_of(name: str) -> ClusterPods:
     ("name", "groups"),
     [
         ("grpo-tiny-cpu", {"trainer": 1, "generators": 1}),
-        ("grpo-8b", {"trainer": 2, "generators": 2}),
+        ("grpo-8b", {"trainer": 3, "generators": 1}),
         ("persistent-raycluster", {"workers": 2}),
         ("pretrain-spares", {"workers": 34}),
     ],
@@ -259,7 +259,8 @@ def test_the_submitter_job_waits_for_the_dashboard_then_submits_once(tiny: JobPo
     assert tiny.submitter["metadata"]["labels"]["job-name"] == "grpo-tiny-cpu"
     assert tiny.dashboard_url == dashboard
     assert tiny.pods[-1] is tiny.submitter
-    assert (tiny.shutdown_after_job_finishes, tiny.ttl_seconds_after_finished, tiny.backoff_limit) == (True, 0, 0)
+    # gkr's default retries (gkr.render.DEFAULT_BACKOFF_LIMIT) and no TTL (refused under Kueue).
+    assert (tiny.shutdown_after_job_finishes, tiny.ttl_seconds_after_finished, tiny.backoff_limit) == (True, 0, 2)
 
 
 def test_every_head_service_name_resolves_to_the_head_pod(tiny: JobPods) -> None:
@@ -281,7 +282,7 @@ def test_every_head_service_name_resolves_to_the_head_pod(tiny: JobPods) -> None
 
 def test_interactive_and_sidecar_modes() -> None:
     job = golden("grpo-tiny-cpu")
-    job["spec"]["submissionMode"] = "InteractiveMode"
+    job["spec"].update(submissionMode="InteractiveMode", backoffLimit=0)  # no retries there, as gkr renders it
     interactive = rayjob_pods(job)
     assert interactive.submitter is None
     assert interactive.submission_id is None

@@ -264,6 +264,7 @@ def _cpu_capacity(r: Resolved) -> list[Problem]:
 
 
 def _ray(spec: JobSpec) -> list[Problem]:
+    """What Kueue and KubeRay refuse, or would do wrongly, of the `ray` keys; every gkr RayJob is Kueue's (queue label)."""
     ray, out = spec.ray, []
     if spec.kind == "rayjob":
         if not ray.shutdown_after_finish:
@@ -274,9 +275,25 @@ def _ray(spec: JobSpec) -> list[Problem]:
                     message=f"a Kueue-managed RayJob must shut its cluster down when it finishes{ttl}",
                 )
             )
-        if ray.backoff_limit is not None and ray.interactive:
+        elif ray.ttl_seconds is not None:
+            # Kueue finishes the Workload, freeing its quota, as soon as the RayJob is Complete or Failed
+            # (v0.19.2 pkg/controller/jobs/rayjob/rayjob_controller.go Finished; jobframework/reconciler.go,
+            # "handle job is finished"); KubeRay deletes the cluster only ttlSecondsAfterFinished after its
+            # EndTime (v1.7.0 rayjob_controller.go handleShutdownAfterJobFinishes): the nodes stay held,
+            # uncounted, while Kueue admits other jobs onto them.
             out.append(
-                Problem(path=("ray", "backoff_limit"), message="KubeRay rejects backoff_limit in interactive mode")
+                Problem(
+                    path=("ray", "ttl_seconds"),
+                    message="Kueue frees a RayJob's quota when it finishes, while its Ray cluster would keep the "
+                    "nodes for the TTL (kubernetes-sigs/kueue#3994); drop ray.ttl_seconds",
+                )
+            )
+        if ray.backoff_limit and ray.interactive:
+            out.append(
+                Problem(
+                    path=("ray", "backoff_limit"),
+                    message="KubeRay refuses retries in interactive mode; drop ray.backoff_limit or set it to 0",
+                )
             )
         if ray.cluster is not None:
             out.append(
@@ -289,7 +306,7 @@ def _ray(spec: JobSpec) -> list[Problem]:
     defaults = Ray()
     changed = [
         k
-        for k in ("ttl_seconds", "backoff_limit", "cluster", "interactive", "shutdown_after_finish")
+        for k in ("ttl_seconds", "backoff_limit", "deadline_seconds", "cluster", "interactive", "shutdown_after_finish")
         if getattr(ray, k) != getattr(defaults, k)
     ]
     if changed:

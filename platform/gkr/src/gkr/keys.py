@@ -99,7 +99,7 @@ def default_text(field: dataclasses.Field[Any]) -> str:
 def bounds_text(setting: codec.Setting) -> str:
     """`, at least 1`: the bounds the decoder enforces, as the README states them."""
     parts = [
-        f"{word} {value:g}"
+        f"{word} {int(value):,}" if float(value).is_integer() else f"{word} {value:g}"  # 2,147,483,647, not 2.14748e+09
         for word, value in (("at least", setting.low), ("above", setting.above), ("at most", setting.high))
         if value is not None
     ]

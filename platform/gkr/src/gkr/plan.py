@@ -14,7 +14,7 @@ from contract.problem import Invalid
 from gkr.config import UserConfig
 from gkr.flags import Flags
 from gkr.registry import Located
-from gkr.resolve import share_warning
+from gkr.resolve import roles_warning, share_warning
 from gkr.resolved import Resolved
 from gkr.submit import prepare_job, read
 
@@ -57,4 +57,4 @@ def plan(
 
 
 def _warnings(parts: list[Resolved]) -> list[str]:
-    return [warning for warning in map(share_warning, parts) if warning is not None]
+    return [warning for part in parts for warning in (share_warning(part), roles_warning(part)) if warning is not None]

@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from contract import names
 from gkr import groups, roles
 from gkr.resolved import Resolved
+from gkr.spec import Ray
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -30,6 +31,22 @@ DATA_DIR = "/data"
 RENDEZVOUS_PORT = 29500
 NODE_CHECKS = ("kernel-log", "gpu-state", "nccl", "rdma-interfaces", "shm")
 LEVEL_LABELS = dict(zip(("block", "subblock", "host"), names.TOPOLOGY_LEVELS, strict=False))
+# Kueue's annotation pairing two pod sets in one topology domain (apis/kueue/v1beta2/topology_types.go), and the
+# name gkr gives an RL job's pair: any name but a number (tas_validation.go validatePodSetGroupNameAnnotation).
+PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
+ROLE_GROUP = "roles"
+# A failed RayJob is retried on a new RayCluster (KubeRay v1.7.0 rayjob_controller.go
+# checkBackoffLimitAndUpdateStatusIfNeeded: Failed becomes Retrying in the same status update, so Kueue never
+# sees Failed; the Retrying branch deletes the cluster and starts again from New). Kueue keeps the admission:
+# its RayJob integration finishes the Workload only on Failed or Complete and the RayJob stays unsuspended
+# (Kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_controller.go Finished, IsSuspended), and the new cluster
+# is built from spec.rayClusterSpec, where Kueue wrote the admitted flavor's selectors (RunWithPodSetsInfo).
+# The retry resets the RayJob's RayClusterStatus, so PodsReady turns false and waitForPodsReady's
+# recoveryTimeout (fleet's kueue.py) bounds how long the new cluster may take. Two retries: a Ray head lost
+# (the one failure the trainer cannot ride out in place: no GCS fault tolerance, README) costs a cluster
+# restart from the last checkpoint instead of a new place in the queue, twice in a run's life; a deterministic
+# failure (a bad command) costs two cluster starts before it is reported.
+DEFAULT_BACKOFF_LIMIT = 2
 
 # Google's NCCL environment for gIB on A3 Ultra. Every GPU process gets it the way Google's
 # references do (container-engine-accelerators gpudirect-rdma/nccl-test.yaml, gpu-recipes
@@ -185,8 +202,9 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
     if gpu:
         _gpu_node(r, parts)
     elif r.cpu_pool is not None:  # resolve refuses CPU pods in a region without a CPU pool
-        # The CPU pool only, with no GPU toleration: Kueue admits it on the pool's flavor, never on H200 nodes.
-        parts.node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name
+        # A CPU pool only, with no GPU toleration: Kueue admits it on the pool's flavor, never on H200 nodes. The
+        # Ray head goes to the region's CPU pool; a CPU job's pods to the one it resolved to (`pool:`).
+        parts.node_selector[names.NODE_POOL_LABEL] = r.cpu_pool.name if head else r.pool.name
     cpus, memory = (spec.ray.head_cpus, spec.ray.head_memory_gib) if head else (r.cpus, r.memory_gib)
     _storage(r, parts, gpu, memory)
     resources: dict[str, Any] = {
@@ -219,6 +237,14 @@ def pod(r: Resolved, gpu: bool, head: bool = False) -> dict[str, Any]:
 def _gpu_node(r: Resolved, parts: _Pod) -> None:
     """A GPU pod: its machine's selector and taints, the driver (and gIB with RDMA) from the host, its placement."""
     machine = r.machine
+    # The pool as well as the accelerator: Kueue matches a pod's nodeSelector, reduced to each flavor's own label
+    # keys, against that flavor's nodeLabels (GKE's node-pool label, fleet's kueue.py), and with whenCanBorrow
+    # MayStopSearch (v1beta2's default) the first flavor that fits wins (Kueue v0.19.2
+    # pkg/scheduler/flavorassigner/flavorassigner.go checkFlavorForPodSets, flavorSelector, findFlavorForPodSets;
+    # test "multiple flavors, fits a node selector"). The accelerator alone matches every H200 flavor: a job that
+    # asked for a flex-start pool would take the reservation's, and its ProvisioningRequest (the AdmissionCheck is
+    # on the flex-start flavor only) would never be made.
+    parts.node_selector[names.NODE_POOL_LABEL] = r.pool.name
     parts.node_selector[names.ACCELERATOR_LABEL] = str(machine.gpu_type)
     parts.tolerations += [
         {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
@@ -295,6 +321,43 @@ def group_slices(r: Resolved) -> dict[str, str]:
     }
 
 
+def role_group(r: Resolved) -> str | None:
+    """The Kueue pod-set group that holds an RL job's two GPU roles in one topology domain, or None.
+
+    Each worker group is a PodSet and Kueue finds each its own domain; `kueue.x-k8s.io/podset-group-name`
+    on both makes it place the pair in one (Kueue v0.19.2 pkg/cache/scheduler/tas_flavor_snapshot.go
+    FindTopologyAssignmentsForFlavor, findLeaderAndWorkers), so the weight sync stays under one block's
+    switches. Only where Kueue's webhook takes the pair (`role_group_refusal`).
+    """
+    asked = r.generators is not None and r.spec.topology is not None and r.spec.gpus_per_pod > 0
+    return ROLE_GROUP if asked and role_group_refusal(r) is None else None
+
+
+def role_group_refusal(r: Resolved) -> str | None:
+    """Why Kueue would refuse an RL job's two GPU roles as one pod-set group, or None (also when there is no pair).
+
+    Kueue v0.19.2 pkg/controller/jobframework/tas_validation.go, called by the RayJob webhook
+    (pkg/controller/jobs/raycluster/common.go ValidateTopologyRequest): ValidatePodSetGroupingTopology wants
+    exactly two pod sets, one of them of a single pod, with the same required or preferred topology (both
+    roles get the job's, `_gpu_node`); ValidateTASPodSetRequest forbids the group name beside slice
+    annotations (a trainer whose groups span pods, `group_slices`). A pair held to one host must fit one.
+    """
+    generators, topology = r.generators, r.spec.topology
+    if generators is None or topology is None or not r.spec.gpus_per_pod:
+        return None
+    trainer = replace(r, spec=replace(r.spec, roles=None))
+    if group_slices(trainer):
+        return (
+            "Kueue pairs no pod set that is sliced into sub-blocks, as the trainer's replica groups of several "
+            "pods are; use groups of one pod to pair the roles"
+        )
+    if 1 not in (trainer.worker_pods, generators.spec.pods):
+        return "Kueue pairs two pod sets in one domain only when one of them is a single pod; give one role 1 pod"
+    if topology.level == "host" and trainer.gpus + generators.gpus > r.machine.gpus:
+        return f"both roles' {trainer.gpus + generators.gpus} GPUs do not fit one host; use a wider level"
+    return None
+
+
 def trainer_env(r: Resolved) -> list[dict[str, Any]]:
     """What the trainer reads about the job as a whole, on every pod of it: the Ray head runs the
     driver, which forms the groups and reports MFU; the workers hold the GPUs.
@@ -360,16 +423,25 @@ def _job_command(r: Resolved) -> list[str]:
 
 
 def _ray_entrypoint(r: Resolved) -> str:
-    """The RayJob's entrypoint: the all-reduce across the worker pods (placed by Ray), then the user's command."""
+    """The RayJob's entrypoint: the all-reduce across every GPU worker pod (placed by Ray), then the user's command.
+
+    Every GPU pod: the spares' (a replacement lands there) and, in an RL job, the generators' as well as the
+    trainer's (the weight sync crosses roles, and a bad node anywhere stalls the run). `preflight.ray_collective`
+    places one bundle of `--gpus-per-pod` GPUs per pod with Ray's SPREAD strategy (bundles on distinct nodes as
+    far as they go: Ray docs, "Placement Groups", strategies); roles of different sizes take the smaller.
+    """
     # The entrypoint is already a shell line: a string command goes in as written.
     command = r.spec.command if isinstance(r.spec.command, str) else shlex.join(r.command)
     spares = groups.spares(r.spec) if r.spare_pods else 0
     if spares:  # the trainer's supervisor holds them as its replacement groups (groups.py)
         command = f"{command} {groups.SPARE_OVERRIDE}{spares}"
-    pods = r.worker_pods  # the spares' nodes are checked as well: a replacement lands there
-    if not (r.spec.preflight and r.spec.gpus_per_pod and pods > 1):
+    pods, gpus = r.worker_pods, r.spec.gpus_per_pod
+    generators = r.generators
+    if generators is not None and generators.spec.gpus_per_pod:
+        pods, gpus = pods + generators.spec.pods, min(gpus, generators.spec.gpus_per_pod)
+    if not (r.spec.preflight and gpus and pods > 1):
         return command
-    return f"python -m preflight.ray_collective --pods {pods} --gpus-per-pod {r.spec.gpus_per_pod} {_busbw_threshold(r)} && {command}"
+    return f"python -m preflight.ray_collective --pods {pods} --gpus-per-pod {gpus} {_busbw_threshold(r)} && {command}"
 
 
 def _rl_env(r: Resolved, head: bool) -> list[dict[str, Any]]:
@@ -390,14 +462,14 @@ def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
     Each role's group gets a Ray custom resource (one unit per GPU, per CPU on CPU pods) that the
     driver's actors ask for to land on their role, and MERIDIAN_ROLE; of the workers, the trainer's
     alone have the replica-group variables and the engine count (`_rl_env`): its pod is the plain
-    job's. Every GPU pod of both roles selects the job's node pool: Kueue gives each PodSet a flavor
+    job's. Every pod of both roles selects the job's node pool (`pod`): Kueue gives each PodSet a flavor
     of its own, and a flavor is a pool (its nodeLabels), so the selector is what keeps the weight
-    sync on one zone's RDMA network.
+    sync on one zone's RDMA network; with a topology, `role_group` pairs them in one domain as well.
     """
     generators = r.generators
     if generators is None:
         return [{"name": "workers", "pods": r.worker_pods, "params": {}, "pod": trainer}]
-    out = []
+    out, group = [], role_group(r)
     for role, part, worker in (
         (roles.TRAINER, r, trainer),
         (roles.GENERATORS, generators, pod(generators, gpu=generators.spec.gpus_per_pod > 0)),
@@ -410,12 +482,21 @@ def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             env += _rl_env(r, head=False)
         worker["env"] = worker["env"] + env
-        worker["node_selector"] = {**worker["node_selector"], names.NODE_POOL_LABEL: r.pool.name}
+        if group is not None:
+            worker["annotations"] = {**worker["annotations"], PODSET_GROUP_ANNOTATION: group}
         # KubeRay hands rayStartParams to `ray start` through a shell: the JSON goes quoted, its quotes escaped.
         resources = json.dumps({names.ROLE_RESOURCES[role]: units}).replace('"', '\\"')
         pods = part.worker_pods if role == roles.TRAINER else part.spec.pods
         out.append({"name": role, "pods": pods, "params": {"resources": f'"{resources}"'}, "pod": worker})
     return out
+
+
+def backoff_limit(ray: Ray) -> int:
+    """The RayJob's retries: as given, else DEFAULT_BACKOFF_LIMIT, none in interactive mode (KubeRay v1.7.0
+    ray-operator/controllers/ray/utils/validation.go ValidateRayJobSpec refuses retries there, kuberay#3525)."""
+    if ray.backoff_limit is not None:
+        return ray.backoff_limit
+    return 0 if ray.interactive else DEFAULT_BACKOFF_LIMIT
 
 
 def render(r: Resolved) -> list[dict[str, Any]]:
@@ -445,7 +526,8 @@ def render(r: Resolved) -> list[dict[str, Any]]:
     else:
         context["head"] = head = pod(r, gpu=False, head=True)
         head["env"] = head["env"] + _rl_env(whole, head=True)
-        context["entrypoint"] = _ray_entrypoint(r)
+        context["entrypoint"] = _ray_entrypoint(whole)
+        context["backoff_limit"] = backoff_limit(spec.ray)
     # rayVersion picks KubeRay's probes: without it (or below 2.53) they run wget, which the trainer image lacks,
     # so no Ray pod turns Ready and KubeRay never submits the job (KubeRay v1.7.0 pod.go; found by make twin).
     context["ray_version"] = names.RAY_VERSION

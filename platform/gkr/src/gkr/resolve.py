@@ -9,8 +9,8 @@ import re
 
 from contract.problem import Problem, one_of
 from contract.registry import Pool, Region, Registry, Team, team_pools
-from contract.words import possessive
-from gkr import checks, defaults, roles
+from contract.words import count, possessive
+from gkr import checks, defaults, render, roles
 from gkr.resolved import Resolved, pod_size
 from gkr.spec import JobSpec
 
@@ -127,8 +127,9 @@ def _choices(usable: dict[str, int], team: Team, value: str = "") -> str:
 def share_warning(r: Resolved) -> str | None:
     """Why a GPU job may wait or be preempted although it fits the team's quota in the region, or None.
 
-    The quota plan splits a team's quota over the pools it may use; each pool is a Kueue flavor. A job
-    above the team's nominal share of its pool is admitted only by borrowing the other teams' idle GPUs
+    The quota plan splits a team's quota over the pools it may use; each pool is a Kueue flavor, and the
+    job's pods select their pool (render._gpu_node), so that flavor is the only one Kueue may give them. A
+    job above the team's nominal share of its pool is admitted only by borrowing the other teams' idle GPUs
     there, which they reclaim by preemption (the fleet's ClusterQueues: reclaimWithinCohort Any).
     """
     if not r.spec.gpus_per_pod:
@@ -140,4 +141,20 @@ def share_warning(r: Resolved) -> str | None:
         f"{r.gpus:,} GPUs are more than team {possessive(r.team.name)} nominal share of pool {r.pool.name} in {r.region.name} "
         f"({nominal:,} GPUs); Kueue may still admit the job by borrowing other teams' idle GPUs there, "
         "and preempts it when they reclaim them: pick a pool with room, or expect to wait"
+    )
+
+
+def roles_warning(r: Resolved) -> str | None:
+    """Why an RL job's roles, which asked for one topology domain, may each get a different one, or None.
+
+    Kueue finds a domain per pod set unless two form a pod-set group (render.role_group), which its
+    webhook takes only in some shapes (render.role_group_refusal).
+    """
+    why = render.role_group_refusal(r)
+    if why is None or r.spec.topology is None or r.generators is None:
+        return None
+    level, pods = r.spec.topology.level, (r.worker_pods, r.generators.spec.pods)
+    return (
+        f"the trainer ({count(pods[0], 'pod')}) and the generators ({count(pods[1], 'pod')}) may each get a "
+        f"different {level}, and the weight sync would cross {level}s: {why}"
     )

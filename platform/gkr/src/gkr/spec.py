@@ -29,13 +29,46 @@ class Topology:
     level: Literal["block", "subblock", "host"] = setting("block", help="the domain: `block`, `subblock` or `host`")
 
 
+# KubeRay's RayJob fields are int32 (ray-operator/apis/ray/v1/rayjob_types.go).
+INT32_MAX = 2**31 - 1
+# Each retry restarts the whole gang (a new Ray cluster); a job that failed this often fails for a reason a
+# retry does not fix. (KubeRay compares failures with backoffLimit + 1 in int32: a bound keeps it clear of that.)
+MAX_BACKOFF_LIMIT = 10
+# RayJob activeDeadlineSeconds: KubeRay fails the RayJob once that long has passed since its StartTime, which it
+# sets each time the RayJob leaves New: at admission, after a Kueue preemption and at each retry (KubeRay v1.7.0
+# rayjob_controller.go initRayJobStatusIfNeed, checkActiveDeadlineAndUpdateStatusIfNeeded), so queueing never
+# counts and the deadline bounds one attempt; a DeadlineExceeded RayJob is not retried
+# (checkBackoffLimitAndUpdateStatusIfNeeded). 7 days: more than any fine-tune, evaluation or RL job needs, so it
+# only ends a job stuck with its GPUs (every pod Running, nothing committed) that nobody stopped; a pretraining
+# run that means to go longer says so (platform/gkr/examples/pretrain-128-nodes.yaml).
+DEFAULT_DEADLINE_SECONDS = 7 * 24 * 3600
+
+
 @dataclass(frozen=True)
 class Ray:
     head_cpus: int = setting(8, low=1, help="CPUs of the Ray head (on the region's CPU pool)")
     head_memory_gib: int = setting(32, low=1, help="memory of the Ray head, GiB")
     shutdown_after_finish: bool = setting(True, help="delete the Ray cluster when the job ends (Kueue requires it)")
-    ttl_seconds: int | None = setting(None, low=0, help="how long a finished job's cluster stays; not with Kueue")
-    backoff_limit: int | None = setting(None, low=0, help="retries of the RayJob; not in interactive mode")
+    ttl_seconds: int | None = setting(
+        None,
+        low=0,
+        help="refused: Kueue frees a RayJob's quota when it finishes while its cluster would keep the nodes "
+        "for the TTL (kubernetes-sigs/kueue#3994)",
+    )
+    backoff_limit: int | None = setting(
+        None,
+        low=0,
+        high=MAX_BACKOFF_LIMIT,
+        help="retries of a failed RayJob, each on a new Ray cluster under the same Kueue admission "
+        "(default: 2; 0 in interactive mode, where KubeRay allows none)",
+    )
+    deadline_seconds: int = setting(
+        DEFAULT_DEADLINE_SECONDS,
+        low=1,
+        high=INT32_MAX,
+        help="how long one admitted attempt may run before KubeRay fails it, not retried "
+        "(7 days; a retry or a re-admission starts the clock again)",
+    )
     interactive: bool = setting(False, help="KubeRay's interactive mode: the RayJob waits for a submission")
     cluster: str | None = setting(None, help="an existing RayCluster to run on; not with Kueue (refused)")
 
