@@ -230,7 +230,7 @@ def simulated_cordons(policy: Policy) -> None:
     names = [f"c-{i:04d}" for i in range(38)]
     for name in names:
         burst.inject(name, Signal("xid", 79), needs_new_machine=True)
-    delays = cordon_delays(burst, names, 800)
+    delays = cordon_delays(burst, names, 1000)  # 858 rounds: each replacement waits for its host report
     phases = {Record.from_annotations(burst.nodes[n].annotations).phase for n in names}
     print(
         f"30% of pool c (38 nodes) at once: first cordon after {delays[0]:.0f} s, median {statistics.median(delays):.0f} s, "

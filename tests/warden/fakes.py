@@ -293,6 +293,16 @@ class ComputeState(Faults):
     requests: list[Request] = field(default_factory=list)
     groups: dict[str, str] = field(default_factory=dict)  # instance -> managed instance group
     created_by: dict[str, str] = field(default_factory=dict)  # instance -> created-by value, overrides groups
+    # Every POST starts a zonal Operation, named operation-1, -2, ... in order, RUNNING until a test changes it
+    # here (status DONE, an `error`); zoneOperations.get answers it as it stands, 404 for a name never given.
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # POSTs whose path ends with a key are refused: HTTP status and Google's error message (its error envelope,
+    # https://cloud.google.com/compute/docs/api/how-tos/api-requests-responses#handling_api_errors).
+    refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+
+def compute_error(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": status, "message": message, "errors": [{"domain": "global", "message": message}]}}
 
 
 class FakeCompute(_Handler):
@@ -301,14 +311,35 @@ class FakeCompute(_Handler):
     def do_GET(self) -> None:
         r = self._read()
         name = r.path.rsplit("/", 1)[1]
+        if r.path.rsplit("/", 2)[1] == "operations":
+            found = self.state.operations.get(name)
+            if found is None:
+                self.send_json(404, compute_error(404, f"The resource '{name}' was not found"))
+            else:
+                self.send_json(200, found)
+            return
         group = self.state.groups.get(name)
         value = self.state.created_by.get(name) or f"projects/123/zones/us-central1-b/instanceGroupManagers/{group}"
         items = [{"key": "created-by", "value": value}] if group or name in self.state.created_by else []
         self.send_json(200, {"name": name, "metadata": {"items": items}})
 
     def do_POST(self) -> None:
-        self._read()
-        self.send_json(200, {"kind": "compute#operation", "name": "operation-1", "status": "RUNNING"})
+        r = self._read()
+        for suffix, (status, message) in self.state.refuse.items():
+            if r.path.endswith(suffix):
+                self.send_json(status, compute_error(status, message))
+                return
+        name = f"operation-{len(self.state.operations) + 1}"
+        target, _, verb = r.path.rpartition("/")
+        operation = {
+            "kind": "compute#operation",
+            "name": name,
+            "operationType": verb,
+            "status": "RUNNING",
+            "targetLink": f"https://compute.googleapis.com{target}",
+        }
+        self.state.operations[name] = operation
+        self.send_json(200, copy.deepcopy(operation))
 
 
 class _Server(ThreadingHTTPServer):

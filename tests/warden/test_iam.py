@@ -37,10 +37,14 @@ def _path(node: ast.expr) -> str:
 
 
 def rest_method(http_method: str, path: str) -> str:
-    """`instances.get` for GET .../instances/{}, `instances.reset` for POST .../instances/{}/reset."""
+    """`instances.get` for GET .../instances/{}, `instances.reset` for POST .../instances/{}/reset;
+    `zoneOperations.get` for GET projects/{}/zones/{}/operations/{} (the API names operations by scope)."""
     segments = path.split("/")
     if segments[-1] == "{}":
         assert http_method == "GET", path
+        if segments[-2] == "operations":
+            assert segments[-4] == "zones", path  # Warden reads only zonal operations
+            return "zoneOperations.get"
         return f"{segments[-2]}.get"
     assert http_method == "POST", path
     assert segments[-2] == "{}", path
@@ -76,7 +80,12 @@ def test_the_scanner_reads_instance_paths_as_gce_builds_them() -> None:
 
 def test_every_compute_call_has_its_permissions_and_the_role_holds_them() -> None:
     found = calls(GCE.read_text())
-    assert {m for _, m in found} >= {"instances.performMaintenance", "instances.reset", "instances.get"}
+    assert {m for _, m in found} >= {
+        "instances.performMaintenance",
+        "instances.reset",
+        "instances.get",
+        "zoneOperations.get",
+    }
     role = set(role_permissions())
     for line, method in found:
         assert method in COMPUTE_CALLS, f"gce.py:{line}: {method} has no IAM permission in contract.warden_iam"

@@ -173,21 +173,31 @@ def test_an_xid_79_node_goes_through_every_phase_with_exact_requests(cluster: Cl
     assert evictions[0].body["deleteOptions"] == {"gracePeriodSeconds": 600}
     assert evictions[0].body["kind"] == "Eviction"
 
-    # Round 3: drained -> remediating: report the host, then delete the instance from its group.
+    # Round 3: drained -> remediating: report the host; once its operation is DONE (the next round here),
+    # recreate the instance in its group (the order in detail: test_gce.py).
     clock.now += 30
     warden.round()
     assert record_of(cluster, bad).phase == "remediating"
+    assert record_of(cluster, bad).report == "operation-1"
+    cluster.gce.operations["operation-1"]["status"] = "DONE"
+    clock.now += 30
+    warden.round()
     posts = [(r.method, r.path.rsplit("/", 1)[1]) for r in cluster.gce.requests]
-    assert posts == [("POST", "reportHostAsFaulty"), ("GET", bad), ("POST", "recreateInstances")]
-    assert cluster.gce.requests[2].path.endswith(
+    assert posts == [
+        ("POST", "reportHostAsFaulty"),
+        ("GET", "operation-1"),
+        ("GET", bad),
+        ("POST", "recreateInstances"),
+    ]
+    assert cluster.gce.requests[3].path.endswith(
         "/zones/us-central1-b/instanceGroupManagers/gke-meridian-us-central1-h200-a-grp/recreateInstances"
     )
-    assert cluster.gce.requests[2].body == {"instances": [f"zones/us-central1-b/instances/{bad}"]}
+    assert cluster.gce.requests[3].body == {"instances": [f"zones/us-central1-b/instances/{bad}"]}
 
     # A restarted Warden mid-remediation asks nothing again.
     clock.now += 30
     cluster.warden().round()
-    assert len(cluster.gce.requests) == 3
+    assert len(cluster.gce.requests) == 4
 
     # The new machine registers under the same name with a new boot id: probation Job pinned to it.
     api.nodes[bad]["status"]["nodeInfo"]["bootID"] = "boot-2"

@@ -123,6 +123,14 @@ RAY_VERSION = "2.60.0"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = GPU_RESOURCE  # GKE taints GPU nodes with their resource name
 QUEUED_TAINT_KEY = "cloud.google.com/gke-queued"  # flex-start (queued provisioning) nodes
+# How GKE labels a node's provisioning model; written by GKE, not by tenants. cluster-toolkit v1.95.0 selects
+# flex-start A3 Ultra nodes by FLEX_START_LABEL=true (examples/gke-consumption-options/
+# dws-flex-start-queued-provisioning/nccl-jobset-example.yaml) and spot or on-demand ones by
+# PROVISIONING_LABEL=spot or standard (pkg/orchestrator/gke/gke_job_orchestrator.go, buildNodeSelector).
+SPOT_LABEL = "cloud.google.com/gke-spot"  # "true" on Spot VMs
+PREEMPTIBLE_LABEL = "cloud.google.com/gke-preemptible"  # "true" on preemptible VMs
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"  # "true" on flex-start VMs
+PROVISIONING_LABEL = "cloud.google.com/gke-provisioning"
 # GKE taints a node it is about to reclaim (spot preemption, host maintenance).
 IMPENDING_TERMINATION_TAINT_KEY = "cloud.google.com/impending-node-termination"
 WARDEN_TAINT_KEY = _WARDEN  # Warden's NoSchedule taint while a node is out of service

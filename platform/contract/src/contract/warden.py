@@ -40,6 +40,20 @@ ACT_ON: tuple[ActOn, ...] = ("unambiguous", "all")
 UNAMBIGUOUS_XIDS = frozenset(c for b in ("reset_gpu", "restart_machine", "restart_vm") for c in BUCKETS[b][0])
 UNAMBIGUOUS_SIGNALS: frozenset[str] = frozenset({"maintenance"})
 
+# Replacing a VM (issue 38): Warden first reports its host with Compute Engine's instances.reportHostAsFaulty,
+# whose zonal Operation runs while the VM keeps running, "10 - 12 minutes" by Google's account
+# (https://cloud.google.com/ai-hypercomputer/docs/manage/report-faulty-host, "How it works"). Deleting or
+# recreating the VM before that Operation is DONE ends it in INTERNAL_ERROR, and VMs without a reservation
+# (flex-start, spot) are refused with INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED
+# (https://cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api): Warden waits
+# for the Operation, then recreates the VM in its group; for spot and flex-start nodes it recreates at once.
+HOST_REPORT_S = 720.0  # Google's upper figure: the wait a reservation-bound VM's replacement adds
+# The most Warden waits for the Operation before it recreates the VM anyway: Google's 12 minutes and 8 more
+# (round_s polls and a slow operation), still under remediate_timeout_s, past which a replacement that shows no
+# sign of happening is asked again. A report not DONE by then is stuck (the page above: the VM "may remain in
+# the REPAIRING state"); the report is Google's best effort, the node's return is Warden's.
+HOST_REPORT_WAIT_S = 1200.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class Config:

@@ -16,6 +16,8 @@ COMPUTE_CALLS: dict[str, tuple[str, ...]] = {
     "instances.performMaintenance": ("compute.instances.performMaintenance",),
     "instances.reset": ("compute.instances.reset",),
     "instances.reportHostAsFaulty": ("compute.instances.reportHostAsFaulty",),
+    # Compute.operation: the host report's zonal Operation, read until DONE before the VM is recreated.
+    "zoneOperations.get": ("compute.zoneOperations.get",),
     # Zonal and regional groups alike (regionInstanceGroupManagers.recreateInstances asks the same).
     "instanceGroupManagers.recreateInstances": ("compute.instanceGroupManagers.update",),
 }

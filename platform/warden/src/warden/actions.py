@@ -14,6 +14,11 @@ counted and logged, the node is left alone for a while (exponential backoff)
 and the round goes on. Only LeaseLost stops the round: this replica may no
 longer act at all.
 
+A replacement's host report (reportHostAsFaulty) is one command; its answer,
+the operation's name or Compute Engine's refusal, is written to the record
+next, and the state machine recreates the VM once that operation is DONE
+(warden.state; the service reads the operation each round).
+
 Cordon, taint and uncordon patches carry the Node's resourceVersion: if
 anyone changed the Node since Warden read it, the API server answers 409,
 Warden re-reads it and tries again next round instead of overwriting a taint
@@ -27,18 +32,19 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from contract import health, names
 from warden.deepcheck import BURN_IN_LEVEL, container, deep_command
-from warden.gce import Compute, instance_of
+from warden.gce import Compute, Instance, instance_of, operation_outcome
 from warden.kube import ApiError, Kube, LeaseLost
 from warden.metrics import WardenMetrics
 from warden.nodecache import NodeCache
 from warden.policy import Policy
 from warden.ratelimit import Backoff
-from warden.state import Decision, Record, carried_out
+from warden.state import REPORT_REFUSED, REPORT_SENT, Decision, HostReport, Record, carried_out, is_operation
 
 log = logging.getLogger(__package__)
 TAINT = {"key": names.WARDEN_TAINT_KEY, "value": "quarantined", "effect": "NoSchedule"}
@@ -178,7 +184,9 @@ class Actuator:
             self.evict(self.kube.pods_on(name))
         elif verb == "restart_pods":
             self.evict([p for p in self.kube.pods_on(name) if uses_gpus(p)])
-        elif verb in ("reboot", "replace", "report_faulty"):
+        elif verb == "report_faulty":
+            self.report_host(node, record, detail)
+        elif verb in ("reboot", "replace"):
             self.compute_call(node, verb, detail)
         elif verb == "preflight":
             self.start_probation(node, record)
@@ -187,13 +195,44 @@ class Actuator:
         elif verb == "event":
             self.event(node, names.WARDEN_ACTION_REASON, detail, told or health.NodeEvent(change="other"))
 
-    def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
+    @staticmethod
+    def _instance(node: dict[str, Any], verb: str) -> Instance:
         instance = instance_of(node.get("spec", {}).get("providerID", ""))
         if instance is None:
             raise ApiError(0, verb, node["metadata"]["name"], "no gce:// providerID: not a GCE instance")
-        if verb == "report_faulty":
-            self.compute.report_host_as_faulty(instance, reason)
-        elif verb == "replace":
+        return instance
+
+    def report_host(self, node: dict[str, Any], record: Record, reason: str) -> None:
+        """Report the host, then record what the recreate waits for: the operation, or Compute Engine's refusal.
+
+        A 4xx answer is a refusal (INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED, MACHINE_TYPE_NOT_SUPPORTED,
+        RATE_LIMIT_EXCEEDED, ...): no operation runs, so the VM is recreated next round. No answer, or a 5xx,
+        may have started one: the record keeps REPORT_SENT and the state machine's bound ends the wait.
+        """
+        name = str(node["metadata"]["name"])
+        try:
+            answer = self.compute.report_host_as_faulty(self._instance(node, "report_faulty"), reason)
+            operation = str(answer.get("name", ""))
+            report = operation if is_operation(operation) else REPORT_SENT  # unnamed: nothing to poll, the bound
+        except ApiError as error:
+            if not 400 <= error.status < 500:
+                raise
+            log.warning("%s: host report refused, recreating the VM without it: %s", name, error)
+            report = REPORT_REFUSED
+        _, annotations = replace(record, report=report).to_annotations()
+        self.cache.store(self.kube.patch_node(name, {"metadata": {"annotations": annotations}}))
+
+    def host_report(self, node: dict[str, Any], operation: str) -> HostReport:
+        """The host report's operation as Compute Engine answers now (zoneOperations.get, no waiting)."""
+        done, error = operation_outcome(self.compute.operation(self._instance(node, "report_faulty"), operation))
+        if done and error:
+            log.warning("%s: host report %s ended in error: %s", node["metadata"]["name"], operation, error)
+        return HostReport(done=done, error=error)
+
+    def compute_call(self, node: dict[str, Any], verb: str, reason: str) -> None:
+        instance = self._instance(node, verb)
+        if verb == "replace":
+            log.info("%s: recreating the VM: %s", node["metadata"]["name"], reason)
             self.compute.recreate_in_group(self.compute.group_of(instance))
         elif names.MAINTENANCE_LABEL in (node["metadata"].get("labels") or {}):
             self.compute.perform_maintenance(instance)  # the reboot that also clears the pending host event

@@ -1,7 +1,8 @@
 """The Compute Engine calls Warden makes, over the REST API (standard library only).
 
 reset (a reboot from outside the guest), reportHostAsFaulty (ask Google to
-retire the physical host; GPU faults are UNRECOVERABLE_GPU_ERROR), and
+retire the physical host; GPU faults are UNRECOVERABLE_GPU_ERROR), reading
+that report's zonal Operation (the VM must stay until it is DONE), and
 recreating the instance in its managed instance group so the pool keeps its
 size. The token comes from the metadata server (Workload Identity gives the
 warden Google service account); tests pass their own and a local base URL.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,6 +33,22 @@ def metadata_token() -> str:
     request = urllib.request.Request(METADATA_TOKEN, headers={"Metadata-Flavor": "Google"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return str(json.load(response)["access_token"])
+
+
+def operation_outcome(operation: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a zonal Operation is DONE, and its error codes if it ended in error ("" if not): pure.
+
+    An Operation's `status` is PENDING, RUNNING or DONE; one that failed is DONE with `error.errors[]`,
+    each with a `code` (https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations). The codes
+    go into Events and logs, so only their first 200 printable ASCII characters are kept.
+    """
+    error, status = operation.get("error"), operation.get("httpErrorStatusCode")
+    items = error.get("errors") if isinstance(error, dict) else None
+    codes = [str(e.get("code") or "UNKNOWN") for e in items if isinstance(e, dict)] if isinstance(items, list) else []
+    if not codes and (error is not None or (isinstance(status, int) and status >= 400)):
+        codes = [f"HTTP {status}" if isinstance(status, int) else "UNKNOWN"]  # failed, and no code said why
+    text = ", ".join(codes)
+    return operation.get("status") == "DONE", "".join(c for c in text if " " <= c <= "~")[:200]
 
 
 def instance_of(provider_id: str) -> Instance | None:
@@ -120,6 +138,14 @@ class Compute:
             "faultReasons": [{"behavior": "UNRECOVERABLE_GPU_ERROR", "description": reason[:1000]}],
         }
         return self._post(f"{instance.path}/reportHostAsFaulty", body)
+
+    def operation(self, instance: Instance, name: str) -> dict[str, Any]:
+        """zoneOperations.get: one of the instance's zonal Operations as it stands now, without waiting.
+
+        Not zoneOperations.wait, which holds the request up to 2 minutes: a round must not stall on one node.
+        """
+        quoted = urllib.parse.quote(name, safe="")
+        return self._call("GET", f"projects/{instance.project}/zones/{instance.zone}/operations/{quoted}")
 
     def recreate_in_group(self, instance: Instance) -> dict[str, Any]:
         """Replace the machine and keep the pool's size.

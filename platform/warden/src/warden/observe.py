@@ -22,7 +22,7 @@ from contract.problem import Invalid
 from contract.signals import Kind
 from warden.controller import NodeView
 from warden.policy import Policy, Signal
-from warden.state import MAX_TIME, Facts, Record, read_record
+from warden.state import MAX_TIME, Facts, HostReport, Record, read_record
 
 # Node conditions the agent writes, and the signal kind each carries; the message lists
 # "<code>@<epoch seconds>" per code.
@@ -114,6 +114,26 @@ def signals(node: dict[str, Any], now: float, policy: Policy) -> tuple[Signal, .
     return tuple(found)
 
 
+def queued(node: dict[str, Any]) -> bool:
+    """A flex-start node with queued provisioning: GKE taints it cloud.google.com/gke-queued (REFERENCE, Kueue)."""
+    return any(t.get("key") == names.QUEUED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def reportable(node: dict[str, Any]) -> bool:
+    """Whether Compute Engine takes a host report for the node's VM: not spot, preemptible or flex-start.
+
+    reportHostAsFaulty answers INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED for VMs created without a
+    reservation (https://cloud.google.com/ai-hypercomputer/docs/troubleshooting/troubleshoot-faulty-host-api).
+    Read from what GKE writes on the Node, which no tenant can: its provisioning labels and the queued taint.
+    A label missed here costs one refused report and a round (warden.actions.report_host); an on-demand VM,
+    labelled as a reservation-bound one is (`standard`), takes that path.
+    """
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    spot = labels.get(names.SPOT_LABEL) == "true" or labels.get(names.PREEMPTIBLE_LABEL) == "true"
+    flex = labels.get(names.FLEX_START_LABEL) == "true" or queued(node)
+    return not (spot or flex or labels.get(names.PROVISIONING_LABEL) in ("spot", "preemptible", "flex-start"))
+
+
 def view(
     node: dict[str, Any],
     record: Record,
@@ -123,6 +143,7 @@ def view(
     probation: str | None = None,
     idle: bool = False,
     check_missing: bool = False,
+    report: HostReport | None = None,
 ) -> NodeView:
     meta, status = node.get("metadata", {}), node.get("status", {})
     labels = meta.get("labels") or {}
@@ -139,6 +160,8 @@ def view(
         joined=policy.burn_in and joined(node, now, policy),
         idle=idle,
         check_missing=check_missing,
+        reportable=reportable(node),
+        report=report,
     )
     return NodeView(
         name=meta["name"],

@@ -1,9 +1,10 @@
 """The Warden service: one round every `round_s` while this replica leads, and sooner for new signals.
 
 A round reads every GPU Node from the watch cache, adds what only the API
-can tell (pods left on draining nodes, probation results, NCCL failure
-Events), lets `controller.run_round` decide within the safety limits, and
-hands the decisions to the Actuator. Nothing about one node (an unreadable
+can tell (pods left on draining nodes, probation results, the host report
+operation a replacement waits for, NCCL failure Events), lets
+`controller.run_round` decide within the safety limits, and hands the
+decisions to the Actuator. Nothing about one node (an unreadable
 record, a Node not shaped like one, a failed or timed-out read) ends a
 round: that node is held for a person or read again next round, and the
 rest go on. A watch event with a new signal starts a round for that node
@@ -39,9 +40,9 @@ from warden.kube import ApiError, Kube, LeaseLost
 from warden.leader import Elector
 from warden.metrics import WardenMetrics, track_leadership
 from warden.nodecache import EventWatch, NodeCache
-from warden.observe import is_gpu_node, read_node_record, view
+from warden.observe import is_gpu_node, queued, read_node_record, view
 from warden.policy import Policy
-from warden.state import PHASES, Decision, Facts, Record
+from warden.state import PHASES, Decision, Facts, HostReport, Record, is_operation
 from warden.sweeper import Sweeper
 from warden.trust import Verdicts, nccl_failures, preflight_failures
 from warden.verify import Request
@@ -151,8 +152,21 @@ class Warden:
         pods, probation = self._node_reads(name, record) if decide else ([], None)
         finished = probation if probation in ("pass", "fail") else None
         idle = self.sweeper is not None and self.sweeper.idle(name)
-        found = view(node, record, now, self.policy, len(pods), finished, idle, probation == "missing")
+        report = self._host_report(name, node, record) if decide else None
+        found = view(node, record, now, self.policy, len(pods), finished, idle, probation == "missing", report)
         return found, [p for p in pods if p], probation
+
+    def _host_report(self, name: str, node: dict[str, Any], record: Record) -> HostReport | None:
+        """The operation of the host report a replacement waits for; None when there is none or it cannot be
+        read this round (an API error: read again next round; HOST_REPORT_WAIT_S bounds the wait)."""
+        if record.phase != "remediating" or not is_operation(record.report):
+            return None
+        try:
+            return self.actuator.host_report(node, record.report)
+        except ApiError as error:
+            self.metrics.api_errors.inc()
+            log.warning("%s: host report %s not read this round: %s", name, record.report, error)
+            return None
 
     def round(self, only: Collection[str] | None = None) -> Round:
         """One round over every GPU node; with `only`, decide and act on those nodes alone, budget over all."""
@@ -315,7 +329,7 @@ class Warden:
 
 def _flex(node: dict[str, Any]) -> bool:
     """A flex-start node: made for one workload and gone with it, burned in when it joins, never swept."""
-    return any(t.get("key") == names.QUEUED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
+    return queued(node)
 
 
 def _pool(node: Any) -> str:

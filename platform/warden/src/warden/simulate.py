@@ -3,8 +3,9 @@
 Nodes hold faults (an Xid that a reboot clears, or one that needs a new
 machine); the simulated agent reports them as signals while they last;
 commands change the simulated world the way the real adapters would
-(cordon, evict after the grace period, reboot with a new boot id, replace
-with a fresh machine, probation preflight). Records live only on the nodes,
+(cordon, evict after the grace period, reboot with a new boot id, report
+the host, whose operation is DONE report_s later, replace with a fresh
+machine, probation preflight). Records live only on the nodes,
 so "restarting Warden" is just carrying on with the same nodes.
 """
 
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contract import names
+from contract.warden import HOST_REPORT_S
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, run_round
 from warden.policy import Policy, Signal
-from warden.state import Facts, Record
+from warden.state import Facts, HostReport, Record, is_operation
 
 
 @dataclass
@@ -34,6 +36,7 @@ class SimNode:
     fault_needs_new_machine: bool = False
     preflight: str | None = None
     joined: bool = False  # a new node: burned in once Warden sees it (no record yet)
+    report_done_at: float = 0.0  # when its host report's operation is DONE
     touched: Counter[str] = field(default_factory=Counter)  # commands carried out, by verb
 
 
@@ -44,6 +47,7 @@ class SimCluster:
     now: float = 0.0
     step_s: float = 30.0
     reboot_s: float = 300.0
+    report_s: float = HOST_REPORT_S  # a host report's operation, RUNNING until DONE (Google: 10-12 minutes)
     api_error_rate: float = 0.0
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     max_out_share_seen: dict[str, float] = field(default_factory=dict)
@@ -79,6 +83,7 @@ class SimCluster:
                 joined=node.joined and names.WARDEN_RECORD_ANNOTATION not in node.annotations,
                 idle=node.pods == 0,
                 check_missing=record.phase == "probation" and node.preflight is None,
+                report=HostReport(done=self.now >= node.report_done_at) if is_operation(record.report) else None,
             )
             out.append(NodeView(node.name, node.pool, record, facts, signals))
         return out
@@ -109,6 +114,10 @@ class SimCluster:
             node.ready, node.down_until, node.preflight = False, self.now + self.reboot_s, None
             if node.fault is not None and not node.fault_needs_new_machine:
                 node.fault = None
+        elif verb == "report_faulty":  # as the actuator does: the operation's name onto the record
+            reported = replace(Record.from_annotations(node.annotations), report=f"operation-{node.name}")
+            node.annotations.update(reported.to_annotations()[1])
+            node.report_done_at = self.now + self.report_s
         elif verb == "replace":
             node.boot += 1
             node.ready, node.down_until, node.preflight = False, self.now + 2 * self.reboot_s, None

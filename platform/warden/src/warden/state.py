@@ -16,6 +16,13 @@ Everything Warden knows about a node lives in the Node's own annotation
 restarted Warden neither forgets nor repeats: a reboot is asked for once,
 with the boot id it must change.
 
+A replacement first reports the host as faulty (Compute Engine's
+reportHostAsFaulty) and recreates the VM only once the report's operation is
+DONE, whatever its outcome, Compute Engine refused the report, or
+HOST_REPORT_WAIT_S passed: recreating the VM under a running report ends the
+report in INTERNAL_ERROR. Spot and flex-start VMs, which Compute Engine takes
+no report for, are recreated at once (issue 38; contract.warden).
+
 Burn-in (issue 21): a node that joins (no record, no deep check, created
 within policy.burn_in_max_age_s) and is idle goes straight to probation,
 cordoned, flagged `burn_in`; its deep check starts when the pool's burn-in
@@ -30,12 +37,14 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from contract import health, names
 from contract.signals import ACTIONS, SEVERITY, Action
+from contract.warden import HOST_REPORT_WAIT_S
 from warden.policy import Policy, Signal
 
 PHASES = ("healthy", "suspect", "quarantined", "draining", "remediating", "probation", "held")
@@ -45,6 +54,16 @@ MAX_RECORD_BYTES = 64 * 1024
 MAX_REASON = 2048
 MAX_BOOT_ID = 128
 MAX_REMEDIATIONS = 64  # more than any repeat-offender window needs; older ones are dropped on write
+# Record.report: the host report a replacement waits for. REPORT_SENT before Compute Engine named its
+# operation (or when its answer was lost), REPORT_REFUSED when it answered with an error, else the operation's
+# name: a Compute Engine resource name (lowercase letters, digits, '-'), read back into a request's path.
+REPORT_SENT, REPORT_REFUSED = "sent", "refused"
+_OPERATION = re.compile(r"[a-z][-a-z0-9]{0,127}")
+
+
+def is_operation(report: str) -> bool:
+    """Whether Record.report names an operation to poll (rather than being empty or a marker)."""
+    return report not in ("", REPORT_SENT, REPORT_REFUSED) and bool(_OPERATION.fullmatch(report))
 
 
 class Unreadable(ValueError):
@@ -63,6 +82,12 @@ def _time(value: Any, name: str) -> float:
 def _text(value: Any, name: str, limit: int) -> str:
     if not isinstance(value, str) or len(value) > limit:
         raise Unreadable(f"{name}: not a string of at most {limit} characters")
+    return value
+
+
+def _report(value: Any) -> str:
+    if not isinstance(value, str) or not (value in ("", REPORT_SENT, REPORT_REFUSED) or is_operation(value)):
+        raise Unreadable(f"report: {str(value)[:40]!r} is not an operation's name, {REPORT_SENT} or {REPORT_REFUSED}")
     return value
 
 
@@ -87,6 +112,9 @@ class Record:
     # A node that joined and has not yet passed its first burn-in: out of service, but never counted
     # by the circuit breaker (it never took a job); the flag goes when the node first returns.
     burn_in: bool = False
+    # In `remediating`: the host report the VM's recreate waits for (REPORT_SENT, REPORT_REFUSED or its
+    # operation's name); "" when there is none, or the recreate was asked.
+    report: str = ""
 
     def to_annotations(self) -> tuple[dict[str, str], dict[str, str]]:
         """(labels, annotations) to write on the Node, always within what from_annotations accepts."""
@@ -141,11 +169,20 @@ def _parse(raw: str | None) -> tuple[Record, str | None]:
             handled=_time(data.get("handled", 0.0), "handled"),
             person_cordon=person_cordon,
             burn_in=burn_in,
+            report=_report(data.get("report", "")),
         )
     except (ValueError, RecursionError) as error:  # Unreadable is a ValueError
         why = f"unreadable {names.WARDEN_RECORD_ANNOTATION} annotation: {str(error)[:200]}"
         return Record(phase="held", reason=why), why  # a person decides
     return record, None
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """A host report's operation as Compute Engine last answered: DONE or not, and its errors once DONE."""
+
+    done: bool = False
+    error: str = ""  # Compute Engine's error codes, when it ended in error
 
 
 @dataclass(frozen=True)
@@ -161,6 +198,9 @@ class Facts:
     joined: bool = False  # new to Warden: no record, no deep check, created within burn_in_max_age_s
     idle: bool = False  # no job's pod uses its GPUs (as of the last pod listing)
     check_missing: bool = False  # on probation and no deep check Job exists for it
+    # Compute Engine takes a host report for it: not a spot or flex-start VM (GKE's labels, observe.reportable).
+    reportable: bool = True
+    report: HostReport | None = None  # the host report's operation, when one was read this round
 
 
 @dataclass(frozen=True)
@@ -265,22 +305,45 @@ def _draining(record: Record, seen: _Seen) -> Decision:
         boot_id=seen.facts.boot_id,
         remediations=(*record.remediations, seen.now),
     )
-    if record.action == "replace":
-        return Decision(remediating, (Command("report_faulty", record.reason), Command("replace", record.reason)))
-    return Decision(remediating, (Command("reboot", record.reason),))
+    if record.action != "replace":
+        return Decision(replace(remediating, report=""), (Command("reboot", record.reason),))
+    if not seen.facts.reportable:  # Compute Engine refuses a report for spot and flex-start VMs: none to wait for
+        return Decision(replace(remediating, report=""), (Command("replace", f"{record.reason} (no host report)"),))
+    # The report alone: the VM stays until its operation is DONE (_reporting), or a recreate would end it.
+    return Decision(replace(remediating, report=REPORT_SENT), (Command("report_faulty", record.reason),))
 
 
 def _remediating(record: Record, seen: _Seen) -> Decision:
     """Back (ready, with a new boot id): probation; past the timeout: ask again."""
     back = seen.facts.ready and seen.facts.boot_id != record.boot_id
     if back:
-        return Decision(replace(record, phase="probation", since=seen.now), (Command("preflight", "probation"),))
+        probation = replace(record, phase="probation", since=seen.now, report="")
+        return Decision(probation, (Command("preflight", "probation"),))
+    if record.report:
+        return _reporting(record, seen)
     if seen.now - record.since < seen.policy.remediate_timeout_s:
         return Decision(record)
     # The request was lost (an API error, a Warden restart before it left): the node never
     # went down, so asking again cannot double a reboot.
     verb = "replace" if record.action == "replace" else "reboot"
     return Decision(replace(record, since=seen.now), (Command(verb, f"retry: {record.reason}"),))
+
+
+def _reporting(record: Record, seen: _Seen) -> Decision:
+    """Recreate once the host report's operation is DONE (an error is told, not waited on), Compute Engine
+    refused the report, or HOST_REPORT_WAIT_S passed with no DONE seen (stuck, unreadable or never named)."""
+    found, waited = seen.facts.report, seen.now - record.since
+    if record.report == REPORT_REFUSED:
+        outcome = "refused by Compute Engine"
+    elif found is not None and found.done:
+        outcome = f"done with {found.error}" if found.error else "done"
+    elif waited >= HOST_REPORT_WAIT_S:
+        outcome = f"not done after {waited:.0f}s"
+    else:
+        return Decision(record)  # its operation still runs, or could not be read this round
+    told = f"host report {outcome}: recreating the VM"
+    replacing = replace(record, since=seen.now, report="")  # remediate_timeout_s counts from the recreate
+    return Decision(replacing, (Command("replace", f"{told} ({record.reason})"), Command("event", told)))
 
 
 def _probation(record: Record, seen: _Seen) -> Decision:
