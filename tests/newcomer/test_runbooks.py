@@ -21,8 +21,8 @@ from tests.newcomer.test_readmes import READMES, sh_commands
 from warden.cli import _parser as warden_parser
 
 RUNBOOKS = sorted((REPO / "platform" / "fleet" / "runbooks").glob("*.md"))
-KUBECTL_VERBS = {"get", "describe", "logs", "exec", "port-forward", "delete", "scale", "rollout"}
-TEAM_NS = re.compile(r'^(team-[a-z0-9-]+|"\$NS")$')
+KUBECTL_VERBS = {"get", "describe", "logs", "exec", "port-forward", "delete", "scale", "rollout", "patch"}
+TEAM_NS = re.compile(r'^(team-[a-z0-9-]+|"\$NS"|"\$WL_NS")$')  # a team's, or one the page's variables name
 
 
 def rendered() -> tuple[set[str], set[tuple[str, str, str]]]:
@@ -62,7 +62,8 @@ def kubectl_problems(words: list[str]) -> list[str]:
     namespace = words[words.index("-n") + 1] if "-n" in words else ""
     if namespace and namespace not in SPACES and not TEAM_NS.match(namespace):
         problems.append(f"namespace {namespace} is not in the rendered tree")
-    verb = next((w for w in words[1:] if not w.startswith("-") and w != namespace), "")
+    values = {words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-n", "--context")}  # flags' values
+    verb = next((w for w in words[1:] if not w.startswith("-") and w not in values), "")
     if verb not in KUBECTL_VERBS:
         problems.append(f"verb {verb!r}")
     for i, word in enumerate(words):  # deploy/warden, or `lease warden`: the object must exist
@@ -114,10 +115,11 @@ def test_the_checker_refuses_what_would_fail() -> None:
     assert problems("kubectl -n warden get lease wardn -o yaml") == ["Lease warden/wardn is not in the rendered tree"]
     assert problems("warden hold NODE") == ["does not parse with warden's CLI"]  # --reason is required
     assert problems("kubectl -n warden frobnicate pods") == ["verb 'frobnicate'"]
+    assert problems('kubectl --context "$CONTEXT" -n warden frobnicate pods') == ["verb 'frobnicate'"]
 
 
 @pytest.mark.parametrize("readme", [*READMES, *(p.relative_to(REPO).as_posix() for p in RUNBOOKS)])
 def test_every_kubectl_namespace_in_the_docs_exists(readme: str) -> None:
     text = (REPO / readme).read_text(encoding="utf-8")
-    named = set(re.findall(r"kubectl -n ([a-z0-9-]+)", text))
+    named = set(re.findall(r"kubectl (?:--context \S+ )?-n ([a-z0-9-]+)", text))
     assert {n for n in named if n not in SPACES and not TEAM_NS.match(n)} == set()

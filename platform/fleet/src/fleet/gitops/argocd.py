@@ -443,6 +443,17 @@ def source_permitted(project: dict[str, Any], repo_url: str) -> bool:
     return any(fnmatchcase(repo_url, pattern) for pattern in project.get("sourceRepos", []))
 
 
+# An operator pauses one application's automated sync, and so its self-heal, by setting this field to false, as the
+# runbooks do before they change what that application manages (argo-cd v3.5.1 docs/user-guide/auto_sync.md;
+# controller/appcontroller.go autoSync returns at once unless SyncPolicy.IsAutomatedSyncEnabled, types.go: false
+# only when `enabled` is false). The root application would put the field back at its next sync, so it ignores this
+# one field and keeps the live value when it syncs (docs/operator-manual/cluster-bootstrapping.md, "Ignoring
+# differences in child applications"; docs/user-guide/sync-options.md, RespectIgnoreDifferences). Git never sets it.
+# Not `argocd app set --sync-policy none`: that removes `automated` (cmd/util/app.go), which the root puts back.
+PAUSE_POINTER = "/spec/syncPolicy/automated/enabled"
+PAUSABLE = {"group": "argoproj.io", "kind": "Application", "jsonPointers": [PAUSE_POINTER]}
+
+
 def root(fleet: Fleet, region: Region) -> list[Obj]:
     """What bootstrap applies once: a project that may only manage Argo CD objects, and the root app."""
     project = obj(
@@ -465,6 +476,8 @@ def root(fleet: Fleet, region: Region) -> list[Obj]:
             "bootstrap",
             {"repoURL": fleet.gitops.repo, "targetRevision": fleet.gitops.revision, "path": apps_path(fleet, region)},
             NAMESPACE,
+            sync_options=("RespectIgnoreDifferences=true",),
+            ignore=[PAUSABLE],
         )
     )
     return [project, app]

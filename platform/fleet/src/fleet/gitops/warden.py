@@ -10,6 +10,7 @@ from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import thresholds
 from fleet.gitops.kueue import sweep_local_queue
 from fleet.gitops.objects import Obj, obj
+from fleet.gitops.operators import operator_objects
 from fleet.model import Fleet, Region
 
 CRITICAL_QUOTA = "critical-pods"
@@ -83,33 +84,6 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
         ),
         critical_pod_quota(region),
         sweep_local_queue(),
-        *node_operators(fleet),
+        # The operators' rights (what the runbooks use), here because Warden's namespace exists from this wave on.
+        *operator_objects(fleet),
     ]
-
-
-NODE_OPERATOR_ROLE = "meridian-node-operator"
-
-
-def node_operators(fleet: Fleet) -> list[Obj]:
-    """What `warden hold/release/report/held` need (read and patch Nodes), for the operators' group only.
-
-    Teams never get it: patching a Node writes Warden's record and preflight's failure annotation,
-    which Warden trusts (warden/trust.py); tests/tenancy/test_node_operators.py checks who can.
-    """
-    group = fleet.project.operators_group
-    if group is None:
-        return []
-    role = obj(
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRole",
-        NODE_OPERATOR_ROLE,
-        rules=[{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}],
-    )
-    binding = obj(
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRoleBinding",
-        f"{NODE_OPERATOR_ROLE}s",
-        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NODE_OPERATOR_ROLE},
-        subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-    )
-    return [role, binding]

@@ -95,3 +95,73 @@ def run_scoping(expr: str) -> list[str]:
     except ValueError:
         return []
     return found
+
+
+def alert_labels(expr: str) -> frozenset[str] | None:
+    """The labels every series of `expr`'s result carries by construction; None: whatever its input series carry.
+
+    What a page may read from the alert (runbooks: `CLUSTER=`, `NS=` ... from its labels). Prometheus' rules
+    (promql/engine.go at v2.42): an aggregation keeps its `by` labels (`without` drops from its input's);
+    `and`/`unless` keep the left side's; one-to-one arithmetic or comparison keeps the left side's, only the `on`
+    labels with `on (...)` (resultMetric), less the `ignoring` ones; `group_left`/`group_right` keep the many side's
+    and add the `group_*` labels; against a scalar, the vector side's; histogram_quantile drops `le`.
+    """
+    return _labels(promql_parser.parse(expr))
+
+
+def _labels(node: object) -> frozenset[str] | None:
+    if isinstance(node, promql_parser.ParenExpr | promql_parser.UnaryExpr):
+        return _labels(node.expr)
+    if isinstance(node, promql_parser.NumberLiteral | promql_parser.StringLiteral):
+        return frozenset()
+    if isinstance(node, promql_parser.Call):
+        vectors = [a for a in node.args if not isinstance(a, promql_parser.NumberLiteral | promql_parser.StringLiteral)]
+        found = _labels(vectors[0]) if vectors else frozenset()
+        return found - {"le"} if found is not None and node.func.name == "histogram_quantile" else found
+    if isinstance(node, promql_parser.AggregateExpr):
+        inner = _labels(node.expr)
+        if node.modifier is None:
+            return frozenset()
+        listed = frozenset(node.modifier.labels)
+        if node.modifier.type == promql_parser.AggModifierType.By:
+            return listed
+        return None if inner is None else inner - listed
+    if isinstance(node, promql_parser.BinaryExpr):
+        return _binary_labels(node)
+    return None  # a selector: every label of the series it selects
+
+
+def _binary_labels(node: promql_parser.BinaryExpr) -> frozenset[str] | None:
+    left, right = _labels(node.lhs), _labels(node.rhs)
+    if _is_scalar(node.lhs):
+        return right
+    if _is_scalar(node.rhs) or str(node.op) in ("and", "unless"):
+        return left
+    if str(node.op) == "or":
+        return None if left is None or right is None else left & right
+    modifier = node.modifier
+    matching = modifier.matching if modifier is not None else None
+    card = modifier.card if modifier is not None else promql_parser.VectorMatchCardinality.OneToOne
+    extra = frozenset(modifier.group_labels or ()) if modifier is not None else frozenset[str]()
+    if card == promql_parser.VectorMatchCardinality.ManyToOne:
+        return None if left is None else left | extra
+    if card == promql_parser.VectorMatchCardinality.OneToMany:
+        return None if right is None else right | extra
+    if matching is None:
+        return left
+    listed = frozenset(matching.labels)
+    if matching.type == promql_parser.LabelModifierType.Include:
+        return listed
+    return None if left is None else left - listed
+
+
+def _is_scalar(node: object) -> bool:
+    if isinstance(node, promql_parser.ParenExpr | promql_parser.UnaryExpr):
+        return _is_scalar(node.expr)
+    if isinstance(node, promql_parser.NumberLiteral):
+        return True
+    if isinstance(node, promql_parser.Call):
+        return bool(node.func.return_type == promql_parser.ValueType.Scalar)
+    if isinstance(node, promql_parser.BinaryExpr):
+        return _is_scalar(node.lhs) and _is_scalar(node.rhs)
+    return False

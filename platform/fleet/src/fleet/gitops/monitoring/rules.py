@@ -2,6 +2,8 @@
 
 A run is (namespace, run): its name is its team's choice, so every rule that groups or joins by `run` also does
 by `namespace`, the label the scrape takes from the pod's real namespace (scrape.py; queries.run_scoping checks).
+The run alerts also keep `meridian_job` (gkr's job label of the pods, scrape.JOB) and every alert keeps `cluster`:
+the runbook pages select the run's pods and the cluster's kubeconfig context from them (queries.alert_labels).
 
 ClusterRules (not Rules): the rule evaluator scopes a ClusterRules object to its cluster but not to a
 namespace, so the stuck-run alert can join trainer series (team namespaces) with kube-state-metrics'. Every
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.metrics import TRAINER, WARDEN
-from fleet.gitops.monitoring.scrape import API
+from fleet.gitops.monitoring.scrape import API, JOB
 from fleet.gitops.objects import Obj, obj
 
 RUNBOOK = "runbook"
@@ -70,7 +72,7 @@ class Alert:
 ALERTS = (
     Alert(
         "RunStoppedCommitting",
-        f"(time() - max by (cluster, namespace, pod, run, region, group) ({LAST_COMMIT}) > {STUCK_AFTER_S})"
+        f"(time() - max by (cluster, namespace, pod, run, region, group, {JOB}) ({LAST_COMMIT}) > {STUCK_AFTER_S})"
         ' and on (cluster, namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)',
         "5m",
         "critical",
@@ -83,8 +85,8 @@ ALERTS = (
     ),
     Alert(
         "RunGoodputLow",
-        f'sum by (cluster, namespace, run) (rate({GOODPUT}{{category="productive"}}[1h]))'
-        f" / sum by (cluster, namespace, run) (rate({GOODPUT}[1h])) < {GOODPUT_FLOOR}",
+        f'sum by (cluster, namespace, run, {JOB}) (rate({GOODPUT}{{category="productive"}}[1h]))'
+        f" / sum by (cluster, namespace, run, {JOB}) (rate({GOODPUT}[1h])) < {GOODPUT_FLOOR}",
         "30m",
         "warning",
         f"productive share < {GOODPUT_FLOOR:.0%} over 1 h",
@@ -114,9 +116,9 @@ ALERTS = (
         "critical",
         f"no Warden replica leads for {LEADERLESS_FOR}",
         "No Warden replica in {{ $labels.cluster }} has held its Lease for " + LEADERLESS_FOR + ".",
-        "Node faults go unhandled meanwhile. Check Warden's pods and their 'lease' log lines (kubectl -n warden get "
-        "pods; logs), the Lease (kubectl -n warden get lease warden -o yaml: a record Warden cannot read is taken "
-        "over 15 s after a replica first sees it) and the API server's health. Every replica serves "
+        "Node faults go unhandled meanwhile. Check Warden's pods and their 'lease' log lines, the Lease warden in "
+        "namespace warden (a record Warden cannot read is taken over 15 s after a replica first sees it) and the API "
+        "server's health, in the alert's cluster (the runbook's commands). Every replica serves "
         f"{WARDEN.leader.name}, leading or not: no series at all means no replica runs or GMP does not scrape them.",
     ),
     Alert(
@@ -127,8 +129,9 @@ ALERTS = (
         f"more than one Warden replica leads, for {SPLIT_FOR}",
         "{{ $value }} Warden replicas in {{ $labels.cluster }} claim the Lease at once.",
         "Each replica reports its own fenced view, so two leaders mean something else writes the Lease or a replica "
-        "is wedged: scale Warden to one replica (kubectl -n warden scale deployment warden --replicas=1), read who "
-        "wrote the Lease in the audit log, and check Warden's Events for conflicting actions on nodes.",
+        "is wedged: pause the automated sync of Argo CD application warden (its self-heal would undo a scale) and "
+        "scale Warden to one replica, as the runbook shows; read who wrote the Lease in the audit log, and check "
+        "Warden's Events for conflicting actions on nodes.",
     ),
     Alert(
         "NodesHeldForPerson",
@@ -156,7 +159,7 @@ ALERTS = (
     ),
     Alert(
         "CheckpointDurableStalled",
-        f'sum by (cluster, namespace, run, group) (increase({CHECKPOINT}_count{{state="staged"}}[1h])) > 0'
+        f'sum by (cluster, namespace, run, group, {JOB}) (increase({CHECKPOINT}_count{{state="staged"}}[1h])) > 0'
         " unless on (cluster, namespace, run, group)"
         f' sum by (cluster, namespace, run, group) (increase({CHECKPOINT}_count{{state="durable"}}[1h])) > 0',
         "15m",
@@ -168,7 +171,7 @@ ALERTS = (
     ),
     Alert(
         "CheckpointDurableSlow",
-        f"histogram_quantile(0.95, sum by (cluster, namespace, run, le)"
+        f"histogram_quantile(0.95, sum by (cluster, namespace, run, {JOB}, le)"
         f' (rate({CHECKPOINT}_bucket{{state="durable"}}[1h]))) > {DURABLE_SLOW_S}',
         "30m",
         "warning",

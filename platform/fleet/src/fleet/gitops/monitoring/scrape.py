@@ -47,6 +47,9 @@ TEAM_NAMESPACE_PREFIX = names.team_namespace("")
 # "Force target labels, so they cannot be overwritten by metric labels"); with honor_labels off, an exporter's own
 # `namespace` or `pod` label is renamed exported_<name> (Prometheus configuration docs, honor_labels).
 TEAM = "team"
+# gkr's job label on the pod (contract.names.JOB_LABEL), as every trainer series carries it: the run alerts keep it, so a
+# runbook selects the run's pods with `-l meridian.dev/job=...` (a run's name is the team's config, not a pod label).
+JOB = "meridian_job"
 
 
 def trainer_relabeling() -> list[dict[str, Any]]:
@@ -90,7 +93,7 @@ def trainer() -> Obj:
             ],
             "targetLabels": {
                 "metadata": ["namespace", "pod", "node"],
-                "fromPod": [{"from": names.JOB_LABEL, "to": "meridian_job"}],
+                "fromPod": [{"from": names.JOB_LABEL, "to": JOB}],
             },
         },
     )
