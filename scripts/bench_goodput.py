@@ -8,7 +8,9 @@ Sections:
   the seeds (min-max beside), with Young/Daly's interval.
 - `scenarios`: fleet goodput (the regional jobs) of every row when one
   assumption changes: spares, the job's restart time, healing speed, the
-  trainer's restart-to-heal, Warden acting on everything, twice the failure rate.
+  trainer's restart-to-heal, the faulty-host report's wait and a replacement
+  pod's start (fleet.goodput.nodeloss), Warden acting on everything, twice the
+  failure rate.
 - `speed`: simulations per second for the largest job, and one whole
   `meridian goodput` estimate.
 - `staging` (needs torch and a CUDA device): the rate at which a rank's
@@ -41,16 +43,16 @@ def table(fleet_path: str, costs: Costs, days: float, seeds: Sequence[int]) -> N
     from fleet.goodput.sweep import best, rows_of
     from fleet.load import load
 
-    print(f"{'job':<13} {'row':<8} {'goodput median (min-max)':>26} {'interval median':>16} {'Young/Daly':>11}")
+    print(f"{'job':<13} {'row':<9} {'goodput median (min-max)':>26} {'interval median':>16} {'Young/Daly':>11}")
     for row in rows_of(load(fleet_path).fleet, costs):
         jobs = [*row.regional, *([row.cross] if row.cross else [])]
         for index, job in enumerate(jobs):
-            per_seed = [best(job, row.costs, row.mode, days, [s + 1000 * index]) for s in seeds]  # as `estimate`
+            per_seed = [best(job, row.costs, row.mode, days, [s + 1000 * index], kueue=row.kueue) for s in seeds]
             goodputs = [e.result.goodput for e in per_seed]
             interval = statistics.median(e.interval_s for e in per_seed)
             spread = f"{statistics.median(goodputs):.2%} ({min(goodputs):.2%}-{max(goodputs):.2%})"
             print(
-                f"{job.name:<13} {row.name:<8} {spread:>26} {interval / 60:>12.0f} min"
+                f"{job.name:<13} {row.name:<9} {spread:>26} {interval / 60:>12.0f} min"
                 f" {per_seed[0].young_daly_s / 60:>7.0f} min"
             )
 
@@ -75,6 +77,9 @@ def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
             fleet,
         ),
         ("GPU start of a group 5 min instead of 1", replace(base, gpu_group_init_s=300.0), None, 1.0, fleet),
+        ("faulty-host report's operation 30 min, not 10", replace(base, faulty_report_wait_s=1800.0), None, 1.0, fleet),
+        ("no wait for that report (Warden before issue 38)", replace(base, faulty_report_wait_s=0.0), None, 1.0, fleet),
+        ("a replacement Ray pod 5 min to start, not 1", replace(base, pod_start_s=300.0), None, 1.0, fleet),
         ("job restart 5 min instead of 10", replace(base, job_restart_s=300.0), None, 1.0, fleet),
         ("healing at 100 Gb/s instead of 10", replace(base, heal_bytes_per_s=12.5e9), None, 1.0, fleet),
         ("Warden acts on everything (act_on: all)", base, None, 1.0, everything),
@@ -89,11 +94,11 @@ def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
         ),
     ]
     names = [r.name for r in rows_of(fleet, base)]
-    print(f"{'scenario':<52}" + "".join(f"{n:>9}" for n in names))
+    print(f"{'scenario':<52}" + "".join(f"{n:>10}" for n in names))
     for name, costs, spares, scale, spec in cases:
         rows = [replace(r, cross=None) for r in rows_of(spec, costs, spares=spares)]  # type: ignore[arg-type]
         est = estimate(rows, days, seeds, failure_scale=scale)
-        print(f"{name:<52}" + "".join(f"{est.goodput(n):>9.2%}" for n in names))
+        print(f"{name:<52}" + "".join(f"{est.goodput(n):>10.2%}" for n in names))
     print(f"(goal: {GOAL:.0%})")
 
 

@@ -492,7 +492,8 @@ def bench_ray_recover(repeats: int = 5, steps: int = 300) -> dict[str, Any]:
     """Group-level recovery on a local Ray cluster of several nodes (one head without CPUs, three workers)."""
     from ray.cluster_utils import Cluster
 
-    # Ray notices a dead raylet after period x threshold of missed health checks (defaults 3 s x 5; shorter here).
+    # Ray marks a killed raylet dead after threshold x period of failed health checks (defaults 5 x 3 s; shorter
+    # here); a vanished host takes up to 5 x (10 s timeout + 3 s): fleet.goodput.nodeloss.
     os.environ |= {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
     cluster: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     figures: dict[str, Any] = {}

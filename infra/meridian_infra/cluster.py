@@ -90,8 +90,12 @@ def _rfc3339(moment: datetime) -> str:
 
 
 def control_plane_version(fleet: Fleet) -> str:
-    """The control plane's minor from fleet.yaml ("1.35"), a literal, so it moves only when fleet.yaml does.
+    """The control plane's minimum, fleet.yaml's minor ("1.35"): a literal, so this floor moves only with fleet.yaml.
 
+    A floor, not a pin: the provider documents min_master_version as "the minimum version of the master.
+    GKE will auto-update the master to new versions" (registry.terraform.io, google_container_cluster). What
+    holds the control plane on the minor is the cluster's NO_MINOR_OR_NODE_UPGRADES maintenance exclusion
+    (maintenance_exclusion above); without it the release channel upgrades past the floor.
     GKE takes a minor as a version alias (the channel's default patch of it), and the provider upgrades
     the control plane only when min_master_version rises above the running version
     (resource_container_cluster.go: "Only upgrade the master if the current version is lower than the

@@ -48,7 +48,9 @@ def test_the_shipped_fleets_largest_jobs() -> None:
 
 def test_repair_times_follow_wardens_policy() -> None:
     config = Config(drain_grace_s=600.0)
-    assert repair_s(CAUSE["Faulty GPU"], config, COSTS) == 600 + COSTS.replace_s + COSTS.probation_s  # Xid 79
+    # Xid 79: Warden reports the host, waits for the report's operation (issue 38), then recreates the VM.
+    replaced = 600 + COSTS.faulty_report_wait_s + COSTS.replace_s + COSTS.probation_s
+    assert repair_s(CAUSE["Faulty GPU"], config, COSTS) == replaced
     assert repair_s(CAUSE["GPU HBM3 Memory"], config, COSTS) == 600 + COSTS.reboot_s + COSTS.probation_s
     assert repair_s(CAUSE["NIC"], config, COSTS) == 600 + COSTS.review_s + COSTS.replace_s + COSTS.probation_s
     assert repair_s(CAUSE["Software Bug"], config, COSTS) == 0  # the node stays in service
@@ -143,7 +145,7 @@ def test_cli_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "goal of 97%" in out
     assert main(["goodput", "--fleet", str(SHIPPED), "--days", "5", "--seeds", "1", "--json", "--seed", "3"]) == 0
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    assert list(data["fleet"]) == ["shipped", "restart", "live", "dry-run"]
+    assert list(data["fleet"]) == ["shipped", "fail-fast", "restart", "live", "dry-run"]
     assert data["seeds"] == [3]
     assert [j["name"] for j in data["jobs"]] == ["us-central1", "us-east4", "europe-west1"]
     assert data["costs"]["blocked_s"] == pytest.approx(COSTS.blocked_s)
@@ -196,10 +198,11 @@ def test_the_shipped_path_comes_first_and_meets_the_goal(capsys: pytest.CaptureF
     assert main(["goodput", "--fleet", str(SHIPPED), "--json"]) == 0
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
     rows = [r["name"] for r in data["rows"]]
-    assert rows == ["shipped", "restart", "live", "dry-run"]  # the comparisons stay
+    assert rows == ["shipped", "fail-fast", "restart", "live", "dry-run"]  # the comparisons stay
     assert data["rows"][0]["title"].startswith("shipped: gkr -> RayJob -> per-group supervisor, spares 1/1/1")
     assert "Warden acts on unambiguous" in data["rows"][0]["title"]
     assert data["fleet"]["shipped"] >= GOAL
+    assert data["fleet"]["fail-fast"] < GOAL  # Kueue's default: a node leaving the RayJob evicts it
     assert data["fleet"]["restart"] < GOAL
     assert data["fleet"]["dry-run"] < data["fleet"]["restart"]
     assert [j["spares"]["shipped"] for j in data["jobs"]] == [1, 1, 1]

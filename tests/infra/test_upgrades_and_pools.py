@@ -39,7 +39,8 @@ def on_demand_stacks(tmp_path_factory: pytest.TempPathFactory) -> Stacks:
     return synth(spec, Path(spec.parent / "cdktf.out"), backend="local")
 
 
-# --- 1. upgrades: auto-upgrade on (release channel), held by exclusions, control plane pinned to the minor
+# --- 1. upgrades: auto-upgrade on (release channel), held by exclusions (the control plane's minor as well:
+# min_master_version is only its floor)
 
 
 def test_every_node_pool_auto_upgrades(stacks: Stacks) -> None:

@@ -22,8 +22,10 @@ from trainer.ray_supervisor import metrics_port, strategy
 
 from tests.trainer.conftest import events, final, start
 
-# Ray notices a dead raylet after period x threshold of missed health checks (GCS defaults: 3 s x 5);
-# shorter here so a node loss is seen in about a second.
+# Ray marks a node dead after `threshold` failed health checks, `period` apart (GCS defaults 5 and 3 s): about
+# 15 s for a killed raylet, whose checks fail at once, up to 65 s for a host that vanishes, each check then
+# waiting out its 10 s timeout (ray src/ray/common/ray_config_def.h, src/ray/gcs/gcs_health_check_manager.cc).
+# Shorter here so a node loss is seen in about a second.
 FAST_HEALTH_CHECKS = {
     "RAY_health_check_period_ms": "500",
     "RAY_health_check_failure_threshold": "3",

@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _goodput(loaded: LoadedFleet, args: argparse.Namespace) -> int:
+    from fleet.gitops.warden import config as warden_config
     from fleet.goodput.costs import Costs
     from fleet.goodput.report import as_json, render
     from fleet.goodput.sweep import estimate, rows_of
@@ -75,7 +76,8 @@ def _goodput(loaded: LoadedFleet, args: argparse.Namespace) -> int:
     if not rows[0].regional:
         print(f"error: {args.fleet}: no GPU pools; add one under regions[].gpu_pools", file=sys.stderr)
         return 2
-    est = estimate(rows, args.days, range(args.seed, args.seed + args.seeds))
+    policy = warden_config(loaded.fleet, loaded.fleet.regions[0])  # one `warden:` section for the fleet
+    est = estimate(rows, args.days, range(args.seed, args.seed + args.seeds), policy=policy)
     if args.json:
         print(json.dumps(as_json(est), indent=2))
     else:

@@ -22,7 +22,7 @@ GIB = 1024**3
 # first commit after healing 4.23 s (a whole Ray node killed: 4.31 s; no spare: 3.67 s, the dead worker's room
 # being free); death -> replacement actors running 0.19 s with a spare (2.62 s without). Assumption for GPU:
 # the same control path (Ray actor restart, torchft quorum, heal handshake), plus GPU_GROUP_INIT_S and the
-# state's transfer below; a real node loss adds Ray's node-death detection (about 15 s by default).
+# state's transfer below; a real node loss adds Ray's node-death detection (up to ~65 s: Costs.ray_node_death_s).
 RESTART_TO_HEAL_S = 4.23  # a group's worker death to the replacement group's first commit after healing
 ACTOR_RESTART_S = 0.19  # a group's worker death to its replacement actors running, with a spare (part of the above)
 
@@ -53,6 +53,26 @@ class Costs:
     probation_s: float = 300.0  # ASSUMED: `preflight run` on the repaired node
     review_s: float = 4 * 3600.0  # ASSUMED: a person looks at a held node, then it is replaced
     gke_autorepair_s: float = 600.0  # GKE docs, node auto-repair: NotReady for about 10 minutes
+    # Warden reports the host as faulty, then recreates the VM (warden/state.py `_draining`: both in one round
+    # today). Issue 38 makes it wait for the report's operation first (recreating while it runs ends it in
+    # INTERNAL_ERROR); Google does not say how long the operation runs. ASSUMED: as long as a recreate.
+    faulty_report_wait_s: float = 600.0
+    # A node lost under a running RayJob (issue 38; fleet.goodput.nodeloss has every stage and its source).
+    # Ray: the GCS marks a node dead after health_check_failure_threshold (5) failed checks, each waiting out
+    # health_check_timeout_ms (10 s) when the host no longer answers, health_check_period_ms (3 s) apart
+    # (ray-project/ray src/ray/common/ray_config_def.h; src/ray/gcs/gcs_health_check_manager.cc schedules the
+    # next check period_ms after a failed one).
+    ray_health_check_period_s: float = 3.0
+    ray_health_check_timeout_s: float = 10.0
+    ray_health_check_failures: int = 5
+    # Kubernetes: Ready goes Unknown after --node-monitor-grace-period, 50 s by default (kubernetes.io,
+    # "Node Status", Conditions); the node.kubernetes.io/unreachable:NoExecute taint then evicts a pod after
+    # its tolerationSeconds, 300 s from the DefaultTolerationSeconds admission plugin (kubernetes.io,
+    # "Taints and Tolerations", Taint based evictions; gkr's pods set no toleration of their own for it).
+    node_monitor_grace_s: float = 50.0
+    toleration_s: float = 300.0
+    pod_start_s: float = 60.0  # ASSUMED: KubeRay's replacement worker pod on the recreated node, image pre-pulled
+    ray_join_s: float = 10.0  # ASSUMED: its raylet registers with the GCS; the worker is a spare again
 
     @property
     def state_gib_per_gpu(self) -> float:
@@ -79,23 +99,48 @@ class Costs:
         return self.group_restart_s + self.transfer_s
 
     @property
+    def ray_node_death_s(self) -> float:
+        """A vanished host until Ray marks it dead, at most: every failed check waits out its timeout."""
+        return self.ray_health_check_failures * (self.ray_health_check_timeout_s + self.ray_health_check_period_s)
+
+    @property
+    def pod_eviction_s(self) -> float:
+        """A vanished host until the taint eviction deletes its pod (which then stays Terminating)."""
+        return self.node_monitor_grace_s + self.toleration_s
+
+    @property
+    def rejoin_s(self) -> float:
+        """A repaired node until its new Ray worker pod runs and has joined the cluster."""
+        return self.pod_start_s + self.ray_join_s
+
+    @property
     def supervised_heal_s(self) -> float:
         """The shipped path: the supervisor's replacement group (no new pod) back in the quorum."""
         return self.restart_to_heal_s + self.gpu_group_init_s + self.transfer_s
 
 
-def repair_s(cause: Cause, config: Config, costs: Costs) -> float:
-    """How long the node of `cause` is out of service under Warden's policy (0: it stays in service)."""
-    if cause.signal is None:
-        return 0.0  # the job's own crash: its pods restart on the same node
-    if cause.signal == "not_ready":
-        return costs.gke_autorepair_s + costs.replace_s  # Warden leaves NotReady nodes to GKE's auto-repair
+def warden_action(cause: Cause, config: Config) -> str | None:
+    """What Warden carries out on the node of `cause`: reboot, replace or review (a person decides, then the
+    node is replaced); None when the node stays in service or is left to GKE (NotReady)."""
+    if cause.signal is None or cause.signal == "not_ready":
+        return None  # the job's own crash (its pods restart on the same node), or GKE's auto-repair
     action = config.action_for(cause.signal, cause.code)
     if action in ("none", "restart_pods"):
-        return 0.0
+        return None
     if config.dry_run or (config.act_on == "unambiguous" and not config.unambiguous(cause.signal, cause.code)):
-        action = "review"  # Warden only logs it: a person reads the log, then the node is replaced
-    fix = {"reboot": costs.reboot_s, "replace": costs.replace_s, "review": costs.review_s + costs.replace_s}[action]
+        return "review"  # Warden only logs it: a person reads the log, then the node is replaced
+    return action
+
+
+def repair_s(cause: Cause, config: Config, costs: Costs) -> float:
+    """How long the node of `cause` is out of service under Warden's policy (0: it stays in service)."""
+    if cause.signal == "not_ready":
+        return costs.gke_autorepair_s + costs.replace_s  # Warden leaves NotReady nodes to GKE's auto-repair
+    action = warden_action(cause, config)
+    if action is None:
+        return 0.0
+    replace = costs.faulty_report_wait_s + costs.replace_s
+    fix = {"reboot": costs.reboot_s, "replace": replace, "review": costs.review_s + costs.replace_s}[action]
     return config.drain_grace_s + fix + costs.probation_s
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from contract.spares import default_spare_groups
+from contract.warden import Config
 from fleet.gitops.warden import config as warden_config
 from fleet.goodput.costs import Costs, repair_s, slots
 from fleet.goodput.failures import CAUSES, Cause, Scope
+from fleet.goodput.nodeloss import kueue_failed_s
 from fleet.model import Fleet, GpuPool, Region
 
 CROSS_REGION = "cross-region"
@@ -27,6 +29,11 @@ class Effect:
     cause: Cause
     scope: Scope
     repair_s: float
+    # The host is gone (NotReady): Ray learns of it from its health checks, not from a process exit.
+    vanishes: bool = False
+    # When Kueue marks the node failed for the job's TAS assignment, after the failure; None: the node stays
+    # in service (fleet.goodput.nodeloss: a vanished host once its pod is evicted, a repaired one at its drain).
+    kueue_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class Job:
     gpus_per_node: int
     slots: int  # nodes Warden repairs at once across its pools
     effects: tuple[Effect, ...]
+    pool_nodes: tuple[int, ...] = ()  # nodes per pool (one Kueue Workload each); () for one pool of all
 
     @property
     def target(self) -> int:
@@ -71,8 +79,15 @@ def _job(
         spares=min(held, nodes - 1),
         gpus_per_node=placed[0][1].machine.gpus,
         slots=sum(slots(warden_config(fleet, r), p.nodes) for r, p in placed),
-        effects=tuple(Effect(c, c.scope, repair_s(c, config, costs)) for c in CAUSES),
+        effects=tuple(effect(c, config, costs) for c in CAUSES),
+        pool_nodes=tuple(p.nodes for _, p in placed),
     )
+
+
+def effect(cause: Cause, config: Config, costs: Costs) -> Effect:
+    """A cause under Warden's policy: its node's repair, and when Kueue sees the node as failed."""
+    repair = repair_s(cause, config, costs)
+    return Effect(cause, cause.scope, repair, cause.signal == "not_ready", kueue_failed_s(cause, config, costs))
 
 
 def jobs_of(fleet: Fleet, costs: Costs, spares: int | None = 0, dry_run: bool = False) -> tuple[list[Job], Job | None]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from fleet.goodput import nodeloss
 from fleet.goodput.failures import DAYS, GPUS, SOURCE, UNEXPECTED
 from fleet.goodput.simulate import BUCKETS
 from fleet.goodput.sweep import Estimate, FleetEstimate
@@ -22,7 +23,7 @@ def _row(row: str, e: Estimate) -> str:
     r = e.result
     shares = "  ".join(f"{r.buckets[b] / r.paid:>9.2%}" for b in LOSSES)
     return (
-        f"{e.job.name:<13} {e.job.gpus:>6,} {e.interruptions_per_day:>6.2f}  {row:<8}"
+        f"{e.job.name:<13} {e.job.gpus:>6,} {e.interruptions_per_day:>6.2f}  {row:<9}"
         f"{r.goodput:>8.2%}  {_minutes(e.interval_s):>9} {_minutes(e.young_daly_s):>9}  {shares}"
     )
 
@@ -34,7 +35,7 @@ def render(est: FleetEstimate) -> str:
         f" from {SOURCE} ({UNEXPECTED} unexpected interruptions on {GPUS:,} GPUs in {DAYS} days);"
         f" checkpoint blocks {est.costs.blocked_s:.1f} s, durable after {est.costs.durable_lag_s:.0f} s",
         "",
-        f"{'job':<13} {'GPUs':>6} {'int/d':>6}  {'mode':<8}{'goodput':>8}  {'interval':>9} {'Young/Daly':>9}  {head}",
+        f"{'job':<13} {'GPUs':>6} {'int/d':>6}  {'mode':<9}{'goodput':>8}  {'interval':>9} {'Young/Daly':>9}  {head}",
     ]
     names = [r.name for r in est.rows]
     for name in names:
@@ -44,7 +45,7 @@ def render(est: FleetEstimate) -> str:
         g = est.goodput(row.name)
         verdict = "meets" if g >= GOAL else "misses"
         lines.append(
-            f"{'fleet':<13} {gpus:>6,} {'':>6}  {row.name:<8}{g:>8.2%}  ({verdict} the goal of {GOAL:.0%})  {row.title}"
+            f"{'fleet':<13} {gpus:>6,} {'':>6}  {row.name:<9}{g:>8.2%}  ({verdict} the goal of {GOAL:.0%})  {row.title}"
         )
     if est.cross:
         lines += ["", "instead of the regional jobs, one job across the regions' largest pools:"]
@@ -56,7 +57,16 @@ def render(est: FleetEstimate) -> str:
         f" measured by scripts/bench_trainer.py on CPU) + GPU start {c.gpu_group_init_s:g} s (assumed)"
         f" + state transfer {c.transfer_s:.0f} s (assumed {c.heal_bytes_per_s * 8 / 1e9:g} Gb/s)"
     )
+    lines += ["", *nodeloss.lines(est.node_loss)]
     return "\n".join(lines) + "\n"
+
+
+def _node_loss(path: nodeloss.NodeLoss) -> dict[str, Any]:
+    return asdict(path) | {
+        "group_down_s": path.group_down_s,
+        "group_down_without_spare_s": path.group_down_without_spare_s,
+        "gang_down_s": path.gang_down_s,
+    }
 
 
 def _estimate(e: Estimate) -> dict[str, Any]:
@@ -95,8 +105,9 @@ def as_json(est: FleetEstimate) -> dict[str, Any]:
         "failures": {"source": SOURCE, "unexpected": UNEXPECTED, "gpus": GPUS, "days": DAYS},
         "costs": asdict(c) | derived | {"supervised_heal_s": c.supervised_heal_s, "transfer_s": c.transfer_s},
         "goal": GOAL,
-        "rows": [{"name": r.name, "title": r.title, "mode": r.mode} for r in est.rows],
+        "rows": [{"name": r.name, "title": r.title, "mode": r.mode, "kueue": r.kueue} for r in est.rows],
         "fleet": {n: round(est.goodput(n), 5) for n in names},
+        "node_loss": _node_loss(est.node_loss),
         "jobs": jobs,
         "cross_region": _job(est.cross) if est.cross else None,
     }
