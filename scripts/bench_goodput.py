@@ -77,7 +77,7 @@ def scenarios(fleet_path: str, days: float, seeds: Sequence[int]) -> None:
             fleet,
         ),
         ("GPU start of a group 5 min instead of 1", replace(base, gpu_group_init_s=300.0), None, 1.0, fleet),
-        ("faulty-host report's operation 30 min, not 10", replace(base, faulty_report_wait_s=1800.0), None, 1.0, fleet),
+        ("faulty-host report's operation 30 min, not 12", replace(base, faulty_report_wait_s=1800.0), None, 1.0, fleet),
         ("no wait for that report (Warden before issue 38)", replace(base, faulty_report_wait_s=0.0), None, 1.0, fleet),
         ("a replacement Ray pod 5 min to start, not 1", replace(base, pod_start_s=300.0), None, 1.0, fleet),
         ("job restart 5 min instead of 10", replace(base, job_restart_s=300.0), None, 1.0, fleet),

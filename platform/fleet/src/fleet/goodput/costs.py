@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.warden import Config
+from contract.warden import HOST_REPORT_S, Config
 from fleet.goodput.failures import Cause
 
 GIB = 1024**3
@@ -53,10 +53,10 @@ class Costs:
     probation_s: float = 300.0  # ASSUMED: `preflight run` on the repaired node
     review_s: float = 4 * 3600.0  # ASSUMED: a person looks at a held node, then it is replaced
     gke_autorepair_s: float = 600.0  # GKE docs, node auto-repair: NotReady for about 10 minutes
-    # Warden reports the host as faulty, then recreates the VM (warden/state.py `_draining`: both in one round
-    # today). Issue 38 makes it wait for the report's operation first (recreating while it runs ends it in
-    # INTERNAL_ERROR); Google does not say how long the operation runs. ASSUMED: as long as a recreate.
-    faulty_report_wait_s: float = 600.0
+    # Warden reports the host as faulty and waits for the report's operation before it recreates the VM
+    # (recreating while it runs ends it in INTERNAL_ERROR): Google's "10 - 12 minutes", Warden's own figure
+    # (contract.warden.HOST_REPORT_S), so the model and the service cannot disagree.
+    faulty_report_wait_s: float = HOST_REPORT_S
     # A node lost under a running RayJob (issue 38; fleet.goodput.nodeloss has every stage and its source).
     # Ray: the GCS marks a node dead after health_check_failure_threshold (5) failed checks, each waiting out
     # health_check_timeout_ms (10 s) when the host no longer answers, health_check_period_ms (3 s) apart
