@@ -8,8 +8,8 @@ from fleet.controllers import gates
 from tests.controllers.objects import GATES, values
 
 
-def _rules(config_gates: dict[str, object] | None, chart: list[dict[str, object]] | None = None) -> list[str]:
-    chart_values = values(config_gates)  # type: ignore[arg-type]
+def _rules(config_gates: dict[str, bool] | None, chart: list[dict[str, object]] | None = None) -> list[str]:
+    chart_values = values(config_gates)
     config = yaml.safe_load(chart_values["managerConfig"]["controllerManagerConfigYaml"])
     if config_gates is None:
         del config["featureGates"]

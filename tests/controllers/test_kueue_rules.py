@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from fleet.controllers import kueue
 from fleet.controllers.kueue import Cluster
+from fleet.controllers.podsets import PodSet, workload
 from tests.controllers.objects import (
     GKE_LEVELS,
     POOL,
@@ -42,6 +45,13 @@ def objects(tas_cpu: bool = True, flex: bool = True) -> list[Obj]:
 
 def cluster(tas_cpu: bool = True, flex: bool = True, extra: list[Obj] | None = None) -> Cluster:
     return kueue.cluster([*objects(tas_cpu, flex), *(extra or [])], values())
+
+
+def only(o: Obj) -> PodSet:
+    w = workload(o)
+    assert w is not None
+    (podset,) = w.podsets
+    return podset
 
 
 def rules(c: Cluster, o: Obj, pool: str | None = None) -> list[str]:
@@ -92,9 +102,10 @@ def test_an_explicit_request_may_not_use_a_flavor_without_topology_for_the_resou
     asked = pod(gpus=0, cpu="4", memory="16Gi", annotations={"kueue.x-k8s.io/podset-required-topology": BLOCK})
     c = cluster(tas_cpu=False)
     queue = c.queues["a"]
-    (ps,) = kueue.workload(job(asked)).podsets  # type: ignore[union-attr]
+    ps = only(job(asked))
     assert (
-        kueue.misfit(c, queue, ps, "cpu", queue["spec"]["resourceGroups"][0], {"cpu": 4}) == "cpu is not topology-aware"
+        kueue.misfit(c, queue, ps, "cpu", queue["spec"]["resourceGroups"][0], {"cpu": Fraction(4)})
+        == "cpu is not topology-aware"
     )
 
 
@@ -102,11 +113,11 @@ def test_the_node_selector_is_matched_on_the_flavors_own_labels_only() -> None:
     c = cluster()
     queue = c.queues["a"]
     on_flex = pod(selector={POOL: "h200-flex", "cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})
-    (ps,) = kueue.workload(job(on_flex)).podsets  # type: ignore[union-attr]
-    requests = {"nvidia.com/gpu": 8}
+    ps = only(job(on_flex))
+    requests = {"nvidia.com/gpu": Fraction(8)}
     assert kueue.admitting(c, queue, ps, requests) == ["h200-flex"]
     anywhere = pod(selector={"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"})
-    (ps,) = kueue.workload(job(anywhere)).podsets  # type: ignore[union-attr]
+    ps = only(job(anywhere))
     assert kueue.admitting(c, queue, ps, requests) == ["h200-a", "h200-flex"]  # never cpu: no GPU quota
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,9 @@ def test_quantities() -> None:
             quantity(bad)
 
 
-def _container(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: str) -> dict:
+def _container(
+    requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: str
+) -> dict[str, Any]:
     return {"name": "c", "resources": {"requests": requests or {}, "limits": limits or {}}, **extra}
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fleet.controllers import refusals
 from fleet.controllers.podsets import Workload, workload
-from tests.controllers.objects import POOL, pod, rayjob
+from tests.controllers.objects import POOL, Obj, pod, rayjob
 
 BLOCK = "cloud.google.com/gce-topology-block"
 
 
-def _why(o: dict) -> list[str]:
+def _why(o: Obj) -> list[str]:
     w = workload(o)
     assert isinstance(w, Workload)
     return [f.message.removeprefix("Kueue's webhook refuses it: ") for f in refusals.findings(w)]
@@ -58,7 +58,7 @@ def test_topology_annotations() -> None:
 
 
 def test_podset_groups_are_pairs_with_a_single_pod_side_and_one_level() -> None:
-    def grouped(level: str = BLOCK) -> dict:
+    def grouped(level: str = BLOCK) -> Obj:
         return pod(
             selector={POOL: "h200-a"},
             annotations={"kueue.x-k8s.io/podset-required-topology": level, "kueue.x-k8s.io/podset-group-name": "g"},
