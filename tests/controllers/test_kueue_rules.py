@@ -96,6 +96,20 @@ def test_an_explicit_level_needs_a_flavor_whose_topology_has_it() -> None:
         annotations={"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"},
     )
     assert rules(cluster(), job(on_host)) == []
+    # A slice-only request spans the widest level and needs its slice level; unconstrained: false names none.
+    sliced = pod(
+        selector={POOL: "h200-a"},
+        annotations={
+            "kueue.x-k8s.io/podset-slice-required-topology": SUBBLOCK,
+            "kueue.x-k8s.io/podset-slice-size": "2",
+        },
+    )
+    assert rules(cluster(), job(sliced, pods=4)) == []
+    sliced["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-required-topology"] = "rack"
+    (finding,) = kueue.job_findings(cluster(), job(sliced, pods=4))
+    assert "h200-a's Topology gke-default has no level rack" in finding.message
+    never = pod(selector={POOL: "h200-a"}, annotations={"kueue.x-k8s.io/podset-unconstrained-topology": "false"})
+    assert rules(cluster(), job(never)) == ["never-admitted"]
 
 
 def test_an_explicit_request_may_not_use_a_flavor_without_topology_for_the_resources_it_covers() -> None:

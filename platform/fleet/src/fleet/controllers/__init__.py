@@ -5,12 +5,13 @@ function it follows there (and the upstream test that pins the behaviour, where 
 plain functions over Kubernetes object dicts, with no I/O: the tests run them over the committed tree joined
 with every gkr example (tests/controllers).
 
-| module | what |
-|---|---|
-| `versions.py` | the version of each controller the rules were read at; fleet.rules refuses a fleet.yaml that pins another |
-| `pods.py` | quantities and a pod's requests as Kueue counts them (limits as missing requests, LimitRange defaults) |
-| `podsets.py` | the Workload Kueue makes of a Job, RayJob, RayCluster, Deployment or Pod: its PodSets and their topology requests |
-| `kueue.py` | one cluster's Kueue objects and manager config; which flavors admit a PodSet; the findings |
+- `versions.py`: the version of each controller the rules were read at; fleet.rules refuses another.
+- `pods.py`: quantities, and a pod's requests as Kueue counts them (LimitRange defaults, limits).
+- `podsets.py`: the Workload Kueue makes of a Job, RayJob, RayCluster, Deployment or Pod.
+- `refusals.py`: what Kueue's webhooks refuse at creation.
+- `gates.py`: the feature gates Meridian relies on, and what stops the manager.
+- `kueue.py`: one cluster's Kueue objects and manager config; which flavors admit a PodSet; the findings.
+- `findings.py`: a finding (where, which rule, what to do).
 
 A rule that cannot be checked here (a running Kueue, real nodes) is said so where it is written: these
 rules say what Kueue can never do with an object (admit it, enforce its pool), not that it will.

@@ -234,11 +234,17 @@ def tas_mismatch(c: Cluster, queue: Obj, podset: PodSet, flavor: Obj, covered: s
     levels = c.topologies.get(str(topology_name))
     if levels is None:
         return f"{name} names Topology {topology_name}, which does not exist"
-    level = request.level or (levels[-1] if request.unconstrained else None)
-    if request.slice_level and not request.level and not request.unconstrained:
-        level = levels[0]  # a slice-only request spans the widest level (`levelKey`, highestLevel)
-    if level not in levels or (request.slice_level or levels[-1]) not in levels:
-        return f"{name}'s Topology {topology_name} has no level {request.slice_level or level}"
+    # `HasLevel`: the request's level (`levelKey`: required, preferred, the widest for a slice-only request, the
+    # node for unconstrained: true, none for unconstrained: false) and its slice level (default the node).
+    if request.level:
+        level: str | None = request.level
+    elif request.slice_level:
+        level = levels[0]
+    else:
+        level = levels[-1] if request.unconstrained else None
+    for wanted in (level, request.slice_level or levels[-1]):
+        if wanted not in levels:
+            return f"{name}'s Topology {topology_name} has no level {wanted or '(unconstrained: false names none)'}"
     return None
 
 
@@ -284,7 +290,8 @@ def _fits(
     for resource in sorted(covered & set(wants), key=lambda r: (r != GPU, r)):  # GPUs first: the clearest
         most = potential(c, queue, flavor, resource)
         if used.get((flavor, resource), Fraction(0)) + wants[resource] > most:
-            return f"{flavor}: {_short(wants[resource], resource)} {resource} is more than the queue can get ({_short(most, resource)})"
+            asked, ceiling = _short(wants[resource], resource), _short(most, resource)
+            return f"{flavor}: {asked} {resource} is more than the queue can get ({ceiling})"
     return None
 
 
@@ -374,8 +381,11 @@ def _unmanaged(c: Cluster, w: Workload) -> list[Finding]:
     """A job outside Kueue's namespaces: a finding when it waits for Kueue (a queue name, or created suspended)."""
     if w.queue is None and not (w.source.get("spec") or {}).get("suspend"):
         return []  # not Kueue's, and not waiting for it
-    what = "is not in the rendered tree" if w.namespace not in c.namespaces else "is not selected by"
-    what = f"{what} managedJobsNamespaceSelector" if what.endswith("by") else what
+    what = (
+        "is not in the rendered tree"
+        if w.namespace not in c.namespaces
+        else "is not one managedJobsNamespaceSelector selects"
+    )
     return [
         Finding(
             w.where,
