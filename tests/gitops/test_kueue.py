@@ -104,7 +104,8 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
     flex = next(f for f in by_kind["ResourceFlavor"] if f["metadata"]["name"] == "h200-flex")
     assert {t["key"] for t in flex["spec"]["tolerations"]} == {"nvidia.com/gpu", "cloud.google.com/gke-queued"}
     assert flex["spec"]["nodeLabels"] == {"cloud.google.com/gke-nodepool": "h200-flex"}
-    (topology,) = by_kind["Topology"]
+    topology, hosts = by_kind["Topology"]  # the GPU flavors', the CPU flavors'
+    assert hosts["metadata"]["name"] == "hostname"
     assert topology["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
         "cloud.google.com/gce-topology-block",
@@ -170,9 +171,66 @@ def _flavor_quota(queue: dict[str, Any], flavor: str) -> dict[str, Any]:
 def test_a_cpu_flavor_per_cpu_pool_without_the_gpu_toleration(fleet: Fleet) -> None:
     for region in fleet.regions:
         assert region.cpu_pools
-        flavors = _by_kind(kueue_objects(fleet, region, quota_plan(fleet)), "ResourceFlavor")
+        objects = kueue_objects(fleet, region, quota_plan(fleet))
+        flavors = _by_kind(objects, "ResourceFlavor")
         for pool in region.cpu_pools:
-            assert flavors[pool.name]["spec"] == {"nodeLabels": {"cloud.google.com/gke-nodepool": pool.name}}
+            # Topology-aware on a Topology of its own, the node alone: CPU nodes have no gce-topology labels.
+            assert flavors[pool.name]["spec"] == {
+                "nodeLabels": {"cloud.google.com/gke-nodepool": pool.name},
+                "topologyName": "hostname",
+            }
+        assert _by_kind(objects, "Topology")["hostname"]["spec"] == {
+            "levels": [{"nodeLabel": "kubernetes.io/hostname"}]
+        }
+
+
+def test_every_queue_is_tas_only_so_a_podset_without_topology_gets_the_h200_flavors(fleet: Fleet) -> None:
+    # Kueue v0.19.2 tas_flavorassigner.go isTASImplied / clusterqueue.go isTASOnly (fleet.gitops.kueue docstring).
+    for region in fleet.regions:
+        objects = kueue_objects(fleet, region, quota_plan(fleet))
+        flavors = _by_kind(objects, "ResourceFlavor")
+        for queue in _by_kind(objects, "ClusterQueue").values():
+            (group,) = queue["spec"]["resourceGroups"]
+            assert all(flavors[f["name"]]["spec"].get("topologyName") for f in group["flavors"]), queue["metadata"]
+
+
+def test_the_feature_gates_meridian_relies_on_are_set_and_fail_fast_is_off() -> None:
+    from fleet.gitops.kueue import manager_config
+
+    assert manager_config()["featureGates"] == {
+        "TopologyAwareScheduling": True,
+        "TASFailedNodeReplacement": True,
+        "TASReplaceNodeOnPodTermination": True,
+        "TASReplaceNodeDueToNotReadyOverFixedTime": True,
+        # On (0.19's default), one failed search for a replacement node evicts the whole gang.
+        "TASFailedNodeReplacementFailFast": False,
+    }
+
+
+def test_gpu_flavors_come_reservation_first_then_flex_start_then_spot() -> None:
+    # Kueue takes the first flavor that fits for a pod that selects no pool (fleet.gitops.kueue FLAVOR_ORDER),
+    # whatever order fleet.yaml lists the pools in.
+    spec = copy.deepcopy(SHIPPED_SPEC)
+    europe = spec["regions"][2]
+    europe["gpu_pools"] = [
+        {**europe["gpu_pools"][1], "name": "h200-spot"},
+        {
+            "name": "h200-flex",
+            "machine_type": "a3-ultragpu-8g",
+            "zone": "europe-west1-b",
+            "nodes": 64,
+            "capacity": {"mode": "flex_start"},
+        },
+        {**europe["gpu_pools"][0], "team": None},
+    ]
+    for team in spec["teams"]:
+        team["quota"]["europe-west1"] = 256
+    changed = Fleet.model_validate(spec)
+    queues = _by_kind(kueue_objects(changed, changed.regions[2], quota_plan(changed)), "ClusterQueue")
+    for name, queue in queues.items():
+        (group,) = queue["spec"]["resourceGroups"]
+        expected = ["h200-a", "h200-spot"] if name == "warden-sweep" else ["cpu", "h200-a", "h200-flex", "h200-spot"]
+        assert [f["name"] for f in group["flavors"]] == expected, name
 
 
 def test_cpu_quota_adds_up_to_each_cpu_pool(fleet: Fleet) -> None:

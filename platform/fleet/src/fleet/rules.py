@@ -14,6 +14,7 @@ from datetime import timedelta
 from contract.problem import Path, Problem, one_of
 from fleet import images, names, upstream
 from fleet.catalog import MACHINE_TYPES, REGIONS
+from fleet.controllers import versions
 from fleet.model import CapacityMode, Exclusion, Fleet, GpuPool, Region
 
 
@@ -252,7 +253,8 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
 
 def _upstream(fleet: Fleet) -> Iterator[Problem]:
     """What each pinned upstream release needs written down, one line per release: the commit its tag names
-    (Argo CD syncs that, fleet.upstream) and, for Argo CD, its helper images (fleet.images.ARGOCD_HELPERS)."""
+    (Argo CD syncs that, fleet.upstream), for Argo CD its helper images (fleet.images.ARGOCD_HELPERS), and for
+    Kueue and KubeRay a reading of their sources by the rules in fleet.controllers."""
     for release in upstream.UPSTREAMS:
         pinned = upstream.version(release, fleet)
         missing = []
@@ -264,6 +266,9 @@ def _upstream(fleet: Fleet) -> Iterator[Problem]:
             )
         if pinned not in release.commits:
             missing.append(upstream.missing(release, pinned))
+        unread = versions.unread(release.field, pinned)  # the controllers' rules (fleet.controllers.versions)
+        if unread is not None:
+            missing.append(unread)
         if missing:
             yield Problem(
                 path=("versions", release.field), message=f"{release.name} {pinned}: {'; and '.join(missing)}"

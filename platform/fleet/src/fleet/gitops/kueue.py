@@ -25,6 +25,36 @@ A Job with a queue-name label is managed by Kueue in any namespace:
 managedJobsNamespaceSelector only exempts jobs without one, and pod-based
 integrations (Kueue Configuration v1beta2 API,
 https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/).
+
+Topology-aware everywhere (Kueue v0.19.2; the rules are checked in fleet.controllers.kueue). A PodSet that
+asks for no topology gets a topology-aware flavor only in a queue whose every flavor is topology-aware
+(`pkg/scheduler/flavorassigner/tas_flavorassigner.go` `checkPodSetAndFlavorMatchForTAS`, `isTASImplied`;
+`pkg/cache/scheduler/clusterqueue.go` `isTASOnly`; upstream test pkg/scheduler/scheduler_tas_test.go
+"workload which does not need TAS skips the TAS flavor"). So every flavor names a Topology: the GPU flavors
+`gke-default` (GKE's block, sub-block and host labels, then `kubernetes.io/hostname`), the CPU flavors
+`hostname` (that label alone: CPU nodes carry no gce-topology labels, and a topology-aware flavor counts only
+nodes with every level's label, `pkg/util/tas/node.go` `NodeMatchesFlavor`). Flavors of one queue may name
+different Topologies: the cache keeps one per flavor (`clusterQueue.updateFlavorMetadata`), no webhook or CRD
+rule compares them, and the upstream test "workload requests topology level which is only present in second
+flavor" admits onto the second of two such flavors. Both Topologies end in `kubernetes.io/hostname`: Kueue
+replaces a failed node only in assignments whose lowest level is the hostname (`pkg/util/tas/tas.go`
+`IsLowestLevelHostname`, used by `pkg/workload/workload.go` `PodSetsOnNode` and the TAS cache).
+
+Node hot swap: the feature gates are set in the manager Configuration (fleet.controllers.gates: where Kueue
+reads them, and why each). When a node of an admitted topology-aware workload fails (deleted, NotReady for
+`NodeFailureDelay` 30 s, or NotReady with its pods terminated: `pkg/controller/tas/node_controller.go`), Kueue
+records it in the Workload's `status.unhealthyNodes` and its scheduler's second pass looks for a replacement
+node (for a sliced PodSet, inside the slice's domain: `pkg/cache/scheduler/tas_flavor_snapshot.go`
+`requiredReplacementDomain`). With TASFailedNodeReplacementFailFast on (0.19's default), the first pass that
+finds none evicts the whole workload (`pkg/scheduler/scheduler.go` `processEntry` -> `handleFailedTASReplacement`
+-> `evictWorkloadAfterFailedTASReplacement`; test "workload with unhealthyNode annotation; second pass;
+preferred; no fit; FailFast"). Off, as here, the workload keeps its admission and topology assignment, a
+SecondPassFailed event is recorded, and the second pass is retried with exponential backoff
+(`scheduler.go` `requeueAndUpdate` -> `pkg/cache/queue/manager.go` `QueueSecondPassIfNeeded`; test "workload
+with unhealthyNode annotation; second pass; preferred; no fit" keeps the old assignment): the trainer rides
+out the lost node on its other replica groups until a node frees up or is repaired. A second node failing
+while one awaits replacement still evicts the workload (`node_controller.go` `evictWorkloadIfNeeded`,
+"multiple node failures").
 """
 
 from __future__ import annotations
@@ -33,6 +63,7 @@ from typing import Any
 
 from contract.registry import team_pools
 from fleet import names
+from fleet.controllers import gates
 from fleet.gitops.objects import Obj, dump, obj
 from fleet.model import CapacityMode, CpuPool, Fleet, GpuPool, Region, Team
 from fleet.quotaplan import QuotaPlan, TeamQuota
@@ -40,6 +71,7 @@ from fleet.quotaplan import QuotaPlan, TeamQuota
 API = "kueue.x-k8s.io/v1beta2"  # what Kueue 0.19 stores; v1alpha1 Topology is gone
 TOPOLOGY = "gke-default"
 TOPOLOGY_LEVELS = names.TOPOLOGY_LEVELS
+HOST_TOPOLOGY = "hostname"  # the CPU flavors': one level, the node (module docstring)
 COHORT = "meridian"
 PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
@@ -104,6 +136,9 @@ def manager_config() -> dict[str, Any]:
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]},
         "waitForPodsReady": WAIT_FOR_PODS_READY,
+        # Here and not in the chart's controllerManager.featureGates: Kueue refuses both at once
+        # (fleet.controllers.gates); every gate Meridian relies on is written, defaults included.
+        "featureGates": {gate: wanted for gate, (wanted, _) in gates.RELIED_ON.items()},
         "integrations": {
             "frameworks": [
                 "batch/job",
@@ -144,7 +179,13 @@ def chart_values(image: str) -> dict[str, Any]:
 
 def _cpu_flavor(pool: CpuPool) -> Obj:
     # No GPU toleration: only pods without GPUs belong here, and Kueue adds a flavor's tolerations to pods.
-    return obj(API, "ResourceFlavor", pool.name, spec={"nodeLabels": {names.NODE_POOL_LABEL: pool.name}})
+    # Topology-aware, so that every queue is (module docstring).
+    return obj(
+        API,
+        "ResourceFlavor",
+        pool.name,
+        spec={"nodeLabels": {names.NODE_POOL_LABEL: pool.name}, "topologyName": HOST_TOPOLOGY},
+    )
 
 
 def _flavor(pool: GpuPool) -> Obj:
@@ -163,6 +204,22 @@ def _flavor(pool: GpuPool) -> Obj:
     )
 
 
+# The order of a queue's flavors is the order Kueue tries them for a pod that selects no pool, and the first
+# that fits wins (v1beta2 flavorFungibility.whenCanBorrow defaults to MayStopSearch; fleet.controllers.kueue).
+# gkr's pods select their pool, so this order is for everything else (kubectl, other tools): capacity already
+# paid for first (a reservation; then fixed on-demand nodes), then flex-start (nodes are made for the workload,
+# minutes to hours later, and billed while it runs), spot last (Compute Engine takes it back at any time, and
+# with it a gang). CPU flavors come before all of them (see _cluster_queue).
+FLAVOR_ORDER = (CapacityMode.RESERVATION, CapacityMode.ON_DEMAND, CapacityMode.FLEX_START, CapacityMode.SPOT)
+
+
+def _in_flavor_order(region: Region, flavors: list[str]) -> list[str]:
+    """CPU pools first (in fleet.yaml's order), then GPU pools by FLAVOR_ORDER, fleet.yaml's order within a mode."""
+    rank = {p.name: -1 for p in region.cpu_pools}
+    rank.update({p.name: FLAVOR_ORDER.index(p.capacity.mode) for p in region.gpu_pools})
+    return sorted(flavors, key=lambda name: rank[name])
+
+
 def _quantity(resource: str, amount: int) -> int | str:
     return f"{amount}Gi" if resource == "memory" else amount
 
@@ -172,7 +229,8 @@ def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
     nominal, borrowing = quotas.nominal, quotas.borrowing
     # A resource may sit in one resource group only, so the CPU flavors join the GPU flavors' group, with
     # no GPU quota: a GPU pod never fits them. They come first, so a CPU pod that names no pool gets the
-    # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor.
+    # CPU pool rather than an H200 flavor; pods that select their pool (gkr's) match only its flavor. The
+    # GPU flavors follow in FLAVOR_ORDER.
     flavors = [
         {
             "name": flavor,
@@ -185,7 +243,7 @@ def _cluster_queue(region: Region, team: Team, quotas: TeamQuota) -> Obj:
                 for resource, amount in quota.items()
             ],
         }
-        for flavor, quota in nominal.items()
+        for flavor, quota in ((f, nominal[f]) for f in _in_flavor_order(region, list(nominal)))
     ]
     spec: Obj = {
         "cohortName": COHORT,
@@ -212,7 +270,9 @@ SWEEP_POD_PRIORITY = -1000  # below team pods (no PriorityClass: 0), so the sche
 def _sweep_flavors(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[dict[str, Any]]:
     """The sweep queue's flavors: every GPU pool but flex-start ones, with nothing of its own and a borrowing
     limit of everything the teams and the cohort hold there (stated, as every queue's limit is)."""
-    pools = [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
+    pools = _in_flavor_order(
+        region, [p.name for p in region.gpu_pools if p.capacity.mode is not CapacityMode.FLEX_START]
+    )
     cohort = quotas.regions[region.name].cohort
     held: dict[str, dict[str, int]] = {pool: dict(cohort.get(pool, {GPU: 0, "cpu": 0, "memory": 0})) for pool in pools}
     for team in fleet.teams:
@@ -304,6 +364,11 @@ def cohort(region: Region, quotas: QuotaPlan) -> Obj:
 def kueue_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
     objects = [
         obj(API, "Topology", TOPOLOGY, spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]}),
+        *(
+            [obj(API, "Topology", HOST_TOPOLOGY, spec={"levels": [{"nodeLabel": names.HOSTNAME_LABEL}]})]
+            if region.cpu_pools
+            else []
+        ),
         cohort(region, quotas),
         *(_cpu_flavor(p) for p in region.cpu_pools),
         *(_flavor(p) for p in region.gpu_pools),
