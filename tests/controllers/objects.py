@@ -21,7 +21,7 @@ GATES = {
     "TopologyAwareScheduling": True,
     "TASFailedNodeReplacement": True,
     "TASReplaceNodeOnPodTermination": True,
-    "TASReplaceNodeDueToNotReadyOverFixedTime": True,
+    "TASReplaceNodeDueToNotReadyOverFixedTime": False,
     "TASFailedNodeReplacementFailFast": False,
 }
 

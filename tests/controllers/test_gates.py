@@ -40,7 +40,9 @@ def test_gates_in_both_places_stop_the_manager() -> None:
 
 def test_dependencies_unknown_and_locked_gates_stop_the_manager() -> None:
     off = {**GATES, "TASFailedNodeReplacement": False}
-    # FailFast is off; the two replacement triggers still need TASFailedNodeReplacement.
-    assert sorted(_rules(off)) == ["feature-gate", "gate-dependency", "gate-dependency"]
+    # FailFast and the 30 s NotReady trigger are off; the pod-termination trigger still needs TASFailedNodeReplacement.
+    assert sorted(_rules(off)) == ["feature-gate", "gate-dependency"]
+    not_ready = {**off, "TASReplaceNodeDueToNotReadyOverFixedTime": True}
+    assert sorted(_rules(not_ready)) == ["feature-gate", "feature-gate", "gate-dependency", "gate-dependency"]
     assert _rules({**GATES, "TopologyAwareSchedulling": True}) == ["gate-unknown"]
     assert _rules({**GATES, "ManagedJobsNamespaceSelectorAlwaysRespected": False}) == ["gate-locked"]

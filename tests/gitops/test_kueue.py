@@ -201,7 +201,7 @@ def test_the_feature_gates_meridian_relies_on_are_set_and_fail_fast_is_off() -> 
         "TopologyAwareScheduling": True,
         "TASFailedNodeReplacement": True,
         "TASReplaceNodeOnPodTermination": True,
-        "TASReplaceNodeDueToNotReadyOverFixedTime": True,
+        "TASReplaceNodeDueToNotReadyOverFixedTime": False,
         # On (0.19's default), one failed search for a replacement node evicts the whole gang.
         "TASFailedNodeReplacementFailFast": False,
     }

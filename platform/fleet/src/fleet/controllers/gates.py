@@ -37,7 +37,10 @@ RELIED_ON: Mapping[str, tuple[bool, str]] = {
     TAS: (True, "every team queue and the sweep queue is topology-aware"),
     REPLACEMENT: (True, "a lost node is swapped in the workload's topology assignment, not waited for"),
     ON_POD_TERMINATION: (True, "a NotReady node counts as lost once its pods terminate"),
-    NOT_READY: (True, "a node NotReady for 30 s counts as lost even while its pods still look Running"),
+    # Off (0.19's default, deprecated): a node counts as lost once its pods terminate, not after 30 s NotReady.
+    # Kueue keeps one failed node per workload and evicts the gang on a second, so a kubelet restart or a
+    # network blip of 30 s must not count (fleet.goodput.nodeloss marks the node at the pod's eviction).
+    NOT_READY: (False, "on, a node NotReady for 30 s (a kubelet restart) counts as lost, and a second such node evicts the gang"),
     FAIL_FAST: (False, "on, one failed search for a replacement node evicts the whole gang"),
 }
 

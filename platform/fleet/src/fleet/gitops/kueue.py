@@ -41,8 +41,9 @@ replaces a failed node only in assignments whose lowest level is the hostname (`
 `IsLowestLevelHostname`, used by `pkg/workload/workload.go` `PodSetsOnNode` and the TAS cache).
 
 Node hot swap: the feature gates are set in the manager Configuration (fleet.controllers.gates: where Kueue
-reads them, and why each). When a node of an admitted topology-aware workload fails (deleted, NotReady for
-`NodeFailureDelay` 30 s, or NotReady with its pods terminated: `pkg/controller/tas/node_controller.go`), Kueue
+reads them, and why each). When a node of an admitted topology-aware workload fails (deleted, or NotReady
+with its pods terminated; NotReady for `NodeFailureDelay` 30 s alone only under
+TASReplaceNodeDueToNotReadyOverFixedTime, which is off: `pkg/controller/tas/node_controller.go`), Kueue
 records it in the Workload's `status.unhealthyNodes` and its scheduler's second pass looks for a replacement
 node (for a sliced PodSet, inside the slice's domain: `pkg/cache/scheduler/tas_flavor_snapshot.go`
 `requiredReplacementDomain`). With TASFailedNodeReplacementFailFast on (0.19's default), the first pass that
