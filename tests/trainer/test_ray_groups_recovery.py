@@ -8,6 +8,7 @@ test: a rank's process SIGKILLed, or a whole node's raylet and its workers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,17 +34,18 @@ FAST_HEALTH_CHECKS = {
 }
 
 
-@pytest.fixture
-def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The head (0 CPUs) and three worker nodes of ``request.param`` logical CPUs each (a group's ranks per node)."""
+@contextlib.contextmanager
+def local_cluster(*workers: dict[str, Any]) -> Iterator[Any]:
+    """The head (0 CPUs: the driver and the Lighthouse, as the RayJob's head pod) and a worker node per
+    ``workers`` entry (``Cluster.add_node``'s arguments: ``num_cpus``, ``labels``, ``env_vars``)."""
     from ray.cluster_utils import Cluster
 
     saved = {k: os.environ.get(k) for k in FAST_HEALTH_CHECKS}
     os.environ.update(FAST_HEALTH_CHECKS)
     found: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
-        for _ in range(3):
-            found.add_node(num_cpus=request.param)
+        for worker in workers:
+            found.add_node(**worker)
         found.wait_for_nodes()
         yield found
     finally:
@@ -53,6 +55,13 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The head and three worker nodes of ``request.param`` logical CPUs each (a group's ranks per node)."""
+    with local_cluster(*[{"num_cpus": request.param}] * 3) as found:
+        yield found
 
 
 def wait_until(proc: Any, ready: Any, within_s: float, what: str) -> Any:

@@ -4,8 +4,10 @@ Ray Train 2.60 replaces its whole worker group when one worker dies, so every re
 from the newest durable checkpoint (README, "Under Ray: group-level recovery"). Here each replica group is
 its own unit instead:
 
-- a placement group of ``ft.group_size`` bundles (one GPU each on CUDA), STRICT_PACK when one node holds
-  the whole group (its NVLink domain, one failure domain), PACK otherwise;
+- a placement group of ``ft.group_size`` bundles (one GPU each on CUDA), each bundle pinned to a node the
+  supervisor chose inside one sub-block (``subblocks.choose``): on one node when a node can hold the whole
+  group (its NVLink domain, one failure domain), else on as few nodes as possible; a group that no
+  sub-block can hold waits until one can, never split across two;
 - one ``GroupWorker`` actor per bundle running ``trainer.worker.train`` with the group's own rendezvous,
   as the local launcher's processes do (``max_restarts=0``: the supervisor, not Ray, decides what restarts);
 - ``ft.spare_groups`` more placement groups whose actors are started and idle (torch imported), so a
@@ -31,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from contract import names
+from contract import incluster, names
 from contract.names import ROLE_RESOURCES
 from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
 from trainer.local import after_death
 from trainer.runs import EventLog
+from trainer.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
 
 log = logging.getLogger("trainer")
@@ -165,11 +168,17 @@ class LighthouseActor:
 
 @dataclass
 class Slot:
-    """A placement group and its actors: a replica group's, or a spare's (``group`` None)."""
+    """A placement group and its actors: a replica group's, or a spare's (``group`` None).
+
+    ``pg`` None: waiting for a sub-block with room (no actor yet).
+    """
 
     pg: Any
     actors: list[Any]
     placing: list[Any]  # ObjectRefs of each actor's where(): resolved once the group is placed and up
+    nodes: tuple[str, ...] = ()  # the Ray node each bundle is pinned to (subblocks.choose)
+    subblock: str = ""
+    waiting: bool = False  # its "waiting" event was written (once per wait)
     placed: list[dict[str, Any]] = field(default_factory=list)
     group: int | None = None
     due: float = 0.0  # monotonic time the group may start training (the restart delay)
@@ -208,6 +217,8 @@ class Supervisor:
         # With roles (gkr), the trainer's pods carry this Ray resource: its ranks ask for it, never landing on a generator's.
         role = ROLE_RESOURCES["trainer"]
         self.role = {role: 1.0} if role in ray.cluster_resources() else {}  # type: ignore[no-untyped-call]
+        self.one = bundle(cfg.ft.device) | self.role  # one rank's bundle
+        self.topology = NodeTopology(ray, incluster.discover())  # each node's sub-block
 
     def run(self) -> int:
         ray = self.ray
@@ -247,15 +258,28 @@ class Supervisor:
         rl.start(RayGenerators(self.ray, to_dict(self.cfg), cuda=cuda, tp=tensor_parallel(os.environ)))
 
     def _place(self, group: int | None, due: float = 0.0) -> Slot:
+        """A slot for the group (or a spare): placed now if a sub-block has room, else waiting for one."""
+        slot = Slot(None, [], [], group=group, due=due)
+        self._try_place(slot)
+        return slot
+
+    def _try_place(self, slot: Slot) -> None:
+        """Pin the slot's bundles to the nodes ``subblocks.choose`` gives, or leave it waiting (said once)."""
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        size, one = self.cfg.ft.group_size, bundle(self.cfg.ft.device) | self.role
-        key = "GPU" if self.cfg.ft.device == "cuda" else "CPU"
-        nodes: list[dict[str, Any]] = self.ray.nodes()  # type: ignore[no-untyped-call]
-        per_node = max((n["Resources"].get(key, 0) for n in nodes if n["Alive"]), default=0)
-        pg = placement_group([one] * size, strategy=strategy(size, int(per_node)))
-        actors = [
+        size, one = self.cfg.ft.group_size, self.one
+        choice, per_node, quiet = self._choose(size)
+        if choice is None:
+            if not (slot.waiting or quiet):
+                slot.waiting = True
+                self.events.write("waiting", group=slot.group, ranks=size)
+                if slot.group is not None:
+                    self.console.print(f"replica group {slot.group}: waiting for {size} free slot(s) in one sub-block")
+            return
+        selectors = [{NODE_ID_LABEL: node} for node in choice.nodes]
+        pg = placement_group([one] * size, strategy=strategy(size, per_node), bundle_label_selector=selectors)
+        slot.actors = [
             self.worker.options(
                 num_cpus=one["CPU"],
                 num_gpus=one.get("GPU", 0),
@@ -264,25 +288,70 @@ class Supervisor:
             ).remote(self.threads)
             for rank in range(size)
         ]
-        return Slot(pg, actors, [a.where.remote() for a in actors], group=group, due=due)
+        slot.pg, slot.nodes, slot.subblock = pg, choice.nodes, choice.subblock
+        slot.placing = [a.where.remote() for a in slot.actors]
+        slot.waiting = False
+
+    def _choose(self, size: int) -> tuple[Choice | None, int, bool]:
+        """Where a group of ``size`` goes now, the most ranks a node holds, and whether a wait goes unsaid.
+
+        A node's free slots: its total less what this supervisor's slots pin there (placed or not yet),
+        and no more than Ray's own count of what is free there (another user of the node, e.g. RL's engines).
+        A wait is not said while nodes' sub-blocks are still being read, nor while only Ray's count is short
+        (it lags a released placement group by a moment).
+        """
+        from ray._private.state import available_resources_per_node  # DeveloperAPI; ray.util.tpu uses it too
+
+        alive = [n for n in self.ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+        total = {str(n["NodeID"]): slots(n["Resources"], self.one) for n in alive}
+        total = {node: count for node, count in total.items() if count > 0}
+        known, learning = self.topology.learn(n for n in alive if str(n["NodeID"]) in total)
+        available = available_resources_per_node()  # type: ignore[no-untyped-call]
+        held: dict[str, int] = {}
+        for s in [*self.groups.values(), *self.spares]:
+            for node in s.nodes:
+                held[node] = held.get(node, 0) + 1
+        ours = {node: count - held.get(node, 0) for node, count in total.items() if node in known}
+        nodes = [
+            RayNode(n, known[n], max(0, min(free, slots(available.get(n, {}), self.one)))) for n, free in ours.items()
+        ]
+        per_node = max(total.values(), default=0)
+        choice = choose(nodes, size, one_node=size <= per_node)
+        if choice is not None or learning:
+            return choice, per_node, True
+        room = choose([RayNode(n, known[n], max(0, free)) for n, free in ours.items()], size, size <= per_node)
+        return None, per_node, room is not None
+
+    def _unpin(self, slot: Slot) -> None:
+        """Back to waiting, without a restart: a node the slot was pinned to died before its actors were up."""
+        self._release(slot)
+        self.events.write("unplaced", group=slot.group, nodes=list(slot.nodes))
+        slot.pg, slot.actors, slot.placing, slot.nodes, slot.subblock = None, [], [], (), ""
 
     def _release(self, slot: Slot) -> None:
         from ray.util.placement_group import remove_placement_group
 
         for actor in slot.actors:
             self.ray.kill(actor, no_restart=True)
-        remove_placement_group(slot.pg)
+        if slot.pg is not None:
+            remove_placement_group(slot.pg)
 
     def _tick(self, slot: Slot) -> None:
         """Move one slot on: placed -> training (when due) -> done or dead; show what its group logged."""
         ray = self.ray
         try:
+            if slot.pg is None:
+                self._try_place(slot)
+                return
             if not slot.placed:
                 ready, _ = ray.wait(slot.placing, num_returns=len(slot.placing), timeout=0)
                 if len(ready) < len(slot.placing):
+                    if not set(slot.nodes) <= self._alive():  # pinned to a dead node: it would wait for ever
+                        self._unpin(slot)
                     return
                 slot.placed = ray.get(slot.placing)
-                self.events.write("placed", group=slot.group, node=slot.node)
+                nodes = [p["node"] for p in slot.placed]
+                self.events.write("placed", group=slot.group, node=slot.node, nodes=nodes, subblock=slot.subblock)
             if slot.group is None:
                 return  # a spare, placed and waiting
             if not slot.runs:
@@ -301,6 +370,9 @@ class Supervisor:
             self._lost(slot, failed[0].get("reason", ""), code=failed[0]["code"])
         elif len(slot.done) == len(slot.runs):
             self._finished(slot)
+
+    def _alive(self) -> set[str]:
+        return {str(n["NodeID"]) for n in self.ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
 
     def _start(self, slot: Slot) -> None:
         assert slot.group is not None
@@ -382,7 +454,10 @@ class Supervisor:
             spare.group, spare.due = group, due
             self.groups[group] = spare
             if spare.placed:  # already up: no actor to start (else its placement writes the event)
-                self.events.write("placed", group=group, node=spare.node, spare=True)
+                nodes = [p["node"] for p in spare.placed]
+                self.events.write(
+                    "placed", group=group, node=spare.node, nodes=nodes, subblock=spare.subblock, spare=True
+                )
             self.spares.append(self._place(None))  # pending until capacity comes back (a repaired or new node)
         else:
             self.groups[group] = self._place(group, due)
@@ -394,6 +469,8 @@ class Supervisor:
         found = {
             str(g): {
                 "node": s.node,
+                "nodes": [p["node"] for p in s.placed],
+                "subblock": s.subblock,
                 "ip": s.placed[0]["ip"],
                 "pids": [p["pid"] for p in s.placed],
                 "metrics_port": s.port,

@@ -16,6 +16,7 @@ DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 
 
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
+TRAINER_NODE_READER = "meridian-trainer-node-reader"  # named in the trainer's warning (trainer.subblocks.NODE_READER)
 RW = ["get", "list", "watch", "create", "patch", "delete"]
 # A run across regions puts one Lighthouse Service (an internal load balancer, one node port) in its home
 # cluster's team namespace; the admission policy admits no other load balancer and no NodePort Service.
@@ -57,6 +58,31 @@ def queue_viewer_role() -> Obj:
     return obj("rbac.authorization.k8s.io/v1", "ClusterRole", QUEUE_VIEWER_ROLE, rules=rules)
 
 
+def trainer_node_reader(fleet: Fleet) -> list[Obj]:
+    """Get of a Node by name, for every team's trainer account: the Ray driver reads the sub-block label of
+    the Nodes its workers run on, to keep each replica group inside one (platform/trainer/README.md,
+    "Sub-blocks under Ray"; Kueue tells a pod only its hostname). Only `get`: no list or watch (the driver
+    knows each name from the pod's NODE_NAME), no subresource (nodes/proxy reaches the kubelet), no write.
+    RBAC cannot grant less than the whole Node, so a team can read one it names (labels, annotations,
+    taints, addresses, status.images), never list them.
+    """
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    accounts = [
+        {"kind": "ServiceAccount", "name": names.TRAINER_KSA, "namespace": names.team_namespace(t.name)}
+        for t in fleet.teams
+    ]
+    return [
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", TRAINER_NODE_READER, rules=rules),
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            TRAINER_NODE_READER,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TRAINER_NODE_READER},
+            subjects=accounts,
+        ),
+    ]
+
+
 def team_subjects(fleet: Fleet) -> list[dict[str, str]]:
     """Every team's Google group, as RBAC subjects (GKE's Google Groups for RBAC), each once."""
     groups = dict.fromkeys(t.group for t in fleet.teams)
@@ -82,7 +108,7 @@ def quota_hard(quotas: TeamQuota) -> dict[str, str]:
 
 
 def cluster_objects(fleet: Fleet) -> list[Obj]:
-    """What every team shares in a cluster: the roles and the read of every ClusterQueue."""
+    """What every team shares in a cluster: the roles, the read of every ClusterQueue, the trainer's Node read."""
     return [
         researcher_role(),
         queue_viewer_role(),
@@ -93,6 +119,7 @@ def cluster_objects(fleet: Fleet) -> list[Obj]:
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": QUEUE_VIEWER_ROLE},
             subjects=team_subjects(fleet),
         ),
+        *trainer_node_reader(fleet),
     ]
 
 
