@@ -4,7 +4,8 @@ Each cluster's tree is built as Argo CD builds it (tests/conftest.py `trees`: ku
 overlays, the Kueue chart's values from the `kueue` Application). The jobs: every gkr example, rendered by
 gkr's own planner (gkr.plan, as `gkr submit --dry-run` does) in the region it goes to, each part of a run
 across regions in its own region; `gkr preflight` in every region; Warden's sweep Job on a node of every pool
-Warden sweeps (warden.deepcheck, with the cluster's generated Warden policy).
+Warden sweeps (warden.deepcheck, with the cluster's generated Warden policy). Kueue's rules and KubeRay's
+(fleet.controllers.kuberay) both apply to every job.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from contract import names
 from contract import warden as warden_config
-from fleet.controllers import kueue
+from fleet.controllers import kuberay, kueue
 from fleet.controllers.kueue import Cluster
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import Finding as BuildFinding
@@ -50,7 +51,8 @@ def clusters(trees: Trees) -> dict[str, Cluster]:
 def _found(clusters: dict[str, Cluster], resolved: Resolved, objects: list[Obj]) -> list[str]:
     pool = resolved.pool.name if resolved.spec.gpus_per_pod else None  # the GPU pool gkr resolved the job to
     c = clusters[resolved.region.name]
-    return [f"{resolved.region.name}: {f}" for o in objects for f in kueue.job_findings(c, o, pool)]
+    found = [f for o in objects for f in [*kueue.job_findings(c, o, pool), *kuberay.job_findings(o)]]
+    return [f"{resolved.region.name}: {f}" for f in found]
 
 
 def test_every_clusters_kueue_configuration_passes(clusters: dict[str, Cluster]) -> None:

@@ -40,7 +40,10 @@ RELIED_ON: Mapping[str, tuple[bool, str]] = {
     # Off (0.19's default, deprecated): a node counts as lost once its pods terminate, not after 30 s NotReady.
     # Kueue keeps one failed node per workload and evicts the gang on a second, so a kubelet restart or a
     # network blip of 30 s must not count (fleet.goodput.nodeloss marks the node at the pod's eviction).
-    NOT_READY: (False, "on, a node NotReady for 30 s (a kubelet restart) counts as lost, and a second such node evicts the gang"),
+    NOT_READY: (
+        False,
+        "on, a node NotReady for 30 s (a kubelet restart) counts as lost, and a second such node evicts the gang",
+    ),
     FAIL_FAST: (False, "on, one failed search for a replacement node evicts the whole gang"),
 }
 
