@@ -10,7 +10,8 @@ RL, a plain Job; tests/gitops/runbook_world.py) in each cluster it runs in; for 
 - every command names its cluster (`--context`), picked from the alert's `cluster` label, and every
   Deployment a command names exists in that cluster;
 - every request is allowed by the RBAC the committed tree binds to `project.operators_group`, and every right
-  bound to it is used by a page, `warden hold/release/report/held` or `gkr health` (least privilege);
+  bound to it is used by a page, `warden hold/release/report/held` or `gkr health` (least privilege); every patch
+  of an Argo CD Application is admitted by the tree's admission policies (fleet.gitops.operators.sync_guard);
 - a command that changes an object Argo CD manages (self-heal on) comes after a pause of that application's
   automated sync and before its resumption, unless the owning application ignores exactly that field.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from contract import names
+from fleet.gitops.admission import policies
 from fleet.gitops.argocd import PAUSE_POINTER
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.monitoring import queries, rules
@@ -35,7 +37,9 @@ from gkr import health_read
 from tests.conftest import REPO
 from tests.gitops import runbook_commands as rc
 from tests.gitops import runbook_world as world
+from tests.tenancy import applications
 from tests.tenancy.rbac import Access, User, allowed
+from tests.tenancy.vap import admit
 
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
 RUNBOOKS = REPO / "platform" / "fleet" / "runbooks"
@@ -320,6 +324,28 @@ def test_the_operators_may_run_every_command(fleet: Fleet, trees: Trees) -> None
             region = region_of(step.context)
             assert region is not None, f"{walk.page}: {step.context} is no cluster's context"
             refused |= {(walk.page, str(a)) for a in step_requests(step) if not allowed(objects[region], user, a)}
+    assert sorted(refused) == []
+
+
+def test_the_pages_application_patches_are_admitted(fleet: Fleet, trees: Trees) -> None:
+    """RBAC lets the group patch Warden's Application; the guard lets it change one field: each page's patch passes."""
+    user = operator(fleet)
+    checked, refused = 0, set()
+    for walk in every_walk(trees):
+        for step in walk.steps:
+            command = step.command
+            if command.tool != "kubectl" or command.verb != "patch" or rc.target(command)[0] != "applications":
+                continue
+            region = region_of(step.context)
+            assert region is not None, f"{walk.page}: {step.context} is no cluster's context"
+            tree, _ = trees[region]
+            live = applications.live(tree, rc.target(command)[1])
+            new = applications.written(live, json.loads(command.flags["-p"]))
+            request = applications.request("UPDATE", new, user.name, user.groups)
+            outcomes = admit(policies(o for _, o in tree.objects()), request, new, live, applications.ARGOCD_NAMESPACE)
+            refused |= {(walk.page, o.policy, o.message or o.error) for o in outcomes if o.denied}
+            checked += 1
+    assert checked >= 2  # WardenSplitLeadership's pause and resume, at least
     assert sorted(refused) == []
 
 

@@ -33,6 +33,7 @@ KINDS = {
     ("apps", "deployments"): ("v1", "Deployment"),
     ("ray.io", "rayclusters"): ("v1", "RayCluster"),
     ("ray.io", "rayjobs"): ("v1", "RayJob"),
+    ("argoproj.io", "applications"): ("v1alpha1", "Application"),
 }
 # `object` not preceded by a letter or a dot (so not oldObject, namespaceObject, x.object), then .fields.
 _CHAIN = re.compile(r"(?<![\w.])object((?:\.[A-Za-z_]\w*)+)(\s*\()?")

@@ -20,7 +20,7 @@ import yaml
 from contract import names as contract_names
 from contract.registry import REGISTRY_NAMESPACE
 from fleet import names
-from fleet.gitops import admission
+from fleet.gitops import admission, operators
 from fleet.gitops.cel import WORKLOAD_KINDS
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import CrdSchemas, Finding, validate_object
@@ -42,6 +42,8 @@ REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller
 TRAINER = "system:serviceaccount:team-research:trainer"  # a tenant's own workload identity
 AGENT = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{admission.WARDEN_AGENT_KSA}"
 WARDEN = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{names.WARDEN_KSA}"
+# Policies that are not about team namespaces (the agent's own Node, the operators' Argo CD patch).
+CLUSTER_WIDE = (admission.AGENT_NODE, operators.SYNC_GUARD)
 
 
 def request(o: Obj, operation: str = "CREATE", user: str = RESEARCHER, sub_resource: str = "") -> Request:
@@ -838,7 +840,7 @@ def _meant_for(policies: Policies, req: Request) -> set[str]:
     return {
         name
         for name, (policy, _) in policies.items()
-        if name != admission.AGENT_NODE
+        if name not in CLUSTER_WIDE
         and any(
             req.group in r["apiGroups"] and req.resource in r["resources"]
             for r in policy["spec"]["matchConstraints"]["resourceRules"]
@@ -902,6 +904,7 @@ def test_expected_policies_are_deployed(cluster_policies: dict[str, Policies]) -
             admission.PLACEMENT,
             admission.LABELS,
             admission.AGENT_NODE,
+            operators.SYNC_GUARD,
         }, region
         for name, (policy, bindings) in policies.items():
             assert policy["spec"]["failurePolicy"] == "Fail"
@@ -916,7 +919,7 @@ def test_team_namespaces_are_selected_by_label(
     teams = {names.team_namespace(t.name): t.name for t in fleet.teams}
     for region, policies in cluster_policies.items():
         for name, (policy, bindings) in policies.items():
-            if name == admission.AGENT_NODE:
+            if name in CLUSTER_WIDE:
                 continue
             assert bindings[0]["spec"]["matchResources"]["namespaceSelector"] == selector
             assert policy["spec"]["matchConstraints"]["namespaceSelector"] == selector

@@ -225,7 +225,7 @@ def queue_policy(fleet: Fleet) -> Obj:
             "reason": "Forbidden",
         }
     ]
-    return _policy(QUEUES, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
+    return validating_policy(QUEUES, resource_rules(WORKLOADS, ("CREATE", "UPDATE")), variables, validations)
 
 
 def allowed_priorities(fleet: Fleet) -> dict[str, list[str]]:
@@ -301,7 +301,9 @@ def service_policy(ranges: list[str]) -> Obj:
             "team Services may not set externalIPs",
         ),
     ]
-    return _policy(SERVICES, resource_rules([("", "v1", ("services",))], ("CREATE", "UPDATE")), [], validations)
+    return validating_policy(
+        SERVICES, resource_rules([("", "v1", ("services",))], ("CREATE", "UPDATE")), [], validations
+    )
 
 
 def deployment_policy(fleet: Fleet) -> Obj:
@@ -335,7 +337,7 @@ def deployment_policy(fleet: Fleet) -> Obj:
             "reason": "Forbidden",
         },
     ]
-    return _policy(
+    return validating_policy(
         DEPLOYMENTS, resource_rules([("apps", "v1", ("deployments",))], ("CREATE", "UPDATE")), variables, validations
     )
 
@@ -423,7 +425,7 @@ def agent_node_policy() -> Obj:
     """
     agent = f"system:serviceaccount:{names.WARDEN_NAMESPACE}:{WARDEN_AGENT_KSA}"
     key = literal(NODE_NAME_EXTRA)
-    policy = _policy(
+    policy = validating_policy(
         AGENT_NODE,
         resource_rules([("", "v1", ("nodes", "nodes/status"))], ("UPDATE",)),
         [],
@@ -455,7 +457,7 @@ def per_kinds(concern: str, build: Build, pod_extra: tuple[tuple[str, str, tuple
         variables, validations = build(kinds)
         resources = [*kinds.resources, *(pod_extra if kinds is PODS else ())]
         rules = resource_rules(resources, ("CREATE", "UPDATE"))
-        found.append(_policy(f"{concern}-{kinds.name}", rules, variables, copy.deepcopy(validations)))
+        found.append(validating_policy(f"{concern}-{kinds.name}", rules, variables, copy.deepcopy(validations)))
     return found
 
 
@@ -471,7 +473,7 @@ def _templates(kinds: Kinds) -> dict[str, str]:
     return {"name": "templates", "expression": kinds.templates}
 
 
-def _policy(
+def validating_policy(
     name: str,
     rules: list[dict[str, Any]],
     variables: list[dict[str, str]],
@@ -488,7 +490,7 @@ def _policy(
     return obj(API, "ValidatingAdmissionPolicy", name, spec=spec)
 
 
-def _binding(policy: str, namespaced: bool = True) -> Obj:
+def policy_binding(policy: str, namespaced: bool = True) -> Obj:
     spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
     if namespaced:
         spec["matchResources"] = {"namespaceSelector": copy.deepcopy(TEAM_SELECTOR)}
@@ -507,12 +509,12 @@ def team_policies(loaded: LoadedFleet, region: Region) -> list[Obj]:
         *placement_policies(region),
         *label_policies(),
     ]
-    return [*policies, *(_binding(p["metadata"]["name"]) for p in policies)]
+    return [*policies, *(policy_binding(p["metadata"]["name"]) for p in policies)]
 
 
 def agent_policies() -> list[Obj]:
     """The node agent's guard, for the `warden` application."""
-    return [agent_node_policy(), _binding(AGENT_NODE, namespaced=False)]
+    return [agent_node_policy(), policy_binding(AGENT_NODE, namespaced=False)]
 
 
 def policies(objects: Iterable[Obj]) -> Mapping[str, tuple[Obj, list[Obj]]]:

@@ -187,13 +187,16 @@ def _bound(b: Obj) -> str:
 def admission_policy(policy: Obj, bound: list[Obj]) -> Facts:
     """What a ValidatingAdmissionPolicy matches, what it refuses (its messages) and how it is bound."""
     spec = policy["spec"]
-    return {
+    facts: Facts = {
         "failure": spec.get("failurePolicy"),
         "matches": [_resource_rule(r) for r in spec["matchConstraints"]["resourceRules"]],
         "namespaces": selector(spec["matchConstraints"].get("namespaceSelector")),
         "refuses": [v["message"] for v in spec["validations"]],
         "bindings": sorted(_bound(b) for b in bound),
     }
+    if "matchConditions" in spec:  # whose requests it judges: a policy for one group reads as one for all otherwise
+        facts["only_when"] = [c["expression"] for c in spec["matchConditions"]]
+    return facts
 
 
 def cluster_queue(o: Obj) -> Facts:

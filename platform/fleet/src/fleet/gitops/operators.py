@@ -14,14 +14,22 @@ Where: pod debugging in each team namespace, Warden's and Kueue's; Warden's own 
 and the nodes' Events in `default` (where Warden and the kubelet write them); Kueue's queues and workloads
 cluster-wide, read only; Warden's Argo CD Application by name, to pause its automated sync while Warden is
 scaled by hand (the root application leaves that one field alone: fleet.gitops.argocd.root).
+
+RBAC cannot say which fields a patch may change, so `patch` on that Application would also let the group change its
+source, revision, destination or project, or start a sync of any revision, and deploy what nobody reviewed. The
+cluster refuses that: a ValidatingAdmissionPolicy (`sync_guard`) lets the group change only
+`spec.syncPolicy.automated.enabled` of an Application, and neither create nor delete one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from contract.names import WARDEN_CONFIGMAP, WARDEN_KSA
 from fleet import names
+from fleet.gitops.admission import policy_binding, validating_policy
+from fleet.gitops.cel import literal, resource_rules
 from fleet.gitops.objects import Obj, obj
 from fleet.model import Fleet
 
@@ -37,6 +45,7 @@ RUNS_ROLE = "meridian-operator-runs"  # a team namespace's Events, port-forward 
 WARDEN_ROLE = "meridian-operator-warden"  # Warden's Deployment scale, Lease, PodMonitoring and config, by name
 EVENTS_ROLE = "meridian-operator-events"  # Warden's and the kubelets' Events about Nodes, in `default`
 SYNC_ROLE = "meridian-operator-sync"  # pause and resume automated sync of Warden's Argo CD Application
+SYNC_GUARD = "meridian-operator-sync-only"  # the policy: of an Application, the group changes that one field only
 WARDEN_APPLICATION = "warden"  # fleet.gitops.argocd.overlay_apps
 # A Node's Events (the kubelet's, Warden's: health_read.EVENTS_PATH) are recorded in this namespace.
 NODE_EVENTS_NAMESPACE = "default"
@@ -148,9 +157,96 @@ def bindings(fleet: Fleet, group: str) -> list[Obj]:
     return found
 
 
+# What the API server hands the policy: `object` and `oldObject` as plain maps (k8s.io/apiserver
+# pkg/admission/plugin/cel/filter.go, objectToResolveVal), so comprehensions range over their keys; dyn() because
+# the type check sees the Application's schema, whose objects are not maps. CEL has no map update, so "equal but
+# for one key" is spelled key by key, both ways (a key added or removed counts).
+NEW, OLD = "variables.new", "variables.old"
+PAUSE_FIELD = "spec.syncPolicy.automated.enabled"  # fleet.gitops.argocd.PAUSE_POINTER
+OWN_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")  # the rest the API server keeps or writes
+
+
+def _same_except(new: str, old: str, keep: list[str]) -> str:
+    """CEL: maps `new` and `old` hold the same keys with the same values, apart from the keys in `keep`."""
+    skip = literal(keep)
+    return (
+        f"{new}.all(k, k in {skip} || (k in {old} && {old}[k] == {new}[k])) && {old}.all(k, k in {skip} || k in {new})"
+    )
+
+
+def _same_key(new: str, old: str, key: str, inner: Callable[[str, str], str]) -> str:
+    """CEL: `key` is in both maps or in neither, and where it is, inner(its new value, its old value) holds."""
+    k = literal(key)
+    return f"({k} in {new}) == ({k} in {old}) && (!({k} in {new}) || ({inner(f'{new}[{k}]', f'{old}[{k}]')}))"
+
+
+def _only_pause(new: str, old: str) -> str:
+    """CEL: two Application specs differ at most in syncPolicy.automated.enabled."""
+
+    def automated(n: str, o: str) -> str:
+        return _same_except(n, o, ["enabled"])
+
+    def sync(n: str, o: str) -> str:
+        return f"{_same_except(n, o, ['automated'])} && {_same_key(n, o, 'automated', automated)}"
+
+    return f"{_same_except(new, old, ['syncPolicy'])} && {_same_key(new, old, 'syncPolicy', sync)}"
+
+
+def _refused(what: str, expression: str) -> dict[str, str]:
+    return {
+        "expression": expression,
+        "message": f"the operators' group may not {what}; of an Argo CD Application it changes only {PAUSE_FIELD}, to "
+        'pause or resume automated sync (platform/fleet/runbooks/README.md, "Argo CD"); make any other change as a '
+        "commit to the repository, which Argo CD syncs",
+        "reason": "Forbidden",
+    }
+
+
+def sync_guard(group: str) -> Obj:
+    """Of an Argo CD Application, the operators' group changes only whether its automated sync is on.
+
+    Matched by membership of the group (matchConditions), nobody else's: Argo CD writes Applications itself, with
+    its controller's and API server's service accounts, and those writes must pass (argo-cd v3.5.1
+    controller/appcontroller.go persistAppStatus and setOperationState patch `status`, annotations and
+    `operation`; util/argo/argo.go SetAppOperation, called by the controller's autoSync and by
+    server/application/application.go Sync, updates the whole object). The CRD has no status subresource
+    (manifests/crds/application-crd.yaml), so `status` is compared too: the controller resumes an operation in
+    progress from status as it finds it (appcontroller.go processRequestedAppOperation), a forged one is a sync of
+    any revision. PATCH arrives as UPDATE; the API server's own metadata (resourceVersion, generation,
+    managedFields) moves on every write and is not compared.
+    """
+    top = _same_except(NEW, OLD, ["metadata", "spec"])
+    metadata = " && ".join(
+        _same_key(f"{NEW}.metadata", f"{OLD}.metadata", key, lambda n, o: f"{n} == {o}") for key in OWN_METADATA
+    )
+    update = "request.operation != 'UPDATE' || "
+    policy = validating_policy(
+        SYNC_GUARD,
+        resource_rules([("argoproj.io", "v1alpha1", ("applications",))], ("CREATE", "UPDATE", "DELETE")),
+        [{"name": "new", "expression": "dyn(object)"}, {"name": "old", "expression": "dyn(oldObject)"}],
+        [
+            _refused("create or delete an Argo CD Application", "request.operation == 'UPDATE'"),
+            _refused("change an Application's status or operation (a sync)", f"{update}({top})"),
+            _refused("change an Application's labels, annotations, finalizers or owners", f"{update}({metadata})"),
+            _refused(
+                "change an Application's source, revision, destination, project or sync policy",
+                f"{update}({_only_pause(f'{NEW}.spec', f'{OLD}.spec')})",
+            ),
+        ],
+        namespaced=False,  # every namespace Argo CD may watch (the group's Role is in `argocd` only)
+    )
+    groups = "request.userInfo.groups"
+    policy["spec"]["matchConditions"] = [
+        {"name": "operators", "expression": f"has({groups}) && {literal(group)} in {groups}"}
+    ]
+    return policy
+
+
 def operator_objects(fleet: Fleet) -> list[Obj]:
-    """The operators' roles and bindings; none when the fleet names no operators' group."""
+    """The operators' roles and bindings, and the policy that limits their patch; none when the fleet names no
+    operators' group."""
     group = fleet.project.operators_group
     if group is None:
         return []
-    return [*cluster_roles(), *namespaced_roles(), *bindings(fleet, group)]
+    guard = [sync_guard(group), policy_binding(SYNC_GUARD, namespaced=False)]
+    return [*cluster_roles(), *namespaced_roles(), *bindings(fleet, group), *guard]
