@@ -10,6 +10,7 @@ Warden sweeps (warden.deepcheck, with the cluster's generated Warden policy). Ku
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,13 @@ from gkr.resolved import Resolved
 from gkr.submit import preflight_job
 from tests.gkr.conftest import EXAMPLES, registry_folder
 from warden import deepcheck
+from warden.sweeper import Sweeper
 
 Obj = dict[str, Any]
 Trees = dict[str, tuple[ClusterTree, list[BuildFinding]]]
 JOBS = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+# Where Warden creates its sweeps: the Sweeper's default, which `warden serve` (warden.cli) keeps.
+SWEEP_NAMESPACE = inspect.signature(Sweeper).parameters["namespace"].default
 
 
 def _cluster(tree: ClusterTree) -> Cluster:
@@ -107,7 +111,7 @@ def test_wardens_sweeps_are_admitted_on_every_pool_they_sweep(
                 "metadata": {"name": f"{pool.name}-node", "labels": {names.NODE_POOL_LABEL: pool.name}},
                 "status": {"capacity": {names.GPU_RESOURCE: "8"}},
             }
-            job = deepcheck.sweep_job(node, policy, names.WARDEN_NAMESPACE, 0.0)
+            job = deepcheck.sweep_job(node, policy, SWEEP_NAMESPACE, 0.0)
             findings += [f"{region.name}: {f}" for f in kueue.job_findings(clusters[region.name], job, pool.name)]
     assert findings == []
 

@@ -126,7 +126,7 @@ def test_queues_share_one_cohort_and_flex_pools_use_provisioning(fleet: Fleet) -
         ("team-evals", "evals"),
     }
     meta = sweep_local_queue()["metadata"]
-    assert (meta["name"], meta["namespace"]) == ("warden-sweep", "warden")
+    assert (meta["name"], meta["namespace"]) == ("warden-sweep", "warden-sweeps")  # where Kueue manages Jobs
     assert sweep_local_queue()["spec"] == {"clusterQueue": "warden-sweep"}
     # The sweeps borrow only (no quota of their own, so every team reclaims them) and never preempt.
     assert sweep["metadata"]["name"] == "warden-sweep"

@@ -39,7 +39,7 @@ def _namespace_labels(tree: ClusterTree) -> dict[str, dict[str, str]]:
     return {ns: {**labels, "kubernetes.io/metadata.name": ns} for ns, labels in found.items()}
 
 
-def test_jobs_without_a_queue_name_are_managed_in_team_namespaces_only(
+def test_jobs_without_a_queue_name_are_managed_in_team_namespaces_and_wardens_sweeps_only(
     fleet: Fleet, trees: dict[str, tuple[ClusterTree, list[Finding]]]
 ) -> None:
     config = _manager_config(fleet)
@@ -52,7 +52,9 @@ def test_jobs_without_a_queue_name_are_managed_in_team_namespaces_only(
         namespaces = _namespace_labels(tree)
         assert team_namespaces <= set(namespaces)
         managed = {ns for ns, labels in namespaces.items() if selects(selector, labels)}
-        assert managed == team_namespaces  # not Warden, kube-system (the NCCL installer) or Kueue itself
+        # Not Warden's own pods, kube-system (the NCCL installer) or Kueue itself; Warden's sweeps, which
+        # Kueue would otherwise ignore, queue name or not (fleet.gitops.kueue).
+        assert managed == team_namespaces | {names.SWEEP_NAMESPACE}
 
 
 def _queues(fleet: Fleet, region_index: int) -> dict[str, dict[str, Any]]:
@@ -180,8 +182,8 @@ def test_a_cluster_queue_serves_only_its_team_namespace(
         namespaces = _namespace_labels(tree)
         for queue in (o for o in tree.apps["kueue-config"] if o["kind"] == "ClusterQueue"):
             selected = {ns for ns, labels in namespaces.items() if selects(queue["spec"]["namespaceSelector"], labels)}
-            team = queue["metadata"]["name"] != names.SWEEP_QUEUE  # Warden's sweeps: its namespace only
-            assert selected == ({names.team_namespace(queue["metadata"]["name"])} if team else {names.WARDEN_NAMESPACE})
+            team = queue["metadata"]["name"] != names.SWEEP_QUEUE  # Warden's sweeps: their namespace only
+            assert selected == ({names.team_namespace(queue["metadata"]["name"])} if team else {names.SWEEP_NAMESPACE})
         # Each team's LocalQueue sits in its own namespace and points at its own ClusterQueue.
         for local in (o for o in tree.apps["kueue-config"] if o["kind"] == "LocalQueue"):
             assert local["metadata"]["namespace"] == names.team_namespace(local["spec"]["clusterQueue"])

@@ -97,9 +97,19 @@ def test_the_gib_installer_appends_ld_preload_to_the_nccl_env_script(sandbox: Sa
     _flagged(r)
 
 
-def test_a_team_namespace_losing_the_label_its_policies_select_on(sandbox: Sandbox) -> None:
-    # Every team admission policy selects namespaces by meridian.dev/team, and Kueue's manager gates jobs
-    # without a queue only there: without the label, team-research's pods meet neither.
+@pytest.mark.parametrize(
+    ("label", "value", "selected_by"),
+    [
+        ("TEAM_LABEL", "meridian.dev/team: research", "admission policies"),
+        ("KUEUE_MANAGED_LABEL", "meridian.dev/kueue-managed: true", "Kueue's manager configuration"),
+    ],
+)
+def test_a_team_namespace_losing_a_label_its_policies_select_on(
+    sandbox: Sandbox, label: str, value: str, selected_by: str
+) -> None:
+    # Every team admission policy selects namespaces by meridian.dev/team; Kueue's manager gates jobs without
+    # a queue only where meridian.dev/kueue-managed is (team namespaces and Warden's sweeps'): without the
+    # label, team-research's pods meet neither.
     r = change_files(
         sandbox,
         [
@@ -107,15 +117,12 @@ def test_a_team_namespace_losing_the_label_its_policies_select_on(sandbox: Sandb
                 "platform/fleet/src/fleet/gitops/teams.py",
                 "labels=team_namespace_labels(fleet, team.name),",
                 "labels={k: v for k, v in team_namespace_labels(fleet, team.name).items() "
-                'if (team.name, k) != ("research", names.TEAM_LABEL)},',
+                f'if (team.name, k) != ("research", names.{label})}},',
             )
         ],
         generate=True,
     )
-    assert r.security == [
-        f"{ALL}: Namespace team-research label meridian.dev/team: research -> (absent) "
-        "(selected by Kueue's manager configuration, admission policies)"
-    ]
+    assert r.security == [f"{ALL}: Namespace team-research label {value} -> (absent) (selected by {selected_by})"]
     _flagged(r)
 
 

@@ -137,6 +137,12 @@ def pod(
     return merge_patch(obj, extra)  # type: ignore[no-any-return]
 
 
+def _in_namespace(item: dict[str, Any], parts: list[str]) -> bool:
+    """Whether an object is in the namespace a path (`.../namespaces/<ns>/...`) names."""
+    at = parts.index("namespaces") + 1 if "namespaces" in parts else None
+    return at is None or item["metadata"].get("namespace") == parts[at]
+
+
 def _labelled(items: list[dict[str, Any]], selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """Items matching a `key=value` label selector (the only form Warden lists by), in one namespace if given."""
     key, _, value = selector.partition("=")
@@ -219,13 +225,14 @@ class FakeApiServer(_Handler):
             return self.send_json(200, {"items": items})
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and parts[4] == "pods":
             return self.send_json(200, {"items": _labelled(s.pods, r.query.get("labelSelector", ""), parts[3])})
-        if parts[:2] == ["apis", "batch"] and parts[-1] == "jobs":
-            return self.send_json(200, {"items": _labelled(list(s.jobs.values()), r.query.get("labelSelector", ""))})
+        if parts[:2] == ["apis", "batch"] and parts[-1] == "jobs":  # one namespace's, as the path says
+            items = _labelled(list(s.jobs.values()), r.query.get("labelSelector", ""), parts[4])
+            return self.send_json(200, {"items": items})
         if r.path == "/api/v1/events":
             reason = r.query["fieldSelector"].removeprefix("reason=")
             return self.send_json(200, {"items": [e for e in s.events if e.get("reason") == reason]})
         store = s.leases if "leases" in parts else s.jobs if "jobs" in parts else None
-        if store is not None and parts[-1] in store:
+        if store is not None and parts[-1] in store and _in_namespace(store[parts[-1]], parts):
             return self.send_json(200, store[parts[-1]])
         self.send_json(404, {"kind": "Status", "code": 404})
 
@@ -265,6 +272,8 @@ class FakeApiServer(_Handler):
             s.events.append(r.body)
             return self.send_json(201, r.body)
         store = s.leases if parts[-1] == "leases" else s.jobs
+        if not _in_namespace(r.body, parts):  # the API server's "does not match the namespace sent on the request"
+            return self.send_json(400, {"code": 400, "reason": "BadRequest"})
         name = r.body["metadata"]["name"]
         if name in store:
             return self.send_json(409, {"code": 409, "reason": "AlreadyExists"})
@@ -284,8 +293,12 @@ class FakeApiServer(_Handler):
 
     def do_DELETE(self) -> None:
         r, s = self._read(), self.state
-        found = s.jobs.pop(r.path.rsplit("/", 1)[1], None)
-        self.send_json(200 if found else 404, {"kind": "Status"})
+        parts = r.path.strip("/").split("/")
+        found = s.jobs.get(parts[-1])
+        if found is not None and _in_namespace(found, parts):
+            del s.jobs[parts[-1]]
+            return self.send_json(200, {"kind": "Status"})
+        self.send_json(404, {"kind": "Status"})
 
 
 @dataclass

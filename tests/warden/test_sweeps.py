@@ -28,7 +28,7 @@ from warden.sweeper import Sweeper
 __all__ = ["cluster"]  # the fixture
 
 SWEEPS = replace(POLICY, burn_in=False, sweeps=True, sweep_idle_s=600.0, sweep_max_per_pool=4)
-JOBS = "/apis/batch/v1/namespaces/warden/jobs"
+JOBS = "/apis/batch/v1/namespaces/warden-sweeps/jobs"  # a namespace Kueue manages; Warden's own is not
 DAY = 86400.0
 
 
@@ -63,7 +63,7 @@ def check_failed(cluster: Cluster, job: dict[str, Any], node_name: str, report: 
         pod(
             f"{name}-x",
             node_name,
-            namespace="warden",
+            namespace="warden-sweeps",
             metadata={"labels": {"job-name": name}},
             status={"containerStatuses": [{"name": "deep-check", "state": {"terminated": terminated}}]},
         )
@@ -140,6 +140,30 @@ def test_an_idle_node_due_for_a_check_gets_a_low_priority_sweep_pinned_to_it(clu
     mark = len(api.requests)
     w.round()
     assert cluster.mutations(mark) == []
+
+
+def test_sweeps_live_where_kueue_manages_jobs_and_wardens_own_pods_never_make_a_node_busy(cluster: Cluster) -> None:
+    """Kueue ignores a Job in `warden` (not a namespace it manages): Warden creates, lists and deletes its
+    sweeps in `warden-sweeps`. A Job there with the sweep's labels is not Warden's to read as a sweep; its
+    own GPU pods (a probation Job in `warden`, a check in `warden-sweeps`) leave their node idle."""
+    api, clock = cluster.api, cluster.clock
+    pool_of(cluster, 57)  # 60 nodes: three may be out at once (5%)
+    for name in ("due", "probation", "checked"):
+        api.nodes[name] = node(name)  # never checked
+    api.pods = [pod("probe", "probation", namespace="warden"), pod("check", "checked", namespace="warden-sweeps")]
+    stray = {"labels": {"app.kubernetes.io/name": "warden-sweep", "meridian.dev/deep-check-node": "due"}}
+    api.jobs["stray"] = {"metadata": {"name": "stray", "namespace": "warden", **stray}, "spec": {"suspend": True}}
+    w = warden(cluster)
+    w.round()
+    clock.now += 601
+    mark = len(api.requests)
+    w.round()
+    created = {m.body["metadata"]["labels"]["meridian.dev/deep-check-node"]: m for m in cluster.mutations(mark)}
+    assert sorted(created) == ["checked", "due", "probation"]  # a stray in `warden` holds no node
+    assert {(m.method, m.path, m.body["metadata"]["namespace"]) for m in created.values()} == {
+        ("POST", JOBS, "warden-sweeps")
+    }
+    assert "stray" in api.jobs  # left alone: not in the sweeps' namespace
 
 
 def test_a_passed_sweep_is_recorded_on_the_node_and_its_job_deleted(cluster: Cluster) -> None:

@@ -90,7 +90,7 @@ def test_a_pinned_pods_failing_report_only_asks_and_warden_acts_on_its_own_check
     untouched(cluster, "n-03")
     assert victim in api.pods
     (job,) = verification_jobs(cluster).values()
-    assert job["metadata"]["namespace"] == "warden"
+    assert job["metadata"]["namespace"] == "warden-sweeps"  # with the sweeps, where Kueue manages Jobs
     assert job["metadata"]["labels"]["meridian.dev/deep-check-node"] == "n-03"
     (check,) = job["spec"]["template"]["spec"]["containers"]
     assert check["image"] == POLICY.probation_image  # Warden's image, Warden's command, not the tenant's

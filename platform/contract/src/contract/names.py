@@ -9,6 +9,10 @@ from __future__ import annotations
 
 # --- Namespaces and Kubernetes service accounts -------------------------------------------------
 WARDEN_NAMESPACE = "warden"
+# Warden's deep check Jobs (idle sweeps, verifications): a namespace of their own, which Kueue manages
+# (Kueue ignores a Job in a namespace its managedJobsNamespaceSelector leaves out, queue name or not;
+# fleet.gitops.kueue) while Warden's own pods stay outside Kueue in WARDEN_NAMESPACE. Only Warden writes it.
+SWEEP_NAMESPACE = "warden-sweeps"
 WARDEN_KSA = "warden"
 ARGOCD_NAMESPACE = "argocd"
 ARGOCD_KSAS = ("argocd-application-controller", "argocd-repo-server")
@@ -26,9 +30,9 @@ def local_queue(team: str) -> str:
     return team
 
 
-# Idle-node sweeps (issue 21): Warden's deep checks run as the lowest-priority Kueue workloads, in Warden's
-# namespace, through their own LocalQueue and ClusterQueue, which borrow idle quota and never preempt.
-SWEEP_QUEUE = "warden-sweep"  # the LocalQueue (in WARDEN_NAMESPACE) and the ClusterQueue it points at
+# Idle-node sweeps (issue 21): Warden's deep checks run as the lowest-priority Kueue workloads, in
+# SWEEP_NAMESPACE, through their own LocalQueue and ClusterQueue, which borrow idle quota and never preempt.
+SWEEP_QUEUE = "warden-sweep"  # the LocalQueue (in SWEEP_NAMESPACE) and the ClusterQueue it points at
 SWEEP_PRIORITY = "warden-sweep"  # the Kueue WorkloadPriorityClass and the pod PriorityClass, below every job's
 
 

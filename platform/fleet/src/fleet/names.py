@@ -34,6 +34,7 @@ from contract.names import (
     QUEUE_LABEL,
     QUEUED_TOLERATION,
     STAGED_PREFIX,
+    SWEEP_NAMESPACE,
     SWEEP_PRIORITY,
     SWEEP_QUEUE,
     TEAM_CAPABILITIES,
@@ -70,6 +71,7 @@ __all__ = [  # the shared names, re-exported (see above)
     "QUEUED_TOLERATION",
     "QUEUE_LABEL",
     "STAGED_PREFIX",
+    "SWEEP_NAMESPACE",
     "SWEEP_PRIORITY",
     "SWEEP_QUEUE",
     "TEAMS_PREFIX",
@@ -88,6 +90,10 @@ __all__ = [  # the shared names, re-exported (see above)
 SERVICE_ACCOUNT_ID_MAX = 30  # IAM: account ids are 6 to 30 characters
 # The roles with a Google service account of their own (service_account_id); teams get one each.
 NODES_ROLE, WARDEN_ROLE, ARGOCD_ROLE = SERVICE_ACCOUNT_ROLES = ("nodes", "warden", "argocd")
+# On every namespace whose jobs go through Kueue: the team namespaces and Warden's sweeps'. Kueue's
+# managedJobsNamespaceSelector matches it (a label selector cannot OR two labels; fleet.gitops.kueue);
+# only the platform project writes Namespaces, no tenant may (tests/tenancy/test_sweep_namespace.py).
+KUEUE_MANAGED_LABEL = "meridian.dev/kueue-managed"
 SYSTEM_POOL = "system"  # the node pool of the platform's own services (operators, Warden, Argo CD)
 
 

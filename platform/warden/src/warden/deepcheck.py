@@ -4,7 +4,8 @@ Both run `preflight run --deep --level N` (DCGM diagnostics, multi-node NCCL,
 RDMA links; platform/preflight) on one node, with the node's GPUs, and end
 after policy.deep_check_timeout_s. Burn-in is level 3 and rides on the
 probation Job (warden.actions): the quick preflight as an init container,
-then the deep check. A sweep is level 2, a Job of its own that Kueue admits
+then the deep check. A sweep is level 2, a Job of its own in
+names.SWEEP_NAMESPACE (a namespace Kueue manages; Warden's own is not) that Kueue admits
 as the lowest-priority workload (names.SWEEP_QUEUE, names.SWEEP_PRIORITY),
 pinned to its node by nodeSelector (so the scheduler, and Kueue's flavor
 assignment, see where it must go) and tolerating only the GPU taints, so a

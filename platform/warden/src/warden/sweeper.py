@@ -11,6 +11,11 @@ shaped like one is skipped and counted (`warden_node_errors_total{stage="sweep"}
 
 Tenants' requests (warden.trust) are admitted here, per namespace, and
 answered with verification Jobs whether or not sweeps are on.
+
+The Jobs live in contract.names.SWEEP_NAMESPACE, not in Warden's own: Kueue
+(v0.19.2) ignores a Job in a namespace its managedJobsNamespaceSelector does
+not select, queue name or not, so one created suspended in `warden` would
+never start (fleet.gitops.kueue).
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ class Sweeper:
         policy: Policy,
         metrics: WardenMetrics,
         store: Callable[[dict[str, Any]], None] = lambda node: None,
-        namespace: str = names.WARDEN_NAMESPACE,
+        namespace: str = names.SWEEP_NAMESPACE,
         list_every_s: float = 300.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """`store`: where a Node Warden patched goes (the watch cache), so the next round sees the new check."""
+        """`store`: where a Node Warden patched goes (the watch cache), so the next round sees the new check.
+        `namespace`: where the deep check Jobs run, one Kueue manages (contract.names.SWEEP_NAMESPACE)."""
         self.kube, self.policy, self.metrics, self.namespace = kube, policy, metrics, namespace
         self.store = store
         self.list_every_s = list_every_s
@@ -82,10 +88,12 @@ class Sweeper:
             log.warning("sweep Jobs not listed; no sweep starts this round: %s", error)
 
     def _busy(self, pod: Any) -> str | None:
-        """The node a job's GPU pod holds; None for DaemonSet pods, Warden's own, and anything unreadable."""
+        """The node a job's GPU pod holds; None for DaemonSet pods, Warden's own (its deep checks, its
+        probation Jobs in its own namespace), and anything unreadable."""
         try:
             meta = pod.get("metadata") or {}
-            if meta.get("namespace") != self.namespace and evictable(pod) and uses_gpus(pod):
+            ours = meta.get("namespace") in (self.namespace, names.WARDEN_NAMESPACE)
+            if not ours and evictable(pod) and uses_gpus(pod):
                 return str(pod["spec"]["nodeName"])
         except (AttributeError, TypeError, KeyError):
             self.metrics.node_errors.inc(stage="sweep")

@@ -109,9 +109,11 @@ LABELS = "meridian-team-labels"
 
 
 def team_namespace_labels(fleet: Fleet, team: str) -> dict[str, str]:
-    """Labels of a team namespace: the team (the policies' selector) and Pod Security levels."""
+    """Labels of a team namespace: the team (the policies' selector), Kueue's management (the manager
+    Configuration's managedJobsNamespaceSelector, fleet.gitops.kueue) and Pod Security levels."""
     return {
         names.TEAM_LABEL: team,
+        names.KUEUE_MANAGED_LABEL: "true",
         **POD_SECURITY_LABELS,
         "pod-security.kubernetes.io/audit-version": f"v{fleet.versions.kubernetes}",
     }

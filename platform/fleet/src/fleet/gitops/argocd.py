@@ -365,6 +365,7 @@ def projects(fleet: Fleet) -> list[Obj]:
             "ray-system",
             "kueue-system",
             names.WARDEN_NAMESPACE,
+            names.SWEEP_NAMESPACE,  # Warden's deep check Jobs' namespace, its LocalQueue and Role (fleet.gitops.warden)
             REGISTRY_NAMESPACE,
             "default",
             *team_namespaces,

@@ -21,10 +21,16 @@ when they borrow themselves, preempt it as the lowest priority
 anything (every policy `Never`). Kueue "Preemption"
 (https://kueue.sigs.k8s.io/docs/concepts/preemption/) and "Cluster Queue",
 section Preemption (https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#preemption).
-A Job with a queue-name label is managed by Kueue in any namespace:
-managedJobsNamespaceSelector only exempts jobs without one, and pod-based
-integrations (Kueue Configuration v1beta2 API,
-https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/).
+
+Which namespaces Kueue manages: a Job, queue name or not, is Kueue's only in a namespace
+`managedJobsNamespaceSelector` selects (v0.19.2 `pkg/controller/jobframework/reconciler.go`
+`ReconcileGenericJob`, "Namespace not opted in"; upstream e2e test/e2e/sequential/baseline/reconcile_test.go
+"should not reconcile a job in the default (unmanaged) namespace"): one created suspended elsewhere stays
+suspended. So the sweeps run in a namespace of their own, names.SWEEP_NAMESPACE, not in Warden's: with
+`manageJobsWithoutQueueName` Kueue would gate Warden's own Deployment and DaemonSet pods there. A label
+selector cannot OR, so the selector matches names.KUEUE_MANAGED_LABEL, which the team namespaces
+(fleet.gitops.admission `team_namespace_labels`) and the sweep namespace (fleet.gitops.warden) carry; the
+team label alone still decides where the tenancy policies bind, and the sweep namespace has none.
 
 Topology-aware everywhere (Kueue v0.19.2; the rules are checked in fleet.controllers.kueue). A PodSet that
 asks for no topology gets a topology-aware flavor only in a queue whose every flavor is topology-aware
@@ -78,6 +84,7 @@ PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
 GPU = names.GPU_RESOURCE
 GPU_TOLERATION = {"key": names.GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+KUEUE_MANAGED = {names.KUEUE_MANAGED_LABEL: "true"}  # the namespaces Kueue manages (module docstring)
 QUEUED_TOLERATION = names.QUEUED_TOLERATION
 
 
@@ -131,11 +138,11 @@ def manager_config() -> dict[str, Any]:
         },
         "clientConnection": {"qps": 300, "burst": 500},
         # Every job, pod and Ray object in a team namespace goes through Kueue: one without a queue-name
-        # label is suspended (gated) instead of running beside the quotas. Only team namespaces: Warden, the
-        # NCCL installer and Kueue itself run outside Kueue. (config.kueue.x-k8s.io/v1beta2 Configuration,
-        # https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/)
+        # label is suspended (gated) instead of running beside the quotas. Only the team namespaces and
+        # Warden's sweeps' (module docstring): Warden, the NCCL installer and Kueue itself run outside Kueue.
+        # (config.kueue.x-k8s.io/v1beta2 Configuration, https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/)
         "manageJobsWithoutQueueName": True,
-        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": names.TEAM_LABEL, "operator": "Exists"}]},
+        "managedJobsNamespaceSelector": {"matchLabels": dict(KUEUE_MANAGED)},
         "waitForPodsReady": WAIT_FOR_PODS_READY,
         # Here and not in the chart's controllerManager.featureGates: Kueue refuses both at once
         # (fleet.controllers.gates); every gate Meridian relies on is written, defaults included.
@@ -307,7 +314,7 @@ def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
         names.SWEEP_QUEUE,
         spec={
             "cohortName": COHORT,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.WARDEN_NAMESPACE}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": names.SWEEP_NAMESPACE}},
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": [{"coveredResources": [GPU, "cpu", "memory"], "flavors": flavors}],
             "preemption": {
@@ -340,9 +347,9 @@ def sweep_objects(fleet: Fleet, region: Region, quotas: QuotaPlan) -> list[Obj]:
 
 
 def sweep_local_queue() -> Obj:
-    """The sweeps' LocalQueue, in Warden's namespace: shipped with Warden (its project may write there;
+    """The sweeps' LocalQueue, in their namespace: shipped with Warden (its project may write there;
     the fleet-config project may not, as that namespace allows privileged pods), a wave after the queues."""
-    return obj(API, "LocalQueue", names.SWEEP_QUEUE, names.WARDEN_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE})
+    return obj(API, "LocalQueue", names.SWEEP_QUEUE, names.SWEEP_NAMESPACE, spec={"clusterQueue": names.SWEEP_QUEUE})
 
 
 def cohort(region: Region, quotas: QuotaPlan) -> Obj:

@@ -1,4 +1,5 @@
-"""Warden's per-cluster configuration (contract.warden), generated from the spec, and its pod quota."""
+"""Warden's per-cluster configuration (contract.warden), generated from the spec, its pod quota and the
+namespace its deep check Jobs run in."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from contract.signals import SIGNAL_ACTIONS, default_actions
 from fleet import names
 from fleet.capacity import cpu_pool_capacity, region_capacity
 from fleet.catalog import thresholds
-from fleet.gitops.kueue import sweep_local_queue
+from fleet.gitops.kueue import KUEUE_MANAGED, sweep_local_queue
 from fleet.gitops.objects import Obj, obj
 from fleet.gitops.operators import operator_objects
 from fleet.model import Fleet, Region
@@ -73,6 +74,52 @@ def critical_pod_quota(region: Region) -> Obj:
     )
 
 
+RBAC = "rbac.authorization.k8s.io/v1"
+SWEEP_ROLE = "warden-deep-checks"  # its Role and RoleBinding there
+# What warden.sweeper does with its deep check Jobs there: list them by label, create them, delete them
+# (with their pods, by propagation). Their pods it lists cluster-wide already (kustomize/base/warden/rbac.yaml).
+SWEEP_JOB_VERBS = ["list", "create", "delete"]
+
+
+def sweep_namespace_objects() -> list[Obj]:
+    """Where Warden's deep check Jobs run (contract.names.SWEEP_NAMESPACE): a namespace Kueue manages
+    (fleet.gitops.kueue), with no team label, so no tenancy policy, quota or team binding applies there.
+
+    Pod Security "privileged": the check mounts the host's NVIDIA driver (deepcheck.sweep_job), which baseline
+    refuses, as in Warden's own namespace. No traffic either way: the check runs preflight on its own node with
+    no peers, no metrics port and no service account token, so every pod there is denied ingress and egress.
+    Only Warden may write Jobs there; no tenant may write a Namespace (tests/tenancy/test_sweep_namespace.py).
+    """
+    namespace = names.SWEEP_NAMESPACE
+    labels = {"app.kubernetes.io/part-of": "meridian", "pod-security.kubernetes.io/enforce": "privileged"}
+    return [
+        obj("v1", "Namespace", namespace, labels={**labels, **KUEUE_MANAGED}),
+        obj(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            "deny-by-default",
+            namespace,
+            spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        ),
+        obj(
+            RBAC,
+            "Role",
+            SWEEP_ROLE,
+            namespace,
+            rules=[{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": SWEEP_JOB_VERBS}],
+        ),
+        obj(
+            RBAC,
+            "RoleBinding",
+            SWEEP_ROLE,
+            namespace,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SWEEP_ROLE},
+            subjects=[{"kind": "ServiceAccount", "name": names.WARDEN_KSA, "namespace": names.WARDEN_NAMESPACE}],
+        ),
+        sweep_local_queue(),
+    ]
+
+
 def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
     return [
         obj(
@@ -83,7 +130,7 @@ def warden_objects(fleet: Fleet, region: Region) -> list[Obj]:
             data={contract.FILE: contract.dumps(config(fleet, region))},
         ),
         critical_pod_quota(region),
-        sweep_local_queue(),
+        *sweep_namespace_objects(),
         # The operators' rights (what the runbooks use), here because Warden's namespace exists from this wave on.
         *operator_objects(fleet),
     ]
