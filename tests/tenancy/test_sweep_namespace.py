@@ -15,7 +15,7 @@ import yaml
 
 from fleet import names
 from fleet.controllers.kueue import selects
-from fleet.gitops import admission
+from fleet.gitops import admission, operators
 from fleet.gitops.check import ClusterTree
 from fleet.gitops.validate import Finding
 from fleet.model import Fleet
@@ -67,8 +67,8 @@ def test_the_sweep_namespace_is_no_teams_and_admits_the_sweep_pod(
         # The check mounts the host's NVIDIA driver (warden.deepcheck.sweep_job): baseline would refuse it.
         assert labels["pod-security.kubernetes.io/enforce"] == "privileged", region
         for name, (_, bindings) in cluster_policies[region].items():
-            if name == admission.AGENT_NODE:
-                continue  # cluster-wide, for the node agent's own requests only (its matchConditions)
+            if name in (admission.AGENT_NODE, operators.SYNC_GUARD):
+                continue  # cluster-wide, for the node agent's or the operators' own requests only (matchConditions)
             for binding in bindings:
                 selector = binding["spec"].get("matchResources", {}).get("namespaceSelector")
                 assert selector is not None, (region, name)  # a binding without one binds everywhere

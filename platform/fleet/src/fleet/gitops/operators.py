@@ -49,6 +49,11 @@ SYNC_GUARD = "meridian-operator-sync-only"  # the policy: of an Application, the
 WARDEN_APPLICATION = "warden"  # fleet.gitops.argocd.overlay_apps
 # A Node's Events (the kubelet's, Warden's: health_read.EVENTS_PATH) are recorded in this namespace.
 NODE_EVENTS_NAMESPACE = "default"
+# checkov's CKV_K8S_21 (nothing in `default`), answered where the objects are made: Events about a
+# cluster-scoped object (a Node) are written to `default`, so reading them needs a Role there.
+DEFAULT_NAMESPACE_REASON = {
+    "checkov.io/skip1": "CKV_K8S_21=Events about Nodes are recorded in the default namespace, so reading them needs a Role there"
+}
 KUEUE_NAMESPACE = "kueue-system"
 
 
@@ -116,7 +121,14 @@ def namespaced_roles() -> list[Obj]:
                 _rule("", ["configmaps"], ["get"], WARDEN_CONFIGMAP),  # `gkr health` reads Warden's cadence
             ],
         ),
-        obj(RBAC, "Role", EVENTS_ROLE, NODE_EVENTS_NAMESPACE, rules=[_rule("", ["events"], ["list"])]),
+        obj(
+            RBAC,
+            "Role",
+            EVENTS_ROLE,
+            NODE_EVENTS_NAMESPACE,
+            annotations=DEFAULT_NAMESPACE_REASON,
+            rules=[_rule("", ["events"], ["list"])],
+        ),
         obj(
             RBAC,
             "Role",
@@ -153,7 +165,17 @@ def bindings(fleet: Fleet, group: str) -> list[Obj]:
         ]
     for named in namespaced_roles():
         name, namespace = named["metadata"]["name"], named["metadata"]["namespace"]
-        found.append(obj(RBAC, "RoleBinding", name, namespace, roleRef=_ref("Role", name), subjects=subjects))
+        found.append(
+            obj(
+                RBAC,
+                "RoleBinding",
+                name,
+                namespace,
+                annotations=named["metadata"].get("annotations"),
+                roleRef=_ref("Role", name),
+                subjects=subjects,
+            )
+        )
     return found
 
 
