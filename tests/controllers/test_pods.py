@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from fleet.controllers.pods import pod_requests, quantity
+from contract.quantity import parse as quantity
+from fleet.controllers.pods import pod_requests
 
 
-def test_quantities() -> None:
+def test_quantities_as_the_rules_read_them() -> None:  # contract.quantity, shared with the twin
     assert quantity("500m") == Fraction(1, 2)
     assert quantity("32Gi") == 32 * 2**30
     assert quantity("1G") == 10**9
@@ -18,7 +19,7 @@ def test_quantities() -> None:
     assert quantity("1e3") == 1000
     assert quantity("0.5") == Fraction(1, 2)
     for bad in ("", "Gi", "1.2.3", "12 Gi", "1Q", True, None, [1]):
-        with pytest.raises(ValueError, match="is not a resource quantity"):
+        with pytest.raises(ValueError, match="is not a quantity"):
             quantity(bad)
 
 

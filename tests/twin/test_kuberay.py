@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import safeyaml
+from contract.quantity import QuantityError, ceil_value, parse
 from tests.conftest import REPO
 from twin.golang import ALPHANUMS, json_float, quote, version_at_least
 from twin.kuberay import (
@@ -27,7 +28,6 @@ from twin.kuberay import (
     rayjob_pods,
 )
 from twin.kuberay.start import convert_param_map
-from twin.quantity import QuantityError, ceil_value, parse
 
 GOLDEN = REPO / "tests" / "gkr" / "golden"
 NS = "team-research"

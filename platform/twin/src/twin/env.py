@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from contract.quantity import QuantityError, parse
 from twin.golang import quote
-from twin.quantity import QuantityError, parse
 from twin.spec import Objects, Where, items, mapping, text
 
 # containerd pkg/oci/spec.go `defaultUnixEnv`, applied by `oci.WithDefaultPathEnv` before the image's ENV.

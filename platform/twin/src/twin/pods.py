@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from contract.quantity import QuantityError, parse
 from twin.env import Node, PodFacts, container_env, expand, kubelet_env
 from twin.probes import Probe, plan_probe
-from twin.quantity import QuantityError, parse
 from twin.security import Security, plan_security
 from twin.spec import Objects, PodError, Where, flag, integer, items, mapping, string_map, strings, text
 from twin.volumes import HostPaths, Mount, VolumePlan, container_path, plan_mounts, plan_volumes

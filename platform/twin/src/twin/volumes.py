@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
+from contract.quantity import QuantityError, parse
 from twin.env import VOLUME_FIELDS, PodFacts, expand, field_value, resource_value
-from twin.quantity import QuantityError, parse
 from twin.spec import Objects, Where, flag, integer, items, mapping, string_map, text
 
 DEFAULT_MODE = 0o644  # SetDefaults_ConfigMapVolumeSource / Secret / DownwardAPI / Projected

@@ -54,9 +54,10 @@ from typing import Any
 import yaml
 
 from contract import names
+from contract.quantity import parse
 from fleet.controllers import gates, refusals
 from fleet.controllers.findings import Finding
-from fleet.controllers.pods import Requests, pod_requests, quantity
+from fleet.controllers.pods import Requests, pod_requests
 from fleet.controllers.podsets import Obj, PodSet, Workload, workload
 
 GPU = names.GPU_RESOURCE
@@ -185,9 +186,9 @@ def _quota(queue: Obj, flavor: str, resource: str) -> Mapping[str, Any] | None:
 def _lendable(queue: Obj, flavor: str, resource: str) -> Fraction:
     """What a queue's nominal quota adds to its cohort: all of it, or its lendingLimit (`localQuota`)."""
     quota = _quota(queue, flavor, resource) or {}
-    nominal = quantity(quota.get("nominalQuota", 0))
+    nominal = parse(quota.get("nominalQuota", 0))
     lending = quota.get("lendingLimit")
-    return nominal if lending is None else min(nominal, quantity(lending))
+    return nominal if lending is None else min(nominal, parse(lending))
 
 
 def _cohort_quota(c: Cluster, cohort: str, flavor: str, resource: str) -> Fraction:
@@ -196,9 +197,7 @@ def _cohort_quota(c: Cluster, cohort: str, flavor: str, resource: str) -> Fracti
     for group in ((c.cohorts.get(cohort) or {}).get("spec") or {}).get("resourceGroups") or []:
         for entry in group.get("flavors") or []:
             if entry["name"] == flavor:
-                own += sum(
-                    (quantity(r["nominalQuota"]) for r in entry["resources"] if r["name"] == resource), Fraction()
-                )
+                own += sum((parse(r["nominalQuota"]) for r in entry["resources"] if r["name"] == resource), Fraction())
     members = (q for q in c.queues.values() if q["spec"].get("cohortName") == cohort)
     return own + sum((_lendable(q, flavor, resource) for q in members), Fraction())
 
@@ -206,14 +205,14 @@ def _cohort_quota(c: Cluster, cohort: str, flavor: str, resource: str) -> Fracti
 def potential(c: Cluster, queue: Obj, flavor: str, resource: str) -> Fraction:
     """`potentialAvailable`: the most of `resource` in `flavor` the queue could ever be admitted."""
     quota = _quota(queue, flavor, resource) or {}
-    nominal = quantity(quota.get("nominalQuota", 0))
+    nominal = parse(quota.get("nominalQuota", 0))
     cohort = queue["spec"].get("cohortName")
     if not cohort:
         return nominal
     local = nominal - _lendable(queue, flavor, resource)
     available = local + _cohort_quota(c, str(cohort), flavor, resource)
     if quota.get("borrowingLimit") is not None:
-        available = min(available, nominal + quantity(quota["borrowingLimit"]))
+        available = min(available, nominal + parse(quota["borrowingLimit"]))
     return available
 
 

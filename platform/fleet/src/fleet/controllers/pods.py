@@ -16,57 +16,25 @@ Kueue v0.19.2 builds a PodSet's per-pod requests in three steps:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
-_SUFFIX = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
+from contract.quantity import parse
 
 Requests = dict[str, Fraction]
 
 
-def quantity(value: object) -> Fraction:
-    """A Kubernetes resource quantity ("500m", "32Gi", 8, "1e3") as an exact number; ValueError if it is none."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"{value!r} is not a resource quantity")
-    text = str(value).strip()
-    found = _QUANTITY.match(text)
-    if found is None:
-        raise ValueError(f"{value!r} is not a resource quantity")
-    number, exponent, suffix = found.groups()
-    scale = Fraction(10) ** int(exponent[1:]) if exponent else _SUFFIX[suffix or ""]
-    return Fraction(number) * scale
-
-
 def _resources(container: Mapping[str, Any], key: str) -> Requests:
     listed = (container.get("resources") or {}).get(key) or {}
-    return {str(name): quantity(amount) for name, amount in listed.items()}
+    return {str(name): parse(amount) for name, amount in listed.items()}
 
 
 def _container_requests(container: Mapping[str, Any], defaults: Mapping[str, object]) -> Requests:
     """Step 1 for one container: its requests, then the LimitRange's defaults, then its limits."""
     requests = _resources(container, "requests")
     for name, amount in defaults.items():
-        requests.setdefault(name, quantity(amount))
+        requests.setdefault(name, parse(amount))
     for name, amount in _resources(container, "limits").items():
         requests.setdefault(name, amount)
     return requests
@@ -101,5 +69,5 @@ def pod_requests(spec: Mapping[str, Any], defaults: Mapping[str, object] | None 
             largest_init[name] = max(largest_init.get(name, Fraction(0)), amount)
     for name, amount in largest_init.items():
         total[name] = max(total.get(name, Fraction(0)), amount)
-    _add(total, {str(k): quantity(v) for k, v in (spec.get("overhead") or {}).items()})
+    _add(total, {str(k): parse(v) for k, v in (spec.get("overhead") or {}).items()})
     return {name: amount for name, amount in total.items() if amount > 0}

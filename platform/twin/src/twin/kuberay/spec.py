@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from twin.quantity import QuantityError, parse
+from contract.quantity import QuantityError, parse
 
 
 class KubeRayError(ValueError):

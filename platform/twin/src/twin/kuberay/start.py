@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from contract.quantity import QuantityError, approximate, ceil_value, parse
 from twin.golang import json_encode
-from twin.quantity import QuantityError, approximate, ceil_value, parse
 
 HEAD, WORKER = "head", "worker"  # rayv1.HeadNode, rayv1.WorkerNode
 # utils/constant.go

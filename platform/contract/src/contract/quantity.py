@@ -4,7 +4,8 @@ The grammar is apimachinery's `resource.ParseQuantity` (k8s.io/apimachinery/pkg/
 a signed decimal number, then a binary suffix (Ki..Ei), a decimal suffix (n, u, m, "", k, M..E) or a
 decimal exponent (`e3`, `E-2`). The API server accepts a JSON number for a quantity as well (its
 `UnmarshalJSON` parses the digits unquoted), so an int or float from YAML is read as its decimal text.
-Two readings KubeRay uses (ray-operator/controllers/ray/common/pod.go at 59d663ae):
+One parser for every reader of rendered objects (the twin's kubelet and KubeRay, fleet.controllers' Kueue
+quotas). Two readings KubeRay uses (ray-operator/controllers/ray/common/pod.go at 59d663ae):
 `ceil_value` is `Quantity.Value()` (rounded up, away from zero) and `approximate` is
 `AsApproximateFloat64()`.
 """
