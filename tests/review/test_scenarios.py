@@ -287,7 +287,7 @@ def test_removing_a_middle_region_names_each_side_and_says_why_ranges_move(sandb
         line.startswith("europe-west1: replaces 10 subnetworks (meridian-europe-west1-gvnic, ")
         for line in r.destructive
     )
-    assert any(line.startswith("meridian-us-east4: 6 namespaces (") for line in r.destructive)
+    assert any(line.startswith("meridian-us-east4: 7 namespaces (") for line in r.destructive)
     # The checkpoint bucket and the teams' folders in it hold data: destructive, saying what data.
     assert (
         "us-east4: deletes bucket meridian-ckpt-us-east4 and every object in it (gs://meridian-ckpt-us-east4/): "
