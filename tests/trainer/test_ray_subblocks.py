@@ -37,9 +37,11 @@ def test_a_group_goes_to_the_fullest_subblock_that_holds_it_on_as_few_nodes_as_p
     # Free slots spread over two sub-blocks never make a group: 8 + 8 fit, but not in one.
     assert choose(nodes(a=[8], b=[8]), 16, one_node=False) is None
     assert choose(nodes(a=[8, 0], b=[0, 8]), 16, one_node=False) is None
-    # A group a node can hold goes on one node (STRICT_PACK's rule): in the fullest sub-block, its tightest node.
+    # A group a node can hold goes on one node (STRICT_PACK's rule), in the fullest sub-block.
     assert choose(nodes(a=[8, 4], b=[8]), 4, one_node=True) == Choice("b", ("b0",) * 4)
-    assert choose(nodes(a=[8, 4, 8]), 4, one_node=True) == Choice("a", ("a1",) * 4)
+    # A group one node holds: the emptiest node, so one node's loss takes as few groups as it can.
+    assert choose(nodes(a=[8, 4, 8]), 4, one_node=True) == Choice("a", ("a0",) * 4)
+    assert choose(nodes(a=[2, 1]), 1, one_node=True) == Choice("a", ("a0",))
     assert choose(nodes(a=[4, 4]), 8, one_node=True) is None  # 8 free in a, but on no one node
     # Largest nodes first, the rest on the node that fits it most tightly: a whole node stays free.
     assert fill(nodes(a=[8, 8, 2]), 10) == ["a0"] * 8 + ["a2"] * 2

@@ -88,16 +88,21 @@ def choose(nodes: Iterable[RayNode], size: int, one_node: bool) -> Choice | None
 
 
 def fill(members: Sequence[RayNode], size: int) -> list[str]:
-    """``size`` bundles on as few of ``members`` as possible, the last on the tightest node that holds the rest.
+    """``size`` bundles on as few of ``members`` as possible.
 
-    Largest nodes first until one node holds what is left; of those, the one with the fewest free slots.
-    The caller guarantees room (their free slots add up to ``size`` at least).
+    A group one node holds goes to the emptiest such node: groups then share a node only when every node
+    holds one already, so a node's loss takes as few of the run's groups as it can (found by `make twin`:
+    two one-rank groups packed on one CPU pod both died with it, and neither could heal from the other).
+    A larger group: largest nodes first until one node holds what is left; of those, the one with the
+    fewest free slots. The caller guarantees room (their free slots add up to ``size`` at least).
     """
     left = sorted(members, key=lambda n: (-n.free, n.id))
     out: list[str] = []
     while len(out) < size:
         rest = size - len(out)
         holds = [n for n in left if n.free >= rest]
+        if holds and not out:
+            return [holds[0].id] * rest  # `left` is emptiest first
         if holds:
             return out + [min(holds, key=lambda n: (n.free, n.id)).id] * rest
         node = left.pop(0)
