@@ -2,7 +2,7 @@
 
 A generator's answer is input from another process: every field is checked (the lease it answers, one
 group of ``n`` completions per leased prompt, token ids inside the vocabulary, at most ``max_tokens``
-of them, finite log-probabilities that are probabilities) before anything is scored, and a bad answer
+of them, log-probabilities a float32 softmax could have sampled) before anything is scored, and a bad answer
 is one ``Invalid`` line for the controller's log; the run goes on. The prompt tokens of a completion are
 the controller's own (the lease's), never the generator's copy. Batches go the other way, from the
 controller, and are rebuilt through the episode types, which check their own invariants.
@@ -16,6 +16,13 @@ from typing import Any
 
 from contract.problem import Invalid
 from trainer.rl.episode import Completion, Group
+
+# The lowest log-probability a sampled token may claim: float32's smallest normal number, 2**-126. A token
+# whose probability is below it is not one a float32 or bf16 softmax samples (bf16 has float32's exponent
+# range), and above it the importance ratio exp(new - old) of a token the policy now gives probability
+# up to 1 stays below float32's largest number (exp(87.3) = 2**126 < 3.4e38): a claimed -1e30 made every
+# GRPO step on it non-finite (issue 39).
+MIN_LOGPROB = math.log(2.0**-126)  # -87.34
 
 
 def group_to_json(group: Group) -> dict[str, Any]:
@@ -86,8 +93,8 @@ def _completion(data: Any, prompt: Sequence[int], where: str, max_tokens: int, v
         raise Invalid([f"result: {where}: {len(response)} tokens, {len(logprobs)} logprobs (1..{max_tokens}, equal)"])
     if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in response):
         raise Invalid([f"result: {where}: a token id outside [0, {vocab})"])
-    if not all(isinstance(x, (int, float)) and math.isfinite(x) and x <= 0 for x in logprobs):
-        raise Invalid([f"result: {where}: a logprob that is not a finite number <= 0"])
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_LOGPROB <= x <= 0 for x in logprobs):
+        raise Invalid([f"result: {where}: a logprob outside [{MIN_LOGPROB:.2f}, 0] (a sampled token's, in float32)"])
     if not 0 <= version <= newest:
         raise Invalid([f"result: {where}: policy version {version} does not exist (0..{newest})"])
     return Completion(
