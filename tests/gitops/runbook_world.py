@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-import yaml
-from typer.testing import CliRunner
 
 from contract import names
 from contract.registry import Registry
@@ -62,27 +58,9 @@ def contexts() -> dict[str, str]:
 @cache
 def rendered(example: str) -> tuple[tuple[str, Obj], ...]:
     """(context, object) for every object gkr would apply for the example, as its dry run prints them."""
-    from gkr.cli import app
-    from tests.gkr.conftest import EXAMPLES, registry_folder
+    from tests.gkr.conftest import EXAMPLES, dry_run
 
-    home = tempfile.mkdtemp(prefix="runbook-gkr-")  # no user config, no fetched registry
-    env: dict[str, str | None] = {
-        "XDG_CONFIG_HOME": home,
-        "XDG_CACHE_HOME": home,
-        "GKR_REGISTRY": None,
-        "GKR_FLEET": None,
-    }
-    args = ["submit", "--registry", str(registry_folder()), "-f", str(EXAMPLES / f"{example}.yaml")]
-    result = CliRunner().invoke(app, [*args, "--dry-run", "-o", "yaml"], env=env)  # type: ignore[arg-type]  # None unsets
-    assert result.exit_code == 0, result.stderr
-    # One region: the context gkr names on stderr; several: a `# context:` line heads each document.
-    default = next(w for w in result.stderr.split() if w.startswith("gke_"))
-    found = []
-    for document in result.stdout.split("\n---\n"):
-        head = document.lstrip().splitlines()[0] if document.strip() else ""
-        context = head.removeprefix("# context: ") if head.startswith("# context: ") else default
-        found.append((context, yaml.safe_load(document)))
-    return tuple(found)
+    return dry_run("submit", "-f", str(EXAMPLES / f"{example}.yaml"), "-o", "yaml").objects
 
 
 def _templates(o: Obj) -> list[tuple[str, Obj, dict[str, str]]]:

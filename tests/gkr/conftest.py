@@ -8,10 +8,13 @@ session for each distinct fleet.yaml.
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -82,3 +85,39 @@ def gkr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result
         return CliRunner().invoke(app, list(args))
 
     return run
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What `gkr ... --dry-run -o yaml` prints: each object with the kubeconfig context it goes to, and stderr."""
+
+    objects: tuple[tuple[str, dict[str, Any]], ...]
+    stderr: str
+
+    def pool(self, context: str) -> str | None:
+        """The pool gkr's summary names for the job in that cluster ("-> CONTEXT (..., pool P)"), or None."""
+        found = re.search(rf"-> {re.escape(context)} \(.*?pool ([a-z0-9-]+)\)$", self.stderr, re.MULTILINE)
+        return found.group(1) if found else None
+
+
+def dry_run(*args: str) -> DryRun:
+    """`gkr COMMAND --dry-run ARGS` on the shipped fleet's registry, with no user config, as a researcher runs it.
+
+    One cluster: gkr names its context on stderr; several: a `# context:` line heads each document.
+    """
+    home = tempfile.mkdtemp(prefix="gkr-dry-run-")  # no user config, no fetched registry
+    env: dict[str, str | None] = {
+        "XDG_CONFIG_HOME": home,
+        "XDG_CACHE_HOME": home,
+        "GKR_REGISTRY": None,
+        "GKR_FLEET": None,
+    }
+    result = CliRunner().invoke(app, [args[0], "--registry", str(registry_folder()), "--dry-run", *args[1:]], env=env)  # type: ignore[arg-type]  # None unsets
+    assert result.exit_code == 0, result.stderr
+    default = next(w for w in result.stderr.split() if w.startswith("gke_"))
+    found = []
+    for document in result.stdout.split("\n---\n"):
+        head = document.lstrip().splitlines()[0] if document.strip() else ""
+        context = head.removeprefix("# context: ") if head.startswith("# context: ") else default
+        found.append((context, yaml.safe_load(document)))
+    return DryRun(tuple(found), result.stderr)
