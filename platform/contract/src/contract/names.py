@@ -173,6 +173,9 @@ PREFLIGHT_REPORT_SCHEMA = "meridian.preflight/v1"
 WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARDEN_NAMESPACE
 
 # --- Environment gkr sets in a training pod and the trainer reads ---------------------------------
+# The pod's node (spec.nodeName through the downward API, gkr renders it): read by preflight, the trainer's
+# NCCL Events and sub-block placement, and Warden's agent.
+NODE_NAME_ENV = "NODE_NAME"
 PEAK_TFLOPS_ENV = "MERIDIAN_PEAK_BF16_TFLOPS"  # dense bf16 peak per GPU of the pod's machine: MFU's denominator
 REPLICA_GROUPS_ENV = "MERIDIAN_REPLICA_GROUPS"  # how many replica groups the job's GPUs form
 GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica group

@@ -80,7 +80,11 @@ DATASET_MOUNT = (
 )
 
 
-DOWNWARD = (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace"))
+DOWNWARD = (
+    (names.NODE_NAME_ENV, "spec.nodeName"),
+    ("POD_NAME", "metadata.name"),
+    ("POD_NAMESPACE", "metadata.namespace"),
+)
 # Families of variables no job may set, beyond those this module renders: set_nccl_env.sh exports
 # NCCL settings gkr does not list, and MERIDIAN_ names are how the platform talks to the trainer.
 RESERVED_ENV_PREFIXES = ("NCCL_", "MERIDIAN_")
@@ -385,7 +389,7 @@ def _preflight(r: Resolved, mounts: list[dict[str, Any]], library_path: str) -> 
     # termination message instead, which Warden reads from the pod's status.
     command = shlex.join(["preflight", "run", *checks, *args, "--termination-log", TERMINATION_LOG])
     env = [
-        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": names.NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "PATH", "value": PREFLIGHT_PATH},
         {"name": "LD_LIBRARY_PATH", "value": library_path},
     ]

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from contract import incluster
+from contract import incluster, names
 from preflight import dcgm, multinode, nvidia_smi, rdma_links
 from preflight.checks import check_gpu_state, check_kernel_log
 from preflight.collective import CollectiveSettings, check_allreduce
@@ -224,7 +224,7 @@ def _environment_defaults() -> dict[str, Any]:
     """Defaults a pod sets through its environment, read when the parser is built (not at import)."""
     return {
         "--expect-gpus": int(os.environ.get("PREFLIGHT_EXPECTED_GPUS", "0")) or None,
-        "--self": os.environ.get("NODE_NAME") or os.uname().nodename,
+        "--self": os.environ.get(names.NODE_NAME_ENV) or os.uname().nodename,
     }
 
 
@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         live.finish(args.metrics_file)
     except OSError as exc:
         print(f"warning: could not write {args.metrics_file} ({exc}); the report below still stands", file=sys.stderr)
-    node = os.environ.get("NODE_NAME", os.uname().nodename)
+    node = os.environ.get(names.NODE_NAME_ENV, os.uname().nodename)
     stamp = datetime.now(UTC)
     now, at = stamp.isoformat(timespec="seconds"), stamp.timestamp()
     print(

@@ -49,7 +49,11 @@ class FailureReporter:
         interval_s: float = 30.0,
         api: str | None = None,
     ) -> None:
-        self.node, self.pod, self.namespace = env.get("NODE_NAME"), env.get("POD_NAME"), env.get("POD_NAMESPACE")
+        self.node, self.pod, self.namespace = (
+            env.get(names.NODE_NAME_ENV),
+            env.get("POD_NAME"),
+            env.get("POD_NAMESPACE"),
+        )
         token = account / "token"
         self.cluster = (
             incluster.Cluster(api=api, token_file=str(token))

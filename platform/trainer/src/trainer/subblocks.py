@@ -33,7 +33,7 @@ log = logging.getLogger("trainer")
 SUBBLOCK_LABEL = names.TOPOLOGY_LEVELS[1]  # cloud.google.com/gce-topology-subblock, on every A3 Ultra Node
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's default label on every node (ray.util.placement_group.NODE_ID_LABEL_KEY)
 NODE_READER = "meridian-trainer-node-reader"  # fleet's ClusterRole: get on nodes, for the trainer's account
-NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName through the downward API (gkr render.DOWNWARD)
+NODE_NAME_ENV = names.NODE_NAME_ENV
 UNKNOWN = ""  # nodes without a sub-block form one domain of their own: a cluster without topology is one domain
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes label value

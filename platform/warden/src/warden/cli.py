@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--health-port", type=int, default=8080)
     serve.add_argument("--once", action="store_true", help="one round, then exit")
     agent = sub.add_parser("agent", help="report kernel-log Xid/SXid events as Node conditions")
-    agent.add_argument("--node", default=os.environ.get("NODE_NAME"), help="default: $NODE_NAME")
+    agent.add_argument("--node", default=os.environ.get(names.NODE_NAME_ENV), help=f"default: ${names.NODE_NAME_ENV}")
     agent.add_argument("--kmsg", default="/dev/kmsg")
     agent.add_argument("--interval-seconds", type=float, default=30)
     agent.add_argument("--kubeconfig")
