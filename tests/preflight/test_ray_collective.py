@@ -14,7 +14,7 @@ from preflight.ray_collective import run
 def local_ray() -> Iterator[None]:
     import ray
 
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

@@ -23,7 +23,7 @@ def local_ray() -> Iterator[None]:
     import ray
 
     os.environ.setdefault("RUST_LOG", "warn")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 

@@ -7,6 +7,8 @@ in that component. Metric names live in their catalog, contract/metrics.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # --- Namespaces and Kubernetes service accounts -------------------------------------------------
 WARDEN_NAMESPACE = "warden"
 # Warden's deep check Jobs (idle sweeps, verifications): a namespace of their own, which Kueue manages
@@ -176,6 +178,18 @@ WARDEN_CONFIGMAP = "warden-policy"  # Warden's config (contract.warden), in WARD
 # The pod's node (spec.nodeName through the downward API, gkr renders it): read by preflight, the trainer's
 # NCCL Events and sub-block placement, and Warden's agent.
 NODE_NAME_ENV = "NODE_NAME"
+# The Ray cluster a process joins. KubeRay sets RAY_ADDRESS in every Ray container, and Ray's job supervisor sets
+# it for a RayJob's driver. Without it, ray.init(address=None) joins the cluster ray_current_cluster names in Ray's
+# temp dir (`ray start` and ray.cluster_utils write it; ray._private.services.get_ray_address_from_environment):
+# on a shared machine another user's cluster or a dead one. "local" always starts a Ray of the process's own.
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+
+
+def ray_address(environ: Mapping[str, str]) -> str:
+    """ray.init's address: the pod's cluster, or a new local Ray (never the last one started on the machine)."""
+    return environ.get(RAY_ADDRESS_ENV) or "local"
+
+
 PEAK_TFLOPS_ENV = "MERIDIAN_PEAK_BF16_TFLOPS"  # dense bf16 peak per GPU of the pod's machine: MFU's denominator
 REPLICA_GROUPS_ENV = "MERIDIAN_REPLICA_GROUPS"  # how many replica groups the job's GPUs form
 GROUP_SIZE_ENV = "MERIDIAN_GROUP_SIZE"  # ranks (one per GPU) in each replica group

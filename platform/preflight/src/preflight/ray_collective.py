@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from contract.names import ray_address
 from preflight.collective import CollectiveSettings, Measurement, judge, measure
 from preflight.report import Result, exit_code, lines
 
@@ -48,7 +49,8 @@ def run(pods: int, gpus_per_pod: int, settings: CollectiveSettings, timeout_s: f
     if pods < 2:
         return Result("allreduce", "skip", "one pod: no collective across pods to test")
     if not ray.is_initialized():
-        ray.init(ignore_reinit_error=True, log_to_driver=False)  # the job's cluster (RAY_ADDRESS), or a local one
+        # the job's cluster (RAY_ADDRESS), or a local one
+        ray.init(address=ray_address(os.environ), ignore_reinit_error=True, log_to_driver=False)
     bundle = {"GPU": gpus_per_pod} if gpus_per_pod else {"CPU": 1}
     group = placement_group([bundle] * pods, strategy="SPREAD")
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from contract.names import ray_address
 from trainer.config import Config
 from trainer.console import Console, outcome_line
 from trainer.goodput import combine, dumps
@@ -38,10 +39,10 @@ def launch(cfg: Config) -> int:
 
     if not ray.is_initialized():  # in a RayJob (or with RAY_ADDRESS) this joins the cluster; else a local Ray
         # The groups' own output (torchft's logs) stays in Ray's worker logs: the console is the supervisor's.
-        ray.init(log_to_driver=False, configure_logging=False)
+        ray.init(address=ray_address(os.environ), log_to_driver=False, configure_logging=False)
         # A local Ray (no cluster to join) never grows: a run it cannot hold is refused here. A cluster's workers
         # may still be joining (or autoscaling), so there the supervisor waits for capacity.
-        local = not os.environ.get("RAY_ADDRESS")
+        local = ray_address(os.environ) == "local"
         problem = capacity_problem(cfg, ray.cluster_resources()) if local else None  # type: ignore[no-untyped-call]
         if problem is not None:
             ray.shutdown()
