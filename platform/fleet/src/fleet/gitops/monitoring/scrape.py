@@ -30,6 +30,8 @@ KUEUE_SCRAPER_TOKEN = f"{KUEUE_SCRAPER}-token"
 KUEUE_METRICS_PORT = 8443  # charts/kueue/values.yaml v0.19.2: managerConfig metrics.bindAddress
 KUBERAY_METRICS_PORT = 8080  # helm-chart/kuberay-operator values.yaml: metrics.enabled, service.port
 WARDEN_METRICS_PORT = 9090  # kustomize/base/warden/deployment.yaml, port "metrics"
+# The namespaces of the platform's PodMonitorings below: what they store carries one of these as `namespace`.
+PLATFORM_NAMESPACES = (names.WARDEN_NAMESPACE, KUEUE_NAMESPACE, KUBERAY_NAMESPACE)
 METRICS_READER = "meridian-metrics-reader"
 # GMP's collectors run as this account and read the secret a PodMonitoring names themselves (prometheus-engine
 # v0.17.2 examples/inference-optimized-gateway/secret.yaml grants them get, list and watch on it).
