@@ -165,7 +165,7 @@ def test_the_forged_series_would_change_the_alert_without_its_namespace_selector
     test, _ = forged_test(name)
     result = promtool(unscoped(rendered_groups()), test, tmp_path)
     assert result.returncode != 0
-    assert "FAILED" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert "got:" in result.stdout + result.stderr, result.stderr  # other alerts than expected, not a rule error
 
 
 def _names_of(exporter: str) -> frozenset[str]:
