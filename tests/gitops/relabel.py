@@ -86,9 +86,11 @@ def target_labels(monitoring: dict[str, Any], pod: dict[str, Any], cluster: str 
     return labels
 
 
-def scrape(monitoring: dict[str, Any], pod: dict[str, Any], series: dict[str, str]) -> dict[str, str] | None:
+def scrape(
+    monitoring: dict[str, Any], pod: dict[str, Any], series: dict[str, str], cluster: str = "c"
+) -> dict[str, str] | None:
     """One exposed series of `pod` (its labels, `__name__` included) as GMP stores it, or None if dropped."""
-    target = target_labels(monitoring, pod)
+    target = target_labels(monitoring, pod, cluster)
     merged = dict(series)
     for name in target:
         if name in merged:

@@ -115,7 +115,7 @@ def trainer_pods(job: str) -> list[Pod]:
 
 def alert_labels(alert: rules.Alert, pod: Pod, run: str) -> dict[str, str]:
     """What the alert carries for one of the pod's series: its scraped labels that the expression keeps."""
-    series = {"__name__": "x", "run": run, "region": "r", "group": "0"}
+    series = {"__name__": rules.LAST_COMMIT, "run": run, "region": "r", "group": "0"}  # a name the scrape keeps
     stored = relabel.scrape(trainer(), pod.obj, series)
     assert stored is not None, f"{pod.owner}: the trainer monitor does not keep its series"
     stored["cluster"] = contexts()[pod.context]

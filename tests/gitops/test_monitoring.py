@@ -88,7 +88,8 @@ def test_warden_leadership_alerts_cover_none_and_two() -> None:
     assert none.modifier is not None
     assert none.modifier.matching is not None
     assert list(none.modifier.matching.labels) == ["cluster"]
-    assert queries.selected(str(none.lhs)) == ["kube_pod_status_phase"]  # a cluster is there whether Warden is
+    # A cluster is there whether Warden is: a platform target's `up`, or kube-state-metrics' view of kube-system.
+    assert queries.selected(str(none.lhs)) == ["up", "kube_pod_status_phase"]
     assert queries.selected(str(none.rhs)) == [WARDEN.leader.name]
     two = _binary(ALERTS["WardenSplitLeadership"].expr)
     assert queries.selected(str(two.lhs)) == [WARDEN.leader.name]

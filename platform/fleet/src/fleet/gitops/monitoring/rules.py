@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract import names
 from contract.metrics import TRAINER, WARDEN
-from fleet.gitops.monitoring.scrape import API, JOB
+from fleet.gitops.monitoring.scrape import API, JOB, KUEUE_NAMESPACE, PLATFORM_NAMESPACES
 from fleet.gitops.objects import Obj, obj
 
 RUNBOOK = "runbook"
+KUBE_SYSTEM = "kube-system"
 RUNBOOK_URL = "runbook_url"  # the alert's page: platform/fleet/runbooks/<alert>.md
 RUNBOOKS = "platform/fleet/runbooks"
 
@@ -28,8 +30,18 @@ RUNBOOKS = "platform/fleet/runbooks"
 LAST_COMMIT = TRAINER.last_commit_timestamp_seconds.name
 GOODPUT = TRAINER.goodput_seconds.name
 CHECKPOINT = TRAINER.checkpoint_seconds.name
-LEADER = f"on (cluster, namespace, pod) group_left {WARDEN.leader.name}"  # only the leading Warden replica counts
-KUEUE = 'replica_role!="follower"'  # a follower Kueue replica reports too
+# Platform series are selected by the namespace of the pod that exported them (issue 39): GMP writes `namespace`
+# from the scraped pod's real namespace and no relabelling may change it (scrape.py), a PodMonitoring only scrapes
+# pods of its own namespace (prometheus-engine v0.17.2 pod_config.go scrapeConfigs: keep on
+# __meta_kubernetes_namespace), and no team may create pods or monitoring objects in the platform's namespaces. A
+# team pod serving `warden_leader` is stored under its own namespace, so these selectors never read it.
+WARDEN_SERIES = f'namespace="{names.WARDEN_NAMESPACE}"'
+LEADER_SERIES = f"{WARDEN.leader.name}{{{WARDEN_SERIES}}}"
+LEADER = f"on (cluster, namespace, pod) group_left {LEADER_SERIES}"  # only the leading Warden replica counts
+KUEUE = f'namespace="{KUEUE_NAMESPACE}", replica_role!="follower"'  # a follower Kueue replica reports too
+# A cluster is there when GMP scrapes a platform component in it (Prometheus' own `up`, with the target's labels) or
+# kube-state-metrics describes a pod of kube-system (its `namespace` is the described pod's: a team's is its own).
+CLUSTERS = f'up{{namespace=~"{"|".join(PLATFORM_NAMESPACES)}"}} or kube_pod_status_phase{{namespace="{KUBE_SYSTEM}"}}'
 
 # Defaults, in seconds or ratios (README "Alerts").
 STUCK_AFTER_S = 900  # steps commit every few seconds; a heal or a staged checkpoint takes a minute or two
@@ -98,7 +110,7 @@ ALERTS = (
     ),
     Alert(
         "WardenBreakerOpen",
-        f"sum by (cluster) ({WARDEN.blocked.name} * {LEADER}) > 0",
+        f"sum by (cluster) ({WARDEN.blocked.name}{{{WARDEN_SERIES}}} * {LEADER}) > 0",
         "10m",
         "warning",
         "the circuit breaker keeps suspect nodes in service for 10 min",
@@ -109,9 +121,8 @@ ALERTS = (
     ),
     Alert(
         "WardenNoLeader",
-        # Every cluster has pods (kube-state-metrics): one whose Warden replicas lead none, report none or run none.
-        "group by (cluster) (kube_pod_status_phase)"
-        f" unless on (cluster) (max by (cluster) ({WARDEN.leader.name}) == 1)",
+        # Every cluster is seen (CLUSTERS): one whose Warden replicas lead none, report none or run none.
+        f"group by (cluster) ({CLUSTERS}) unless on (cluster) (max by (cluster) ({LEADER_SERIES}) == 1)",
         LEADERLESS_FOR,
         "critical",
         f"no Warden replica leads for {LEADERLESS_FOR}",
@@ -123,7 +134,7 @@ ALERTS = (
     ),
     Alert(
         "WardenSplitLeadership",
-        f"sum by (cluster) ({WARDEN.leader.name}) > 1",
+        f"sum by (cluster) ({LEADER_SERIES}) > 1",
         SPLIT_FOR,
         "critical",
         f"more than one Warden replica leads, for {SPLIT_FOR}",
@@ -135,7 +146,7 @@ ALERTS = (
     ),
     Alert(
         "NodesHeldForPerson",
-        f'sum by (cluster, pool) ({WARDEN.nodes.name}{{phase="held"}} * {LEADER}) > 0',
+        f'sum by (cluster, pool) ({WARDEN.nodes.name}{{{WARDEN_SERIES}, phase="held"}} * {LEADER}) > 0',
         HELD_FOR,
         "warning",
         f"any node held for {HELD_FOR}",
@@ -182,7 +193,7 @@ ALERTS = (
     ),
     Alert(
         "GpuXidRateHigh",
-        f"sum by (cluster, pool) (increase({WARDEN.xids.name}[1h]) * {LEADER}) > {XIDS_PER_HOUR}",
+        f"sum by (cluster, pool) (increase({WARDEN.xids.name}{{{WARDEN_SERIES}}}[1h]) * {LEADER}) > {XIDS_PER_HOUR}",
         "0m",
         "warning",
         f"> {XIDS_PER_HOUR} GPU Xids per pool per hour",

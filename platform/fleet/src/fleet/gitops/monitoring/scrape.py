@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from contract import names
+from contract.metrics import RL, TRAINER
 from fleet.gitops.objects import Obj, obj
 
 API = "monitoring.googleapis.com/v1"
@@ -29,6 +30,8 @@ KUEUE_SCRAPER_TOKEN = f"{KUEUE_SCRAPER}-token"
 KUEUE_METRICS_PORT = 8443  # charts/kueue/values.yaml v0.19.2: managerConfig metrics.bindAddress
 KUBERAY_METRICS_PORT = 8080  # helm-chart/kuberay-operator values.yaml: metrics.enabled, service.port
 WARDEN_METRICS_PORT = 9090  # kustomize/base/warden/deployment.yaml, port "metrics"
+# The namespaces of the platform's PodMonitorings below: what they store carries one of these as `namespace`.
+PLATFORM_NAMESPACES = (names.WARDEN_NAMESPACE, KUEUE_NAMESPACE, KUBERAY_NAMESPACE)
 METRICS_READER = "meridian-metrics-reader"
 # GMP's collectors run as this account and read the secret a PodMonitoring names themselves (prometheus-engine
 # v0.17.2 examples/inference-optimized-gateway/secret.yaml grants them get, list and watch on it).
@@ -52,6 +55,34 @@ TEAM = "team"
 JOB = "meridian_job"
 
 
+# What a team pod may put in the store: the families the trainer and the RL controller (served by the process that
+# commits the steps, trainer.rl.metrics) export. Everything else a team pod serves on these ports is dropped at the
+# scrape, so no team can write a series named like Warden's, Kueue's or kube-state-metrics' (issue 39).
+TEAM_CATALOGS = (TRAINER, RL)
+
+
+def team_series() -> tuple[str, ...]:
+    """Every series name the team's families expose, as prometheus_client 0.26 (requirements/*.lock) writes them.
+
+    A counter is exposed as the catalog's `_total` name, a histogram as `_bucket`, `_sum` and `_count`
+    (Metric.series); `_created` is not exposed (telemetry turns it off), so it is not kept either.
+    """
+    return tuple(s for catalog in TEAM_CATALOGS for m in catalog for s in m.series())
+
+
+def team_names() -> dict[str, Any]:
+    """The `keep` on `__name__`: an alternation of the exact names (Prometheus anchors relabel regexes).
+
+    The GMP CRD's field: ClusterPodMonitoring v1 spec.endpoints[].metricRelabeling, whose `action` enum admits
+    keep (and replace, lowercase, uppercase, drop, keepequal, dropequal, hashmod, labeldrop, labelkeep; never
+    labelmap) and whose `regex` is at most 10,000 characters (prometheus-engine v0.17.2
+    monitoring.googleapis.com_clusterpodmonitorings.yaml; pod_config.go convertRelabelingRule accepts a keep
+    unconditionally: it changes no label). Prometheus applies metric relabelling to every scraped sample but not
+    to the series it adds itself (scrape.go mutateReportSampleLabels): a team's target still has its own `up`.
+    """
+    return {"action": "keep", "sourceLabels": ["__name__"], "regex": "|".join(team_series())}
+
+
 def trainer_relabeling() -> list[dict[str, Any]]:
     """metricRelabeling of the trainer's series: team from namespace, and nothing a tenant wrote that says otherwise.
 
@@ -60,6 +91,8 @@ def trainer_relabeling() -> list[dict[str, Any]]:
     """
     team_namespace = f"{TEAM_NAMESPACE_PREFIX}(.+)"
     return [
+        # Only the trainer's and the RL controller's names: first, so nothing else costs a relabelling step.
+        team_names(),
         # A pod outside a team namespace that carries the team label is nobody's trainer.
         {"action": "keep", "sourceLabels": ["namespace"], "regex": team_namespace},
         # Overwrites any `team` the exporter wrote (replace always writes when its regex matched, as here).
