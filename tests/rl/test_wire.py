@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from typing import Any
 
 import pytest
-from trainer.config import compose
+import torch
+from trainer.config import Model, compose
+from trainer.model import LanguageModel
 from trainer.rl import generator_main
 from trainer.rl.controller import Controller
 from trainer.rl.engines import Engine
-from trainer.rl.episode import Completion
+from trainer.rl.episode import Completion, Group, make_batch
 from trainer.rl.grpo import make_task
+from trainer.rl.loss import Clip, grpo_loss
 from trainer.rl.report import StepReport, step_line
 from trainer.rl.service import RequestFailed
 from trainer.rl.settings import RL
-from trainer.rl.wire import Refused
+from trainer.rl.step import StepSettings, rl_step
+from trainer.rl.tokens import DIGITS, allowed_mask
+from trainer.rl.wire import MIN_LOGPROB, Refused
 
 from tests.conftest import REPO
 from tests.rl.test_controller import SETTINGS, Clock, answer, started
@@ -168,3 +174,34 @@ def test_the_generator_logs_why_its_answer_was_refused(caplog: pytest.LogCapture
     with caplog.at_level(logging.WARNING, logger="trainer.rl"):
         assert generator_main.serve(cfg, "generator-0.0", engine, Scripted()) == 0  # type: ignore[arg-type]
     assert "generator-0.0: answer to lease 3 refused (token, 1 in a row)" in caplog.text
+
+
+def test_a_logprob_at_the_floor_leaves_the_step_finite(tiny: Model) -> None:
+    """The floor alone did not stop the issue's attack: a digit the policy gives ~0.1, claimed at MIN_LOGPROB with a
+    negative advantage, is a ratio of ~e^85 and the gradient norm was inf (measured before the dual clip: the step
+    skipped, as every step with such an answer in it would be)."""
+    torch.manual_seed(0)
+    model = LanguageModel(tiny)
+    prompt = (49, 43, 50, 61)
+    forged = Completion(prompt=prompt, response=(51,), logprobs=(MIN_LOGPROB,), version=0)
+    honest = Completion(prompt=prompt, response=(48,), logprobs=(-2.3,), version=0)
+    batch = make_batch(
+        [Group(prompt_index=0, completions=(forged, honest), rewards=(0.0, 1.0), advantages=(-0.7, 0.7))]
+    )
+    stats = rl_step(
+        model, torch.optim.AdamW(model.parameters()), batch, StepSettings(allowed=allowed_mask(256, DIGITS))
+    )
+    assert stats.applied
+    assert math.isfinite(stats.loss)
+    assert math.isfinite(stats.grad_norm)
+
+
+def test_a_negative_advantage_loses_at_most_dual_times_its_size_with_no_gradient_past_it() -> None:
+    """Dual-clip PPO (Ye et al. 2020, arXiv:1912.09729; verl's ``clip_ratio_c`` 3.0): past ``dual`` the ratio of a
+    token with A < 0 no longer moves the loss, however large a generator's claimed logprob makes it."""
+    clip = Clip()
+    logprobs = torch.tensor([[0.0]], requires_grad=True)
+    parts = grpo_loss(logprobs, torch.tensor([[MIN_LOGPROB]]), torch.tensor([-1.0]), torch.tensor([[True]]), clip=clip)
+    parts.loss.backward()  # type: ignore[no-untyped-call]
+    assert float(parts.loss.detach()) == pytest.approx(clip.dual)
+    assert logprobs.grad is not None and float(logprobs.grad) == 0.0

@@ -1,11 +1,14 @@
 """What the controller, the generators and the trainer groups send each other, as JSON, checked on arrival.
 
-A generator's answer is input from another process: every field is checked (the lease it answers, one
-group of ``n`` completions per leased prompt, token ids inside the vocabulary, at most ``max_tokens``
-of them, log-probabilities a float32 softmax could have sampled) before anything is scored, and a bad answer
-is one ``Invalid`` line for the controller's log; the run goes on. The prompt tokens of a completion are
-the controller's own (the lease's), never the generator's copy. Batches go the other way, from the
-controller, and are rebuilt through the episode types, which check their own invariants.
+A generator's answer is input from another process: every field is checked against what the run's engines
+(TorchGenerator and vLLM, ``Bounds``) can write for that lease: one group of ``n`` completions per leased
+prompt, only allowed token ids, exactly ``max_tokens`` of them unless the stop token (last, never before) or
+vLLM's context ends a completion, one log-probability per token that a float32 softmax could have sampled,
+and the version the generator held when it asked. Anything else is ``Refused`` with a reason (the
+refused-answers metric's label) before anything is scored; the controller counts it by generator and the
+generator is told why; the run goes on. The prompt tokens of a completion are the controller's own (the
+lease's), never the generator's copy. Batches go the other way, from the controller, and are rebuilt
+through the episode types, which check their own invariants.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class Bounds:
     of them unless ``stop`` ends a completion (vLLM ignores EOS: ``ignore_eos=True``) or, in vLLM only, the
     context does (its scheduler finishes a request at ``max_model_len``, the exported ``seq_len``), and
     stamp every completion of one call with the version the engine holds, the one its lease ask carried.
+    vLLM's stop rule: vllm-project/vllm ``vllm/v1/core/sched/utils.py`` ``check_stop`` (length-capped at
+    ``num_tokens >= max_model_len`` or ``num_output_tokens >= max_tokens``; EOS only without ``ignore_eos``;
+    stopped when the last output token is in ``stop_token_ids``); TorchGenerator's: ``generate.sample``.
     """
 
     n: int  # completions per prompt (rl.group_size)
