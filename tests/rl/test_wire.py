@@ -204,4 +204,5 @@ def test_a_negative_advantage_loses_at_most_dual_times_its_size_with_no_gradient
     parts = grpo_loss(logprobs, torch.tensor([[MIN_LOGPROB]]), torch.tensor([-1.0]), torch.tensor([[True]]), clip=clip)
     parts.loss.backward()  # type: ignore[no-untyped-call]
     assert float(parts.loss.detach()) == pytest.approx(clip.dual)
-    assert logprobs.grad is not None and float(logprobs.grad) == 0.0
+    assert logprobs.grad is not None
+    assert float(logprobs.grad) == 0.0
