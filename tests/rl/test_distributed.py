@@ -76,6 +76,9 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert set(summary["generators"]["seconds"]) <= {"generating", "syncing", "waiting"}
     assert summary["generators"]["seconds"]["generating"] > 0
     assert summary["rl"]["trained"] == 8 * 16
+    # What the engine wrote is within wire.Bounds: no answer of a real generator is refused (issue 39).
+    assert (summary["rl"]["rejected_results"], summary["rl"]["refused_answers"]) == (0, {})
+    assert [r["refused"] for r in steps(tmp_path, "grpo")] == [0] * 8
     # Both groups committed every step together: the batch was split between them.
     for group in (0, 1):
         commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]

@@ -24,6 +24,7 @@ def test_the_loss_equals_the_formula_computed_by_hand() -> None:
     def token(lp: float, q: float, a: float, r: float, beta: float) -> float:
         ratio = math.exp(lp - q)
         surrogate = min(ratio * a, min(max(ratio, 1 - CLIP.low), 1 + CLIP.high) * a)
+        surrogate = max(surrogate, CLIP.dual * a) if a < 0 else surrogate  # the dual clip
         return -surrogate + beta * (math.exp(r - lp) - (r - lp) - 1)
 
     for beta in (0.0, 0.05):

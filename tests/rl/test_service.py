@@ -80,3 +80,17 @@ def test_metrics_are_served_with_the_rl_catalog(service: Service) -> None:
         text = response.read().decode()
     assert CATALOG.stale_trained.name in text
     assert CATALOG.reissued.name in text
+
+
+def test_a_refused_answer_tells_the_generator_why_and_is_counted_per_generator(service: Service) -> None:
+    client = Client(service.address)
+    service.controller.start(0, "t0", 0, None)
+    lease = client.post("/lease", {"generator": "g", "held": 0})
+    groups = [{"index": i, "completions": [{"response": [ord("a")], "logprobs": [-0.5], "version": 0}] * 2}
+              for i, _ in lease["prompts"]]  # fmt: skip
+    with pytest.raises(RequestFailed, match="outside the allowed tokens") as refused:
+        client.post("/result", {"generator": "g", "lease": lease["lease"], "groups": groups})
+    assert refused.value.reason == "token"
+    with urllib.request.urlopen(service.address + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert f'{CATALOG.refused_answers.name}{{generator="g",group="-1",reason="token",region="",run="run"}} 1.0' in text

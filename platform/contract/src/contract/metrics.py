@@ -113,6 +113,9 @@ class Trainer(Catalog):
 # RL post-training (GRPO, trainer.rl): the run's policy and its generators, served beside TRAINER's by the process
 # that commits the steps. Ages are in policy versions (one per committed step); `max_policy_age` bounds them.
 GENERATOR_STATES = ("generating", "syncing", "waiting")
+# Why the controller refused a generator's answer (trainer.rl.wire.Refused): not a lease it holds, groups or
+# completions not as leased, a length, token, logprob or version no engine of the run produces.
+REFUSAL_REASONS = ("lease", "shape", "length", "token", "logprob", "version")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +179,13 @@ class Reinforcement(Catalog):
         kind="counter",
         help="Seconds of each generator's life by state (generating, syncing, waiting).",
         labels=(*RUN_LABELS, "generator", "state"),
+    )
+    refused_answers: Metric = Metric(
+        name="meridian_rl_refused_answers_total",
+        kind="counter",
+        help="Generator answers the controller refused, by generator and reason (lease, shape, length, token, "
+        "logprob, version); their prompts are issued again.",
+        labels=(*RUN_LABELS, "generator", "reason"),
     )
 
 

@@ -30,12 +30,13 @@ from typing import Any
 from contract.problem import Invalid
 from trainer.rl.advantages import score
 from trainer.rl.buffer import ReplayBuffer
-from trainer.rl.episode import Group
+from trainer.rl.episode import Completion, Group
 from trainer.rl.grpo import Task
 from trainer.rl.settings import RL
-from trainer.rl.wire import completions_from_result, group_to_json
+from trainer.rl.wire import Bounds, Refused, completions_from_result, group_to_json
 
 WAIT_S = 0.2  # how long a generator waits before asking again
+OTHER = "other"  # the series a refused answer from a name that never asked for work is counted under
 
 
 @dataclass(kw_only=True)
@@ -43,6 +44,7 @@ class Lease:
     owner: str
     prompts: dict[int, list[int]]  # index -> prompt tokens
     deadline: float
+    held: int  # the version the generator held when it asked: the one its engine stamps on the answer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +62,7 @@ class Window:
     generated_tokens: int = 0
     generate_seconds: float = 0.0
     reissued: int = 0
+    refused: int = 0  # generator answers refused (wire.Refused)
     rewards: list[float] = field(default_factory=list)  # every scored completion's reward
 
 
@@ -76,9 +79,19 @@ class Committed:
 
 class Controller:
     def __init__(
-        self, settings: RL, task: Task, *, vocab: int, steps: int, clock: Callable[[], float] = time.monotonic
+        self,
+        settings: RL,
+        task: Task,
+        *,
+        vocab: int,
+        steps: int,
+        context: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
+        """``context``: the model's seq_len, where a vLLM engine ends a completion (None: no engine does)."""
         self.settings, self.task, self.vocab, self.steps, self.clock = settings, task, vocab, steps, clock
+        self.context = context
+        self.allowed = None if task.allowed is None else frozenset(task.allowed.nonzero().flatten().tolist())
         self.buffer = ReplayBuffer(max_policy_age=settings.max_policy_age)
         self.version: int | None = None  # committed steps = the newest policy version; None until started
         self.batches: dict[int, Formed] = {}
@@ -91,6 +104,8 @@ class Controller:
         self.window = Window()
         self._serial = 0
         self.rejected = 0  # generator answers refused by wire.py's checks
+        self.refusals: dict[tuple[str, str], int] = {}  # (generator or OTHER, reason) -> answers refused
+        self.askers: set[str] = set()  # every generator name that asked for work: the refusals' series
         self.started_from: dict[str, Any] | None = None  # the version and prompt stream it started from
 
     @property
@@ -182,6 +197,7 @@ class Controller:
             return {"done": True}
         self.expire()
         self.members[generator] = members
+        self.askers.add(generator)
         if sync_failed:
             self.pairs.pop(generator, None)  # a fresh pair next time (the old one may be half set up)
         if self.version is None:
@@ -200,7 +216,7 @@ class Controller:
         prompts = {i: self.task.tokenizer.encode(self.task.prompts[i].prompt) for i in indices}
         lease = self._next()
         self.leases[lease] = Lease(
-            owner=generator, prompts=prompts, deadline=self.clock() + self.settings.lease_timeout_s
+            owner=generator, prompts=prompts, deadline=self.clock() + self.settings.lease_timeout_s, held=held
         )
         return {"lease": lease, "prompts": [[i, tokens] for i, tokens in prompts.items()]}
 
@@ -221,22 +237,11 @@ class Controller:
         return {"pair": pair[2], "group": group, "version": version, "world": world}
 
     def result(self, generator: str, data: Any) -> int:
-        """Score and buffer a generator's answer; returns the groups kept. Invalid: refused, prompts issued again."""
-        lease_id = data.get("lease") if isinstance(data, dict) else None
-        lease = self.leases.get(lease_id) if isinstance(lease_id, int) else None
-        if lease is None or lease.owner != generator or not isinstance(lease_id, int):
-            raise Invalid([f"result from {generator[:40]}: lease {lease_id!r} is not one it holds (expired or forged)"])
-        del self.leases[lease_id]
-        assert self.version is not None
+        """Score and buffer a generator's answer; returns the groups kept. Refused: counted, prompts issued again."""
         try:
-            got = completions_from_result(
-                data, lease.prompts, n=self.settings.group_size, max_tokens=self.task.max_tokens,
-                vocab=self.vocab, newest=self.version,
-            )  # fmt: skip
-        except Invalid:
-            self.rejected += 1
-            self.window.reissued += len(self.buffer.release(generator))
-            raise
+            got = self._checked(generator, data)
+        except Refused as error:
+            raise self._refused(generator, error) from None
         indices = list(got)
         rewards = [
             [self._reward(i, c.response) for c in got[i]] for i in indices
@@ -252,6 +257,36 @@ class Controller:
             self.window.generate_seconds += float(seconds)
         self.window.rewards += [r for row in rewards for r in row]
         return len(scored.kept)
+
+    def _checked(self, generator: str, data: Any) -> dict[int, list[Completion]]:
+        """The answer's completions, checked against what the run's engines can write for its lease."""
+        lease_id = data.get("lease") if isinstance(data, dict) else None
+        lease = self.leases.get(lease_id) if isinstance(lease_id, int) else None
+        if lease is None or lease.owner != generator or not isinstance(lease_id, int):
+            raise Refused(
+                "lease", f"result from {generator[:40]}: lease {lease_id!r} is not one it holds (expired or forged)"
+            )
+        del self.leases[lease_id]
+        assert self.version is not None
+        bounds = Bounds(
+            n=self.settings.group_size, max_tokens=self.task.max_tokens, vocab=self.vocab, allowed=self.allowed,
+            stop=self.task.stop, context=self.context, held=lease.held, newest=self.version,
+        )  # fmt: skip
+        try:
+            return completions_from_result(data, lease.prompts, bounds)
+        except Refused:
+            self.rejected += 1
+            self.window.reissued += len(self.buffer.release(generator))
+            raise
+
+    def _refused(self, generator: str, error: Refused) -> Refused:
+        """Count a refusal by generator and reason; a name that never asked for work counts as OTHER."""
+        name = generator if generator in self.askers else OTHER
+        key = (name, error.reason)
+        self.refusals[key] = self.refusals.get(key, 0) + 1
+        self.window.refused += 1
+        count = sum(n for (g, _), n in self.refusals.items() if g == name)
+        return Refused(error.reason, error.lines[0], generator=name, count=count)
 
     def _reward(self, index: int, response: tuple[int, ...]) -> float:
         problem = self.task.prompts[index]

@@ -54,7 +54,7 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
     s, generator, receiver = cfg.rl, engine.generator, engine.receiver
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
     allowed = allowed_mask(cfg.model.vocab, DIGITS).to(device) if s.allowed == "digits" else None
-    ticker, sync_failed = Ticker(), False
+    ticker, sync_failed, refused = Ticker(), False, 0
     while True:
         ask = {"generator": name, "held": receiver.held, "members": receiver.members, "sync_failed": sync_failed,
                "seconds": ticker.delta()}  # fmt: skip
@@ -87,13 +87,25 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
                 ]  # fmt: skip
                 result = {"generator": name, "lease": answer["lease"], "groups": groups,
                           "seconds": time.perf_counter() - started}  # fmt: skip
-            try:
-                client.post("/result", result)
-            except RequestFailed as error:  # refused (an expired lease): those prompts were issued again
-                log.warning("%s: %s", name, error)
+            refused = _answer(client, name, result, refused)
         else:
             with ticker.time.timed("waiting"):
                 time.sleep(float(answer.get("wait", 0.2)))
+
+
+def _answer(client: Client, name: str, result: dict[str, object], refused: int) -> int:
+    """Post an answer; a refusal (an expired lease, or what no engine writes: the controller says why) is one
+    warning with the refusals in a row, which the controller counts too (its log and refused-answers metric)."""
+    try:
+        client.post("/result", result)
+    except RequestFailed as error:  # its prompts were issued again to another generator
+        refused += 1
+        log.warning(
+            "%s: answer to lease %s refused (%s, %d in a row): %s",
+            name, result["lease"], error.reason or "no reason given", refused, error,
+        )  # fmt: skip
+        return refused
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

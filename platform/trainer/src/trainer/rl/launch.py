@@ -88,7 +88,9 @@ class RLSide:
 
             tokenizer = load_tokenizer(cfg.rl.hf_checkpoint, cfg.model.vocab)
         task = make_task(cfg.rl, cfg.model.vocab, tokenizer)
-        self.controller = Controller(cfg.rl, task, vocab=cfg.model.vocab, steps=cfg.run.steps)
+        self.controller = Controller(
+            cfg.rl, task, vocab=cfg.model.vocab, steps=cfg.run.steps, context=cfg.model.seq_len
+        )  # seq_len: where a vLLM engine (max_model_len) ends a completion
         self.metrics = RLMetrics(cfg.run.name, cfg.ft.region, -1, max_policy_age=cfg.rl.max_policy_age)
         self.time: dict[str, GeneratorTime] = {}
         self.records = (out / "rl.jsonl").open("a")
@@ -148,7 +150,9 @@ class RLSide:
         if self.runner is not None:
             self.runner.stop(10)  # they see "done" at their next ask
         self.service.close()
+        refused = {f"{g}/{reason}": n for (g, reason), n in sorted(self.controller.refusals.items())}
         counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
+        counters["refused_answers"] = refused
         self._record("finished", **counters)
         self.records.close()
         reports = [t.report() for t in self.time.values()]
@@ -168,13 +172,14 @@ class RLSide:
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
             trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
-            reissued=c.window.reissued,
+            reissued=c.window.reissued, refused=c.window.refused,
         )  # fmt: skip
         print(step_line(report), flush=True)
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
         self._record(
             "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
+            refused=c.window.refused,
             age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
         )  # fmt: skip
 

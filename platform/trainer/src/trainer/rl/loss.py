@@ -4,6 +4,7 @@ The loss, per response token t of sequence i (advantage A_i, the generator's log
 
     ratio_t    = exp(logp_t - q_t)                     # against the GENERATOR's logprobs
     surrogate  = min(ratio_t * A_i, clip(ratio_t, 1 - eps_low, 1 + eps_high) * A_i)
+    surrogate  = max(surrogate, dual * A_i)  where A_i < 0   # dual clip
     kl_t       = exp(ref_t - logp_t) - (ref_t - logp_t) - 1          # k3, only when beta > 0
     loss_t     = -surrogate + beta * kl_t
 
@@ -11,6 +12,13 @@ averaged over each sequence's response tokens, then over the sequences of the ba
 taken against the sampler's logprobs, not against a detached copy of the trainer's own (torchforge's
 ``exp(logp - logp.detach())`` is 1 by construction): with samples up to ``max_policy_age`` versions
 old that ratio is the importance correction asynchronous RL needs, and the clip bounds it.
+
+The ratio's other side is the generator's number: PPO's clip leaves ``ratio * A`` unbounded where A < 0,
+so one token claimed at wire.MIN_LOGPROB (a ratio up to e^87) made the gradient norm inf and the step
+was skipped, every step such an answer was in (issue 39). Dual-clip PPO (Ye et al. 2020,
+arXiv:1912.09729) caps that loss at ``dual * |A|`` with no gradient past it; verl does the same
+(``compute_policy_loss_vanilla`` in ``verl/trainer/ppo/core_algos.py``: ``clip_ratio_c`` 3.0, and its
+log-ratio clamped to [-20, 20] before exp, as here). An honest sample's ratio is near 1: neither binds.
 """
 
 from __future__ import annotations
@@ -50,14 +58,20 @@ def response_logprobs(
     return torch.where(mask, picked, torch.zeros_like(picked))
 
 
+LOG_RATIO = 20.0  # |logp - q| past this is no sample of the policy: e^20 = 4.9e8, and exp stays finite
+
+
 @dataclass(frozen=True, kw_only=True)
 class Clip:
     low: float = 0.2  # ratio floor 1 - low, binding where the advantage is negative
     high: float = 0.2  # ratio ceiling 1 + high, binding where it is positive (DAPO's clip-higher raises it)
+    dual: float = 3.0  # where A < 0, the loss stops growing at ratio dual (dual-clip PPO; verl's clip_ratio_c)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.low < 1 or self.high < 0:
-            raise ValueError(f"clip: need 0 <= low < 1 and high >= 0, got low={self.low} high={self.high}")
+        if not 0 <= self.low < 1 or self.high < 0 or self.dual <= 1:
+            raise ValueError(
+                f"clip: need 0 <= low < 1, high >= 0 and dual > 1, got low={self.low} high={self.high} dual={self.dual}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,12 +101,13 @@ def grpo_loss(
     if beta > 0 and ref_logprobs is None:
         raise ValueError("beta > 0 needs the reference model's logprobs")
     zero = torch.zeros_like(logprobs)
-    log_ratio = torch.where(mask, logprobs - sampler_logprobs, zero)
+    log_ratio = torch.where(mask, (logprobs - sampler_logprobs).clamp(-LOG_RATIO, LOG_RATIO), zero)
     ratio = torch.exp(log_ratio)
     a = advantages[:, None]
     unclipped = ratio * a
     clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high) * a
-    per_token = -torch.minimum(unclipped, clipped)
+    surrogate = torch.minimum(unclipped, clipped)
+    per_token = -torch.where(a < 0, torch.maximum(surrogate, clip.dual * a), surrogate)
     kl = zero
     if beta > 0:
         assert ref_logprobs is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from contract.metrics import RL
+from contract.metrics import REFUSAL_REASONS, RL
 from telemetry.families import Registry, families, registry
 from trainer.rl.report import StepReport, check_state
 
@@ -44,6 +44,12 @@ class RLMetrics:
         family[RL.generated_tokens].inc(report.generated_tokens, **labels)
         family[RL.trained_tokens].inc(report.trained_tokens, **labels)
         family[RL.weight_sync_seconds].observe(report.sync_seconds, **labels)
+
+    def refused(self, generator: str, reason: str) -> None:
+        """One answer of ``generator`` refused for ``reason`` (contract.metrics.REFUSAL_REASONS)."""
+        if reason not in REFUSAL_REASONS:
+            raise ValueError(f"refusal reason {reason!r} is not one of {', '.join(REFUSAL_REASONS)}")
+        self.family[RL.refused_answers].inc(1, **self.labels, generator=generator, reason=reason)
 
     def generator(self, state: str, seconds: float, generator: str) -> None:
         """Book ``seconds`` of generator ``generator`` to ``state`` (a GeneratorTime's observer)."""

@@ -38,6 +38,7 @@ class StepReport:
     train_seconds: float
     sync_seconds: float  # the last weight sync
     reissued: int = 0  # prompts issued again since the previous report
+    refused: int = 0  # generator answers refused since the previous report (trainer.rl.wire.Refused)
 
 
 def rate(tokens: int, seconds: float) -> str:
@@ -56,6 +57,8 @@ def step_line(r: StepReport) -> str:
     parts += [f"train {rate(r.trained_tokens, r.train_seconds)}", f"sync {r.sync_seconds:.3f} s"]
     if r.reissued > 0:
         parts.append(f"reissued {r.reissued}")
+    if r.refused > 0:
+        parts.append(f"refused {r.refused}")
     return "  ".join(parts)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from contract.problem import Invalid
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.metrics import RLMetrics
+from trainer.rl.wire import Refused
 
 log = logging.getLogger("trainer.rl")
 MAX_BODY = 64 * 2**20
@@ -98,6 +99,15 @@ class Service:
             return {"kept": self.call(c.result, str(body["generator"])[:200], body)}
         raise Invalid([f"{path[:80]}: no such endpoint"])
 
+    def refused(self, error: Refused) -> None:
+        """One log line per refused answer, with its generator's count so far, and the metric."""
+        log.warning(
+            "controller: refused an answer of %s (%s; %d refused from it): %s",
+            error.generator, error.reason, error.count, error.lines[0],
+        )  # fmt: skip
+        if self.metrics is not None:
+            self.metrics.refused(error.generator, error.reason)
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
@@ -134,6 +144,9 @@ def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
                 if not isinstance(body, dict):
                     raise Invalid(["the body is not a JSON object"])
                 answer = service.handle(self.path, body)
+            except Refused as error:  # a generator's answer: it is told why, and counted by generator and reason
+                service.refused(error)
+                return self._answer(400, {"error": error.lines[0], "reason": error.reason})
             except Invalid as error:
                 log.warning("controller: refused %s: %s", self.path[:80], error.lines[0])
                 return self._answer(400, {"error": error.lines[0]})
@@ -157,7 +170,11 @@ def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
 
 
 class RequestFailed(RuntimeError):
-    pass
+    """A request the controller refused; ``reason``: why, when it refused a generator's answer (wire.Refused)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class Client:
@@ -175,8 +192,19 @@ class Client:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as error:
-            detail = error.read()[:300].decode(errors="replace")
-            raise RequestFailed(f"{path}: {error.code} {detail}") from None
+            detail = error.read()[:4096].decode(errors="replace")
+            said = _json_object(detail)
+            line, reason = str(said.get("error", detail))[:300], str(said.get("reason", ""))[:20]
+            raise RequestFailed(f"{path}: {error.code} {line}", reason) from None
         if not isinstance(answer, dict):
             raise RequestFailed(f"{path}: the controller answered {type(answer).__name__}, not an object")
         return answer
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The controller's error body as an object; {} when it is not one (a proxy's page, a cut body)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

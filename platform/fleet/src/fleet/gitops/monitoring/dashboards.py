@@ -280,6 +280,11 @@ def rl_row(board: Board) -> Board:
         stacked=True,
         width=24,
     )
+    board.graph(  # a generator that keeps answering what no engine writes stands out by its name
+        "Generator answers refused (1 h), by generator and reason",
+        [(f"sum by (generator, reason) (increase({_run(RL.refused_answers.name)}[1h]))", "{{generator}} {{reason}}")],
+        width=24,
+    )
     return board
 
 
