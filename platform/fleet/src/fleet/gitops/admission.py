@@ -409,13 +409,13 @@ def _node_name_validations(kinds: Kinds) -> list[dict[str, str]]:
     controller's finalizer, a relabel) carry Kueue's choice: they pass while nodeSelector and affinity are
     unchanged. Every other kind's templates never carry a node's name (Kueue writes it into pods only).
     """
-    labels = ", ".join(NODE_NAME_LABELS)
+    labels = " or ".join(NODE_NAME_LABELS)
     kueue = f"request.userInfo.username == {literal(KUEUE_CONTROLLER)}"
     allowed = f"{kueue} || ({unchanged('nodeSelector', 'affinity')})" if kinds is PODS else kueue
     return [
         validation(
             f"{allowed} || !variables.templates.exists(p, {names_node('p')})",
-            f"team pods may not choose a node by name: no node affinity matchFields, no {labels} in a "
+            f"team pods may not choose a node by name: no node affinity matchFields, no {labels} label in a "
             "nodeSelector or node affinity; Kueue places them (kueue.x-k8s.io/podset-*-topology annotations)",
         ),
         validation(
