@@ -862,7 +862,7 @@ def test_legitimate_updates_and_node_patches_are_admitted(
     allowed = [
         _update(job, _relabel(job, priority="high")),  # research may raise to its ceiling
         Attempt(
-            request(relabelled, "UPDATE", user="system:serviceaccount:kueue-system:kueue-controller-manager"),
+            request(relabelled, "UPDATE", user=admission.KUEUE_CONTROLLER),
             relabelled,
             pod,
         ),

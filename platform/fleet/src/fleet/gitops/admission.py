@@ -15,7 +15,9 @@ bound to every namespace labelled as a team's.
   ranges, never NodePort, ExternalName, external IPs or a public load balancer (a run's Lighthouse);
 - deployments (a run's Lighthouse): through the team's queue, pods included, and no GPUs;
 - placement: GPU nodes (the GPU taint's toleration, a GPU pool's selector) only for pods that request
-  GPUs, Ray heads off GPUs, and no `spec.nodeName` (Warden's signals assume the scheduler chose the node);
+  GPUs, Ray heads off GPUs, and no node chosen by name (`spec.nodeName`, node affinity `matchFields`, a
+  hostname label, pod affinity reaching other namespaces) but by Kueue (Warden's signals assume the
+  scheduler chose the node);
 - labels: a team label on a workload or its pod templates names the namespace's own team;
 - the Warden node agent patches only its own Node.
 
@@ -34,6 +36,7 @@ from typing import Any
 from fleet import names
 from fleet.gitops.cel import (
     CONTAINERS,
+    NODE_NAME_LABELS,
     PODS,
     TEMPLATED,
     WORKLOAD_KINDS,
@@ -42,10 +45,13 @@ from fleet.gitops.cel import (
     baseline_rest,
     each_container,
     literal,
+    names_node,
+    pod_affinity_in_namespace,
     requests_gpu,
     resource_rules,
     selects_gpu,
     tolerates_gpu,
+    unchanged,
     validation,
     where_set,
 )
@@ -80,6 +86,10 @@ SYSCTLS = (
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 KUBERAY_OPERATOR = "system:serviceaccount:ray-system:kuberay-operator"
 CONTROLLERS = (JOB_CONTROLLER, KUBERAY_OPERATOR)
+# Kueue's controller manager: the chart's `<release>-controller-manager` in the `kueue` Application's namespace
+# (argocd.py; the release is the Application's name). Its topology ungater writes a node's hostname into the
+# pods it ungates (kueue v0.19.2 pkg/controller/tas/topology_ungater.go `Reconcile`).
+KUEUE_CONTROLLER = "system:serviceaccount:kueue-system:kueue-controller-manager"
 
 WARDEN_AGENT_KSA = "warden-agent"  # kustomize/base/warden/agent.yaml
 # The node a pod-bound service account token was issued for (KEP-4193; k8s.io/apiserver
@@ -354,17 +364,18 @@ def placement_policies(region: Region) -> list[Obj]:
     with GPUs it would hold them for the cluster's whole life). `spec.nodeName` skips the scheduler,
     the taints and Kueue's placement, and pins a pod to any node, another team's included; Warden
     relies on it not being the tenant's choice. A Pod's nodeName is checked on CREATE only: the
-    scheduler's binding sets it and every later update carries it.
+    scheduler's binding sets it and every later update carries it. The other ways to name a node are
+    refused likewise (_node_name_validations).
     """
     pools = sorted(p.name for p in region.gpu_pools)
     # Per pod template: [requests a GPU, tolerates the GPU taint or selects a GPU pool].
     gpu = f"variables.templates.map(p, [{requests_gpu('p')}, {tolerates_gpu('p')} || {selects_gpu('p', pools)}])"
-    validations = [
-        validation(
-            "!variables.headFirst || !(variables.gpu[0][0] || variables.gpu[0][1])",
-            f"Ray heads run on the CPU pool: a head may not request {names.GPU_RESOURCE}, tolerate the "
-            f"{names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}); put GPUs in a worker group",
-        ),
+    head = validation(
+        "!variables.headFirst || !(variables.gpu[0][0] || variables.gpu[0][1])",
+        f"Ray heads run on the CPU pool: a head may not request {names.GPU_RESOURCE}, tolerate the "
+        f"{names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}); put GPUs in a worker group",
+    )
+    rest = [
         validation(
             "variables.gpu.all(g, g[0] || !g[1])",
             f"team pods that tolerate the {names.GPU_TAINT_KEY} taint or select a GPU pool ({', '.join(pools)}) "
@@ -376,15 +387,43 @@ def placement_policies(region: Region) -> list[Obj]:
             "team pods may not set spec.nodeName: the scheduler places them (Kueue's flavors, node taints)",
         ),
     ]
-    head, rest = validations[0], validations[1:]
 
     def build(kinds: Kinds) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         variables = [_templates(kinds), {"name": "gpu", "expression": gpu}]
+        validations = [*rest, *_node_name_validations(kinds)]
         if kinds.head_first == "false":  # Jobs and Deployments hold no Ray head
-            return variables, rest
-        return [*variables, {"name": "headFirst", "expression": kinds.head_first}], [head, *rest]
+            return variables, validations
+        return [*variables, {"name": "headFirst", "expression": kinds.head_first}], [head, *validations]
 
     return per_kinds(PLACEMENT, build)
+
+
+def _node_name_validations(kinds: Kinds) -> list[dict[str, str]]:
+    """No node chosen by name, for a team's own requests: node affinity `matchFields`, a hostname label in a
+    nodeSelector or node affinity term (cel.names_node), pod (anti-)affinity reaching other namespaces.
+
+    Kueue's own writes pass: with topology-aware scheduling its ungater patches a gated pod's nodeSelector
+    with the hostname of the node it assigned (KUEUE_CONTROLLER), which Kubernetes allows while the pod is
+    gated (https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/, "Mutable Pod
+    scheduling directives"), and by the same rule anyone else could. A Pod's later UPDATEs (the Job
+    controller's finalizer, a relabel) carry Kueue's choice: they pass while nodeSelector and affinity are
+    unchanged. Every other kind's templates never carry a node's name (Kueue writes it into pods only).
+    """
+    labels = " or ".join(NODE_NAME_LABELS)
+    kueue = f"request.userInfo.username == {literal(KUEUE_CONTROLLER)}"
+    allowed = f"{kueue} || ({unchanged('nodeSelector', 'affinity')})" if kinds is PODS else kueue
+    return [
+        validation(
+            f"{allowed} || !variables.templates.exists(p, {names_node('p')})",
+            f"team pods may not choose a node by name: no node affinity matchFields, no {labels} label in a "
+            "nodeSelector or node affinity; Kueue places them (kueue.x-k8s.io/podset-*-topology annotations)",
+        ),
+        validation(
+            f"{allowed} || variables.templates.all(p, {pod_affinity_in_namespace('p')})",
+            "team pods' podAffinity and podAntiAffinity may look only at their own namespace's pods: "
+            "no namespaceSelector, no other namespaces",
+        ),
+    ]
 
 
 def label_policies() -> list[Obj]:

@@ -18,6 +18,14 @@ SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "cont
 
 # Node labels that name a GPU pool (GKE's node pool, the fleet's pool); GKE's accelerator label is on GPU nodes only.
 POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
+# Node labels whose value is one node: the kubelet's hostname (the node's name), and GKE's physical host, which
+# on an A3 Ultra machine (8 GPUs, the whole host) is one node too. Kueue's wider levels (block, sub-block) and
+# the pools select groups of nodes and stay open to teams.
+NODE_NAME_LABELS = (names.HOSTNAME_LABEL, "cloud.google.com/gce-topology-host")
+SCHEDULING_TERMS = (
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "preferredDuringSchedulingIgnoredDuringExecution",
+)
 
 
 def literal(value: Any) -> str:
@@ -182,4 +190,60 @@ def selects_gpu(p: str, pools: list[str]) -> str:
         f"s.matchExpressions.exists(e, {term}))) || "
         f"(has({preferred}) && {preferred}.exists(w, has(w.preference.matchExpressions) && "
         f"w.preference.matchExpressions.exists(e, {term})))))"
+    )
+
+
+def names_node(p: str) -> str:
+    """Pod spec `p` chooses its node by name: a nodeSelector or node affinity term (required or preferred) on a
+    NODE_NAME_LABELS label, or any node affinity `matchFields`.
+
+    `matchFields` selects by the Node object's fields, and the API server accepts one key there,
+    `metadata.name` (k8s.io/kubernetes pkg/apis/core/validation/validation.go
+    `ValidateNodeFieldSelectorRequirement`, `nodeFieldSelectorValidators`; the DaemonSet controller pins its
+    pods that way: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/#how-daemon-pods-are-scheduled),
+    so every matchFields names nodes, NotIn included.
+    """
+    labels = literal(list(NODE_NAME_LABELS))
+    na = f"{p}.affinity.nodeAffinity"
+    required, preferred = (f"{na}.{t}" for t in SCHEDULING_TERMS)
+
+    def term(t: str) -> str:
+        return (
+            f"(has({t}.matchFields) && size({t}.matchFields) > 0) || "
+            f"(has({t}.matchExpressions) && {t}.matchExpressions.exists(e, e.key in {labels}))"
+        )
+
+    return (
+        f"(has({p}.nodeSelector) && {p}.nodeSelector.exists(k, k in {labels})) || "
+        f"(has({p}.affinity) && has({na}) && ("
+        f"(has({required}) && {required}.nodeSelectorTerms.exists(s, {term('s')})) || "
+        f"(has({preferred}) && {preferred}.exists(w, {term('w.preference')}))))"
+    )
+
+
+def pod_affinity_in_namespace(p: str) -> str:
+    """Every pod affinity and anti-affinity term of pod spec `p` (required or preferred) looks only at pods of
+    the request's namespace: no namespaceSelector (`{}` is every namespace), `namespaces` only its own.
+
+    A term reaching other namespaces puts a pod on (or keeps others off) the nodes another team's pods run on,
+    found by their labels (https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#namespace-selector).
+    """
+    own = "(!has(t.namespaceSelector) && (!has(t.namespaces) || t.namespaces.all(n, n == request.namespace)))"
+    checks = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        a = f"{p}.affinity.{kind}"
+        required, preferred = (f"{a}.{t}" for t in SCHEDULING_TERMS)
+        checks.append(
+            f"(!has({a}) || ((!has({required}) || {required}.all(t, {own})) && "
+            f"(!has({preferred}) || {preferred}.map(w, w.podAffinityTerm).all(t, {own}))))"
+        )
+    return f"(!has({p}.affinity) || ({' && '.join(checks)}))"
+
+
+def unchanged(*fields: str) -> str:
+    """An UPDATE leaves each of the object's `spec.<field>` as it was (both absent counts as the same)."""
+    return "request.operation == 'UPDATE' && " + " && ".join(
+        f"(has(object.spec.{f}) ? has(oldObject.spec.{f}) && object.spec.{f} == oldObject.spec.{f} : "
+        f"!has(oldObject.spec.{f}))"
+        for f in fields
     )
