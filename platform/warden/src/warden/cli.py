@@ -158,12 +158,13 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
 
     from warden.actions import Actuator
     from warden.gce import Compute
+    from warden.httpserve import serve_http
     from warden.kube import Kube, client
     from warden.leader import Elector
     from warden.metrics import WardenMetrics
     from warden.nodecache import NodeCache
     from warden.ratelimit import TokenBucket
-    from warden.service import Warden, serve, serve_http
+    from warden.service import Warden, serve
     from warden.sweeper import Sweeper
 
     if args.qps <= 0 or args.burst < 1:

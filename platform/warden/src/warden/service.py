@@ -28,11 +28,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
-from telemetry.exposition import CONTENT_TYPE
 from warden import deepcheck
 from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
@@ -337,25 +335,6 @@ def _pool(node: Any) -> str:
         return str(node["metadata"]["labels"][names.NODE_POOL_LABEL])
     except (KeyError, TypeError):
         return ""
-
-
-def serve_http(port: int, routes: dict[str, Callable[[], tuple[int, str]]]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            code, text = routes.get(self.path, lambda: (404, "not found\n"))()
-            body = text.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", CONTENT_TYPE)  # the client library's text format
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)  # probes and Prometheus reach the pod IP
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def serve(
