@@ -34,7 +34,7 @@ from contract import names
 from warden import deepcheck
 from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
-from warden.kube import ApiError, Kube, LeaseLost
+from warden.kube import ApiError, Kube, LeaseLost, relisting
 from warden.leader import Elector
 from warden.metrics import WardenMetrics, track_leadership
 from warden.nodecache import EventWatch, NodeCache
@@ -109,11 +109,16 @@ class Warden:
 
         If they cannot be read this round, the round goes on without them: they are read again next round.
         """
-        verdicts = Verdicts()
-        try:
-            events = self.kube.events(f"reason={names.NCCL_FAILURE_REASON}")
+
+        def read() -> Verdicts:  # from nothing each time: a list that expired part-way is read again whole
+            verdicts = Verdicts()
+            events = self.kube.events(f"reason={names.NCCL_FAILURE_REASON}")  # a page at a time, never all
             nccl_failures(events, self.kube.pod, now, self.policy.window_s, verdicts)
             preflight_failures(self.kube.pods_labelled(names.TEAM_LABEL), now, self.policy.window_s, verdicts)
+            return verdicts
+
+        try:
+            verdicts = relisting(read)
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("tenant reports not read this round: %s", error)
