@@ -93,6 +93,34 @@ def test_connections_past_the_limit_do_not_stop_healthz() -> None:
                 sock.close()
 
 
+def test_a_flood_from_another_address_never_evicts_the_probes_connection() -> None:
+    """The kubelet probes from the node's address, a tenant's pod connects from its own: the flood evicts itself.
+
+    The probe here is slow on purpose: connected before the flood, its request sent only after 40 connections
+    from 127.0.0.2 went past the limit of 8. Dropping the oldest connection whatever its address would drop it.
+    """
+    with served(max_connections=8, timeout_s=60) as port:
+        probe = socket.create_connection(("127.0.0.1", port), timeout=20)
+        flood = []
+        try:
+            for _ in range(40):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=20, source_address=("127.0.0.2", 0))
+                flood.append(sock)
+            for sock in flood:  # the flood was accepted (and evicted) before the probe speaks
+                sock.settimeout(0.5)
+            assert sum(closed_by_server(s) for s in flood) >= 40 - 7
+            probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: warden\r\n\r\n")
+            answer = b""
+            while chunk := probe.recv(4096):
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            assert answer.endswith(b"\r\n\r\nok\n")
+        finally:
+            probe.close()
+            for sock in flood:
+                sock.close()
+
+
 def test_healthz_answers_when_idle_connections_exhaust_the_file_descriptors() -> None:
     """The attack itself, in a process with fewer file descriptors (48) than the default limit of connections (64)."""
     script = textwrap.dedent(

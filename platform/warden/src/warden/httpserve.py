@@ -8,12 +8,13 @@ runs a `selectors` loop over the listening socket and the open connections, stan
 - every connection has `timeout_s` from its accept to the last byte of its answer; past it, it is
   closed whatever it sent. An idle or slow client (a byte now and then) holds one slot until then,
   never a thread;
-- at most `max_connections` are open. A connection past the limit takes the slot of the oldest open
-  one, which is dropped; so does one the process has no file descriptor for (EMFILE). A flood of
-  connections thus cannot keep the kubelet's probe out: the probe sends its request as it connects,
-  and each turn of the loop first serves the connections that are ready, then accepts at most half
-  the limit of new ones, so a request that has arrived is answered before its connection can be the
-  oldest;
+- at most `max_connections` are open. A connection past the limit takes the slot of the oldest
+  connection of the client address that holds the most, which is dropped; so does one the process
+  has no file descriptor for (EMFILE). A flood from one address (a pod) thus evicts its own
+  connections, never the probe's, which comes from another (the node). Within one address the
+  oldest goes first: the probe sends its request as it connects, and each turn of the loop first
+  serves the connections that are ready, then accepts at most half the limit of new ones, so a
+  request that has arrived is answered before its connection can be the oldest;
 - a request head is at most MAX_HEAD bytes; GET only; one request per connection (`Connection:
   close`). The routes run in the loop, so they must be quick: a constant, the metrics' text.
 
@@ -30,7 +31,7 @@ import selectors
 import socket
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -50,6 +51,7 @@ OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class _Conn:
     sock: socket.socket
     deadline: float
+    peer: str  # the client's address
     inbox: bytearray = field(default_factory=bytearray)
     outbox: bytes = b""
 
@@ -85,6 +87,7 @@ class HttpServer:
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._selector.register(self._wake_r, selectors.EVENT_READ)
         self._open: OrderedDict[int, _Conn] = OrderedDict()  # by accept order: the first is the oldest
+        self._peers: Counter[str] = Counter()  # open connections per client address
         self._stop = threading.Event()
         self._done = threading.Event()
 
@@ -126,7 +129,7 @@ class HttpServer:
     def _accept(self) -> None:
         for _ in range(self.max_connections // 2):
             try:
-                sock, _ = self._listener.accept()
+                sock, address = self._listener.accept()
             except BlockingIOError:
                 return
             except OSError as error:
@@ -140,12 +143,17 @@ class HttpServer:
             if len(self._open) >= self.max_connections:
                 self._evict()
             sock.setblocking(False)
-            self._open[sock.fileno()] = _Conn(sock, self.clock() + self.timeout_s)
+            peer = str(address[0])
+            self._open[sock.fileno()] = _Conn(sock, self.clock() + self.timeout_s, peer)
+            self._peers[peer] += 1
             self._selector.register(sock, selectors.EVENT_READ)
 
     def _evict(self) -> None:
+        """Close the oldest connection of the address that holds the most: a flood evicts its own first."""
+        crowding = max(self._peers, key=lambda peer: self._peers[peer])
+        fd = next(fd for fd, conn in self._open.items() if conn.peer == crowding)
         self.counts.evicted += 1
-        self._close(next(iter(self._open)))
+        self._close(fd)
 
     def _expire(self) -> None:
         now = self.clock()
@@ -223,6 +231,9 @@ class HttpServer:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn.sock)
         conn.sock.close()
+        self._peers[conn.peer] -= 1
+        if self._peers[conn.peer] <= 0:
+            del self._peers[conn.peer]
 
 
 def serve_http(
