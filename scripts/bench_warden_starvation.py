@@ -140,8 +140,8 @@ def _probe(port: int, stop: threading.Event, latencies: list[float], failures: l
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:  # the kubelet's 1 s
                 response.read()
             latencies.append(time.perf_counter() - started)
-        except OSError as error:
-            failures.append(type(error).__name__)
+        except OSError as error:  # URLError carries the cause: a timeout, a reset
+            failures.append(f"{type(error).__name__}: {getattr(error, 'reason', error)}"[:80])
         stop.wait(0.05)
 
 

@@ -11,10 +11,10 @@ runs a `selectors` loop over the listening socket and the open connections, stan
 - at most `max_connections` are open. A connection past the limit takes the slot of the oldest
   connection of the client address that holds the most, which is dropped; so does one the process
   has no file descriptor for (EMFILE). A flood from one address (a pod) thus evicts its own
-  connections, never the probe's, which comes from another (the node). Within one address the
-  oldest goes first: the probe sends its request as it connects, and each turn of the loop first
-  serves the connections that are ready, then accepts at most half the limit of new ones, so a
-  request that has arrived is answered before its connection can be the oldest;
+  connections, never the probe's, which comes from another (the node). Each turn of the loop first
+  serves the connections that are ready, then empties the listen backlog (up to ACCEPT_BATCH): a
+  full backlog would drop the probe's SYN with the flood's, and the kernel resends it only after a
+  second, the kubelet's whole timeout;
 - a request head is at most MAX_HEAD bytes; GET only; one request per connection (`Connection:
   close`). The routes run in the loop, so they must be quick: a constant, the metrics' text.
 
@@ -43,6 +43,7 @@ log = logging.getLogger(__package__)
 Route = Callable[[], tuple[int, str]]
 TIMEOUT_S = 5.0  # the kubelet's probe gives up after 1 s by default; a scrape of the metrics takes milliseconds
 MAX_CONNECTIONS = 64  # far fewer than the file descriptors a process gets, far more than probes and scrapers need
+BACKLOG, ACCEPT_BATCH = 1024, 1024  # the kernel caps the backlog at net.core.somaxconn (4096 on current kernels)
 MAX_HEAD = 8192  # a request line and headers; the probe's and the scraper's are a few hundred bytes
 OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -79,7 +80,7 @@ class HttpServer:
             raise ValueError("timeout_s must be > 0 and max_connections >= 2")
         self.routes, self.timeout_s, self.max_connections, self.clock = routes, timeout_s, max_connections, clock
         self.counts = Counts()
-        self._listener = socket.create_server((host, port), backlog=128)
+        self._listener = socket.create_server((host, port), backlog=BACKLOG)
         self._listener.setblocking(False)
         self.server_port: int = self._listener.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()  # shutdown() from another thread ends the wait at once
@@ -127,7 +128,7 @@ class HttpServer:
         self._expire()
 
     def _accept(self) -> None:
-        for _ in range(self.max_connections // 2):
+        for _ in range(ACCEPT_BATCH):
             try:
                 sock, address = self._listener.accept()
             except BlockingIOError:
