@@ -18,6 +18,7 @@ from tests.warden.test_kube import POLICY, Cluster, nccl_event
 from warden.kube import PAGE
 from warden.metrics import WardenMetrics
 from warden.nodecache import EventWatch, NodeCache
+from warden.reports import TenantReports
 from warden.sweeper import LIVE, Sweeper
 
 NOW = 1_764_403_200.0  # 2025-11-29T08:00:00Z; nccl_event's Events are a minute older
@@ -116,3 +117,29 @@ def test_the_sweepers_live_pods_are_read_in_pages(cluster: Cluster) -> None:
     lists = [r for r in cluster.api.requests if r.path == "/api/v1/pods" and r.query.get("fieldSelector") == LIVE]
     assert [(r.query.get("limit"), r.query.get("continue")) for r in lists] == [("500", None), ("500", "2")]
     assert sorted(sweeper.idle_since) == ["n-3", "n-4"]
+
+
+def test_with_a_reader_the_round_reads_no_events_and_takes_the_readers_verdicts(cluster: Cluster) -> None:
+    """However long teams make the read, it runs apart from the rounds (warden.reports), on its own client."""
+    flooded(cluster)
+    warden = cluster.warden()
+    warden.reports = TenantReports(cluster.kube(), warden.policy, warden.metrics, clock=cluster.clock)
+    warden.reports.refresh()
+    assert len(event_lists(cluster)) == 3
+    before = len(cluster.api.requests)
+    warden.round()
+    during = cluster.api.requests[before:]
+    assert not [r for r in during if r.path == "/api/v1/events" or "/pods/" in r.path]
+    assert warden._tenant_reports(NOW).nccl == {("n-0", "research"): 3}
+    assert warden.metrics.ignored.get(reason="no_verifier") == 1  # the reader's request reached the round
+
+
+def test_the_reader_keeps_its_last_verdicts_when_a_read_fails(cluster: Cluster) -> None:
+    flooded(cluster)
+    metrics = WardenMetrics()
+    reports = TenantReports(cluster.kube(), POLICY, metrics, clock=cluster.clock)
+    reports.refresh()
+    cluster.api.expire_continue = 100
+    reports.refresh()
+    assert reports.latest().nccl == {("n-0", "research"): 3}
+    assert (reports.reads, metrics.api_errors.get()) == (1, 1)
