@@ -44,6 +44,7 @@ bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warde
 	$(BIN)/python scripts/bench_synth.py
 	$(BIN)/python scripts/bench_gkr.py
 	$(BIN)/python scripts/bench_warden.py
+	$(BIN)/python scripts/bench_warden_starvation.py
 	$(BIN)/python scripts/bench_trainer.py
 	$(BIN)/python scripts/bench_cross_region.py
 	$(BIN)/python scripts/bench_faults.py

@@ -80,9 +80,11 @@ class ApiState(Faults):
     requests: list[Request] = field(default_factory=list)
     version: int = 100
     user: str = "oncall@meridian.example.com"  # what a SelfSubjectReview answers
-    page_size: int = 0  # > 0: list nodes in pages
+    page_size: int = 0  # > 0: no list page holds more, whatever `limit` the client asked (the server may give fewer)
+    expire_continue: int = 0  # > 0: the next that many requests with a continue token are answered 410 Expired
     watch_wait_s: float = 0.0  # > 0: a watch with nothing queued waits this long for push_watch()
     watch_ready: threading.Condition = field(default_factory=threading.Condition)
+    _selected: tuple[Any, list[dict[str, Any]]] = (None, [])  # events_with's last answer
 
     def push_watch(self, *events: dict[str, Any], kind: str = "nodes") -> None:
         with self.watch_ready:
@@ -99,6 +101,13 @@ class ApiState(Faults):
 
     def mutations(self) -> list[Request]:
         return [r for r in self.requests if r.method != "GET"]
+
+    def events_with(self, reason: str) -> list[dict[str, Any]]:
+        """The Events with this reason; kept between the pages of one list while no Event is added."""
+        key = (reason, len(self.events), id(self.events))
+        if self._selected[0] != key:
+            self._selected = (key, [e for e in self.events if e.get("reason") == reason])
+        return self._selected[1]
 
 
 def node(name: str, pool: str = "h200-a", gpus: int = 8, boot: str = "boot-1", **extra: Any) -> dict[str, Any]:
@@ -154,6 +163,33 @@ def _labelled(items: list[dict[str, Any]], selector: str, namespace: str | None 
     ]
 
 
+EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results."
+)
+
+
+def list_page(state: ApiState, kind: str, items: list[dict[str, Any]], query: dict[str, str]) -> tuple[int, Any]:
+    """One chunk of a list as the API server serves it ("Retrieving large results sets in chunks",
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks):
+    at most `limit` items from where the continue token points, a token while more remain, and for an expired
+    token 410 with reason Expired and an inconsistent token (k8s.io/apiserver's etcd3 store, GetList). Without
+    `limit`, every item at once: the request a tenant's 200,000 Events turn into 1.1 GiB."""
+    token = query.get("continue")
+    if token is not None and state.expire_continue > 0:
+        state.expire_continue -= 1
+        status = {"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410, "message": EXPIRED}
+        return 410, {**status, "metadata": {"continue": token}}  # the inconsistent token, which Warden never uses
+    start = int(token or 0)
+    sizes = [n for n in (int(query.get("limit") or 0), state.page_size) if n > 0]
+    end = min(len(items), start + min(sizes)) if sizes else len(items)
+    meta: dict[str, Any] = {"resourceVersion": str(state.version)}
+    if end < len(items):
+        meta |= {"continue": str(end), "remainingItemCount": len(items) - end}
+    return 200, {"kind": kind, "metadata": meta, "items": items[start:end]}
+
+
 class _Handler(JsonReplies):
     state: Any  # ApiState or ComputeState: has .requests
 
@@ -201,18 +237,13 @@ class FakeApiServer(_Handler):
             return self.send_body(200, lines)
         if r.path == "/api/v1/nodes":
             items = sorted(s.nodes.values(), key=lambda n: n["metadata"]["name"])
-            start = int(r.query.get("continue", "0"))
-            size = s.page_size or len(items) or 1
-            page = items[start : start + size]
-            more = start + size < len(items)
-            meta = {"resourceVersion": str(s.version), **({"continue": str(start + size)} if more else {})}
-            return self.send_json(200, {"kind": "NodeList", "metadata": meta, "items": page})
+            return self.send_json(*list_page(s, "NodeList", items, r.query))
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4:
             found = s.nodes.get(parts[3])
             return self.send_json(200, found) if found else self.send_json(404, {"code": 404})
         if r.path == "/api/v1/pods" and "labelSelector" in r.query:  # label exists (the only form Warden uses)
             items = [p for p in s.pods if r.query["labelSelector"] in (p["metadata"].get("labels") or {})]
-            return self.send_json(200, {"items": items})
+            return self.send_json(*list_page(s, "PodList", items, r.query))
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and parts[4] == "pods":
             found = next(
                 (p for p in s.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[3], parts[5])), None
@@ -222,7 +253,7 @@ class FakeApiServer(_Handler):
             wanted = dict(f.split("=", 1) for f in r.query["fieldSelector"].split(",") if "!=" not in f)
             node = wanted.get("spec.nodeName")
             items = [p for p in s.pods if node is None or p["spec"]["nodeName"] == node]
-            return self.send_json(200, {"items": items})
+            return self.send_json(*list_page(s, "PodList", items, r.query))
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and parts[4] == "pods":
             return self.send_json(200, {"items": _labelled(s.pods, r.query.get("labelSelector", ""), parts[3])})
         if parts[:2] == ["apis", "batch"] and parts[-1] == "jobs":  # one namespace's, as the path says
@@ -230,7 +261,7 @@ class FakeApiServer(_Handler):
             return self.send_json(200, {"items": items})
         if r.path == "/api/v1/events":
             reason = r.query["fieldSelector"].removeprefix("reason=")
-            return self.send_json(200, {"items": [e for e in s.events if e.get("reason") == reason]})
+            return self.send_json(*list_page(s, "EventList", s.events_with(reason), r.query))
         store = s.leases if "leases" in parts else s.jobs if "jobs" in parts else None
         if store is not None and parts[-1] in store and _in_namespace(store[parts[-1]], parts):
             return self.send_json(200, store[parts[-1]])

@@ -14,8 +14,8 @@ from telemetry.exposition import check, table
 from tests.conftest import REPO
 from tests.warden.fakes import ApiState, ComputeState, FakeApiServer, FakeCompute, node, serving
 from tests.warden.test_kube import Cluster, xid_condition
+from warden.httpserve import serve_http
 from warden.metrics import WardenMetrics
-from warden.service import serve_http
 from warden.state import PHASES
 
 

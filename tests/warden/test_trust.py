@@ -132,7 +132,7 @@ def test_a_failed_preflight_init_container_asks_for_a_check_of_its_node_without_
     assert w.metrics.ignored.get(reason="preflight_unbound") == 1
     listed = [r for r in cluster.api.requests if r.path == "/api/v1/pods" and "labelSelector" in r.query]
     assert listed
-    assert listed[0].query == {"labelSelector": "meridian.dev/team"}
+    assert listed[0].query == {"labelSelector": "meridian.dev/team", "limit": "500"}  # a page at a time
 
 
 def test_preflight_retries_keep_the_latest_failure_and_old_ones_expire() -> None:

@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--resync-seconds", type=float, default=300)
     serve.add_argument("--qps", type=float, default=20, help="Kubernetes API requests per second")
     serve.add_argument("--burst", type=int, default=40)
+    serve.add_argument(
+        "--reports-qps", type=float, default=5, help="API requests per second for tenants' reports (their own budget)"
+    )
     serve.add_argument("--metrics-port", type=int, default=9090)
     serve.add_argument("--health-port", type=int, default=8080)
     serve.add_argument("--once", action="store_true", help="one round, then exit")
@@ -158,16 +161,18 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
 
     from warden.actions import Actuator
     from warden.gce import Compute
+    from warden.httpserve import serve_http
     from warden.kube import Kube, client
     from warden.leader import Elector
     from warden.metrics import WardenMetrics
     from warden.nodecache import NodeCache
     from warden.ratelimit import TokenBucket
-    from warden.service import Warden, serve, serve_http
+    from warden.reports import TenantReports
+    from warden.service import Warden, serve
     from warden.sweeper import Sweeper
 
-    if args.qps <= 0 or args.burst < 1:
-        return _bad("--qps must be > 0 and --burst >= 1")
+    if args.qps <= 0 or args.burst < 1 or args.reports_qps <= 0:
+        return _bad("--qps and --reports-qps must be > 0 and --burst >= 1")
     policy = load_policy(args.config)
     if args.dry_run:
         policy = replace(policy, dry_run=True)
@@ -181,7 +186,9 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     compute = Compute(guard=elector.check)
     sweeper = Sweeper(kube, policy, metrics, cache.store)  # also answers tenants' requests: always there
     actuator = Actuator(kube, compute, policy, cache, metrics)
-    warden = Warden(kube, policy, cache, actuator, metrics, sweeper=sweeper)
+    # Tenants decide how long their reports take to read (warden.reports): apart from the rounds, own limiter.
+    reports = TenantReports(Kube(client(args.kubeconfig), TokenBucket(args.reports_qps, 10)), policy, metrics)
+    warden = Warden(kube, policy, cache, actuator, metrics, sweeper=sweeper, reports=None if args.once else reports)
     if not args.once:
         serve_http(args.metrics_port, {"/metrics": lambda: (200, metrics.render())})
         serve_http(args.health_port, {"/healthz": lambda: (200, "ok\n"), "/readyz": lambda: (200, "ok\n")})

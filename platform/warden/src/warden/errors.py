@@ -19,3 +19,12 @@ class ApiError(Exception):
 
 class LeaseLost(Exception):
     """Raised before a mutating request when this replica no longer holds a valid Lease."""
+
+
+class ListExpired(ApiError):
+    """A list's continue token expired between two of its pages (HTTP 410, reason Expired): list again from the start.
+
+    The API server keeps a list's snapshot for a while only (etcd compaction, about 5 minutes); past it, the
+    next page is refused ("Retrieving large results sets in chunks",
+    https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks).
+    """

@@ -4,22 +4,51 @@ Requests go through the client's ApiClient (kubeconfig or in-cluster
 credentials, TLS) with raw JSON in and out: Warden reads a few fields of
 many Nodes and typed models would only slow it down. Every request passes a
 token bucket, so a storm of faults cannot flood the API server.
+
+Every list that others can grow (Nodes, team pods, Events, which any team
+may create without a count quota) is read in pages of PAGE items with
+`limit` and `continue` ("Retrieving large results sets in chunks",
+https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks),
+and the pods and Events are handed on one at a time as their page arrives:
+what Warden holds is one page, not the cluster's list (200,000 Events in one
+reply took 1.1 GiB, over Warden's 512 MiB limit; issue 39). A continue token
+that expired between two pages (410 Expired) ends the read with ListExpired,
+and `relisting` reads again from the start, as client-go's pager does
+(k8s.io/client-go/tools/pager, ListPager with FullListIfExpired).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
-from warden.errors import ApiError, LeaseLost
+from warden.errors import ApiError, LeaseLost, ListExpired
 from warden.ratelimit import TokenBucket
 
-__all__ = ["MERGE", "STRATEGIC", "ApiError", "Kube", "LeaseLost", "client"]
+__all__ = ["MERGE", "PAGE", "STRATEGIC", "ApiError", "Kube", "LeaseLost", "ListExpired", "client", "relisting"]
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+PAGE = 500  # items per list request: client-go's pager's default page size (k8s.io/client-go/tools/pager)
+RELISTS = 3  # reads from the start after an expired continue token, before the read fails like any other call
+
+T = TypeVar("T")
+
+
+def relisting(read: Callable[[], T], attempts: int = RELISTS) -> T:
+    """`read()`, again from the start while a list it reads expires part-way (ListExpired), at most `attempts` times.
+
+    `read` must start from nothing each time: what it made of the pages before the expiry is dropped.
+    """
+    for attempt in range(attempts):
+        try:
+            return read()
+        except ListExpired:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable: attempts >= 1")
 
 
 def client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -126,16 +155,49 @@ class Kube:
 
     # Nodes
 
-    def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
-        items: list[dict[str, Any]] = []
-        query: list[tuple[str, str]] = [("limit", "500")]
+    # Lists, in pages
+
+    def pages(self, path: str, query: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+        """Each page of a list (at most PAGE items), one request each, as the caller asks for the next.
+
+        A 410 for a continue token raises ListExpired: the pages before it came from a snapshot that is gone.
+        """
+        token = ""
         while True:
-            page = self.request("GET", "/api/v1/nodes", query)
-            items += page.get("items", [])
-            token = page.get("metadata", {}).get("continue")
-            if not token:
-                return items, str(page.get("metadata", {}).get("resourceVersion", ""))
-            query = [("limit", "500"), ("continue", token)]
+            paging = [("limit", str(PAGE)), *([("continue", token)] if token else [])]
+            try:
+                page = self.request("GET", path, [*(query or []), *paging])
+            except ApiError as error:
+                if error.status == 410 and token:
+                    raise ListExpired(410, "GET", path, "the list's continue token expired; list again") from None
+                raise
+            yield page
+            meta = page.get("metadata")
+            found = meta.get("continue") if isinstance(meta, dict) else None
+            if not found or not isinstance(found, str):
+                return
+            token = found
+
+    def items(self, path: str, query: list[tuple[str, str]] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of a list one by one, read a page at a time: a page is dropped once its items are handed on."""
+        for page in self.pages(path, query):
+            found = page.get("items")
+            if found is not None and not isinstance(found, list):
+                raise ApiError(200, "GET", path, "a list reply whose items are not a list")
+            yield from found or []
+
+    def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        """Every Node (the cache keeps them all: their number is the fleet's, not a tenant's) and the list's version."""
+
+        def read() -> tuple[list[dict[str, Any]], str]:
+            items: list[dict[str, Any]] = []
+            version = ""
+            for page in self.pages("/api/v1/nodes"):
+                items += page.get("items") or []
+                version = str((page.get("metadata") or {}).get("resourceVersion") or version)
+            return items, version
+
+        return relisting(read)
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return self.request("PATCH", f"/api/v1/nodes/{quote(name)}", body=patch, content_type=MERGE)
@@ -153,8 +215,9 @@ class Kube:
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}")
 
-    def pods_labelled(self, selector: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", "/api/v1/pods", [("labelSelector", selector)]).get("items", []))
+    def pods_labelled(self, selector: str) -> Iterator[dict[str, Any]]:
+        """Every pod with the label, a page at a time (teams create pods): may raise ListExpired part-way."""
+        return self.items("/api/v1/pods", [("labelSelector", selector)])
 
     def evict(self, pod: dict[str, Any], grace_s: int) -> bool:
         """Ask the Eviction API; False when a PodDisruptionBudget refuses it now (HTTP 429)."""
@@ -177,8 +240,9 @@ class Kube:
 
     # Events, Jobs, Leases
 
-    def events(self, field_selector: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", "/api/v1/events", [("fieldSelector", field_selector)]).get("items", []))
+    def events(self, field_selector: str) -> Iterator[dict[str, Any]]:
+        """Every Event the selector matches, a page at a time (teams create Events): may raise ListExpired part-way."""
+        return self.items("/api/v1/events", [("fieldSelector", field_selector)])
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.request("POST", path, body=body)

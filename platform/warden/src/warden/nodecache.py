@@ -207,7 +207,8 @@ class EventWatch:
 
     def sync_once(self) -> None:
         if not self.resource_version:  # start from now: what is already there, the rounds read anyway
-            listed = self.kube.request("GET", "/api/v1/events", self.selector)
+            # One item is enough for the list's resourceVersion; without a limit this read every Event there is.
+            listed = self.kube.request("GET", "/api/v1/events", [*self.selector, ("limit", "1")])
             self.resource_version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
         try:
             for event in self.kube.watch("/api/v1/events", self.resource_version, self.watch_timeout_s, self.selector):

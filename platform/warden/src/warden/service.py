@@ -28,11 +28,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract import names
-from telemetry.exposition import CONTENT_TYPE
 from warden import deepcheck
 from warden.actions import Actuator, probation_job_name
 from warden.controller import OUT_OF_SERVICE, NodeView, Round, counts_out, run_round
@@ -42,9 +40,10 @@ from warden.metrics import WardenMetrics, track_leadership
 from warden.nodecache import EventWatch, NodeCache
 from warden.observe import is_gpu_node, queued, read_node_record, view
 from warden.policy import Policy
+from warden.reports import TenantReports, counted, read_reports
 from warden.state import PHASES, Decision, Facts, HostReport, Record, is_operation
 from warden.sweeper import Sweeper
-from warden.trust import Verdicts, nccl_failures, preflight_failures
+from warden.trust import Verdicts
 from warden.verify import Request
 
 log = logging.getLogger(__package__)
@@ -100,29 +99,26 @@ class Warden:
         metrics: WardenMetrics,
         clock: Callable[[], float] = time.time,
         sweeper: Sweeper | None = None,
+        reports: TenantReports | None = None,
     ) -> None:
         self.kube, self.policy, self.cache, self.actuator, self.metrics = kube, policy, cache, actuator, metrics
-        self.clock, self.sweeper = clock, sweeper
+        self.clock, self.sweeper, self.reports = clock, sweeper, reports
         self.pools: set[str] = set()  # every pool a round has seen, for warden_nodes
         self.xids_counted: dict[str, float] = {}  # node -> time of the newest Xid counted in warden_xids_total
 
     def _tenant_reports(self, now: float) -> Verdicts:
-        """Tenants' reports, each checked against the pod the cluster placed (warden.trust): requests only.
+        """Tenants' reports as requests only (warden.trust): the reader's latest (warden.reports), or read now.
 
         If they cannot be read this round, the round goes on without them: they are read again next round.
         """
-        verdicts = Verdicts()
+        if self.reports is not None:
+            return self.reports.latest()
         try:
-            events = self.kube.events(f"reason={names.NCCL_FAILURE_REASON}")
-            nccl_failures(events, self.kube.pod, now, self.policy.window_s, verdicts)
-            preflight_failures(self.kube.pods_labelled(names.TEAM_LABEL), now, self.policy.window_s, verdicts)
+            return counted(read_reports(self.kube, self.policy, now), self.metrics)
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("tenant reports not read this round: %s", error)
             return Verdicts()
-        for reason, count in verdicts.ignored.items():
-            self.metrics.ignored.inc(count, reason=reason)
-        return verdicts
 
     def _node_reads(self, name: str, record: Record) -> NodeReads:
         """Pods left on a draining node and its probation result; on an API error, what changes nothing."""
@@ -339,25 +335,6 @@ def _pool(node: Any) -> str:
         return ""
 
 
-def serve_http(port: int, routes: dict[str, Callable[[], tuple[int, str]]]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            code, text = routes.get(self.path, lambda: (404, "not found\n"))()
-            body = text.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", CONTENT_TYPE)  # the client library's text format
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)  # probes and Prometheus reach the pod IP
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def serve(
     warden: Warden,
     elector: Elector,
@@ -398,6 +375,11 @@ def serve(
                 watcher.start()
                 events = EventWatch(warden.kube, names.NCCL_FAILURE_REASON, warden.cache.has, trigger.poke)
                 threading.Thread(target=events.run, args=(stop,), name="warden-events", daemon=True).start()
+                if warden.reports is not None:  # tenants' reports apart from the rounds (warden.reports)
+                    reader = warden.reports.run
+                    threading.Thread(
+                        target=reader, args=(stop, elector.holds), name="warden-reports", daemon=True
+                    ).start()
             if warden.clock() >= next_round:
                 trigger.take()  # a full round covers whatever was pending
                 _safe_round(warden, None)

@@ -30,7 +30,7 @@ from contract import names
 from contract.health import Verdict
 from warden import deepcheck
 from warden.actions import evictable, job_pods, uses_gpus
-from warden.kube import ApiError, Kube, LeaseLost
+from warden.kube import ApiError, Kube, LeaseLost, relisting
 from warden.metrics import WardenMetrics
 from warden.observe import last_deep_check
 from warden.policy import Policy
@@ -69,8 +69,7 @@ class Sweeper:
         """Refresh which nodes are idle (every list_every_s) and read the sweep Jobs (every round)."""
         if now - self.listed_at >= self.list_every_s:
             try:
-                pods = self.kube.request("GET", "/api/v1/pods", [("fieldSelector", LIVE)]).get("items", [])
-                busy = {node for node in (self._busy(p) for p in pods) if node}
+                busy = relisting(self._busy_nodes)
                 self.idle_since = {n: self.idle_since.get(n, now) for n in nodes if n not in busy}
                 self.listed_at = now
             except ApiError as error:
@@ -86,6 +85,11 @@ class Sweeper:
         except ApiError as error:
             self.metrics.api_errors.inc()
             log.warning("sweep Jobs not listed; no sweep starts this round: %s", error)
+
+    def _busy_nodes(self) -> set[str]:
+        """The nodes jobs' GPU pods hold, from every live pod read a page at a time (teams create pods)."""
+        pods = self.kube.items("/api/v1/pods", [("fieldSelector", LIVE)])
+        return {node for node in (self._busy(p) for p in pods) if node}
 
     def _busy(self, pod: Any) -> str | None:
         """The node a job's GPU pod holds; None for DaemonSet pods, Warden's own (its deep checks, its

@@ -19,7 +19,7 @@ own check alone.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,10 +68,14 @@ def _event_time(event: dict[str, Any]) -> float:
 
 
 def nccl_failures(
-    events: list[dict[str, Any]], lookup: PodLookup, now: float, window_s: float, verdicts: Verdicts
+    events: Iterable[dict[str, Any]], lookup: PodLookup, now: float, window_s: float, verdicts: Verdicts
 ) -> None:
-    """Count each pod on its node once, when the pod really runs there; ignore the rest by reason."""
-    pods: dict[tuple[str, str], dict[str, Any] | None] = {}
+    """Count each pod on its node once, when the pod really runs there; ignore the rest by reason.
+
+    `events` may be a page-at-a-time iterator over a list of any length: nothing here keeps an Event, and what
+    is kept (each pod looked up as its uid and node only, the pods counted) is bounded by MAX_POD_LOOKUPS.
+    """
+    pods: dict[tuple[str, str], tuple[Any, Any] | None] = {}
     seen: set[tuple[str, str, str]] = set()
     for event in events:
         if not isinstance(event, dict) or event.get("reason") != names.NCCL_FAILURE_REASON:
@@ -99,16 +103,16 @@ def nccl_failures(
             if len(pods) >= MAX_POD_LOOKUPS:
                 verdicts.ignored["nccl_lookup_limit"] += 1
                 continue
-            pods[key] = lookup(namespace, name)
-        pod = pods[key]
-        if pod is None:
+            pods[key] = _placement(lookup(namespace, name))
+        placed = pods[key]
+        if placed is None:
             verdicts.ignored["nccl_no_such_pod"] += 1
             continue
         uid = involved.get("uid")
-        if uid and uid != _dict(pod, "metadata").get("uid"):
+        if uid and uid != placed[0]:
             verdicts.ignored["nccl_other_pod"] += 1  # a pod of the same name, not the one that reported
             continue
-        if _dict(pod, "spec").get("nodeName") != host:
+        if placed[1] != host:
             verdicts.ignored["nccl_wrong_node"] += 1
             continue
         if (host, namespace, name) not in seen:
@@ -117,7 +121,7 @@ def nccl_failures(
             verdicts.nccl_at[host, namespace] = max(at, verdicts.nccl_at.get((host, namespace), at))
 
 
-def preflight_failures(pods: list[dict[str, Any]], now: float, window_s: float, verdicts: Verdicts) -> None:
+def preflight_failures(pods: Iterable[dict[str, Any]], now: float, window_s: float, verdicts: Verdicts) -> None:
     """The latest failed preflight init container per node and namespace, from pod status (the node's kubelet)."""
     for pod in pods:
         spec, pod_status = _dict(pod, "spec"), _dict(pod, "status")
@@ -140,6 +144,11 @@ def preflight_failures(pods: list[dict[str, Any]], now: float, window_s: float, 
                     continue
                 if when >= verdicts.preflight.get((node, namespace), (report, float("-inf")))[1]:
                     verdicts.preflight[node, namespace] = (report, when)
+
+
+def _placement(pod: dict[str, Any] | None) -> tuple[Any, Any] | None:
+    """A pod's uid and node: all nccl_failures keeps of it (a team's pod may be megabytes of annotations)."""
+    return None if pod is None else (_dict(pod, "metadata").get("uid"), _dict(pod, "spec").get("nodeName"))
 
 
 def _dict(value: Any, key: str) -> dict[str, Any]:
