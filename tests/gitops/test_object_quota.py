@@ -34,6 +34,11 @@ COUNTED = (
     # /api/v1 Events are count/events, events.k8s.io/v1 ones count/events.events.k8s.io.
     "count/events",
     "count/events.events.k8s.io",
+    # The workload kinds a team writes, custom resources as count/<resource>.<group> too.
+    "count/jobs.batch",
+    "count/rayjobs.ray.io",
+    "count/rayclusters.ray.io",
+    "count/deployments.apps",
 )
 
 
@@ -101,6 +106,7 @@ def test_the_counts_move_with_the_fleet() -> None:
     assert int(_hard(_spec(more_cpu))[central]["pods"]) == 2 * (512 * 8 + 32 * 32)
     assert int(_hard(_spec(more_gpus))[east]["pods"]) == 2 * (448 * 8 + 64 * 32)
     assert int(_hard(_spec(more_gpus))[east]["count/events"]) == 16 * (448 * 8 + 64 * 32)
+    assert int(_hard(_spec(more_gpus))[east]["count/rayjobs.ray.io"]) == 2 * (448 * 8 + 64 * 32)
     # Secrets: the runs across regions the Lighthouse quota allows (4 homed here, 4 per other region) + 32.
     assert int(before[central]["secrets"]) == 4 * (3 + 1) + 32
     assert int(_hard(_spec(fourth_team))[central]["secrets"]) == int(before[central]["secrets"])

@@ -69,6 +69,12 @@ CONFIGMAPS = 16
 # with embedded GCS fault tolerance (ray-operator/controllers/ray/common/gcs_ft.go BuildGCSStoragePVC,
 # KubeRay v1.7.0), which gkr never asks for. 0 also refuses the PVC of a pod's generic ephemeral volume.
 PVCS = 0
+# The workload objects a team writes (fleet.gitops.teams.researcher_role), counted as `count/<resource>.<group>`
+# (the docs' form for any group, custom resources included). A Job, RayJob or RayCluster runs at least one pod
+# once admitted and queued ones wait as objects: as many of each as the team may hold pods (`pods`). A RayJob
+# also makes a RayCluster and, in K8sJobMode, a submitter Job. Deployments are only runs' Lighthouses.
+WORKLOADS = ("count/jobs.batch", "count/rayjobs.ray.io", "count/rayclusters.ray.io")
+DEPLOYMENTS = "count/deployments.apps"
 
 
 def usable_services(services: IPv4Network) -> int:
@@ -108,6 +114,8 @@ def object_quota(fleet: Fleet, region: Region, services: IPv4Network, team: str,
         "services.loadbalancers": LIGHTHOUSES_PER_TEAM,
         "services.nodeports": LIGHTHOUSES_PER_TEAM,
         **dict.fromkeys(EVENTS, events),
+        **dict.fromkeys(WORKLOADS, counts["pods"]),
+        DEPLOYMENTS: LIGHTHOUSES_PER_TEAM,
     }
 
 
