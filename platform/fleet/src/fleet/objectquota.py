@@ -35,8 +35,9 @@ LIGHTHOUSES_PER_TEAM = 4
 
 # The Service range is shared by the platform and every team: each team gets an even share of the
 # addresses left once the platform has PLATFORM_SERVICES. The platform renders a few Services per cluster
-# (Warden's, the operators' webhooks and metrics, Argo CD's, the registry's: about 30 with GKE's own
-# kube-dns, metrics-server and default-http-backend); 256 is many times that, room for what it adds.
+# (Warden's in the tree; the charts Argo CD installs: Argo CD's, Kueue's webhook and metrics, KubeRay's
+# operator; GKE's own kube-dns, metrics-server, default-http-backend: about 30, counted by hand, not by a
+# test); 256 is many times that, room for what the platform adds.
 PLATFORM_SERVICES = 256
 # The least a team's share may be: a Service per job (a Job's headless Service, KubeRay's head Service
 # of a RayJob or RayCluster) for 60 jobs, and the Lighthouses of its runs across regions.
