@@ -42,7 +42,9 @@ PLATFORM_SERVICES = 256
 # The least a team's share may be: a Service per job (a Job's headless Service, KubeRay's head Service
 # of a RayJob or RayCluster) for 60 jobs, and the Lighthouses of its runs across regions.
 MIN_TEAM_SERVICES = 64
-RESERVED_ADDRESSES = 2  # a Service range's network and broadcast addresses are never handed out
+# A Service range's network and broadcast addresses are never handed out (kube-apiserver's ClusterIP
+# allocator, kubernetes pkg/registry/core/service/ipallocator, leaves out the first and last IPv4 address).
+RESERVED_ADDRESSES = 2
 
 # gkr's smallest pods: a GPU pod takes at least 1 GPU (gkr.spec gpus_per_pod >= 1 on a GPU pool) and a
 # CPU pod at least 1 CPU (cpus_per_pod >= 1; KubeRay's submitter and gkr's Ray heads ask more).
@@ -88,24 +90,25 @@ def service_share(services: IPv4Network, teams: int) -> int:
     return max(0, usable_services(services) - PLATFORM_SERVICES) // max(1, teams)
 
 
-def object_quota(fleet: Fleet, region: Region, services: IPv4Network, team: str, quota: TeamQuota) -> dict[str, int]:
-    """The team namespace's object counts in `region` (ResourceQuota `hard` names -> count), with its
-    `services` range (the address plan's) and its quota plan (module doc and the constants above)."""
+def object_quota(fleet: Fleet, region: Region, services: IPv4Network, quota: TeamQuota) -> dict[str, int]:
+    """The namespace's object counts of `quota`'s team in `region` (ResourceQuota `hard` names -> count), from
+    the region's `services` range (the address plan's) and the team's quota plan there (module doc, constants)."""
     gpu_pods = quota.admissible[names.GPU_RESOURCE] * GPU_PODS_PER_GPU
     cpu_flavors = {p.name for p in region.cpu_pools}
     cpus = sum(q["cpu"] + quota.borrowing[f]["cpu"] for f, q in quota.nominal.items() if f in cpu_flavors)
     room = sum(p.max_nodes * p.max_pods_per_node for p in region.cpu_pools)  # the kubelets' own pod limit
     running = gpu_pods + min(cpus * CPU_PODS_PER_VCPU, room)
-    runs = LIGHTHOUSES_PER_TEAM * (len(fleet.regions) + 1)  # L homed here (2 Secrets each), L per other region
+    # Runs' Secrets: L runs homed here (2 each) and L homed in each other region (1 each).
+    run_secrets = LIGHTHOUSES_PER_TEAM * 2 + LIGHTHOUSES_PER_TEAM * (len(fleet.regions) - 1)
     derived = {
         "pods": POD_HEADROOM * running,
         "services": service_share(services, len(fleet.teams)),
-        "secrets": runs + TEAM_SECRETS,
+        "secrets": run_secrets + TEAM_SECRETS,
         "configmaps": CONFIGMAPS,
         "persistentvolumeclaims": PVCS,
         "events": EVENTS_PER_POD * running,
     }
-    given = next(t.objects for t in fleet.teams if t.name == team).model_dump()
+    given = next(t.objects for t in fleet.teams if t.name == quota.team).model_dump()
     counts = {key: given[key] if given.get(key) is not None else value for key, value in derived.items()}
     events = counts.pop("events")
     return {

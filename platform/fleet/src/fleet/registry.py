@@ -70,9 +70,7 @@ def registry_of(loaded: LoadedFleet) -> r.Registry:
             pool_quota={region.name: dict(quotas.team(region.name, t.name).pools) for region in fleet.regions},
             # The counts the team namespace's ResourceQuota holds (fleet.gitops.teams): gkr's summary checks a job's.
             objects={
-                region.name: object_quota(
-                    fleet, region, services[region.name], t.name, quotas.team(region.name, t.name)
-                )
+                region.name: object_quota(fleet, region, services[region.name], quotas.team(region.name, t.name))
                 for region in fleet.regions
             },
         )

@@ -151,7 +151,7 @@ def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str
                 "kueue": _kueue(quotas, region.name),
                 # Each team namespace's object counts (fleet.objectquota): the review compares its ResourceQuota's.
                 "objects": {
-                    t.name: object_quota(fleet, region, ranges.services.cidr, t.name, quotas.team(region.name, t.name))
+                    t.name: object_quota(fleet, region, ranges.services.cidr, quotas.team(region.name, t.name))
                     for t in fleet.teams
                 },
             }

@@ -192,7 +192,7 @@ def team_objects(loaded: LoadedFleet, region: Region) -> list[Obj]:
     for team in fleet.teams:
         quotas = loaded.quotas.team(region.name, team.name)
         objects += [
-            *namespace_objects(fleet, team, quotas, object_quota(fleet, region, services, team.name, quotas)),
+            *namespace_objects(fleet, team, quotas, object_quota(fleet, region, services, quotas)),
             *identity_objects(fleet, team),
             # No ingress from another team; only what a run and the platform's scrapers and operators need.
             *team_network_policies(names.team_namespace(team.name), peers),
