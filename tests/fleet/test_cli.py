@@ -38,6 +38,8 @@ def test_plan_json_is_machine_readable(capsys: pytest.CaptureFixture[str]) -> No
     assert [r["name"] for r in data["regions"]] == ["us-central1", "us-east4", "europe-west1"]
     assert data["regions"][2]["gpu_pools"][0]["team"] == "pretraining"
     assert len(data["regions"][0]["rdma"]["us-central1-b"]) == 8
+    # Each team namespace's object counts (fleet.objectquota), which the plan review holds the ResourceQuotas to.
+    assert data["regions"][0]["objects"]["research"]["services"] == (4096 - 2 - 256) // 3
 
 
 def test_explicit_ranges_are_marked(

@@ -10,9 +10,10 @@ import yaml
 from fleet import names
 from fleet.gitops import argocd, kueue
 from fleet.gitops.check import ClusterTree
-from fleet.gitops.teams import DEFAULT_REQUESTS, LIGHTHOUSES_PER_TEAM, RESEARCHER_ROLE, quota_hard
+from fleet.gitops.teams import DEFAULT_REQUESTS, RESEARCHER_ROLE, quota_hard
 from fleet.gitops.validate import Finding
 from fleet.model import Fleet
+from fleet.objectquota import LIGHTHOUSES_PER_TEAM
 from tests.conftest import SHIPPED_SPEC
 from tests.gitops.conftest import quota_plan
 from tests.tenancy.vap import selects

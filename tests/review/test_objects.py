@@ -262,6 +262,31 @@ def test_resource_quotas_follow_the_plans_ceiling_and_the_regions_nodes() -> Non
     ]
 
 
+def test_a_team_namespaces_object_counts_follow_the_plan() -> None:
+    # Issue 39: team namespaces count pods, Services, Events...; the plan's `objects` (fleet.objectquota) says
+    # what each should be, so a count that moves with the fleet is explained and a forged one is a finding.
+    def quota(**hard: Any) -> Obj:
+        return _obj("ResourceQuota", "team-limits", "team-research", spec={"hard": hard})
+
+    def plan(pods: int, services: int, nodes: int = 390) -> dict[str, Any]:
+        found = _plan(nodes=nodes)
+        found["regions"][0]["objects"] = {"research": {"pods": pods, "services": services}}
+        return found
+
+    old = quota(pods="10240", services="1279")
+    # A pool grown by 64 nodes: research's pods grow by 2 x 512 GPUs, not by 64; the plan says so.
+    grown = (plan(10240, 1279), plan(11264, 1279, nodes=454))
+    assert _k8s([old], [quota(pods="11264", services="1279")], grown) == []
+    assert _k8s([old], [quota(pods="11264", services="4000")], grown) == [
+        "ResourceQuota team-research/team-limits hard services 1,279 -> 4,000 (the fleet plan: 1,279)"
+    ]
+    # A plan from before object counts (no `objects`): pods by the nodes' rule, any other count listed.
+    older = (_plan(), _plan(nodes=454))
+    assert _k8s([old], [quota(pods="11264", services="1279")], older) == [
+        "ResourceQuota team-research/team-limits hard pods 10,240 -> 11,264 (the region's nodes change by +64)"
+    ]
+
+
 def test_a_priority_the_plan_does_not_name_stays_below_every_one_it_does() -> None:
     def priority(name: str, value: int) -> Obj:
         return _obj("WorkloadPriorityClass", name, api="kueue.x-k8s.io/v1beta2", value=value)

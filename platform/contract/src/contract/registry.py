@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from contract import codec
@@ -116,6 +116,9 @@ class Team:
     ceiling: str  # the highest priority its jobs may ask for (the cluster's admission policy refuses more)
     quota: dict[str, int]  # region -> nominal GPUs: what its ClusterQueue holds there (fleet's quota plan)
     pool_quota: dict[str, dict[str, int]]  # region -> GPU pool -> nominal GPUs, whole nodes; sums to `quota`
+    # region -> the team namespace's object counts there (ResourceQuota `hard` name -> count, fleet.objectquota);
+    # empty in a registry written before them.
+    objects: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

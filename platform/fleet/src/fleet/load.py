@@ -16,7 +16,7 @@ import pydantic
 
 import safeyaml
 from contract.problem import Invalid, Path, Problem, dotted, one_of
-from fleet import rules
+from fleet import objectquota, rules
 from fleet.model import Fleet
 from fleet.planner import AddressPlan, plan_addresses
 from fleet.quotaplan import QuotaPlan, plan_quotas
@@ -62,6 +62,9 @@ def load_text(text: str, name: str = "fleet.yaml") -> LoadedFleet:
     problems.extend(address_problems)
     quotas, quota_problems = plan_quotas(fleet)
     problems.extend(quota_problems)
+    services = {ranges.region: ranges.services.cidr for ranges in addresses.regions}
+    if set(services) == {r.name for r in fleet.regions}:  # else the address plan's problems say why
+        problems.extend(objectquota.problems(fleet, services))
     if problems:
         raise Invalid(_format(name, source, problems))
     return LoadedFleet(FilePath(name), fleet, addresses, quotas)

@@ -370,6 +370,17 @@ class Priority(Base):
     value: Int = Field(ge=-(2**31), le=10**9)
 
 
+class ObjectCounts(Base):
+    """A team's object-count quotas in each of its namespaces, overriding fleet.objectquota's sizes (None: derived)."""
+
+    pods: Count | None = None
+    services: Count | None = None  # checked against the cluster's Service range (fleet.objectquota.problems)
+    secrets: Count | None = None
+    configmaps: Count | None = None
+    persistentvolumeclaims: Count | None = None
+    events: Count | None = None  # count/events and count/events.events.k8s.io alike
+
+
 class Team(Base):
     name: Name
     group: Email
@@ -382,6 +393,7 @@ class Team(Base):
         return self.max_priority or self.priority
 
     quota: dict[str, Count] = {}  # region -> nominal GPUs
+    objects: ObjectCounts = ObjectCounts()  # object-count quotas of its namespaces; derived unless given
 
 
 class Fleet(Base):

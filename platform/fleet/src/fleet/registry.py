@@ -11,6 +11,7 @@ from contract import registry as r
 from fleet.catalog import MachineType, thresholds
 from fleet.load import LoadedFleet
 from fleet.model import CapacityMode, CpuPool, GpuPool
+from fleet.objectquota import object_quota
 
 
 def machine(m: MachineType) -> r.Machine:
@@ -48,6 +49,7 @@ def registry_of(loaded: LoadedFleet) -> r.Registry:
     """The registry of a loaded fleet, from the address and quota plans load() made for it."""
     fleet, quotas = loaded.fleet, loaded.quotas
     pod_ranges = {ranges.region: str(ranges.pods.cidr) for ranges in loaded.addresses.regions}
+    services = {ranges.region: ranges.services.cidr for ranges in loaded.addresses.regions}
     regions = tuple(
         r.Region(
             name=region.name,
@@ -66,6 +68,11 @@ def registry_of(loaded: LoadedFleet) -> r.Registry:
             ceiling=t.ceiling,
             quota={region.name: quotas.team(region.name, t.name).gpus for region in fleet.regions},
             pool_quota={region.name: dict(quotas.team(region.name, t.name).pools) for region in fleet.regions},
+            # The counts the team namespace's ResourceQuota holds (fleet.gitops.teams): gkr's summary checks a job's.
+            objects={
+                region.name: object_quota(fleet, region, services[region.name], quotas.team(region.name, t.name))
+                for region in fleet.regions
+            },
         )
         for t in fleet.teams
     )

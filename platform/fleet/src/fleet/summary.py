@@ -7,6 +7,7 @@ from typing import Any
 
 from fleet.capacity import Size, fleet_capacity, gpu_capacity, pool_capacity, region_capacity
 from fleet.model import CapacityMode, Fleet, GpuPool
+from fleet.objectquota import object_quota
 from fleet.planner import AddressPlan, RegionRanges
 from fleet.quotaplan import QuotaPlan
 
@@ -148,6 +149,11 @@ def as_json(fleet: Fleet, addresses: AddressPlan, quotas: QuotaPlan) -> dict[str
                 # What Kueue and the team namespaces are given, flavor -> resource -> amount (memory in GiB): the
                 # plan review compares the rendered ClusterQueues, Cohort and ResourceQuotas with these.
                 "kueue": _kueue(quotas, region.name),
+                # Each team namespace's object counts (fleet.objectquota): the review compares its ResourceQuota's.
+                "objects": {
+                    t.name: object_quota(fleet, region, ranges.services.cidr, quotas.team(region.name, t.name))
+                    for t in fleet.teams
+                },
             }
         )
     return {

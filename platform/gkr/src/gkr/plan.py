@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from contract.problem import Invalid
 from gkr.config import UserConfig
 from gkr.flags import Flags
+from gkr.objectcounts import over_quota
 from gkr.registry import Located
 from gkr.resolve import roles_warning, share_warning
 from gkr.resolved import Resolved
@@ -46,15 +47,23 @@ def plan(
     spec, origins = read(file, flags, user.team)
     if not spec.regions:
         resolved, objects = prepare_job(spec, origins, found, user.region)
-        return One(resolved, objects, _warnings([resolved]))
+        return One(resolved, objects, _warnings([(resolved, objects)]))
     if context is not None or workdir is not None:
         flag = "--context" if context is not None else "--workdir"
         raise Invalid([f"flag {flag}: not for a run across regions yet (each region uses its GKE context)"])
     from gkr import multiregion  # runs across regions only: a one-region submit never loads it (start-up)
 
     run = multiregion.prepare(spec, origins, found)
-    return Across(run, _warnings([p.resolved for p in run.parts]))
+    # Each region's namespace holds its part's Secret and RayJob; the home's the Lighthouse's objects too.
+    parts = [(p.resolved, [p.secret, p.rayjob, *(run.lighthouse if p is run.home else ())]) for p in run.parts]
+    return Across(run, _warnings(parts))
 
 
-def _warnings(parts: list[Resolved]) -> list[str]:
-    return [warning for part in parts for warning in (share_warning(part), roles_warning(part)) if warning is not None]
+def _warnings(parts: list[tuple[Resolved, list[dict[str, Any]]]]) -> list[str]:
+    """What the user should know of each region's part: its share of a pool, its roles, its object counts."""
+    found = []
+    for part, objects in parts:
+        quota = part.team.objects.get(part.region.name, {})
+        counts = over_quota(objects, quota, part.namespace, part.region.name)
+        found += [w for w in (share_warning(part), roles_warning(part), counts) if w is not None]
+    return found

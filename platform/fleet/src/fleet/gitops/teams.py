@@ -8,6 +8,7 @@ from fleet.gitops.netpol import team_network_policies
 from fleet.gitops.objects import Obj, obj
 from fleet.load import LoadedFleet
 from fleet.model import Fleet, Region, Team
+from fleet.objectquota import object_quota
 from fleet.planner import peer_pod_ranges
 from fleet.quotaplan import TeamQuota
 
@@ -18,9 +19,6 @@ DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
 TRAINER_NODE_READER = "meridian-trainer-node-reader"  # named in the trainer's warning (trainer.subblocks.NODE_READER)
 RW = ["get", "list", "watch", "create", "patch", "delete"]
-# A run across regions puts one Lighthouse Service (an internal load balancer, one node port) in its home
-# cluster's team namespace; the admission policy admits no other load balancer and no NodePort Service.
-LIGHTHOUSES_PER_TEAM = 4
 READ = ["get", "list", "watch"]
 # Containers that declare no requests (gkr's preflight init container, sidecars injected by GKE) get
 # these, so the quota below admits them and Kueue and the quota count the same thing.
@@ -89,21 +87,20 @@ def team_subjects(fleet: Fleet) -> list[dict[str, str]]:
     return [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group} for group in groups]
 
 
-def quota_hard(quotas: TeamQuota) -> dict[str, str]:
-    """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits).
+def quota_hard(quotas: TeamQuota, objects: dict[str, int] | None = None) -> dict[str, str]:
+    """The namespace's ceiling: exactly what Kueue may admit for the team here (nominal + borrowing limits),
+    and the object counts fleet.objectquota sized for it (`objects`).
 
-    Every pod in a team namespace goes through Kueue (manageJobsWithoutQueueName), so this only bites
-    when Kueue is bypassed or broken. Load balancers: a few Lighthouses of runs across regions, each an
-    internal one with its node port (the Service quota counts a LoadBalancer's ports as node ports unless
-    allocateLoadBalancerNodePorts is false); the admission policy refuses every other kind.
+    Every pod in a team namespace goes through Kueue (manageJobsWithoutQueueName), so the requests only
+    bite when Kueue is bypassed or broken. The counts bound what Kueue does not see: Services (the
+    cluster's Service range), Secrets, ConfigMaps, PVCs, Events, and pods waiting behind Kueue's gate.
     """
     ceiling = quotas.admissible
     return {
         f"requests.{names.GPU_RESOURCE}": str(ceiling[names.GPU_RESOURCE]),
         "requests.cpu": str(ceiling["cpu"]),
         "requests.memory": f"{ceiling['memory']}Gi",
-        "services.loadbalancers": str(LIGHTHOUSES_PER_TEAM),
-        "services.nodeports": str(LIGHTHOUSES_PER_TEAM),
+        **{key: str(count) for key, count in sorted((objects or {}).items())},
     }
 
 
@@ -123,8 +120,8 @@ def cluster_objects(fleet: Fleet) -> list[Obj]:
     ]
 
 
-def namespace_objects(fleet: Fleet, team: Team, quotas: TeamQuota) -> list[Obj]:
-    """The team's namespace, its members' access and its ceiling in one region."""
+def namespace_objects(fleet: Fleet, team: Team, quotas: TeamQuota, objects: dict[str, int]) -> list[Obj]:
+    """The team's namespace, its members' access and its ceiling in one region (`objects`: its counts)."""
     namespace = names.team_namespace(team.name)
     return [
         obj(
@@ -142,7 +139,7 @@ def namespace_objects(fleet: Fleet, team: Team, quotas: TeamQuota) -> list[Obj]:
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_ROLE},
             subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team.group}],
         ),
-        obj("v1", "ResourceQuota", "team-limits", namespace, spec={"hard": quota_hard(quotas)}),
+        obj("v1", "ResourceQuota", "team-limits", namespace, spec={"hard": quota_hard(quotas, objects)}),
         obj(
             "v1",
             "LimitRange",
@@ -190,10 +187,12 @@ def team_objects(loaded: LoadedFleet, region: Region) -> list[Obj]:
     """Every team's namespace in the region, its quota from the quota plan, its peers from the address plan."""
     fleet = loaded.fleet
     peers = peer_pod_ranges(loaded.addresses, region.name)
+    services = next(r.services.cidr for r in loaded.addresses.regions if r.region == region.name)
     objects = cluster_objects(fleet)
     for team in fleet.teams:
+        quotas = loaded.quotas.team(region.name, team.name)
         objects += [
-            *namespace_objects(fleet, team, loaded.quotas.team(region.name, team.name)),
+            *namespace_objects(fleet, team, quotas, object_quota(fleet, region, services, quotas)),
             *identity_objects(fleet, team),
             # No ingress from another team; only what a run and the platform's scrapers and operators need.
             *team_network_policies(names.team_namespace(team.name), peers),

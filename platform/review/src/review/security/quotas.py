@@ -9,8 +9,9 @@ the pull request's own plan says it should be, whenever the number or the plan's
 - the Cohort: its own nominal quota (`kueue.cohort`, the GPUs in no team's quota);
 - any other ClusterQueue (Warden's sweeps): nothing of its own, and a borrowing limit no higher than
   everything the cohort can lend in that flavor (the cohort's quota and every team's nominal quota);
-- a team namespace's ResourceQuota: `requests.<resource>` at the team's ceiling (`kueue.teams.admissible`);
-  any ResourceQuota's `pods` may move by exactly the region's node change (one node agent per node);
+- a team namespace's ResourceQuota: `requests.<resource>` at the team's ceiling (`kueue.teams.admissible`),
+  its object counts (`pods`, `services`, `count/...`) at the plan's (`objects`, fleet.objectquota); any other
+  ResourceQuota's `pods` may move by exactly the region's node change (one node agent per node);
 - a WorkloadPriorityClass the plan names at the plan's value (`priorities`), any other strictly below
   every one the plan names, so it preempts no team's workload.
 
@@ -73,6 +74,7 @@ class ClusterPlan:
     nominal: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)  # team -> its table
     borrowing: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
     admissible: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> resource -> ceiling
+    objects: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> ResourceQuota count name -> count
     priorities: dict[str, int] | None = None  # None: the plan names none
     machines: dict[str, str] = field(default_factory=dict)  # GPU pool -> machine type
 
@@ -90,6 +92,8 @@ def cluster_plans(plan: Any) -> dict[str, ClusterPlan]:
     out = {}
     for region in dicts(plan.get("regions")):
         cluster, kueue, capacity = region.get("cluster"), region.get("kueue"), region.get("capacity")
+        objects = region.get("objects")
+        objects = {str(t): _counts(q) for t, q in objects.items()} if isinstance(objects, dict) else {}
         if not isinstance(cluster, str):
             continue
         kueue = kueue if isinstance(kueue, dict) else None
@@ -103,6 +107,7 @@ def cluster_plans(plan: Any) -> dict[str, ClusterPlan]:
             {t: _table(q.get("nominal")) for t, q in teams.items()},
             {t: _table(q.get("borrowing")) for t, q in teams.items()},
             {t: _counts(q.get("admissible")) for t, q in teams.items()},
+            objects,
             priorities,
             {
                 str(p.get("name")): p["machine_type"]
@@ -201,15 +206,23 @@ def _team_of(namespace: str, plan: ClusterPlan | None) -> str | None:
     return next((t for t in (plan.admissible if plan else {}) if names.team_namespace(t) == namespace), None)
 
 
+def _planned_count(namespace: str, key: str, plan: ClusterPlan | None) -> int | None:
+    """The plan's object count `key` of a team namespace (fleet.objectquota), or None where it says none."""
+    team = _team_of(namespace, plan)
+    return plan.objects.get(team, {}).get(key) if plan is not None and team is not None else None
+
+
 def judges_resource_quota(k: Key, key: str, plan: ClusterPlan | None) -> bool:
     """Whether resource_quota_lines judges this `spec.hard` key (else the default deny lists its change)."""
-    return key == "pods" or (key.startswith("requests.") and _team_of(k[2], plan) is not None)
+    team = _team_of(k[2], plan) is not None
+    return key == "pods" or (team and key.startswith("requests.")) or _planned_count(k[2], key, plan) is not None
 
 
 def resource_quota_lines(
     k: Key, old: Obj | None, new: Obj, before: ClusterPlan | None, after: ClusterPlan | None
 ) -> list[str]:
-    """A team namespace's `requests.*` at the plan's ceiling, and any `pods` moving with the region's nodes."""
+    """A team namespace's `requests.*` at the plan's ceiling and its counts at the plan's, and any other `pods`
+    moving with the region's nodes."""
 
     def hard(o: Obj | None) -> dict[str, Any]:
         value = ((o or {}).get("spec") or {}).get("hard")
@@ -228,7 +241,15 @@ def resource_quota_lines(
     out = []
     for key in [*now, *(x for x in was if x not in now)]:
         a, b = was.get(key), now.get(key)
-        if key == "pods" and a != b:
+        if _planned_count(k[2], key, after) is not None:  # a team namespace's count: the plan's
+            out += _line(
+                f"hard {key}",
+                a,
+                b,
+                _wanted(_planned_count(k[2], key, after), b),
+                _wanted(_planned_count(k[2], key, before), a) if before is not None else SILENT,
+            )
+        elif key == "pods" and a != b:
             old_pods, new_pods = amount(a), amount(b)
             if grown is None:
                 out.append(f"hard pods {_show(a)} -> {_show(b)} ({SILENT})")
