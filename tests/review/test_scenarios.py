@@ -228,8 +228,14 @@ teams:
         (("networking.k8s.io", "NetworkPolicy", f"team-{team}", "run-across-regions"), "changed")
         for team in ("pretraining", "research", "evals")
     ]
+    # A run across regions keeps one Secret per other region in its home namespace (fleet.objectquota):
+    # each team's object-count quota grows with the region.
+    quotas = [
+        (("", "ResourceQuota", f"team-{team}", "team-limits"), "changed")
+        for team in ("pretraining", "research", "evals")
+    ]
     assert {c.cluster: sorted((o.key, o.action) for o in c.objects) for c in r.clusters if c not in new} == {
-        f"meridian-{region}": sorted([(REGISTRY, "changed"), (services, "changed"), *policies])
+        f"meridian-{region}": sorted([(REGISTRY, "changed"), (services, "changed"), *policies, *quotas])
         for region in ("us-central1", "us-east4", "europe-west1")
     }
     # Those are security findings, the same in every cluster: one line each.
@@ -326,9 +332,10 @@ def test_the_registry_configmap_diff_is_semantic_and_shown_once(sandbox: Sandbox
     )
     registry = [o for c in r.clusters for o in c.objects if o.key == REGISTRY]
     assert len(registry) == 3
-    assert {tuple(o.changes) for o in registry} == {
-        ("registry.json: regions[us-east4].pools[h200-a].nodes: 384 -> 448",)
-    }
+    (changes,) = {tuple(o.changes) for o in registry}  # the same in every cluster
+    assert changes[0] == "registry.json: regions[us-east4].pools[h200-a].nodes: 384 -> 448"
+    # The teams' object counts in us-east4 follow its GPUs (fleet.objectquota); nothing else moves.
+    assert changes[1:] and all(c.startswith("registry.json: teams[") and ".objects.us-east4." in c for c in changes[1:])
     assert all(o.diff == "" for o in registry)  # nothing else in the ConfigMap changed
     report = markdown(r)
     assert report.count("regions[us-east4].pools[h200-a].nodes: 384 -> 448") == 1
