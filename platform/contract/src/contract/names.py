@@ -228,6 +228,7 @@ LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
 # The members' certificate carries this name too (and serverAuth): each group serves its heal transfers with it, and
 # a healing group verifies it (trainer/heal_tls.py); a member's certificate cannot pass for the Lighthouse's.
 MEMBER_TLS_NAME = "member.run.meridian.internal"
+POD_IP_ENV = "POD_IP"  # the downward API's status.podIP, where a run's servers across regions listen (gkr renders it)
 LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports
