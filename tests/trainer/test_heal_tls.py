@@ -24,9 +24,11 @@ import pytest
 import torch
 from trainer.config import Config, compose
 from trainer.ft import heal_transport
+from trainer.heal_tls import TlsHealTransport
 from trainer.heal_transport import HealRefused
+from trainer.mtls import Identity
 
-from contract.names import ADVERTISE_HOST_ENV
+from contract.names import ADVERTISE_HOST_ENV, HEAL_TLS_PORT, HEAL_TLS_PORTS
 from gkr.run_tls import mint
 from tests.trainer.conftest import CONFIG, assert_same
 from tests.trainer.test_lighthouse_heal import honest_group, steps
@@ -133,6 +135,21 @@ def test_the_server_binds_only_the_address_it_announces(member: Path, monkeypatc
             socket.create_connection(("127.0.0.1", parts.port or 0), timeout=5)
     finally:
         transport.shutdown(wait=True)
+
+
+def test_the_ranks_of_a_pod_take_the_rule_s_ports_then_any(member: Path) -> None:
+    """The first free of contract.names.HEAL_TLS_PORTS (a NetworkPolicy can name them), then a free one."""
+    ports = range(HEAL_TLS_PORT, HEAL_TLS_PORT + 2)
+    made: list[TlsHealTransport[Any]] = [
+        TlsHealTransport(Identity.folder(member), "127.0.0.3", TIMEOUT, lambda: 1, ports) for _ in range(3)
+    ]
+    try:
+        taken = [urlsplit(t.metadata()).port for t in made]
+    finally:
+        for t in made:
+            t.shutdown(wait=True)
+    assert taken[:2] == list(ports)
+    assert taken[2] not in HEAL_TLS_PORTS
 
 
 def test_a_group_heals_from_another_over_the_run_s_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

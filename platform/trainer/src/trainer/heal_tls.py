@@ -8,7 +8,8 @@ reach a run's pods hold every team's pods, and the address is no secret: the gro
 to whoever calls ``CheckpointMetadata``. So a run with a TLS identity uses this transport instead,
 through torchft's public ``CheckpointTransport`` (the Manager's ``checkpoint_transport=``):
 
-* it serves the state on the pod's address only (``host``: the address it announces), over TLS 1.3
+* it serves the state on the pod's address only (``host``: the address it announces), on the first free
+  port of contract.names.HEAL_TLS_PORTS (a rule can name them; torchft's takes any), over TLS 1.3
   with the run's member certificate, and completes a handshake only with a client certificate of the
   run's CA (trainer.mtls's contexts): a process without one, or with another run's, gets no byte;
 * it announces ``https://host:port/checkpoint/`` and serves torchft's wire format (PyTorch's streaming
@@ -25,6 +26,7 @@ Handshakes run on each connection's own thread, under the transfer timeout, and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
 import logging
 import re
@@ -32,7 +34,7 @@ import socket
 import socketserver
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Generic, TypeVar
@@ -40,7 +42,7 @@ from typing import Any, Generic, TypeVar
 import torch
 from torchft.checkpointing import CheckpointTransport
 
-from contract.names import MEMBER_TLS_NAME
+from contract.names import HEAL_TLS_PORTS, MEMBER_TLS_NAME
 from trainer.heal_transport import HealRefused, load_weights_only
 from trainer.mtls import Identity, client_context, server_context
 
@@ -184,14 +186,35 @@ class _MemberConnection(http.client.HTTPConnection):
             ) from None
 
 
+def listen(host: str, ports: Sequence[int], make: Callable[[tuple[str, int]], _Server]) -> _Server:
+    """The server on the first free of ``ports`` (the rule's range); past them, a free one, which a rule naming
+    the range does not admit (a machine with more ranks than a GPU node: the local launcher, tests)."""
+    for port in ports:
+        try:
+            return make((host, port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+    log.warning("heal: ports %d-%d of %s are taken; serving on a free port", ports[0], ports[-1], host)
+    return make((host, 0))
+
+
 class TlsHealTransport(CheckpointTransport[T]):  # type: ignore[misc]  # torchft ships no type hints
     """Serves this group's state on ``host`` to the run's members only; fetches a peer's as a member."""
 
-    def __init__(self, identity: Identity, host: str, timeout: timedelta, limit: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        identity: Identity,
+        host: str,
+        timeout: timedelta,
+        limit: Callable[[], int],
+        ports: Sequence[int] = HEAL_TLS_PORTS,
+    ) -> None:
         self.host, self.limit, self.timeout_s = host, limit, timeout.total_seconds()
         self.client = client_context(identity)
         self.shelf: _Shelf[T] = _Shelf(self.timeout_s)
-        self.server = _Server((host, 0), server_context(identity), self.shelf, self.timeout_s)
+        context = server_context(identity)
+        self.server = listen(host, ports, lambda address: _Server(address, context, self.shelf, self.timeout_s))
         self.thread = threading.Thread(target=self.server.serve_forever, name="heal-tls", daemon=True)
         self.thread.start()
 
