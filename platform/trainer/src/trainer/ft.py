@@ -250,10 +250,10 @@ class Torchft:
     def __init__(self, cfg: Config, where: Rank, lighthouse: str) -> None:
         import os
 
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
+        from trainer.listen import store_on
         from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
@@ -265,11 +265,11 @@ class Torchft:
         )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        else:  # a one-process group: a store of its own, at the address its peers reach (it listens on all)
+        else:  # a one-process group: a store of its own, listening only at the address its peers reach (listen.py)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
             # local launcher every group runs on this machine, so localhost (as before the Ray launcher needed one).
             address = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost"
-            self.store = TCPStore(address, 0, is_master=True, wait_for_workers=False)
+            self.store = store_on(address)
             port = self.store.port
         self.param_bytes = 0  # this rank's parameters (running() sets it): what bounds a peer's state
         self.tunnel = None
