@@ -85,8 +85,10 @@ class _Shelf(Generic[T]):
         with self.changed:
             self.open = False
             if not self.changed.wait_for(lambda: self.readers == 0, self.timeout_s):
-                # The state served is the transport's own copy (send_checkpoint): nothing the trainer mutates.
+                # A slow reader keeps its own reference to what it was handed (the trainer's snapshot,
+                # ft.Torchft.register_state): nothing the trainer mutates, so the step goes on.
                 log.warning("heal: %d peer(s) still reading after %.0fs", self.readers, self.timeout_s)
+            self.state = None  # the host copy is not kept until the next offer
 
     @contextlib.contextmanager
     def reading(self, step: int) -> Iterator[Any]:
