@@ -90,6 +90,8 @@ def _containers_of(home: Resolved, min_replicas: int) -> list[dict[str, Any]]:
             "python",
             "-m",
             "trainer.mtls",
+            "--listen-host",  # the pod's IP only (the Service and the probe reach it there): no other interface
+            f"$({names.POD_IP_ENV})",
             "--listen-port",
             str(names.LIGHTHOUSE_PORT),
             "--upstream",
@@ -97,6 +99,7 @@ def _containers_of(home: Resolved, min_replicas: int) -> list[dict[str, Any]]:
             "--identity",
             names.RUN_TLS_DIR,
         ],
+        "env": [{"name": names.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "ports": [{"name": "lighthouse", "containerPort": names.LIGHTHOUSE_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "lighthouse"}, "periodSeconds": 5},
         "resources": {

@@ -135,6 +135,22 @@ def start_lighthouse(cfg: Config) -> Lighthouse:
     return server
 
 
+def heal_transport(cfg: Config, limit: Callable[[], int]) -> Any:
+    """Heal transfers at this pod's address; a healing source's bytes are loaded without running code
+    (heal_transport.py), at most ``limit()`` of them. A run with a TLS identity (a run across regions, as for
+    the Lighthouse's proxy above) serves and fetches over its mutual TLS, bound to that address only
+    (heal_tls.py); otherwise torchft's plain HTTP server (one region: no other team's pod reaches it)."""
+    timeout = timedelta(seconds=cfg.ft.timeout_s)
+    if cfg.ft.lighthouse_tls:
+        from trainer.heal_tls import TlsHealTransport
+        from trainer.mtls import Identity
+
+        return TlsHealTransport(Identity.folder(cfg.ft.lighthouse_tls), advertised_host(), timeout, limit)
+    from trainer.heal_transport import WeightsOnlyHTTPTransport
+
+    return WeightsOnlyHTTPTransport(timeout=timeout, limit=limit, host=advertised_host())
+
+
 class NoLighthouse:
     def address(self) -> str:
         return ""
@@ -234,10 +250,10 @@ class Torchft:
     def __init__(self, cfg: Config, where: Rank, lighthouse: str) -> None:
         import os
 
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]
         from torchft import Manager
 
         from trainer.counted_pg import counted_process_group
+        from trainer.listen import store_on
         from trainer.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
@@ -249,11 +265,11 @@ class Torchft:
         )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        else:  # a one-process group: a store of its own, at the address its peers reach (it listens on all)
+        else:  # a one-process group: a store of its own, listening only at the address its peers reach (listen.py)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
             # local launcher every group runs on this machine, so localhost (as before the Ray launcher needed one).
             address = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost"
-            self.store = TCPStore(address, 0, is_master=True, wait_for_workers=False)
+            self.store = store_on(address)
             port = self.store.port
         self.param_bytes = 0  # this rank's parameters (running() sets it): what bounds a peer's state
         self.tunnel = None
@@ -262,6 +278,7 @@ class Torchft:
 
             self.tunnel = Proxy.originating(lighthouse, Identity.folder(cfg.ft.lighthouse_tls))
             lighthouse = self.tunnel.address()
+        self.transport = self._transport(cfg)
         self.manager = Manager(
             pg=self.pg,
             load_state_dict=None,  # register_state() adds the trainer's
@@ -282,22 +299,16 @@ class Torchft:
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
-            checkpoint_transport=self._transport(cfg),
+            checkpoint_transport=self.transport,
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
 
     def _transport(self, cfg: Config) -> Any:
-        """Heal transfers at this pod's address. A healing source's bytes are loaded without running code
-        (heal_transport.py), bounded by what a peer's copy of this rank's state can weigh: parameters, AdamW's
+        """Heal transfers, bounded by what a peer's copy of this rank's state can weigh: parameters, AdamW's
         two moments, DiLoCo's saved parameters and outer momentum (5x the parameters), with slack, and room for
         the small values. Counted from the parameters, never by calling the state_dict: on the quorum thread
         that would race the forward pass (DCP steps an optimizer without state, trainer.py)."""
-        from trainer.heal_transport import WeightsOnlyHTTPTransport
-
-        limit = lambda: 8 * self.param_bytes + 64 * 2**20  # noqa: E731
-        return WeightsOnlyHTTPTransport(
-            timeout=timedelta(seconds=cfg.ft.timeout_s), limit=limit, host=advertised_host()
-        )
+        return heal_transport(cfg, lambda: 8 * self.param_bytes + 64 * 2**20)
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
         def snapshot() -> StateDict:

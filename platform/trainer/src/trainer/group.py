@@ -48,8 +48,22 @@ def join_group(cfg: Config, group: int) -> Rank:
     backend = "cpu:gloo,cuda:nccl" if cfg.ft.device == "cuda" else "gloo"
     if cfg.ft.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-    dist.init_process_group(backend, rank=rank, world_size=size, timeout=timedelta(seconds=cfg.ft.timeout_s))
+    timeout = timedelta(seconds=cfg.ft.timeout_s)
+    store = group_store(rank, size, timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
     return Rank(group, rank, size)
+
+
+def group_store(rank: int, size: int, timeout: timedelta) -> Any:
+    """The group's rendezvous at MASTER_ADDR:MASTER_PORT, as torch's env:// makes it, but rank 0's listens on
+    MASTER_ADDR only (listen.py): torchft's Manager uses it as the group's store and hands its address to the
+    other groups' process groups, so under Ray it is rank 0's pod IP, and nothing else of the pod's serves it."""
+    from trainer.listen import store_on
+
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if rank == 0:  # waits for the group's other ranks, as env:// does
+        return store_on(host, port, size, timeout=timeout, wait_for_workers=True)
+    return dist.TCPStore(host, port, size, is_master=False, timeout=timeout)  # type: ignore[attr-defined]
 
 
 def checkpoint_group(where: Rank) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from contract.metrics import GOODPUT_CATEGORIES, TRAINER
-from contract.names import REGION_ENV
+from contract.names import ADVERTISE_HOST_ENV, REGION_ENV
 from telemetry.exposition import serve, write_textfile
 from telemetry.families import families, registry
 from trainer.goodput import Goodput
@@ -108,12 +108,16 @@ class RunMetrics:
         return out
 
     def serve(self, port: int, port_file: Path) -> None:
-        """Serve /metrics on `port` (0: any free one; taken: a free one instead); the bound port to `port_file`."""
+        """Serve /metrics on `port` (0: any free one; taken: a free one instead); the bound port to `port_file`.
+
+        In a pod (the Ray launcher sets names.ADVERTISE_HOST_ENV to its IP) only on that address, where the scrape
+        arrives: not on the pod's other interfaces (gVNIC, RDMA NICs). The local launcher: every interface."""
+        addr = os.environ.get(ADVERTISE_HOST_ENV) or "0.0.0.0"
         try:
-            self.server, self.port = serve(self.registry, port)
+            self.server, self.port = serve(self.registry, port, addr)
         except OSError as error:  # another group on this machine holds it (the local launcher)
             log.info("metrics port %d unavailable (%s); serving on a free port", port, error.strerror)
-            self.server, self.port = serve(self.registry, 0)
+            self.server, self.port = serve(self.registry, 0, addr)
         port_file.parent.mkdir(parents=True, exist_ok=True)
         partial = port_file.with_name(port_file.name + ".partial")
         partial.write_text(f"{self.port}\n")

@@ -77,13 +77,14 @@ def _context(purpose: ssl.Purpose, identity: Identity) -> ssl.SSLContext:
 
 
 def server_context(identity: Identity) -> ssl.SSLContext:
-    """The Lighthouse's side: a client certificate of the run's CA is required."""
+    """The serving side (the Lighthouse's proxy, a group's heal server): a client certificate of the run's CA is required."""
     return _context(ssl.Purpose.CLIENT_AUTH, identity)
 
 
 def client_context(identity: Identity) -> ssl.SSLContext:
-    """A member's side: presents the run's client certificate; the server must be the run's Lighthouse."""
-    return _context(ssl.Purpose.SERVER_AUTH, identity)  # check_hostname stays on: LIGHTHOUSE_TLS_NAME
+    """A member's side: presents the run's client certificate; the server must hold the run's certificate for the
+    name the caller connects with (LIGHTHOUSE_TLS_NAME for the Lighthouse, MEMBER_TLS_NAME for a peer's heal server)."""
+    return _context(ssl.Purpose.SERVER_AUTH, identity)  # check_hostname stays on
 
 
 def host_port(address: str) -> tuple[str, int]:
@@ -200,18 +201,31 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The Lighthouse pod's sidecar: ``python -m trainer.mtls --listen-port P --upstream 127.0.0.1:Q --identity DIR``."""
+def start(argv: list[str] | None = None) -> Proxy:
+    """The sidecar's proxy from its command line, listening; MtlsError (one line) for an unusable identity or address."""
     parser = argparse.ArgumentParser(prog="python -m trainer.mtls", description=__doc__.splitlines()[0])
+    # The pod's IP (gkr renders $(POD_IP), the downward API's status.podIP): the Service's traffic and the kubelet's
+    # probe arrive there, and nothing else of the pod's (its other interfaces) is served.
+    parser.add_argument("--listen-host", required=True, help="the address to listen on: the pod's IP")
     parser.add_argument("--listen-port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="the Lighthouse on loopback, host:port")
     parser.add_argument("--identity", required=True, help="folder with ca.crt, tls.crt, tls.key")
     args = parser.parse_args(argv)
+    identity = Identity.folder(args.identity)
+    try:
+        return Proxy.terminating((args.listen_host, args.listen_port), host_port(args.upstream), identity)
+    except OSError as error:
+        raise MtlsError(
+            f"--listen-host {args.listen_host}: cannot listen ({error.strerror}); give the pod's IP"
+        ) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The Lighthouse pod's sidecar: ``python -m trainer.mtls --listen-host IP --listen-port P --upstream
+    127.0.0.1:Q --identity DIR``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        proxy = Proxy.terminating(
-            ("0.0.0.0", args.listen_port), host_port(args.upstream), Identity.folder(args.identity)
-        )
+        proxy = start(argv)
     except MtlsError as error:
         print(f"trainer.mtls: {error}", file=sys.stderr)
         return 2

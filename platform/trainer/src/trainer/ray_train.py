@@ -55,7 +55,9 @@ def launch(cfg: Config) -> int:
     if cfg.run.mode == "rl":  # the controller here, in the driver (the head pod, on the CPU pool)
         from trainer.rl.launch import RLSide
 
-        rl = RLSide(cfg, out, host="0.0.0.0", advertise=ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        # On the pod's IP only, which the generators are given: not on its other interfaces (gVNIC, RDMA NICs).
+        ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        rl = RLSide(cfg, out, host=ip, advertise=ip)
         cfg = rl.config(cfg)
     supervisor = Supervisor(cfg, console, out, rl=rl)
     code = supervisor.run()

@@ -44,12 +44,12 @@ class Service:
         on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
         metrics: RLMetrics | None = None,
     ) -> None:
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+        from trainer.listen import store_on
 
         self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
         self.advertise = advertise  # the address others reach it at, when it listens on every interface
         self.changed = threading.Condition()
-        self.store = TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+        self.store = store_on(host, timeout=timedelta(seconds=60))  # where the server listens, nowhere else
         self.server = ThreadingHTTPServer((host, port), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="rl-controller", daemon=True)

@@ -1,0 +1,63 @@
+"""TCP stores the trainer serves, listening only on the address their peers are given (the pod's IP in a pod).
+
+torch's TCPStore server listens on every interface whatever ``host_name`` says: with torch 2.13,
+``TCPStore("127.0.0.1", 0, is_master=True)`` shows as ``*:<port>`` in ``ss -ltn`` (tests/trainer/test_bind.py
+keeps the observation). Its documented ``master_listen_fd`` takes a socket already bound instead (PyTorch's
+torch.distributed docs, ``TCPStore``: "a socket already bound to port", Linux only), so the trainer binds
+that socket to the address itself and hands it over: the store is then not reachable on the pod's other
+interfaces (its loopback, gVNIC, a GPU pod's RDMA NICs). It stays plain TCP without authentication: who may
+reach it is the network's business (the trainer README, "What a run across regions still exposes").
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from typing import Any
+
+LISTEN_BACKLOG = 1024  # a group's ranks and the other groups' process groups connect at once after a quorum
+TORCH_STORE_TIMEOUT = timedelta(seconds=300)  # torch's own default for a TCPStore
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` only (0: a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's own listener sets it
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def store_on(
+    host: str,
+    port: int = 0,
+    world_size: int | None = None,
+    *,
+    timeout: timedelta = TORCH_STORE_TIMEOUT,
+    wait_for_workers: bool = False,
+) -> Any:
+    """A TCPStore server (``is_master``) listening on ``host``:``port`` only; its clients dial ``host`` as before."""
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    sock = bound_socket(host, port)
+    bound = sock.getsockname()[1]
+    fd = sock.detach()  # the store owns the descriptor from here (it closes it when it stops)
+    try:
+        return TCPStore(
+            host,
+            bound,
+            world_size,
+            is_master=True,
+            timeout=timeout,
+            wait_for_workers=wait_for_workers,
+            master_listen_fd=fd,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
