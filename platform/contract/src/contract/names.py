@@ -225,6 +225,9 @@ LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Ser
 RUN_TLS_ENV = "MERIDIAN_RUN_TLS"  # the folder the identity is mounted at
 RUN_TLS_DIR = "/etc/meridian/run-tls"
 LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
+# The members' certificate carries this DNS name and both usages: each group dials its ring peers and accepts them
+# (trainer/tls_ring.py), so a member is a TLS server to another member as well as a client of the Lighthouse.
+MEMBER_TLS_NAME = "member.run.meridian.internal"
 LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports

@@ -1,7 +1,8 @@
 """A run's TLS identity, minted by gkr at submit: who may join the run's Lighthouse (trainer/mtls.py).
 
 Each run gets its own CA. gkr signs two certificates with it, the Lighthouse's (server, for
-contract.names.LIGHTHOUSE_TLS_NAME) and the members' (client), and then drops the CA's key: it is
+contract.names.LIGHTHOUSE_TLS_NAME) and the members' (client, and server for contract.names.MEMBER_TLS_NAME:
+the groups' ring between regions, trainer/tls_ring.py), and then drops the CA's key: it is
 never written anywhere, so nobody, the submitter included, can mint another certificate for the
 run. The certificates and their keys go into Secrets in the run's namespace of each region's
 cluster (the Lighthouse's in the home cluster only); another team's pods cannot read them (RBAC:
@@ -37,7 +38,8 @@ def mint(run: str, now: datetime.datetime | None = None) -> Identity:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID as Usage
+    from cryptography.x509.oid import NameOID
 
     start = (now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)  # clock skew
     end = start + datetime.timedelta(days=VALID_DAYS)
@@ -68,7 +70,7 @@ def mint(run: str, now: datetime.datetime | None = None) -> Identity:
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(common: str, usage: x509.ObjectIdentifier, dns: list[str]) -> tuple[str, str]:
+    def leaf(common: str, usages: list[x509.ObjectIdentifier], dns: list[str]) -> tuple[str, str]:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
             x509.CertificateBuilder()
@@ -79,7 +81,7 @@ def mint(run: str, now: datetime.datetime | None = None) -> Identity:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if dns:
             builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False)
@@ -88,8 +90,8 @@ def mint(run: str, now: datetime.datetime | None = None) -> Identity:
 
     return Identity(
         ca=ca.public_bytes(serialization.Encoding.PEM).decode(),
-        lighthouse=leaf(f"{run} lighthouse", ExtendedKeyUsageOID.SERVER_AUTH, [names.LIGHTHOUSE_TLS_NAME]),
-        member=leaf(f"{run} member", ExtendedKeyUsageOID.CLIENT_AUTH, []),
+        lighthouse=leaf(f"{run} lighthouse", [Usage.SERVER_AUTH], [names.LIGHTHOUSE_TLS_NAME]),
+        member=leaf(f"{run} member", [Usage.CLIENT_AUTH, Usage.SERVER_AUTH], [names.MEMBER_TLS_NAME]),
     )
 
 

@@ -244,11 +244,16 @@ class Torchft:
             os.environ.setdefault(key, value)  # the pod's own setting wins
         # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (regions.py).
         backend_device = "cuda" if cross_group_backend(cfg) == "nccl" else "cpu"
-        self.pg = counted_process_group(
+        self.pg: Any = counted_process_group(
             backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
         )
         if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+            if cfg.ft.lighthouse_tls:
+                self.pg = self._sharded_tls_ring(cfg, where, address, port)
+        elif cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
+            address = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost"
+            self.pg, self.store, port = self._tls_ring(cfg, address)
         else:  # a one-process group: a store of its own, at the address its peers reach (it listens on all)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
             # local launcher every group runs on this machine, so localhost (as before the Ray launcher needed one).
@@ -285,6 +290,47 @@ class Torchft:
             checkpoint_transport=self._transport(cfg),
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
+
+    def _tls_ring(self, cfg: Config, address: str) -> tuple[Any, Any, int]:
+        """The ring's process group and the group's store, both bound to ``address`` only, the ring's TLS listener
+        at the store's port + 1: torchft hands peers the store's address, and the ring's rendezvous is found next
+        to it (tls_ring.py), so no plain port needs opening across regions."""
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+        from trainer.tls_ring import pair_ports
+
+        self.store_socket, ring_socket = pair_ports(address)  # kept open: the store serves on this socket
+        port = self.store_socket.getsockname()[1]
+        store = TCPStore(
+            address, port, is_master=True, wait_for_workers=False, master_listen_fd=self.store_socket.fileno()
+        )
+        return self._ring_pg(cfg, ring_socket), store, port
+
+    def _sharded_tls_ring(self, cfg: Config, where: Rank, address: str, port: int) -> Any:
+        """A sharded group's rank: rank 0 listens next to the group's store (MASTER_ADDR, MASTER_PORT + 1), where
+        the other groups' ranks find the rendezvous when this group hosts the quorum's store; the others listen on
+        this pod's address. A taken port fails the group at start (its launcher restarts it on a new port)."""
+        import socket
+
+        from trainer.tls_ring import RENDEZVOUS_OFFSET, RingError
+
+        here = (address, port + RENDEZVOUS_OFFSET) if where.rank == 0 else (advertised_host(), 0)
+        try:
+            return self._ring_pg(cfg, socket.create_server(here, backlog=128))
+        except OSError as error:
+            raise RingError(f"tls ring: cannot listen on {here[0]}:{here[1]} ({error.strerror})") from None
+
+    def _ring_pg(self, cfg: Config, sock: Any) -> Any:
+        from trainer.counted_pg import CountedTlsRing
+        from trainer.link import Link
+        from trainer.mtls import Identity
+        from trainer.tls_ring import RingServer
+
+        pg = CountedTlsRing(
+            RingServer(sock, Identity.folder(cfg.ft.lighthouse_tls)), timedelta(seconds=cfg.ft.timeout_s)
+        )
+        pg.link = Link(cfg.ft.link_rtt_ms, cfg.ft.link_gbps)
+        return pg
 
     def _transport(self, cfg: Config) -> Any:
         """Heal transfers at this pod's address. A healing source's bytes are loaded without running code
@@ -367,6 +413,10 @@ class Torchft:
 
     def shutdown(self) -> None:
         self.manager.shutdown(wait=False)
+        from trainer.tls_pg import TlsRingProcessGroup
+
+        if isinstance(self.pg, TlsRingProcessGroup):  # its listener and links (gloo's close with the process)
+            self.pg.shutdown()
         if self.tunnel is not None:
             self.tunnel.close()
 
