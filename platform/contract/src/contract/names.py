@@ -228,6 +228,11 @@ LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
 # The members' certificate carries this DNS name and both usages: each group dials its ring peers and accepts them
 # (trainer/tls_ring.py), so a member is a TLS server to another member as well as a client of the Lighthouse.
 MEMBER_TLS_NAME = "member.run.meridian.internal"
+# The ring between regions (trainer/tls_ring.py): each replica-group process of a run with a TLS identity listens
+# on one of these ports of its pod's IP, TLS only (up to 8 GPUs x 8 ranks per pod); its group's plain TCPStore, when
+# it hosts one, on the port len(RING_TLS_PORTS) below, which no other region needs. The cross-region network rule
+# admits these and LIGHTHOUSE_PORT.
+RING_TLS_PORTS = range(29600, 29664)
 LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports

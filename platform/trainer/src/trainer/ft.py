@@ -34,6 +34,7 @@ from trainer.gradsync import allreduce_gradients
 from trainer.group import Rank, fill_local, local, local_shards
 
 StateDict = dict[str, Any]
+RING_STORE_KEY = "meridian/tls_ring_store"  # in a sharded group's own store: where rank 0 serves torchft's store
 
 
 class FaultTolerance(Protocol):
@@ -247,13 +248,10 @@ class Torchft:
         self.pg: Any = counted_process_group(
             backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
         )
-        if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
+        if cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
+            address, port = self._tls_ring(cfg, where)
+        elif where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-            if cfg.ft.lighthouse_tls:
-                self.pg = self._sharded_tls_ring(cfg, where, address, port)
-        elif cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
-            address = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost"
-            self.pg, self.store, port = self._tls_ring(cfg, address)
         else:  # a one-process group: a store of its own, at the address its peers reach (it listens on all)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
             # local launcher every group runs on this machine, so localhost (as before the Ray launcher needed one).
@@ -291,34 +289,34 @@ class Torchft:
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
 
-    def _tls_ring(self, cfg: Config, address: str) -> tuple[Any, Any, int]:
-        """The ring's process group and the group's store, both bound to ``address`` only, the ring's TLS listener
-        at the store's port + 1: torchft hands peers the store's address, and the ring's rendezvous is found next
-        to it (tls_ring.py), so no plain port needs opening across regions."""
+    def _tls_ring(self, cfg: Config, where: Rank) -> tuple[str, int]:
+        """The ring's process group (self.pg) and the store torchft's Managers of this group share, which rank 0
+        serves on this pod's address only, its port RENDEZVOUS_OFFSET below rank 0's ring listener: torchft hands
+        the other groups the store's address, and they find the ring's rendezvous above it (tls_ring.py). In a
+        sharded group the other ranks read where it is from the group's own store (MASTER_ADDR, in-region)."""
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-        from trainer.tls_ring import pair_ports
+        from trainer.tls_ring import pair_ports, ring_socket
 
-        self.store_socket, ring_socket = pair_ports(address)  # kept open: the store serves on this socket
-        port = self.store_socket.getsockname()[1]
-        store = TCPStore(
-            address, port, is_master=True, wait_for_workers=False, master_listen_fd=self.store_socket.fileno()
+        host, timeout = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost", timedelta(seconds=cfg.ft.timeout_s)
+        group = (
+            TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+            if where.sharded
+            else None
         )
-        return self._ring_pg(cfg, ring_socket), store, port
-
-    def _sharded_tls_ring(self, cfg: Config, where: Rank, address: str, port: int) -> Any:
-        """A sharded group's rank: rank 0 listens next to the group's store (MASTER_ADDR, MASTER_PORT + 1), where
-        the other groups' ranks find the rendezvous when this group hosts the quorum's store; the others listen on
-        this pod's address. A taken port fails the group at start (its launcher restarts it on a new port)."""
-        import socket
-
-        from trainer.tls_ring import RENDEZVOUS_OFFSET, RingError
-
-        here = (address, port + RENDEZVOUS_OFFSET) if where.rank == 0 else (advertised_host(), 0)
-        try:
-            return self._ring_pg(cfg, socket.create_server(here, backlog=128))
-        except OSError as error:
-            raise RingError(f"tls ring: cannot listen on {here[0]}:{here[1]} ({error.strerror})") from None
+        if where.rank == 0:
+            self.store_socket, listener = pair_ports(host)  # kept open: the store serves on this socket
+            port = self.store_socket.getsockname()[1]
+            fd = self.store_socket.fileno()
+            self.store = TCPStore(host, port, is_master=True, wait_for_workers=False, master_listen_fd=fd)
+            if group is not None:
+                group.set(RING_STORE_KEY, f"{host}:{port}")
+        else:
+            assert group is not None  # rank > 0: a sharded group
+            host, _, text = group.get(RING_STORE_KEY).decode().rpartition(":")
+            port, listener = int(text), ring_socket(os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost")
+        self.pg = self._ring_pg(cfg, listener)
+        return host, port
 
     def _ring_pg(self, cfg: Config, sock: Any) -> Any:
         from trainer.counted_pg import CountedTlsRing
@@ -326,9 +324,8 @@ class Torchft:
         from trainer.mtls import Identity
         from trainer.tls_ring import RingServer
 
-        pg = CountedTlsRing(
-            RingServer(sock, Identity.folder(cfg.ft.lighthouse_tls)), timedelta(seconds=cfg.ft.timeout_s)
-        )
+        server = RingServer(sock, Identity.folder(cfg.ft.lighthouse_tls))
+        pg = CountedTlsRing(server, timedelta(seconds=cfg.ft.timeout_s))
         pg.link = Link(cfg.ft.link_rtt_ms, cfg.ft.link_gbps)
         return pg
 

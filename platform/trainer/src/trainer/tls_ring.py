@@ -8,8 +8,9 @@ the handshake a client sends one header line (JSON, bounded) saying what it want
 * ``join``: register (rendezvous key, rank, world size, ring address) and receive, once every rank of that
   key has joined, the ring addresses of all of them. The listener of the group that hosts the quorum's store
   serves this: torchft hands each group the store's ``host:port``, and the ring's rendezvous is at
-  ``host:port + RENDEZVOUS_OFFSET`` (ft.py binds the two as a pair, ``bind_pair``). The plain store itself is
-  never read by the ring: its port needs no opening across regions.
+  ``host:port + RENDEZVOUS_OFFSET`` (ft.py binds the two as a pair, ``pair_ports``, the ring's port in
+  ``names.RING_TLS_PORTS``). The plain store itself is never read by the ring: its port needs no opening
+  across regions.
 * ``ring``: this connection carries the ring's data from the sender (rank r) to this process (rank r+1).
 
 Every wait is bounded by the caller's timeout (torchft's ``ft.timeout_s``): a peer that never joins, never
@@ -27,12 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contract.names import MEMBER_TLS_NAME
+from contract.names import MEMBER_TLS_NAME, RING_TLS_PORTS
 from trainer.mtls import HANDSHAKE_TIMEOUT_S, Identity, client_context, server_context
 
 log = logging.getLogger(__name__)
 
-RENDEZVOUS_OFFSET = 1  # the ring's rendezvous listens next to the quorum's store: store port + 1
+# The ring's rendezvous listens above the quorum's store, at store port + RENDEZVOUS_OFFSET: every ring port is in
+# RING_TLS_PORTS (what the cross-region network rule admits), every store port below it.
+RENDEZVOUS_OFFSET = len(RING_TLS_PORTS)
 MAX_HEADER = 4096  # bytes of one header line: a key, two ints and an address
 MAX_WORLD = 4096  # replica groups in one quorum (far above any fleet's)
 KEPT_KEYS = 64  # rendezvous tables kept (each quorum's, per group rank); older ones are dropped
@@ -42,19 +45,30 @@ class RingError(Exception):
     """One line: which peer or key failed, and why."""
 
 
-def pair_ports(host: str, attempts: int = 64) -> tuple[socket.socket, socket.socket]:
-    """Two listening sockets on ``host`` only, the ring's at the store's port + RENDEZVOUS_OFFSET: (store, ring)."""
-    for _ in range(attempts):
-        ring = socket.create_server((host, 0), backlog=128)
-        port = ring.getsockname()[1] - RENDEZVOUS_OFFSET
-        try:
-            store = socket.create_server((host, port), backlog=128) if port >= 1024 else None
-        except OSError:
-            store = None
-        if store is not None:
+def _listen(host: str, port: int) -> socket.socket | None:
+    try:
+        return socket.create_server((host, port), backlog=128)
+    except OSError:
+        return None  # taken (another process of this pod)
+
+
+def ring_socket(host: str, ports: range = RING_TLS_PORTS) -> socket.socket:
+    """A listening socket on ``host`` only, at the first free port of ``ports``."""
+    for port in ports:
+        if (sock := _listen(host, port)) is not None:
+            return sock
+    raise RingError(f"{host}: every ring port {ports.start}-{ports.stop - 1} is taken; fewer groups per pod")
+
+
+def pair_ports(host: str, ports: range = RING_TLS_PORTS) -> tuple[socket.socket, socket.socket]:
+    """(store, ring): listening sockets on ``host`` only, the ring's in ``ports``, the store's RENDEZVOUS_OFFSET below."""
+    for port in ports:
+        if (ring := _listen(host, port)) is None:
+            continue
+        if (store := _listen(host, port - RENDEZVOUS_OFFSET)) is not None:
             return store, ring
         ring.close()
-    raise RingError(f"{host}: no free pair of ports for the store and the ring after {attempts} tries")
+    raise RingError(f"{host}: no free pair of store and ring ports below {ports.stop}; fewer groups per pod")
 
 
 def store_endpoint(store_addr: str) -> tuple[str, int, str]:
@@ -217,6 +231,10 @@ class RingServer:
                 conn.close()
             self.links.clear()
             self.cond.notify_all()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(): close() alone leaves it listening
+        except OSError:
+            pass  # never listened, or already shut
         self.sock.close()
 
 
