@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from trainer.mtls import Identity
 from trainer.tls_pg import TlsRingProcessGroup
-from trainer.tls_ring import RENDEZVOUS_OFFSET, RingError, RingServer, pair_ports
+from trainer.tls_ring import MAX_PENDING_PER_PEER, RENDEZVOUS_OFFSET, RingError, RingServer, pair_ports
 
 from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint
@@ -188,6 +188,33 @@ def test_the_rendezvous_refuses_clients_without_the_run_s_certificate(member: Pa
     finally:
         server.close()
         store.close()
+
+
+def test_a_flood_of_idle_connections_from_one_address_costs_no_thread_and_the_ring_still_forms(member: Path) -> None:
+    """Connections that never handshake, from another pod's address (127.0.0.5): past MAX_PENDING_PER_PEER each is
+    closed at once instead of holding a thread for the handshake's 10 s; the members' rendezvous goes on."""
+    with rings(member, 2) as (pgs, address):
+        server = pgs[0].ring.server
+        idle = []
+        for _ in range(MAX_PENDING_PER_PEER + 4):
+            sock = socket.socket()
+            sock.bind(("127.0.0.5", 0))
+            sock.connect((HOST, server.port))
+            idle.append(sock)
+        try:
+            for sock in idle[MAX_PENDING_PER_PEER:]:
+                sock.settimeout(5)  # half the handshake timeout: only a connection closed at once reads b"" in time
+                assert sock.recv(1) == b""
+            again = address.replace("/1/0", "/2/0")
+            assert together(*[lambda i=i: pgs[i].configure(again, "victim", i, 2) for i in range(2)]) == [None, None]
+            assert torch.equal(
+                together(lambda: reduce(pgs[0], torch.ones(3)), lambda: reduce(pgs[1], torch.ones(3)))[0],
+                torch.full((3,), 2.0),
+            )
+        finally:
+            for sock in idle:
+                sock.close()
+        assert server.refused >= 4
 
 
 def test_a_group_s_store_and_ring_listen_on_its_advertised_address_only(

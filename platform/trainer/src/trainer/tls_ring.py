@@ -19,6 +19,7 @@ connects or stops sending fails the collective instead of hanging it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -39,6 +40,9 @@ RENDEZVOUS_OFFSET = len(RING_TLS_PORTS)
 MAX_HEADER = 4096  # bytes of one header line: a key, two ints and an address
 MAX_WORLD = 4096  # replica groups in one quorum (far above any fleet's)
 KEPT_KEYS = 64  # rendezvous tables kept (each quorum's, per group rank); older ones are dropped
+# Connections of one address still in their handshake: a member has at most a few (its joins and ring links); more
+# from one address are dropped at once, so a flood of idle connections costs no thread for its 10 s each.
+MAX_PENDING_PER_PEER = 8
 
 
 class RingError(Exception):
@@ -142,40 +146,62 @@ class RingServer:
         self.cond = threading.Condition()
         self.tables: dict[str, _Table] = {}
         self.links: dict[tuple[str, int], ssl.SSLSocket] = {}  # (key, sender rank): an accepted ring link
+        self.pending: dict[str, int] = {}  # connections per peer address not yet authenticated
         self.closed = False
         threading.Thread(target=self.accept_loop, name="tls-ring-accept", daemon=True).start()
 
     def accept_loop(self) -> None:
         while not self.closed:
             try:
-                raw, _ = self.sock.accept()
+                raw, peer = self.sock.accept()
             except OSError:
                 return  # closed
-            threading.Thread(target=self.serve, args=(raw,), name="tls-ring-peer", daemon=True).start()
+            with self.cond:
+                waiting = self.pending.get(peer[0], 0)
+                if waiting < MAX_PENDING_PER_PEER:
+                    self.pending[peer[0]] = waiting + 1
+            if waiting >= MAX_PENDING_PER_PEER:  # a flood from one address: its connections cost no thread
+                self.refuse(raw, peer, RingError(f"{waiting} handshakes of this address already pending"))
+                continue
+            threading.Thread(target=self.serve, args=(raw, peer), name="tls-ring-peer", daemon=True).start()
 
-    def serve(self, raw: socket.socket) -> None:
-        peer = raw.getpeername()
+    def serve(self, raw: socket.socket, peer: tuple[str, int]) -> None:
         try:
             raw.settimeout(HANDSHAKE_TIMEOUT_S)
             conn = self.accept_tls.wrap_socket(raw, server_side=True)
             header = read_header(conn)
-            op = _text(header, "op", 8)
-            if op == "join":
-                self.join(conn, header)
-            elif op == "ring":
-                key, rank = _text(header, "key"), _int(header, "rank", 0, MAX_WORLD)
-                with self.cond:
-                    old = self.links.pop((key, rank), None)
-                    self.links[(key, rank)] = conn
-                    self.cond.notify_all()
-                if old is not None:
-                    old.close()
-            else:
-                raise RingError(f"unknown op {op!r}")
         except (OSError, ssl.SSLError, RingError) as error:
-            self.refused += 1
-            log.warning("tls ring: refused %s: %s", peer, str(error).splitlines()[0][:200] if str(error) else error)
-            raw.close()
+            self.refuse(raw, peer, error)
+            return
+        finally:
+            with self.cond:  # authenticated, or dropped: no longer pending
+                self.pending[peer[0]] -= 1
+                if not self.pending[peer[0]]:
+                    del self.pending[peer[0]]
+        try:
+            self.dispatch(conn, header)
+        except (OSError, ssl.SSLError, RingError) as error:
+            self.refuse(conn, peer, error)
+
+    def dispatch(self, conn: ssl.SSLSocket, header: dict[str, object]) -> None:
+        op = _text(header, "op", 8)
+        if op == "join":
+            self.join(conn, header)
+        elif op == "ring":
+            key, rank = _text(header, "key"), _int(header, "rank", 0, MAX_WORLD)
+            with self.cond:
+                old = self.links.pop((key, rank), None)
+                self.links[(key, rank)] = conn
+                self.cond.notify_all()
+            if old is not None:
+                old.close()
+        else:
+            raise RingError(f"unknown op {op!r}")
+
+    def refuse(self, sock: socket.socket, peer: tuple[str, int], error: Exception) -> None:
+        self.refused += 1
+        log.warning("tls ring: refused %s: %s", peer, str(error).splitlines()[0][:200] if str(error) else error)
+        sock.close()
 
     def join(self, conn: ssl.SSLSocket, header: dict[str, object]) -> None:
         """Record the joining rank, answer with every rank's address once all have joined (or drop on timeout)."""
@@ -231,10 +257,8 @@ class RingServer:
                 conn.close()
             self.links.clear()
             self.cond.notify_all()
-        try:
+        with contextlib.suppress(OSError):  # never listened, or already shut
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(): close() alone leaves it listening
-        except OSError:
-            pass  # never listened, or already shut
         self.sock.close()
 
 
