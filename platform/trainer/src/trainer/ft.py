@@ -245,9 +245,11 @@ class Torchft:
             os.environ.setdefault(key, value)  # the pod's own setting wins
         # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (regions.py).
         backend_device = "cuda" if cross_group_backend(cfg) == "nccl" else "cpu"
-        self.pg: Any = counted_process_group(
-            backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
-        )
+        self.pg: Any = None
+        if not cfg.ft.lighthouse_tls:
+            self.pg = counted_process_group(
+                backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
+            )
         if cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
             address, port = self._tls_ring(cfg, where)
         elif where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
