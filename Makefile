@@ -50,6 +50,7 @@ bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warde
 	$(BIN)/python scripts/bench_faults.py
 	$(BIN)/python scripts/bench_goodput.py
 	$(BIN)/python scripts/bench_rl_sync.py
+	$(BIN)/python scripts/bench_cross_region_tls.py
 
 test: lint typecheck unit ## everything CI runs
 

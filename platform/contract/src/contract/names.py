@@ -225,8 +225,9 @@ LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Ser
 RUN_TLS_ENV = "MERIDIAN_RUN_TLS"  # the folder the identity is mounted at
 RUN_TLS_DIR = "/etc/meridian/run-tls"
 LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
-# The members' certificate carries this name too (and serverAuth): each group serves its heal transfers with it, and
-# a healing group verifies it (trainer/heal_tls.py); a member's certificate cannot pass for the Lighthouse's.
+# The members' certificate carries this name too (and serverAuth): each group serves its heal transfers (trainer/heal_tls.py)
+# and its ring between regions (trainer/tls_ring.py) with it, and its peers verify it; a member's certificate cannot pass
+# for the Lighthouse's.
 MEMBER_TLS_NAME = "member.run.meridian.internal"
 # Heal transfers over the run's TLS (trainer/heal_tls.py) listen on the first free of these ports of the pod's IP: one
 # per rank in the pod (at most one per GPU of an 8-GPU node), so a rule can name them; clear of torch's MASTER_PORT
@@ -235,6 +236,11 @@ HEAL_TLS_PORT = 29520
 HEAL_TLS_SLOTS = 8
 HEAL_TLS_PORTS = range(HEAL_TLS_PORT, HEAL_TLS_PORT + HEAL_TLS_SLOTS)
 POD_IP_ENV = "POD_IP"  # the downward API's status.podIP, where a run's servers across regions listen (gkr renders it)
+# The ring between regions (trainer/tls_ring.py): each replica-group process of a run with a TLS identity listens
+# on one of these ports of its pod's IP, TLS only (up to 8 GPUs x 8 ranks per pod); its group's plain TCPStore, when
+# it hosts one, on the port len(RING_TLS_PORTS) below, which no other region needs. The cross-region network rule
+# admits these and LIGHTHOUSE_PORT.
+RING_TLS_PORTS = range(29600, 29664)
 LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports

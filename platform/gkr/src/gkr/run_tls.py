@@ -2,8 +2,8 @@
 
 Each run gets its own CA. gkr signs two certificates with it, the Lighthouse's (server, for
 contract.names.LIGHTHOUSE_TLS_NAME) and the members' (client, and server of their heal transfers for
-contract.names.MEMBER_TLS_NAME: trainer/heal_tls.py), and then drops the CA's key: it is
-never written anywhere, so nobody, the submitter included, can mint another certificate for the
+contract.names.MEMBER_TLS_NAME: trainer/heal_tls.py and the groups' ring between regions,
+trainer/tls_ring.py), and then drops the CA's key: it is never written anywhere, so nobody, the submitter included, can mint another certificate for the
 run. The certificates and their keys go into Secrets in the run's namespace of each region's
 cluster (the Lighthouse's in the home cluster only); another team's pods cannot read them (RBAC:
 Secrets are namespaced), and a certificate of another run's CA is refused at the handshake.
@@ -90,7 +90,7 @@ def mint(run: str, now: datetime.datetime | None = None) -> Identity:
     return Identity(
         ca=ca.public_bytes(serialization.Encoding.PEM).decode(),
         lighthouse=leaf(f"{run} lighthouse", [Usage.SERVER_AUTH], names.LIGHTHOUSE_TLS_NAME),
-        # A member is a client (of the Lighthouse, of a peer's heal server) and serves its own heal transfers.
+        # A member is a client (of the Lighthouse, of a peer's heal server and ring) and serves its heal transfers and ring.
         member=leaf(f"{run} member", [Usage.CLIENT_AUTH, Usage.SERVER_AUTH], names.MEMBER_TLS_NAME),
     )
 

@@ -97,7 +97,8 @@ class FaultTolerance:
     # else NCCL on GPU; gloo on CPU always.
     cross_group_backend: Literal["auto", "nccl", "gloo"] = "auto"
     # The run's TLS identity (a folder with ca.crt, tls.crt, tls.key; default $MERIDIAN_RUN_TLS, which gkr sets for a
-    # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (mtls.py).
+    # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (mtls.py), and the groups
+    # all-reduce over a ring on the same mutual TLS instead of gloo or NCCL (tls_pg.py).
     lighthouse_tls: str = ""
 
 

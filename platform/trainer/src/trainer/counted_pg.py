@@ -1,6 +1,6 @@
 """torchft process groups that count the bytes handed to all-reduce, and can emulate a slow link.
 
-Subclasses of torchft's public process groups, given to the Manager as its ``pg``: every all-reduce is
+Subclasses of torchft's public process groups (and of the ring over the run's mTLS, tls_pg.py), given to the Manager as its ``pg``: every all-reduce is
 counted, the trainer's gradient buckets and DiLoCo's pseudo-gradients alike, without wrapping or
 patching the Manager. An all-reduce the Manager skips after an error is not counted (nothing is sent).
 
@@ -23,6 +23,7 @@ import torch.distributed as dist
 from torchft.process_group import ProcessGroupBabyNCCL, ProcessGroupGloo
 
 from trainer.link import Link
+from trainer.tls_pg import TlsRingProcessGroup
 
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:
@@ -94,6 +95,10 @@ class CountedGloo(_Counted, ProcessGroupGloo):  # type: ignore[misc]  # torchft 
 
 
 class CountedBabyNCCL(_Counted, ProcessGroupBabyNCCL):  # type: ignore[misc]
+    pass
+
+
+class CountedTlsRing(_Counted, TlsRingProcessGroup):  # a run with a TLS identity: the ring over its mTLS
     pass
 
 

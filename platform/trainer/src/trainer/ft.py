@@ -34,6 +34,7 @@ from trainer.gradsync import allreduce_gradients
 from trainer.group import Rank, fill_local, local, local_shards
 
 StateDict = dict[str, Any]
+RING_STORE_KEY = "meridian/tls_ring_store"  # in a sharded group's own store: where rank 0 serves torchft's store
 
 
 class FaultTolerance(Protocol):
@@ -260,10 +261,14 @@ class Torchft:
             os.environ.setdefault(key, value)  # the pod's own setting wins
         # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (regions.py).
         backend_device = "cuda" if cross_group_backend(cfg) == "nccl" else "cpu"
-        self.pg = counted_process_group(
-            backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
-        )
-        if where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
+        self.pg: Any = None
+        if not cfg.ft.lighthouse_tls:
+            self.pg = counted_process_group(
+                backend_device, timedelta(seconds=cfg.ft.timeout_s), cfg.ft.link_rtt_ms, cfg.ft.link_gbps
+            )
+        if cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
+            address, port = self._tls_ring(cfg, where)
+        elif where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         else:  # a one-process group: a store of its own, listening only at the address its peers reach (listen.py)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
@@ -302,6 +307,46 @@ class Torchft:
             checkpoint_transport=self.transport,
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
+
+    def _tls_ring(self, cfg: Config, where: Rank) -> tuple[str, int]:
+        """The ring's process group (self.pg) and the store torchft's Managers of this group share, which rank 0
+        serves on this pod's address only, its port RENDEZVOUS_OFFSET below rank 0's ring listener: torchft hands
+        the other groups the store's address, and they find the ring's rendezvous above it (tls_ring.py). In a
+        sharded group the other ranks read where it is from the group's own store (MASTER_ADDR, in-region)."""
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+        from trainer.tls_ring import pair_ports, ring_socket
+
+        host, timeout = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost", timedelta(seconds=cfg.ft.timeout_s)
+        group = (
+            TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+            if where.sharded
+            else None
+        )
+        if where.rank == 0:
+            self.store_socket, listener = pair_ports(host)  # kept open: the store serves on this socket
+            port = self.store_socket.getsockname()[1]
+            fd = self.store_socket.fileno()
+            self.store = TCPStore(host, port, is_master=True, wait_for_workers=False, master_listen_fd=fd)
+            if group is not None:
+                group.set(RING_STORE_KEY, f"{host}:{port}")
+        else:
+            assert group is not None  # rank > 0: a sharded group
+            host, _, text = group.get(RING_STORE_KEY).decode().rpartition(":")
+            port, listener = int(text), ring_socket(os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost")
+        self.pg = self._ring_pg(cfg, listener)
+        return host, port
+
+    def _ring_pg(self, cfg: Config, sock: Any) -> Any:
+        from trainer.counted_pg import CountedTlsRing
+        from trainer.link import Link
+        from trainer.mtls import Identity
+        from trainer.tls_ring import RingServer
+
+        server = RingServer(sock, Identity.folder(cfg.ft.lighthouse_tls))
+        pg = CountedTlsRing(server, timedelta(seconds=cfg.ft.timeout_s))
+        pg.link = Link(cfg.ft.link_rtt_ms, cfg.ft.link_gbps)
+        return pg
 
     def _transport(self, cfg: Config) -> Any:
         """Heal transfers, bounded by what a peer's copy of this rank's state can weigh: parameters, AdamW's
@@ -378,6 +423,10 @@ class Torchft:
 
     def shutdown(self) -> None:
         self.manager.shutdown(wait=False)
+        from trainer.tls_pg import TlsRingProcessGroup
+
+        if isinstance(self.pg, TlsRingProcessGroup):  # its listener and links (gloo's close with the process)
+            self.pg.shutdown()
         if self.tunnel is not None:
             self.tunnel.close()
 
