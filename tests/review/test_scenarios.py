@@ -335,7 +335,8 @@ def test_the_registry_configmap_diff_is_semantic_and_shown_once(sandbox: Sandbox
     (changes,) = {tuple(o.changes) for o in registry}  # the same in every cluster
     assert changes[0] == "registry.json: regions[us-east4].pools[h200-a].nodes: 384 -> 448"
     # The teams' object counts in us-east4 follow its GPUs (fleet.objectquota); nothing else moves.
-    assert changes[1:] and all(c.startswith("registry.json: teams[") and ".objects.us-east4." in c for c in changes[1:])
+    assert changes[1:]
+    assert all(c.startswith("registry.json: teams[") and ".objects.us-east4." in c for c in changes[1:])
     assert all(o.diff == "" for o in registry)  # nothing else in the ConfigMap changed
     report = markdown(r)
     assert report.count("regions[us-east4].pools[h200-a].nodes: 384 -> 448") == 1
