@@ -76,11 +76,12 @@ WARDEN_PHASE_LABEL = "meridian.dev/warden-state"  # Warden's phase of a node, fo
 WARDEN_OPT_OUT_LABEL = "meridian.dev/warden-opt-out"  # an operator keeps Warden's hands off a node
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # the kubelet's: the node's name
+HOST_LABEL = "cloud.google.com/gce-topology-host"  # GKE's physical host: one A3 Ultra node
 # Kueue's topology levels on GKE, widest first.
 TOPOLOGY_LEVELS = (
     "cloud.google.com/gce-topology-block",
     "cloud.google.com/gce-topology-subblock",
-    "cloud.google.com/gce-topology-host",
+    HOST_LABEL,
     HOSTNAME_LABEL,
 )
 

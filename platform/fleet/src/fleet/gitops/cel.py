@@ -21,7 +21,7 @@ POOL_KEYS = (names.NODE_POOL_LABEL, names.POOL_LABEL)
 # Node labels whose value is one node: the kubelet's hostname (the node's name), and GKE's physical host, which
 # on an A3 Ultra machine (8 GPUs, the whole host) is one node too. Kueue's wider levels (block, sub-block) and
 # the pools select groups of nodes and stay open to teams.
-NODE_NAME_LABELS = (names.HOSTNAME_LABEL, "cloud.google.com/gce-topology-host")
+NODE_NAME_LABELS = (names.HOSTNAME_LABEL, names.HOST_LABEL)
 SCHEDULING_TERMS = (
     "requiredDuringSchedulingIgnoredDuringExecution",
     "preferredDuringSchedulingIgnoredDuringExecution",
