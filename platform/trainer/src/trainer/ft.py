@@ -305,9 +305,7 @@ class Torchft:
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
             checkpoint_transport=self.transport,
-            # None: torchft's own choice ($TORCHFT_MANAGER_PORT, else any); under Ray a run across regions gets a
-            # port of names.MANAGER_PORTS, which the cross-region network rules admit (regions.manager_port).
-            port=cfg.ft.manager_port or None,
+            port=cfg.ft.manager_port or None,  # None: torchft's $TORCHFT_MANAGER_PORT or any (regions.manager_port)
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
 
