@@ -11,11 +11,14 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from trainer.config import compose
-from trainer.ray_supervisor import metrics_port, node_slot
+from trainer.config import Config, compose
+from trainer.ray_supervisor import Slot, Supervisor, metrics_port, node_slot
 from trainer.regions import manager_port
+from trainer.runs import EventLog
 
 from contract.names import HEAL_TLS_PORTS, MANAGER_PORTS, RING_TLS_PORTS
 from tests.trainer.conftest import CONFIG
@@ -71,3 +74,39 @@ def test_the_group_s_manager_serves_on_the_configured_port(lighthouse: str, tmp_
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     finally:
         ft.shutdown()
+
+
+def _driver(cfg: Config, out: Path, started: list[tuple[int, int, int]]) -> Any:
+    """The Ray driver's own bookkeeping without Ray: its groups, events and console; actors that record what
+    each group is started with (group, ft.manager_port, run.metrics_port)."""
+    driver: Any = object.__new__(Supervisor)
+    driver.cfg, driver.out, driver.address, driver.groups = cfg, out, "http://lighthouse:29510", {}
+    driver.events, driver.console = EventLog(out / "supervisor.jsonl"), SimpleNamespace(print=lambda _: None)
+    driver.started = started
+    return driver
+
+
+def _group(driver: Any, group: int, node: str) -> None:
+    def train(config: dict[str, Any], g: int, env: dict[str, str], lighthouse: str) -> str:
+        driver.started.append((g, config["ft"]["manager_port"], config["run"]["metrics_port"]))
+        return "ref"
+
+    actor = SimpleNamespace(train=SimpleNamespace(remote=train))
+    placed = [{"node": node, "ip": "10.0.0.1", "pid": 1, "port": 0}]
+    driver.groups[group] = slot = Slot(None, [actor], [], placed=placed, group=group)
+    driver._start(slot)
+
+
+def test_the_driver_starts_each_group_of_a_node_on_its_own_manager_port(tmp_path: Path) -> None:
+    base = ["run.name=r", f"checkpoint.dir={tmp_path}", "ft.lighthouse=http://lh:29510"]
+    started: list[tuple[int, int, int]] = []
+    driver = _driver(compose(CONFIG, [*base, f"ft.lighthouse_tls={tmp_path}"]), tmp_path, started)
+    for group, node in enumerate(["a", "a", "b", "a"]):
+        _group(driver, group, node)
+    assert started == [(0, 29528, 9464), (1, 29529, 9465), (2, 29528, 9464), (3, 29530, 9466)]
+    del driver.groups[1]  # lost: its replacement takes the slot it left on its node
+    _group(driver, 1, "a")
+    assert started[-1] == (1, 29529, 9465)
+    started.clear()
+    _group(_driver(compose(CONFIG, base), tmp_path, started), 0, "a")
+    assert started == [(0, 0, 9464)]  # one region: torchft's own choice
