@@ -6,16 +6,20 @@ regions' replica groups goes pod IP to pod IP over the global cluster VPC (GKE's
 ip-masq-agent does not masquerade RFC 1918 destinations, so the source is the
 client pod's IP). Each region admits, from the other regions' pod ranges only:
 
-- `<fleet>-<region>-cross-region`: TCP, any port, to this region's pod range.
-  A port list is impossible: torchft's cross-group connections land on ports
-  chosen at run time. The quorum hands every group the TCPStore of one group
-  (its MASTER_PORT, a free port Ray Train picks), the checkpoint server a
-  healing group fetches weights from binds port 0 (torchft
-  checkpointing/http_transport.py, not configurable), the Manager server binds
-  $TORCHFT_MANAGER_PORT or port 0 (manager.py), and gloo or NCCL socket pairs
-  listen on ephemeral ports. So the rule is narrowed by what it can name:
-  sources, destination range, TCP, and the node service account as target
-  (pod IPs are alias IPs of the node VMs; every pool, GPU and CPU, runs as it).
+- `<fleet>-<region>-cross-region`: TCP to this region's pod range, only the ports
+  a run across regions serves other regions, each a named range of
+  contract.names (CROSS_REGION_PORTS), as fleet's NetworkPolicy
+  `run-across-regions` (fleet/gitops/netpol.py): LIGHTHOUSE_PORT (the
+  Lighthouse's mTLS proxy, trainer/mtls.py), HEAL_TLS_PORTS (heal transfers
+  over mTLS, trainer/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which
+  a group healing from another region dials: torchft 0.2.0 manager.py binds
+  the `port=` it is given, which the Ray launcher picks per group,
+  trainer/regions.py manager_port) and RING_TLS_PORTS (the all-reduce between
+  regions over mTLS, trainer/tls_ring.py). The groups' TCPStores, gloo and
+  NCCL sockets, torchft's plain heal server (port 0, unused with a TLS
+  identity), metrics and Ray's ports are in none of them. Targets: the node
+  service account (pod IPs are alias IPs of the node VMs; every pool, GPU and
+  CPU, runs as it).
 - `<fleet>-<region>-lighthouse`: TCP LIGHTHOUSE_PORT to this region's node
   range, where an internal passthrough load balancer's address comes from (the
   cluster subnet's primary range). Passthrough keeps the client's IP, so the
@@ -34,7 +38,7 @@ from ipaddress import IPv4Network
 from cdktn_provider_google.compute_firewall import ComputeFirewallAllow
 from constructs import Construct
 
-from contract.names import LIGHTHOUSE_PORT
+from contract.names import CROSS_REGION_PORTS, LIGHTHOUSE_PORT
 from fleet.model import Fleet
 from fleet.planner import RegionRanges
 from meridian_infra.network import firewall
@@ -59,7 +63,7 @@ def cross_region_firewalls(
         f"{prefix}-cross-region",
         network,
         sources,
-        ComputeFirewallAllow(protocol="tcp"),
+        ComputeFirewallAllow(protocol="tcp", ports=[_ports(r) for r in CROSS_REGION_PORTS]),
         destinations=[str(ranges.pods.cidr)],
         targets=[nodes_account],
     )
@@ -73,3 +77,8 @@ def cross_region_firewalls(
         destinations=[str(ranges.nodes.cidr)],
         targets=[nodes_account],
     )
+
+
+def _ports(ports: range) -> str:
+    """A firewall rule's port or port range ("29520-29527")."""
+    return f"{ports.start}-{ports.stop - 1}" if len(ports) > 1 else str(ports.start)

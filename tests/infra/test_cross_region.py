@@ -1,7 +1,7 @@
 """The network path of a run across regions, on the session's synthesized stacks (issue 19).
 
-Each region admits exactly the other regions' pod ranges: TCP to its own pod range,
-and the Lighthouse port to its node range; nothing else, from nowhere else.
+Each region admits exactly the other regions' pod ranges: TCP to the ports a run serves between
+regions on its own pod range, and the Lighthouse port to its node range; nothing else, from nowhere else.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import cdktn
 import pytest
 
-from contract.names import LIGHTHOUSE_PORT
+from contract.names import HEAL_TLS_PORTS, LIGHTHOUSE_PORT, MANAGER_PORTS, RING_TLS_PORTS
 from fleet.load import load
 from fleet.model import Fleet
 from fleet.planner import peer_pod_ranges, plan_addresses
@@ -23,6 +23,9 @@ from tests.conftest import SHIPPED, SHIPPED_SPEC
 
 FLEET = load(SHIPPED).fleet
 REGIONS = [r.name for r in FLEET.regions]
+# The Lighthouse, heal transfers, the torchft Managers and the ring between regions (contract.names): never a store,
+# a metrics port, Ray's ports or a port chosen at run time.
+RUN_PORTS = ["29510", "29520-29527", "29528-29535", "29600-29663"]
 NODES_ACCOUNT = "${data.terraform_remote_state.global_state.outputs.nodes_service_account}"
 MAIN_NETWORK = "${data.terraform_remote_state.global_state.outputs.main_network}"
 
@@ -50,7 +53,7 @@ def test_each_region_admits_exactly_the_other_regions_pods(stacks: Stacks, regio
     }
     rules = _rules(stacks[region])
     for key, ports, destination in (
-        ("fw_cross_region", None, _secondary(stacks[region], "pods")),
+        ("fw_cross_region", RUN_PORTS, _secondary(stacks[region], "pods")),
         ("fw_lighthouse", [str(LIGHTHOUSE_PORT)], _subnet(stacks[region])["ip_cidr_range"]),
     ):
         rule = rules[key]
@@ -59,12 +62,17 @@ def test_each_region_admits_exactly_the_other_regions_pods(stacks: Stacks, regio
         assert rule["source_ranges"] == others
         assert not set(rule["source_ranges"]) & (not_pods | {"0.0.0.0/0"})
         assert rule["destination_ranges"] == [destination]
-        assert rule["allow"] == ([{"protocol": "tcp", "ports": ports}] if ports else [{"protocol": "tcp"}])
+        assert rule["allow"] == [{"protocol": "tcp", "ports": ports}]
         assert "deny" not in rule
         assert rule["target_service_accounts"] == [NODES_ACCOUNT]  # GKE nodes only, every pool runs as it
         assert rule["log_config"] == {"metadata": "EXCLUDE_ALL_METADATA"}  # logged as the other rules are
     assert rules["fw_cross_region"]["name"] == f"meridian-{region}-cross-region"
     assert rules["fw_lighthouse"]["name"] == f"meridian-{region}-lighthouse"
+
+
+def test_the_run_s_ports_are_the_named_ranges() -> None:
+    named = [range(LIGHTHOUSE_PORT, LIGHTHOUSE_PORT + 1), HEAL_TLS_PORTS, MANAGER_PORTS, RING_TLS_PORTS]
+    assert [f"{r.start}-{r.stop - 1}" if len(r) > 1 else str(r.start) for r in named] == RUN_PORTS
 
 
 def test_nothing_else_admits_another_region(stacks: Stacks) -> None:

@@ -209,7 +209,7 @@ teams:
         if line.startswith("asia-south1: new firewall rule meridian-asia-south1-cross-region ")
     ]
     assert new_rule.endswith(
-        "allows tcp (any port) from 10.0.0.0/13 (us-central1 pods), 10.16.0.0/13 (us-east4 pods), "
+        "allows tcp:29510,29520-29527,29528-29535,29600-29663 from 10.0.0.0/13 (us-central1 pods), 10.16.0.0/13 (us-east4 pods), "
         f"10.32.0.0/13 (europe-west1 pods) to {pods} (asia-south1 pods) on instances of nodes service account"
     )
     assert len(r.access) == 2 * 3 + 6  # two widened per other region; the new region's six rules

@@ -5,6 +5,11 @@ to whom from every NetworkPolicy Argo CD would apply in each cluster, for repres
 team namespace a run across regions (Ray head, Ray worker, its Lighthouse); GMP's collector, the KubeRay
 operator, Kueue's controller and Warden in their namespaces; a pod in `default`. Its pairwise report
 (`--output_format txt_no_fw_rules`) is read back and checked: no path between teams, the run's paths open.
+
+Pods in the other regions are not in a cluster's objects: the analyzer reports them as the address ranges
+that reach a pod. Every team's pods in another region take their addresses from that region's one pod
+range, so a pod of another team there (and one of the same team) is an address in it; the tests ask which
+ports of a run's pods each such address reaches: the run's named ports between regions, nothing else.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import pytest
 import yaml
 
 from contract.names import (
+    CROSS_REGION_PORTS,
     LIGHTHOUSE_PORT,
+    MANAGER_PORT,
     RAY_NODE_TYPE_LABEL,
+    RING_TLS_PORTS,
     RUN_LABEL,
     TEAM_LABEL,
     TRAINER_METRICS_PORT,
@@ -48,8 +56,30 @@ PLATFORM_PODS = {
     "warden": (names.WARDEN_NAMESPACE, {"app.kubernetes.io/name": "warden"}),
     "stranger": ("default", {"app": "anything"}),
 }
-# A sample of ports: Ray's head ports, the Lighthouse's, the trainer's metrics, a rendezvous, an ephemeral one.
-SAMPLE_PORTS = (*RAY_HEAD_PORTS, LIGHTHOUSE_PORT, TRAINER_METRICS_PORT, 29500, 40000)
+# The ports a run serves to other regions (contract.names: the Lighthouse, heal transfers, Managers, the ring).
+CROSS_REGION = frozenset(port for ports in CROSS_REGION_PORTS for port in ports)
+# Ports of a run that must stay in its region: plain servers and sockets chosen at run time.
+PLAIN_PORTS = {
+    "ray": (*RAY_HEAD_PORTS, 8080, 52365),  # GCS, dashboard, client; metrics export, dashboard agent
+    "metrics": tuple(TRAINER_METRICS_PORTS),
+    "stores": tuple(range(RING_TLS_PORTS.start - len(RING_TLS_PORTS), RING_TLS_PORTS.start)),  # tls_ring's TCPStores
+    "rendezvous": (29500,),  # torch's MASTER_PORT: a sharded group's own store
+    "any": (
+        1,
+        22,
+        80,
+        443,
+        29509,
+        29511,
+        29664,
+        32768,
+        40000,
+        60999,
+        65535,
+    ),  # e.g. gloo, NCCL, a heal server on port 0
+}
+# A sample: Ray's head ports, the Lighthouse's, the trainer's metrics, a Manager's, a rendezvous, an ephemeral one.
+SAMPLE_PORTS = (*RAY_HEAD_PORTS, LIGHTHOUSE_PORT, TRAINER_METRICS_PORT, MANAGER_PORT, 29500, 40000)
 LINE = re.compile(r"^(?P<src>\S+) => (?P<dst>\S+) : (?P<conn>.+)$")
 Trees = dict[str, tuple[ClusterTree, list[Finding]]]
 
@@ -105,6 +135,16 @@ class Report:
     def reachers(self, dst: str, port: int) -> list[tuple[int, int]]:
         return sorted(span for span, conn in self.from_ips.get(dst, []) if conn.allows(port))
 
+    def ports_from(self, address: int, dst: str) -> frozenset[int] | None:
+        """The TCP ports of ``dst`` that ``address`` reaches (None: every port, or more than TCP)."""
+        ports: set[int] = set()
+        for (low, high), conn in self.from_ips.get(dst, []):
+            if low <= address <= high:
+                if conn.everything or conn.tcp_ports is None:
+                    return None
+                ports |= conn.tcp_ports
+        return frozenset(ports)
+
 
 def parse_report(text: str) -> Report:
     report = Report({}, {}, text)
@@ -142,11 +182,9 @@ def _pod(name: str, namespace: str, labels: dict[str, str]) -> dict[str, object]
 
 
 def team_pods(fleet: Fleet) -> dict[str, dict[str, str]]:
-    """team -> role -> "ns/pod": a run across regions in every team namespace."""
-    return {
-        t.name: {role: f"{names.team_namespace(t.name)}/{t.name}-{role}" for role in ("head", "worker", "lighthouse")}
-        for t in fleet.teams
-    }
+    """team -> role -> "ns/pod": a run across regions in every team namespace, and a pod of no run ("job")."""
+    roles = ("head", "worker", "lighthouse", "job")
+    return {t.name: {role: f"{names.team_namespace(t.name)}/{t.name}-{role}" for role in roles} for t in fleet.teams}
 
 
 def _resources(fleet: Fleet, tree: ClusterTree) -> list[dict[str, object]]:
@@ -161,6 +199,7 @@ def _resources(fleet: Fleet, tree: ClusterTree) -> list[dict[str, object]]:
             _pod(f"{team.name}-head", namespace, {**run, RAY_NODE_TYPE_LABEL: "head"}),
             _pod(f"{team.name}-worker", namespace, {**run, RAY_NODE_TYPE_LABEL: "worker"}),
             _pod(f"{team.name}-lighthouse", namespace, run),
+            _pod(f"{team.name}-job", namespace, {TEAM_LABEL: team.name}),
         ]
     return namespaces + pods
 
@@ -265,7 +304,7 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def test_a_run_across_regions_is_reachable_from_the_other_regions_only(
     fleet: Fleet, reports: dict[str, Report]
 ) -> None:
-    """Other regions' pod ranges reach a run's Lighthouse and replica groups (TCP); no other address does."""
+    """Other regions' pod ranges reach a run's Lighthouse and replica groups on its named ports; no other address does."""
     addresses = load(SHIPPED).addresses
     for region in fleet.regions:
         report = reports[region.name]
@@ -274,9 +313,45 @@ def test_a_run_across_regions_is_reachable_from_the_other_regions_only(
             for role in ("lighthouse", "worker"):
                 for port in SAMPLE_PORTS:
                     reached = _merged(report.reachers(pods[role], port))
-                    assert reached == peers, f"{region.name}/{team} {role}:{port} from {reached}, want {peers}"
-            for port in SAMPLE_PORTS:
-                assert report.reachers(pods["head"], port) == [], f"{region.name}/{team}: addresses reach the head"
+                    want = peers if port in CROSS_REGION else []
+                    assert reached == want, f"{region.name}/{team} {role}:{port} from {reached}, want {want}"
+            for role in ("head", "job"):
+                for port in SAMPLE_PORTS:
+                    assert report.reachers(pods[role], port) == [], f"{region.name}/{team}: addresses reach {role}"
+
+
+def other_regions_pods(fleet: Fleet, region: str) -> dict[str, int]:
+    """ "<team>@<region>" -> an address: a pod of every team (this one's too) in each other region's pod range."""
+    addresses = load(SHIPPED).addresses
+    out = {}
+    for peer in peer_pod_ranges(addresses, region):
+        for i, team in enumerate(fleet.teams):
+            out[f"{team.name}@{peer}"] = int(peer.network_address) + 10 + i
+    return out
+
+
+def test_pods_in_other_regions_reach_only_a_run_s_named_ports(fleet: Fleet, reports: dict[str, Report]) -> None:
+    """Any team's pod in another region (the same team's too: an address tells no team) reaches exactly the
+    ports a run across regions serves there, every one behind the run's mTLS but the Manager's (trainer README),
+    on the run's Lighthouse and groups; nothing on the Ray head, on a pod of no run, or on any plain port."""
+    for region in fleet.regions:
+        report = reports[region.name]
+        strangers = other_regions_pods(fleet, region.name)
+        assert len(strangers) == len(fleet.teams) * (len(fleet.regions) - 1)
+        for team, pods in team_pods(fleet).items():
+            for stranger, address in strangers.items():
+                where = f"{region.name}: {stranger} -> {team}"
+                for role in ("lighthouse", "worker"):
+                    reached = report.ports_from(address, pods[role])
+                    assert reached == CROSS_REGION, f"{where} {role}: {_shown(reached)}"
+                    for kind, ports in PLAIN_PORTS.items():
+                        assert not set(ports) & reached, f"{where} {role}: {kind} ports {set(ports) & reached}"
+                for role in ("head", "job"):
+                    assert report.ports_from(address, pods[role]) == frozenset(), f"{where} {role}"
+
+
+def _shown(ports: frozenset[int] | None) -> str:
+    return "every port" if ports is None else f"{len(ports)} ports, extra {sorted(ports - CROSS_REGION)[:20]}"
 
 
 def test_teams_cannot_change_their_network_policies() -> None:

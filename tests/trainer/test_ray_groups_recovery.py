@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from trainer.local import after_death
-from trainer.ray_supervisor import metrics_port, strategy
+from trainer.ray_supervisor import strategy
 
 from tests.trainer.conftest import events, final, start
 
@@ -155,11 +155,7 @@ def test_a_lost_node_restarts_only_its_group_on_the_spare_node(cluster: Any, tmp
 def test_placement_and_restart_decisions() -> None:
     assert strategy(8, 8) == "STRICT_PACK"  # a group of one node's GPUs stays on one node
     assert strategy(16, 8) == "PACK"
-    # Metrics: one port per group on a node, from the base up; another node starts again at the base.
-    assert metrics_port(9464, "a", set()) == 9464
-    assert metrics_port(9464, "a", {("a", 9464), ("b", 9465)}) == 9465
-    assert metrics_port(9464, "b", {("a", 9464)}) == 9464
-    assert metrics_port(0, "a", {("a", 0)}) == 0  # any free port: the group's metrics-<g>.port says which
+    # Metrics and Manager ports per group on a node: test_manager_port.py.
     assert after_death(True, 0, 1) == "restart"
     assert after_death(True, 3, 1) == "fail"  # a group that keeps dying is a bug
     assert after_death(False, 0, 1) == "fail"

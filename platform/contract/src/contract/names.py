@@ -236,12 +236,22 @@ MEMBER_TLS_NAME = "member.run.meridian.internal"
 HEAL_TLS_PORT = 29520
 HEAL_TLS_SLOTS = 8
 HEAL_TLS_PORTS = range(HEAL_TLS_PORT, HEAL_TLS_PORT + HEAL_TLS_SLOTS)
+# The torchft Manager's gRPC (rank 0 of each group; torchft 0.2.0 manager.py Manager.__init__ binds "[::]:<port=>"):
+# a group healing from one in another region dials the source's Manager (CheckpointMetadata), so its port must be
+# nameable too. One per group on a node (at most one per GPU of an 8-GPU node): the Ray launcher gives a run across
+# regions MANAGER_PORT + the group's slot on its node (trainer.ray_supervisor.node_slot). Between HEAL_TLS_PORTS and
+# the groups' stores (RING_TLS_PORTS - 64 = 29536-29599). Still plain gRPC: trainer/README.md says what that leaves.
+MANAGER_PORT = 29528
+MANAGER_SLOTS = 8
+MANAGER_PORTS = range(MANAGER_PORT, MANAGER_PORT + MANAGER_SLOTS)
 POD_IP_ENV = "POD_IP"  # the downward API's status.podIP, where a run's servers across regions listen (gkr renders it)
 # The ring between regions (trainer/tls_ring.py): each replica-group process of a run with a TLS identity listens
 # on one of these ports of its pod's IP, TLS only (up to 8 GPUs x 8 ranks per pod); its group's plain TCPStore, when
 # it hosts one, on the port len(RING_TLS_PORTS) below, which no other region needs. The cross-region network rule
-# admits these and LIGHTHOUSE_PORT.
+# admits these, LIGHTHOUSE_PORT, HEAL_TLS_PORTS and MANAGER_PORTS (CROSS_REGION_PORTS), nothing else.
 RING_TLS_PORTS = range(29600, 29664)
+# What a run's pods serve to other regions (fleet's NetworkPolicy run-across-regions, infra's cross-region firewall).
+CROSS_REGION_PORTS = (range(LIGHTHOUSE_PORT, LIGHTHOUSE_PORT + 1), HEAL_TLS_PORTS, MANAGER_PORTS, RING_TLS_PORTS)
 LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback behind the mTLS proxy on LIGHTHOUSE_PORT
 # The port the trainer serves its metrics on (contract.metrics.TRAINER), in every GPU pod of a job; the generated
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports

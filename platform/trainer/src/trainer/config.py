@@ -100,6 +100,9 @@ class FaultTolerance:
     # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (mtls.py), and the groups
     # all-reduce over a ring on the same mutual TLS instead of gloo or NCCL (tls_pg.py).
     lighthouse_tls: str = ""
+    # Rank 0's torchft Manager serves its gRPC on this port (torchft's Manager(port=)); 0: any free port. The Ray
+    # launcher sets names.MANAGER_PORTS[the group's slot on its node] for a run across regions (regions.manager_port).
+    manager_port: int = setting(0, low=0, high=65535)
 
 
 @dataclass(frozen=True)

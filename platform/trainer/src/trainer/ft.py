@@ -305,6 +305,7 @@ class Torchft:
             # anyway would have a peer serve its state before its optimizers have any (trainer.py).
             init_sync=False,
             checkpoint_transport=self.transport,
+            port=cfg.ft.manager_port or None,  # None: torchft's $TORCHFT_MANAGER_PORT or any (regions.manager_port)
             hostname=advertised_host(),  # what the Lighthouse hands this group's peers (torchft: socket.gethostname())
         )
 

@@ -39,6 +39,7 @@ from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.console import Console, read_new
 from trainer.local import after_death
+from trainer.regions import manager_port
 from trainer.runs import EventLog
 from trainer.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
@@ -58,18 +59,23 @@ def strategy(group_size: int, per_node: int) -> Literal["STRICT_PACK", "PACK"]:
     return "STRICT_PACK" if group_size <= per_node else "PACK"
 
 
-def metrics_port(base: int, node: str, taken: set[tuple[str, int]]) -> int:
-    """The port a group's rank 0 serves metrics on: ``base`` plus the lowest slot no other group of its node holds.
+def node_slot(node: str, taken: set[tuple[str, int]]) -> int:
+    """The lowest slot of ``node`` no other running group holds (``taken``: (node, slot) pairs).
 
-    Distinct per node and bounded by the groups a node holds (GPUs per node at most), so a scrape of
-    ports base .. base + GPUs per node - 1 finds every group. 0 (any free port) and -1 (off) stay as given.
+    Decided here, in the one driver that places every group, so two groups of a node never race for a
+    port: bounded by the groups a node holds (one per GPU of an 8-GPU node at most). A group's rank 0 serves
+    its metrics and its torchft Manager on the ports of this slot (``metrics_port``, ``regions.manager_port``).
     """
-    if base <= 0:
-        return base
-    port = base
-    while (node, port) in taken:
-        port += 1
-    return port
+    slot = 0
+    while (node, slot) in taken:
+        slot += 1
+    return slot
+
+
+def metrics_port(base: int, slot: int) -> int:
+    """The port a group's rank 0 serves metrics on: ``base`` plus its slot on its node, so a scrape of ports
+    base .. base + GPUs per node - 1 finds every group. 0 (any free port) and -1 (off) stay as given."""
+    return base + slot if base > 0 else base
 
 
 def bundle(device: str) -> dict[str, float]:
@@ -185,7 +191,8 @@ class Slot:
     runs: list[Any] = field(default_factory=list)  # ObjectRefs of each rank's train()
     done: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> train()'s result
     tailing: Any = None  # the pending tail() of rank 0, at most one
-    port: int = 0
+    port: int = 0  # its rank 0's metrics port
+    index: int = 0  # its slot on its node (node_slot), while it trains
 
     @property
     def node(self) -> str:
@@ -377,17 +384,23 @@ class Supervisor:
     def _start(self, slot: Slot) -> None:
         assert slot.group is not None
         group, cfg = slot.group, self.cfg
-        taken = {(s.node, s.port) for s in self.groups.values() if s.runs}
-        slot.port = metrics_port(cfg.run.metrics_port, slot.node, taken)
+        slot.index = node_slot(slot.node, {(s.node, s.index) for s in self.groups.values() if s.runs})
+        slot.port = metrics_port(cfg.run.metrics_port, slot.index)
         config = to_dict(cfg)
         config["run"]["metrics_port"] = slot.port
+        config["ft"]["manager_port"] = manager_port(cfg, slot.index)
         rendezvous = slot.placed[0]
         slot.runs = [
             actor.train.remote(config, group, self._env(rendezvous, rank), self.address)
             for rank, actor in enumerate(slot.actors)
         ]
         self._record()
-        self.events.write("training", group=group, node=slot.node, metrics_port=slot.port)
+        manager = config["ft"]["manager_port"]
+        if cfg.ft.lighthouse_tls and not manager:  # more groups on its node than the rule names ports for
+            self.console.print(
+                f"replica group {group}: no Manager port left in {names.MANAGER_PORTS}: other regions cannot heal from it"
+            )
+        self.events.write("training", group=group, node=slot.node, metrics_port=slot.port, manager_port=manager)
         self.console.print(
             f"replica group {group}: training on {rendezvous['ip']} ({len(slot.actors)} rank(s), metrics port {slot.port})"
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from contract.names import MANAGER_PORTS
 from trainer.config import Config
 
 # The pod network's interface: GKE multi-network pods have the default network on eth0
@@ -49,3 +50,15 @@ def cross_group_environment(cfg: Config) -> dict[str, str]:
     if cfg.ft.device == "cuda" and cross_group_backend(cfg) == "gloo":
         return {"GLOO_SOCKET_IFNAME": POD_INTERFACE}
     return {}
+
+
+def manager_port(cfg: Config, slot: int) -> int:
+    """The port of the torchft Manager (gRPC) of the group in ``slot`` of its node (ray_supervisor.node_slot).
+
+    A run across regions (a TLS identity): MANAGER_PORTS[slot], which the cross-region network rules name: a group
+    healing from one in another region dials the source's Manager. Otherwise, or past the slots an 8-GPU node
+    needs (CPU nodes hold more groups), 0: the config's ft.manager_port, whose default 0 is any free port.
+    """
+    if cfg.ft.lighthouse_tls and slot < len(MANAGER_PORTS):
+        return MANAGER_PORTS[slot]
+    return 0 if cfg.ft.lighthouse_tls else cfg.ft.manager_port

@@ -15,11 +15,17 @@ some policy allows reaches it. Each team namespace gets
 - `kuberay-dashboard`: the KubeRay operator (`ray-system`, `app.kubernetes.io/name: kuberay-operator`)
   to the Ray head's dashboard port only: it submits and follows a RayJob through the dashboard's job
   API; it creates pods through the API server and dials no GCS;
-- `run-across-regions` (only in a fleet of several regions): TCP from the other regions' pod ranges to
-  the pods of a run across regions (`meridian.dev/run`) that are not Ray heads: the run's Lighthouse and
-  its replica groups. Like infra's cross-region firewall rule (meridian_infra/cross_region.py) it cannot
-  name ports: torchft's stores, Manager, heal server and gloo sockets bind ports chosen at run time. A
-  pod range is shared by every team, so this path is narrowed here and authenticated by the run's mTLS.
+- `run-across-regions` (only in a fleet of several regions): from the other regions' pod ranges to the
+  pods of a run across regions (`meridian.dev/run`) that are not Ray heads (the run's Lighthouse and its
+  replica groups), TCP to the ports a run serves between regions only, each a named range of
+  contract.names (CROSS_REGION_PORTS), as infra's cross-region firewall rule (meridian_infra/cross_region.py):
+  LIGHTHOUSE_PORT (the Lighthouse behind the run's mTLS proxy, trainer/mtls.py), HEAL_TLS_PORTS (heal
+  transfers over mTLS, trainer/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which a group healing
+  from another region dials; the Ray launcher gives each group one, trainer/ray_supervisor.py and
+  regions.manager_port; still plain: trainer/README.md) and RING_TLS_PORTS (the all-reduce between regions
+  over mTLS, trainer/tls_ring.py). The groups' TCPStores, gloo/NCCL sockets, metrics and Ray's ports are not
+  among them. A pod range is shared by every team, so the same ports are open to every team's pods in the
+  other regions: the run's certificate is what keeps them out.
 
 Kueue needs nothing: it admits workloads through the API server and never connects to a pod. Kubelet
 probes come from the node itself, which NetworkPolicy implementations (GKE Dataplane V2) always admit.
@@ -32,7 +38,7 @@ from collections.abc import Sequence
 from ipaddress import IPv4Network
 from typing import Any
 
-from contract.names import RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORTS
+from contract.names import CROSS_REGION_PORTS, RAY_NODE_TYPE_LABEL, RUN_LABEL, TRAINER_METRICS_PORTS
 from fleet.gitops.monitoring.scrape import KUBERAY_NAMESPACE
 from fleet.gitops.objects import Obj, obj
 
@@ -94,6 +100,6 @@ def team_network_policies(namespace: str, peer_pod_ranges: Sequence[IPv4Network]
             ]
         }
         sources = [{"ipBlock": {"cidr": str(cidr)}} for cidr in peer_pod_ranges]
-        # No port list (see the module's docstring): the Lighthouse's port is one of those this admits.
-        policies.append(_policy(regions, namespace, run_members, [{"from": sources, "ports": [{"protocol": "TCP"}]}]))
+        ports = [_port_range(r) if len(r) > 1 else _tcp(r.start)[0] for r in CROSS_REGION_PORTS]
+        policies.append(_policy(regions, namespace, run_members, [{"from": sources, "ports": ports}]))
     return policies
