@@ -204,9 +204,9 @@ def _resources(fleet: Fleet, tree: ClusterTree) -> list[dict[str, object]]:
     return namespaces + pods
 
 
-@pytest.fixture(scope="module")
-def reports(fleet: Fleet, trees: Trees, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
-    """region -> nca's connectivity report over every NetworkPolicy in that cluster's built tree."""
+def analyzer_reports(fleet: Fleet, trees: Trees, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
+    """region -> nca's connectivity report over every NetworkPolicy in that cluster's built tree (conftest's
+    `reports`: one analysis per session, read by this module and test_warden_network.py)."""
     out = {}
     for region in fleet.regions:
         tree, _ = trees[region.name]

@@ -10,45 +10,17 @@ Kubernetes, cilium daemon/cmd/daemon.go). nca has no node to model, so that path
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-import yaml
 
 from fleet import names
 from fleet.gitops.netpol import GMP_COLLECTOR, GMP_NAMESPACE
 from fleet.model import Fleet
-from tests.tenancy.test_network import NCA, PLATFORM_PODS, Conn, Report, Trees, _resources, parse_report, team_pods
+from tests.tenancy.test_network import NCA, PLATFORM_PODS, Conn, Report, team_pods
 
 pytestmark = pytest.mark.skipif(not NCA.is_file(), reason="network-config-analyzer (nca) is absent: run make setup")
 
 WARDEN = f"{names.WARDEN_NAMESPACE}/warden"
 METRICS_PORT, HEALTH_PORT = 9090, 8080  # kustomize/base/warden/deployment.yaml, ports "metrics" and "health"
-
-
-@pytest.fixture(scope="module")
-def reports(fleet: Fleet, trees: Trees, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
-    """region -> nca's report, as tests/tenancy/test_network.py runs it, over that cluster's NetworkPolicies."""
-    out = {}
-    for region in fleet.regions:
-        tree, _ = trees[region.name]
-        folder = tmp_path_factory.mktemp(f"nca-warden-{region.name}")
-        policies = [o for _, o in tree.objects() if o.get("kind") == "NetworkPolicy"]
-        (folder / "policies.yaml").write_text(yaml.safe_dump_all(policies))
-        (folder / "resources.yaml").write_text(yaml.safe_dump_all(_resources(fleet, tree)))
-        command = [
-            str(NCA),
-            "--connectivity",
-            "policies.yaml",
-            "-r",
-            "resources.yaml",
-            "--output_format",
-            "txt_no_fw_rules",
-        ]
-        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, f"nca failed in {region.name}: {done.stderr[-2000:]}"
-        out[region.name] = parse_report(done.stdout)
-    return out
 
 
 def test_the_collector_is_managed_prometheus_as_the_team_policies_name_it() -> None:
