@@ -130,13 +130,18 @@ def test_a_privileged_hand_written_daemonset_is_flagged_in_every_cluster(sandbox
 
 def test_the_lighthouse_port_in_the_contract_opens_a_firewall_port(sandbox: Sandbox) -> None:
     # platform/contract was outside the workflow's paths: now every pull request is reviewed, and the
-    # firewall rule it widens is a security finding.
+    # firewall rule it widens is a security finding. The port is also in each team's `run-across-regions`
+    # NetworkPolicy, so the author regenerates the tree too (a stale tree is refused before any finding).
     r = change_files(
         sandbox,
         [("platform/contract/src/contract/names.py", "LIGHTHOUSE_PORT = 29510", "LIGHTHOUSE_PORT = 22")],
+        generate=True,
     )
     assert "platform/contract/src/contract/names.py" in r.changed
     assert {f.scope for f in r.findings if "tcp:22" in f.what} >= {"us-central1", "us-east4", "europe-west1"}
+    # ... and so is each team's NetworkPolicy that now admits the port from the other regions' pods.
+    widened = [line for line in r.security if "run-across-regions now admits" in line and "on TCP 22" in line]
+    assert len(widened) == 3 * 3  # three teams in each of three clusters
     assert r.exit_code == 4
 
 
