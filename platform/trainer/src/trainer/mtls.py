@@ -177,10 +177,15 @@ class Proxy:
     def close(self) -> None:
         async def stop() -> None:
             self._server.close()
-            relays = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in relays:  # open connections too: nothing is left running on a stopped loop
-                task.cancel()
-            await asyncio.gather(*relays, return_exceptions=True)
+            # Open connections too: nothing is left running on a stopped loop. Cancelled again until done: on
+            # Python 3.11 asyncio.wait_for returns its result instead of raising when the cancellation and the
+            # inner connect complete together (CPython gh-86296, fixed in 3.12), so a relay that was opening its
+            # upstream as the proxy closed goes on piping a live connection after its first cancel.
+            pending = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+            while pending:
+                for task in pending:
+                    task.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.5)
 
         if self._loop.is_running():
             asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=HANDSHAKE_TIMEOUT_S)
