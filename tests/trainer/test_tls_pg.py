@@ -226,7 +226,11 @@ def test_a_flood_of_idle_connections_from_one_address_costs_no_thread_and_the_ri
 def test_a_group_s_store_and_ring_listen_on_its_advertised_address_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pod's IP (here 127.0.0.2) only: nothing of the group's answers on another interface (127.0.0.1)."""
+    """The pod's IP (here 127.0.0.2) only: nothing of the group's answers on another interface (127.0.0.9).
+
+    Not 127.0.0.1: other tests' groups leave stores listening there on the same port range (torchft's Manager holds
+    them), which would answer. A socket on 127.0.0.2 or 127.0.0.9 alone can share a port number with them; one on
+    every interface could not have been bound beside them, so a refusal on 127.0.0.9 shows ours is not."""
     monkeypatch.setenv(ADVERTISE_HOST_ENV, "127.0.0.2")
     with guarded_lighthouse(tmp_path, min_replicas=1) as (lighthouse, _, member):
         ft = honest_group(lighthouse, tmp_path / "honest", f"ft.lighthouse_tls={member}")
@@ -235,7 +239,7 @@ def test_a_group_s_store_and_ring_listen_on_its_advertised_address_only(
             for port in (ft.store.port, ft.store.port + RENDEZVOUS_OFFSET):
                 socket.create_connection(("127.0.0.2", port), timeout=5).close()
                 with pytest.raises(ConnectionRefusedError):
-                    socket.create_connection(("127.0.0.1", port), timeout=5)
+                    socket.create_connection(("127.0.0.9", port), timeout=5)
         finally:
             ft.shutdown()
 
