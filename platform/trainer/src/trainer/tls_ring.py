@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contract.names import MEMBER_TLS_NAME, RING_TLS_PORTS
+from trainer.listen import bound_socket
 from trainer.mtls import HANDSHAKE_TIMEOUT_S, Identity, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class RingError(Exception):
 
 def _listen(host: str, port: int) -> socket.socket | None:
     try:
-        return socket.create_server((host, port), backlog=128)
+        return bound_socket(host, port)  # the stores' own listener (trainer.listen)
     except OSError:
         return None  # taken (another process of this pod)
 
