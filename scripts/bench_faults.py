@@ -4,8 +4,8 @@ Prints, from one run: the largest document the YAML loader accepts (just under
 its byte limit) with its load time and peak memory (resource.getrusage in a
 fresh subprocess, less that subprocess's baseline), the time to refuse a
 billion-laughs file and a 1,000-deep list, Warden's JSON config read and
-hostile ones refused, and preflight's kernel-log parser on hostile 1 MB lines. Medians over --runs runs; ratios against the shipped
-fleet.yaml.
+hostile ones refused, and the kernel-log parser on hostile 1 MB lines.
+Medians over --runs runs; ratios against the shipped fleet.yaml.
 
     .venv/bin/python scripts/bench_faults.py [--runs 5]
 """
@@ -122,8 +122,8 @@ def warden_configs(runs: int) -> None:
 
 
 def kernel_log_lines(runs: int) -> None:
-    """preflight's kernel-log parser on 1 MB lines shaped to make a careless pattern backtrack."""
-    from preflight import kernel_log
+    """the kernel-log parser (contract.kernel_log) on 1 MB lines shaped to make a careless pattern backtrack."""
+    from contract import kernel_log
 
     xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."
     megabyte = 1024 * 1024

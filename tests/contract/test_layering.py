@@ -23,11 +23,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], set[str]]] = {
     # Metric collectors and their exposition, shared by preflight, Warden and the trainer on the contract floor.
     "meridian-telemetry": (("platform/telemetry/src/telemetry",), {"meridian-contract"}),
     "meridian-preflight": (("platform/preflight/src/preflight",), {"meridian-contract", "meridian-telemetry"}),
-    # Warden's node agent parses the kernel log with preflight's parser (the same Xid reading on both sides).
-    "meridian-warden": (
-        ("platform/warden/src/warden",),
-        {"meridian-contract", "meridian-telemetry", "meridian-preflight"},
-    ),
+    # Warden's node agent parses the kernel log with contract.kernel_log, the parser preflight's check uses.
+    "meridian-warden": (("platform/warden/src/warden",), {"meridian-contract", "meridian-telemetry"}),
     "meridian-trainer": (("platform/trainer/src/trainer",), {"meridian-contract", "meridian-telemetry"}),
     "meridian-gkr": (("platform/gkr/src/gkr",), {"meridian-contract", "meridian-safeyaml"}),
     "meridian-fleet": (("platform/fleet/src/fleet",), {"meridian-contract", "meridian-safeyaml"}),
@@ -114,6 +111,34 @@ def test_the_contract_needs_only_the_standard_library() -> None:
     imported = set(_imports(REPO / "platform/contract/src/contract")) - {"contract", "__future__"}
     assert imported <= set(sys.stdlib_module_names), sorted(imported - set(sys.stdlib_module_names))
     assert _declared(_pyprojects()["meridian-contract"]) == set()
+
+
+# The programs that run in clusters or on laptops: each ships on its own, so none needs another.
+CONSUMERS = ("meridian-gkr", "meridian-warden", "meridian-preflight", "meridian-trainer")
+
+
+def consumers_crossed(layers: dict[str, tuple[tuple[str, ...], set[str]]]) -> list[str]:
+    """Each consumer another consumer may depend on, declares or imports (a shared helper belongs in contract
+    or telemetry): issue 40 moved the kernel-log parser into contract so Warden no longer needs preflight."""
+    crossed = []
+    for dist in CONSUMERS:
+        others = set(CONSUMERS) - {dist}
+        declared = _declared(_pyprojects()[dist])
+        imported = {PACKAGES.get(top) for folder in layers[dist][0] for top in _imports(REPO / folder)}
+        for kind, found in (("may depend on", layers[dist][1]), ("declares", declared), ("imports", imported)):
+            crossed += [f"{dist} {kind} {other}" for other in sorted(others & found)]
+    return crossed
+
+
+def test_no_consumer_depends_on_another() -> None:
+    assert consumers_crossed(LAYERS) == []
+
+
+def test_the_consumer_check_sees_a_crossing() -> None:
+    """Warden allowed preflight again: the check names it (the pyproject and import checks run on the files)."""
+    folders, allowed = LAYERS["meridian-warden"]
+    widened = {**LAYERS, "meridian-warden": (folders, allowed | {"meridian-preflight"})}
+    assert consumers_crossed(widened) == ["meridian-warden may depend on meridian-preflight"]
 
 
 def test_no_component_but_fleet_infra_and_review_imports_fleet() -> None:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from preflight import kernel_log
+from contract import kernel_log
 from preflight.checks import check_kernel_log
 
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus."

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contract import kernel_log
 from contract.signals import action_of, bucket_of
-from preflight import kernel_log, nvidia_smi
+from preflight import nvidia_smi
 from preflight.checks import check_gpu_state, check_kernel_log
 
 FIXTURES = Path(__file__).parent / "fixtures"

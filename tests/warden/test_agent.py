@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.kernel_log import parse
+from contract.kernel_log import parse
 from tests.warden.fakes import ApiState, FakeApiServer, node, serving
 from warden.agent import HEARTBEAT_S, Agent, conditions, read_kmsg
 from warden.kube import STRATEGIC, Kube

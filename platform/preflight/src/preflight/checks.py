@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from preflight import kernel_log, nvidia_smi
+from contract import kernel_log
+from preflight import nvidia_smi
 from preflight.report import Result
 
 

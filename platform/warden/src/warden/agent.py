@@ -1,8 +1,9 @@
 """The node agent: Xid and SXid events from the kernel log, reported as Node conditions.
 
 Runs on every GPU node (DaemonSet). It reads the kernel ring buffer
-(/dev/kmsg), parses it with preflight's parser and sets two conditions on its
-Node (names.XID_CONDITION, names.SXID_CONDITION), True while the current boot has logged such
+(/dev/kmsg), parses it with contract.kernel_log (the parser preflight's
+kernel-log check uses too) and sets two conditions on its Node
+(names.XID_CONDITION, names.SXID_CONDITION), True while the current boot has logged such
 events, with "<code>@<epoch seconds>" for the latest event of each code.
 The ring buffer starts empty at boot, so a reboot clears the conditions and a
 restarted agent reports exactly what it reported before.
@@ -18,9 +19,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from contract import names
-from preflight import kernel_log
-from preflight.kernel_log import Event, parse
+from contract import kernel_log, names
+from contract.kernel_log import Event, parse
 from warden.kube import Kube
 
 log = logging.getLogger("warden.agent")

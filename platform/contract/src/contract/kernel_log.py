@@ -1,5 +1,9 @@
 """Find GPU and host hardware errors in a kernel log (dmesg or the journal).
 
+One reading of a kernel line for every component: preflight's kernel-log check
+and Warden's node agent both parse with it, so a line that fails a job's
+preflight is the line Warden reports on the Node (and neither depends on the other).
+
 Recognized, in the three timestamp styles seen in practice (`dmesg`'s
 seconds since boot, `dmesg -T`, and journal/syslog wall-clock lines):
 
@@ -55,7 +59,7 @@ UNPARSEABLE = "unparseable timestamp"
 _LATEST = 1e10  # seconds: year 2286 on the wall clock, three centuries of uptime on the boot clock
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Event:
     kind: str  # xid, sxid, off_bus, nvrm, mce, edac_ue, edac_ce, aer_uncorrected, aer_corrected
     severity: str
@@ -69,7 +73,7 @@ class Event:
     problem: str | None = None  # UNPARSEABLE when the line's timestamp names no real moment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Scan:
     events: list[Event]
     newest_boot: float | None  # the newest boot-clock time of any line: "now" for a saved dmesg
@@ -177,7 +181,7 @@ def scan(log: Iterable[str], year: int | None = None) -> Scan:
         found = _classify(message)
         if found is not None:
             events.append(Event(line=line, time=when, clock=clock, problem=problem, **found))
-    return Scan(events, newest)
+    return Scan(events=events, newest_boot=newest)
 
 
 def parse(log: Iterable[str], year: int | None = None) -> list[Event]:
