@@ -6,7 +6,7 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: help setup plan generate review scan bench test lint typecheck unit twin lock clean
+.PHONY: help setup crds plan generate review scan bench test lint typecheck unit twin lock clean
 
 # A bare `make` lists the targets; it builds nothing.
 .DEFAULT_GOAL := help
@@ -22,19 +22,24 @@ $(ENV): requirements/dev.lock requirements/torch.txt requirements/checkov.lock r
 help: ## list every target with what it does
 	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: $(ENV) ## build .venv from the lock
+setup: $(ENV) crds ## build .venv from the lock and get the pinned CRDs
 
-plan: $(ENV) ## validate FLEET, plan address ranges, synthesize every stack, print both summaries
+# Validation's schemas: each pinned CRD checked against requirements/crds.lock.json where $$MERIDIAN_CRDS or
+# ../shared/crds provides it, else downloaded into .cache/crds and checked (one line and exit 2 when it cannot be).
+crds: $(ENV) ## check the pinned upstream CRDs, downloading into .cache/crds those this machine lacks
+	@$(BIN)/python scripts/fetch_crds.py
+
+plan: $(ENV) crds ## validate FLEET, plan address ranges, synthesize every stack, print both summaries
 	@$(BIN)/meridian plan --objects --fleet $(FLEET)
 	@echo
 	@$(BIN)/meridian-synth --fleet $(FLEET) --outdir $(SYNTH_OUT)
 
-generate: $(ENV) ## render kustomize/overlays/, argocd/clusters/ and generated/ (registry, schemas) from FLEET
+generate: $(ENV) crds ## render kustomize/overlays/, argocd/clusters/ and generated/ (registry, schemas) from FLEET
 	@$(BIN)/meridian generate --fleet $(FLEET)
 
 BASE ?= origin/main
 # make turns the tool's exit 3 (destructive) into its own 2: CI runs scripts/review.py itself.
-review: $(ENV) ## plan review of HEAD against BASE: review.md; make reports "Error 3" when destructive
+review: $(ENV) crds ## plan review of HEAD against BASE: review.md; make reports "Error 3" when destructive
 	@$(BIN)/python scripts/review.py --base $(BASE) --out review.md
 
 scan: plan ## checkov over the stacks `make plan` synthesized (make test scans its own synth)
@@ -61,7 +66,7 @@ lint: $(ENV) ## ruff check and ruff format --check
 typecheck: $(ENV) ## mypy --strict
 	$(BIN)/mypy
 
-unit: $(ENV) ## pytest (the alert-rule evaluation needs promtool: .ci/run installs Debian's prometheus)
+unit: $(ENV) crds ## pytest (the alert-rule evaluation needs promtool: .ci/run installs Debian's prometheus)
 	@command -v promtool >/dev/null || echo "make test: alert rules not evaluated (tests/gitops/test_alert_rules.py skipped): promtool is absent; apt-get install prometheus"
 	$(BIN)/pytest
 

@@ -1,9 +1,12 @@
-"""The base of the tests' local HTTP servers (gkr's, Warden's): JSON replies, no request logging."""
+"""The base of the tests' local HTTP servers (gkr's, Warden's, the CRD download's): replies, no request logging."""
 
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -20,3 +23,15 @@ class JsonReplies(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass  # the tests assert on what the servers recorded; a line per request would only bury failures
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free local port in a thread of its own; yields the base URL, then stops the server."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

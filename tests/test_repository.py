@@ -18,6 +18,7 @@ def test_layout_from_the_design() -> None:
         "scripts",
         "tests",
         "README.md",
+        "docs/architecture.md",
         "Makefile",
         ".ci/run",
     ):
@@ -33,6 +34,13 @@ def test_lock_pins_every_direct_dependency_with_hashes() -> None:
     # Every locked package carries at least one hash, so pip runs in --require-hashes mode.
     blocks = re.split(r"\n(?=[a-z0-9])", lock.split("\n", 6)[-1])
     assert all("--hash=sha256:" in block for block in blocks if "==" in block)
+
+
+def test_the_readme_points_at_the_architecture_in_this_repository() -> None:
+    """A clone stands alone: the architecture the code relies on is described here, not in a sibling folder."""
+    readme = (REPO / "README.md").read_text()
+    assert "](docs/architecture.md)" in readme
+    assert "../shared/DESIGN.md" not in readme
 
 
 def test_ci_runs_the_readme_test_command() -> None:

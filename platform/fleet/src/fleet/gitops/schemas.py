@@ -38,7 +38,7 @@ def crd_schemas(fleet: Fleet, repo: Path) -> dict[str, str]:
         schema = crds.schema(group, version, kind)
         if schema is None:
             raise FileNotFoundError(
-                f"no CRD for {group}/{version} {kind}: provide ../shared/crds or run scripts/fetch_crds.py"
+                f"no CRD for {group}/{version} {kind}: run `make setup` (it gets the pinned CRDs) or provide ../shared/crds"
             )
         files[schema_file(group, version, kind)] = (
             json.dumps(_strip(schema), sort_keys=True, separators=(",", ":")) + "\n"

@@ -149,7 +149,8 @@ def validate_object(o: Obj, kubernetes: str, crds: CrdSchemas) -> list[str]:
     if schema is None:
         where = crds.folder(group) or crds.folders.get(group, "no pinned CRD folder for this group")
         return [
-            f"no CRD schema for {api} {kind} (looked in {where}); run scripts/fetch_crds.py or provide ../shared/crds"
+            f"no CRD schema for {api} {kind} (looked in {where}); run `make setup` (it gets the pinned CRDs) "
+            "or provide ../shared/crds"
         ]
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in validator.iter_errors(o)]
