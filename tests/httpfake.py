@@ -26,9 +26,11 @@ class JsonReplies(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+def serving(
+    handler: type[BaseHTTPRequestHandler], server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer
+) -> Iterator[str]:
     """Serve `handler` on a free local port in a thread of its own; yields the base URL, then stops the server."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = server_class(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"

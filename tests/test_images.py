@@ -270,6 +270,7 @@ def test_the_warden_image_installs_every_component_it_imports() -> None:
     for component in components:
         assert f"COPY platform/{component} platform/{component}" in dockerfile, component
         assert f"platform/{component}" in install, component
+    assert "platform/preflight" not in dockerfile
 
 
 def _meridian_closure(dist: str) -> set[str]:

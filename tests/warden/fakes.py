@@ -26,6 +26,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests import httpfake
 from tests.httpfake import JsonReplies
 
 
@@ -397,10 +398,5 @@ class _Server(ThreadingHTTPServer):
 def serving(handler: type[_Handler], state: ApiState | ComputeState) -> Iterator[str]:
     """Serve `handler` over `state` on a free local port; yields the base URL."""
     bound = type(handler.__name__, (handler,), {"state": state})
-    server = _Server(("127.0.0.1", 0), bound)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with httpfake.serving(bound, _Server) as url:
+        yield url
