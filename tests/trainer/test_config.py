@@ -50,7 +50,7 @@ def test_defaults_overrides_and_new_keys() -> None:
         (["run.name=../evals/run-1"], "run.name: '../evals/run-1' must be one path segment"),
         (["run.name=.."], "run.name: '..' must be one path segment"),
         (["run.name=x", "ft.spare_groups=-1"], "ft.spare_groups: must be at least 0 (got -1)"),
-        (["run.name=x", "ft.spare_groups=3"], "ft.spare_groups: 3 > ft.replica_groups 2"),
+        (["run.name=x", "ft.spare_groups=3"], "ft.spare_groups: 3 is more than the run's 2 replica groups; use 0 to 2"),
         (["run.name=x", "ft.spare_groups=one"], "ft.spare_groups: 'one' is not an integer"),
     ],
 )
