@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from contract import codec, spares
 from contract.codec import setting
-from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT
+from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT, is_dns1035_label
 from contract.problem import Invalid
 from trainer.rl.settings import RL
 from trainer.rl.settings import check as check_rl
@@ -289,13 +289,12 @@ def _model_checks(config: Config) -> None:
         raise ConfigError(f"model.vocab: {m.vocab} < 256, but data=text has byte tokens (0-255); set model.vocab>=256")
 
 
-_REGION = re.compile(r"[a-z][a-z0-9-]{0,62}")  # a GCP region name (us-east4) or a test's ("a")
 _LIGHTHOUSE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]{1,255}")  # torchft's form: http://host:port
 
 
 def _region_checks(config: Config) -> None:
     ft, checkpoint = config.ft, config.checkpoint
-    if ft.region and not _REGION.fullmatch(ft.region):
+    if ft.region and not is_dns1035_label(ft.region):  # a GCP region name (us-east4) or a test's ("a")
         raise ConfigError(f"ft.region: {ft.region[:80]!r} is not a region name (lowercase letters, digits, '-')")
     if ft.lighthouse and not _LIGHTHOUSE.fullmatch(ft.lighthouse):
         raise ConfigError(
