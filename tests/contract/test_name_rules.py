@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,66 +62,36 @@ def test_a_label_takes_a_tighter_limit() -> None:
     assert (names.RAYCLUSTER_NAME_MAX, names.RAYJOB_NAME_MAX, names.GKE_NAME_MAX) == (53, 47, 40)
 
 
+# rule: (names it accepts, names it refuses). Node names are DNS-1123 subdomains.
+CASES: dict[Callable[[str], bool], tuple[list[str], list[str]]] = {
+    names.is_dns1123_subdomain: (
+        ["gke-meridian-h200-a-1b2c", "node-1.us-central1-a.c.project.internal", ".".join(["a" * 63] * 3 + ["d" * 61])],
+        ["a..b", ".a", "a_b", "A", ".".join(["a" * 63] * 3 + ["d" * 62])],  # the last: 254 characters
+    ),
+    names.is_label_value: (["", "sb-1", "Sub_block.1"], ["-a", "a-", "a/b", "a" * 64]),
+    # 6-30 characters, a letter first, not '-' last
+    names.is_project_id: (["meridian-prod"], ["abcde", "a" * 31, "1abcdef", "abcdef-"]),
+    # 3-63 characters of a-z 0-9 - _ ., a letter or digit at both ends, no "goog" prefix, no "google", not an
+    # IPv4 address in dotted-decimal form, no ".."
+    names.is_bucket_name: (
+        ["meridian-ckpt-us-central1", "a_b.c-1"],
+        ["ab", "a" * 64, "-abc", "abc_", "Abc", "goog-data", "my-google", "192.168.5.4", "a..b", "gs://abc"],
+    ),
+}
+
+
 @pytest.mark.parametrize(
-    ("name", "ok"),
+    ("rule", "value", "ok"),
     [
-        ("gke-meridian-h200-a-1b2c", True),
-        ("node-1.us-central1-a.c.project.internal", True),
-        ("a..b", False),
-        (".a", False),
-        ("a_b", False),
-        ("A", False),
-        ("a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 61, True),  # 253
-        ("a" * 63 + "." + "b" * 63 + "." + "c" * 63 + "." + "d" * 62, False),  # 254
+        (rule, v, ok)
+        for rule, sides in CASES.items()
+        for ok, values in zip((True, False), sides, strict=True)
+        for v in values
     ],
+    ids=lambda v: getattr(v, "__name__", None),
 )
-def test_node_names_are_dns1123_subdomains(name: str, ok: bool) -> None:
-    assert names.is_dns1123_subdomain(name) is ok
-
-
-@pytest.mark.parametrize(
-    ("value", "ok"),
-    [
-        ("", True),
-        ("sb-1", True),
-        ("Sub_block.1", True),
-        ("-a", False),
-        ("a-", False),
-        ("a/b", False),
-        ("a" * 64, False),
-    ],
-)
-def test_label_values(value: str, ok: bool) -> None:
-    assert names.is_label_value(value) is ok
-
-
-@pytest.mark.parametrize(
-    ("name", "ok"),
-    [("meridian-prod", True), ("abcde", False), ("a" * 31, False), ("1abcdef", False), ("abcdef-", False)],
-)
-def test_project_ids(name: str, ok: bool) -> None:
-    assert names.is_project_id(name) is ok
-
-
-@pytest.mark.parametrize(
-    ("name", "ok"),
-    [
-        ("meridian-ckpt-us-central1", True),
-        ("a_b.c-1", True),
-        ("ab", False),  # 3-63 characters
-        ("a" * 64, False),
-        ("-abc", False),  # starts and ends with a letter or digit
-        ("abc_", False),
-        ("Abc", False),  # lowercase only
-        ("goog-data", False),  # no "goog" prefix
-        ("my-google", False),  # no "google"
-        ("192.168.5.4", False),  # not an IP address in dotted-decimal form
-        ("a..b", False),
-        ("gs://abc", False),
-    ],
-)
-def test_bucket_names_follow_cloud_storages_rules(name: str, ok: bool) -> None:
-    assert names.is_bucket_name(name) is ok
+def test_each_rule(rule: Callable[[str], bool], value: str, ok: bool) -> None:
+    assert rule(value) is ok
 
 
 def test_the_buckets_the_fleet_creates_have_no_dots() -> None:
