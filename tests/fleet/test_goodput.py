@@ -170,6 +170,22 @@ def test_cli_bad_numbers_are_one_line(args: list[str], capsys: pytest.CaptureFix
     assert len(captured.err.strip().splitlines()) == 1
 
 
+def test_cli_spares_beyond_a_pools_groups_are_one_line(
+    spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """contract.spares' bound, per pool: 64 spares among 100 nodes would leave 36 groups to train."""
+    pool = spec["regions"][1]["gpu_pools"][0]  # its region's one GPU pool
+    pool["nodes"] = 100
+    for team in spec["teams"]:
+        team["quota"] = {}  # the teams' quotas would not fit the smaller pool; the model does not read them
+    path = write_spec(spec)
+    assert main(["goodput", "--fleet", str(path), "--spares", "64"]) == 2
+    captured = capsys.readouterr()
+    where = f"{spec['regions'][1]['name']}/{pool['name']}"
+    assert captured.err == f"error: --spares: pool {where}: 64 among 100 nodes leave 36 groups to train; use 0 to 50\n"
+    assert captured.out == ""
+
+
 def test_cli_fleet_without_gpu_pools(
     spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -190,7 +206,7 @@ def test_gkrs_default_spares_are_the_shipped_paths() -> None:
     shipped, cross = jobs_of(load(SHIPPED).fleet, COSTS, spares=None)
     assert [j.spares for j in shipped] == [1, 1, 1]
     assert cross is not None
-    assert cross.spares == 2
+    assert cross.spares == 3  # each region's RayJob holds its own (gkr's multiregion), not 1,024 nodes' default
 
 
 def test_the_shipped_path_comes_first_and_meets_the_goal(capsys: pytest.CaptureFixture[str]) -> None:

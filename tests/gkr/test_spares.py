@@ -67,7 +67,15 @@ def test_the_default_rule_is_the_contracts() -> None:
 
 
 REFUSED = [
-    (["--spare-groups", "65"], "flag --spare-groups: 65 is more than 64 spares; use 0 to 64"),
+    # Issue 40: 20 spares for 2 groups rendered 88 pods, and the trainer refused them once admitted (contract.spares).
+    (
+        ["--spare-groups", "20", "--replica-groups", "2", "--", *TRAINER.split()],
+        "flag --spare-groups: 20 is more than the run's 2 replica groups; use 0 to 2",
+    ),
+    (
+        ["--spare-groups", "65", "--group-size", "1", "--", *TRAINER.split()],
+        "flag --spare-groups: 65 is more than 64 spares; use 0 to 64",
+    ),
     (
         ["--spare-groups", "-1"],
         "flag --spare-groups: must be at least 0 (got -1); set spare_groups in the job file or with --spare-groups",
@@ -120,3 +128,14 @@ def test_the_quota_counts_the_spares(gkr: Callable[..., Result]) -> None:
         *RUN, "--pods", "320", "--replica-groups", "320", "--spare-groups", "0", "--dry-run", "--", *TRAINER.split()
     )
     assert fits.exit_code == 0, fits.stderr
+
+
+def test_the_summary_counts_the_spares_resources(gkr: Callable[..., Result]) -> None:
+    """Spare pods take their GPUs, CPUs and memory from the start: the summary counts all three over them."""
+    result = gkr(*RUN, "--pods", "32", "--group-size", "16", "--spare-groups", "1", "--dry-run", "--", *TRAINER.split())
+    assert result.exit_code == 0, result.stderr
+    line = result.stderr.splitlines()[1]
+    assert line.startswith(
+        "32 pods and 2 spare pods x 8 H200 = 272 GPUs in 16 replica groups x 16 GPUs (2 pods each) and 1 spare group; "
+        "34 x 201 CPU = 6,834 CPU; 34 x 2.59 TiB = "
+    ), line

@@ -1,6 +1,6 @@
 """THE learning test: GRPO teaches the `tiny` model the arithmetic task, measured greedily on held-out prompts.
 
-The setting (configs/rl/arithmetic.yaml) was chosen for reliability over speed; README "The learning
+The setting (configs/rl/arithmetic.yaml and the loop's defaults, trainer.rl.loop.Loop) was chosen for reliability over speed; README "The learning
 test" has the seeds tried and what each reached. One intra-op thread (conftest): on shared cores a
 second one mostly spins. Deterministic on CPU: the same seed gives the same run.
 """
@@ -14,7 +14,8 @@ import pytest
 import torch
 import yaml
 from trainer.config import Model
-from trainer.rl.grpo import Task, make_task, run
+from trainer.rl.grpo import Task, make_task
+from trainer.rl.loop import Loop, run
 from trainer.rl.rewards import Rewards, exact
 from trainer.rl.settings import RL, from_dict
 
@@ -34,8 +35,7 @@ def test_tiny_learns_arithmetic(tiny: Model) -> None:
 
 
 def test_tiny_learns_from_samples_one_version_stale(tiny: Model) -> None:
-    settings = dataclasses.replace(SETTINGS, staleness=1, max_policy_age=1)
-    history = run(tiny, settings)
+    history = run(tiny, dataclasses.replace(SETTINGS, max_policy_age=1), loop=Loop(staleness=1))
     (_, before), (_, after) = history.greedy[0], history.greedy[-1]
     assert before <= 0.3, history.greedy
     assert after >= 0.8, history.greedy
@@ -47,12 +47,15 @@ def test_tiny_learns_from_samples_one_version_stale(tiny: Model) -> None:
     assert history.counters.dropped_stale > 0
 
 
+SHORT = Loop(steps=4)
+
+
 def _short(settings: RL, **changes: Any) -> RL:
-    return dataclasses.replace(settings, steps=4, eval_every=2, **changes)
+    return dataclasses.replace(settings, eval_every=2, **changes)
 
 
 def test_the_loop_is_deterministic_on_cpu(tiny: Model) -> None:
-    runs = [run(tiny, _short(SETTINGS)) for _ in range(2)]
+    runs = [run(tiny, _short(SETTINGS), loop=SHORT) for _ in range(2)]
     assert runs[0].rewards == runs[1].rewards
     assert runs[0].greedy == runs[1].greedy
     assert [s.loss for s in runs[0].steps] == [s.loss for s in runs[1].steps]
@@ -71,7 +74,7 @@ def test_a_reward_that_raises_is_counted_and_the_loop_goes_on(tiny: Model) -> No
     task = make_task(SETTINGS, tiny.vocab)
     task = Task(prompts=task.prompts, tokenizer=task.tokenizer, rewards=Rewards(flaky), allowed=task.allowed,
                 max_tokens=task.max_tokens)  # fmt: skip
-    history = run(tiny, _short(SETTINGS), task)
+    history = run(tiny, _short(SETTINGS), task, loop=SHORT)
     assert len(history.steps) == 4
     assert all(s.applied for s in history.steps)
     assert history.reward_failures == calls // 3 > 0
@@ -79,5 +82,11 @@ def test_a_reward_that_raises_is_counted_and_the_loop_goes_on(tiny: Model) -> No
 
 def test_kl_needs_a_reference_model(tiny: Model) -> None:
     with pytest.raises(ValueError, match="reference"):
-        run(tiny, _short(SETTINGS, kl_beta=0.1))
+        run(tiny, _short(SETTINGS, kl_beta=0.1), loop=SHORT)
     assert torch.get_num_threads() == 1
+
+
+def test_staleness_beyond_the_age_bound_is_refused(tiny: Model) -> None:
+    """Every sample would be evicted: the loop refuses it before it starts."""
+    with pytest.raises(ValueError, match="staleness 2 > max_policy_age 1"):
+        run(tiny, _short(SETTINGS, max_policy_age=1), loop=Loop(steps=4, staleness=2))

@@ -50,7 +50,7 @@ def test_defaults_overrides_and_new_keys() -> None:
         (["run.name=../evals/run-1"], "run.name: '../evals/run-1' must be one path segment"),
         (["run.name=.."], "run.name: '..' must be one path segment"),
         (["run.name=x", "ft.spare_groups=-1"], "ft.spare_groups: must be at least 0 (got -1)"),
-        (["run.name=x", "ft.spare_groups=3"], "ft.spare_groups: 3 > ft.replica_groups 2"),
+        (["run.name=x", "ft.spare_groups=3"], "ft.spare_groups: 3 is more than the run's 2 replica groups; use 0 to 2"),
         (["run.name=x", "ft.spare_groups=one"], "ft.spare_groups: 'one' is not an integer"),
     ],
 )
@@ -164,6 +164,8 @@ def test_help_lists_every_key_with_its_default() -> None:
     assert any(line.split()[:2] == ["optim.lr", "0.003"] and "above 0" in line for line in lines)
     assert any(line.startswith("  optim.betas ") and "[0.9, 0.95]" in line and "below 1" in line for line in lines)
     assert any(line.split()[:1] == ["run.name"] and "required" in line for line in lines)
-    assert any(line.split()[:1] == ["rl.lr"] for line in lines)  # every section, the RL one too
+    assert any(line.split()[:1] == ["rl.group_size"] for line in lines)  # every section, the RL one too
+    # Each rl.* key listed is one the RL run reads (tests/rl/test_settings.py); its steps and lr are run.*, optim.*.
+    assert not any(line.split()[:1] in (["rl.steps"], ["rl.lr"], ["rl.staleness"]) for line in lines)
     assert "ft.group_size" in result.stdout
     assert "checkpoint.every" in result.stdout

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from contract import codec
+from contract import codec, names
 from contract.problem import Invalid
 
 T = TypeVar("T")
@@ -38,7 +38,6 @@ SCHEMA = "meridian.deepcheck/v1"
 MAX_BYTES = 16 * 1024  # Warden keeps the evidence short; anything longer was not written by it
 MAX_GPU = 63  # a GPU index beyond any machine's: not a GPU
 MAX_TIME = 4_102_444_800.0  # 2100-01-01T00:00:00Z
-CHECK_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")  # preflight's check names ("dcgm-diag", "gpu-state")
 
 # "verify": a check Warden ran because a tenant's report asked for one (warden.verify).
 CheckKind = Literal["burn_in", "sweep", "verify"]
@@ -119,7 +118,7 @@ def dump_report(report: Report, max_bytes: int = REPORT_MAX_BYTES) -> str:
 def load_report(text: str, where: str) -> Report:
     """Decode a termination message or annotation; Invalid (one line naming ``where``) on anything else."""
     report = _decode(Report, text, REPORT_SCHEMA, REPORT_MAX_BYTES, "preflight's", where, REPORT_FIX)
-    if not CHECK_NAME.fullmatch(report.check):
+    if not names.is_check_name(report.check):
         raise Invalid([f"{where}: check: {report.check[:64]!r} is not a check name; {REPORT_FIX}"])
     _in_range(where, report.time, [report.gpu], REPORT_FIX)
     return report

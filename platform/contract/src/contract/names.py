@@ -1,12 +1,14 @@
-"""Every name two components must spell alike: labels, annotations, taints, conditions, Events.
+"""Every name two components must spell alike: labels, annotations, taints, conditions, Events; and the rules
+names follow (DNS labels, KubeRay's and GKE's lengths, project IDs, bucket names: the end of this file).
 
 Each string is written here once (tests/contract/test_names.py greps the
-non-test code for a second spelling). A name only one component uses stays
-in that component. Metric names live in their catalog, contract/metrics.py.
+non-test code for a second spelling), each rule too (tests/contract/test_name_rules.py). A name only one
+component uses stays in that component. Metric names live in their catalog, contract/metrics.py.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 # --- Namespaces and Kubernetes service accounts -------------------------------------------------
@@ -261,3 +263,77 @@ TRAINER_METRICS_PORT = 9464
 # up to one group per GPU of an 8-GPU node, so the scrape and the NetworkPolicy cover this many ports.
 TRAINER_METRICS_SLOTS = 8
 TRAINER_METRICS_PORTS = range(TRAINER_METRICS_PORT, TRAINER_METRICS_PORT + TRAINER_METRICS_SLOTS)
+
+
+# --- Name rules (issue 40: gkr, fleet, the twin and the registry each wrote their own, and they differed) -----
+# Kubernetes' (k8s.io/apimachinery/pkg/util/validation): a DNS-1035 label names a Service, a RayCluster or a RayJob,
+# and, as Compute Engine's RFC 1035 rule, GCE resources, GKE clusters and node pools; a DNS-1123 label names a
+# namespace; a DNS-1123 subdomain a node; a label value is its own shape. Whole strings only (fullmatch: `$` would
+# let a trailing newline through).
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
+_DNS1035_LABEL = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+GKE_NAME_MAX = 40  # a GKE cluster or node pool name (the API's limit)
+# KubeRay (ray-operator/controllers/ray/utils/constant.go): the names of the objects it creates build on these.
+RAYCLUSTER_NAME_MAX = 53  # MaxRayClusterNameLength: 63 less len("-serve-svc")
+RAYJOB_NAME_MAX = RAYCLUSTER_NAME_MAX - 6  # MaxRayJobNameLength: its RayCluster's name is the RayJob's and a suffix
+_PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")  # Resource Manager: 6-30, a letter first, not '-' last
+# Cloud Storage (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters (dotted names up to 222
+# need a verified domain: never here), a letter or digit at both ends.
+_BUCKET = re.compile(r"[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]")
+_CHECK_NAME = re.compile(r"[a-z0-9][-_.a-z0-9]{0,62}")  # preflight's checks ("dcgm-diag", "gpu-state"), in reports
+
+
+def is_dns1035_label(name: str, limit: int = DNS_LABEL_MAX) -> bool:
+    """A lowercase letter, then lowercase letters, digits or '-', not ending with '-'; at most `limit` long."""
+    return len(name) <= limit and _DNS1035_LABEL.fullmatch(name) is not None
+
+
+def is_dns1123_label(name: str, limit: int = DNS_LABEL_MAX) -> bool:
+    """As a DNS-1035 label, but it may start with a digit."""
+    return len(name) <= limit and _DNS1123_LABEL.fullmatch(name) is not None
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """DNS-1123 labels joined by '.', at most 253 characters (a node's name)."""
+    return 0 < len(name) <= DNS_SUBDOMAIN_MAX and all(is_dns1123_label(part) for part in name.split("."))
+
+
+def is_label_value(value: str) -> bool:
+    """Empty, or at most 63 letters, digits, '-', '_' or '.', a letter or digit at both ends."""
+    return len(value) <= DNS_LABEL_MAX and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def is_project_id(name: str) -> bool:
+    return _PROJECT_ID.fullmatch(name) is not None
+
+
+def is_check_name(name: str) -> bool:
+    return _CHECK_NAME.fullmatch(name) is not None
+
+
+def bucket_problem(name: str, dots: bool = True) -> str | None:
+    """Why Cloud Storage would refuse `name` as a bucket name (after "is not a valid bucket name: "), or None.
+
+    `dots=False`: a bucket the fleet creates, where a dot would need a verified domain.
+    """
+    chars = "lowercase letters, digits, '-', '_' or '.' (no '..')" if dots else "lowercase letters, digits, '-' or '_'"
+    if not _BUCKET.fullmatch(name) or ".." in name or (not dots and "." in name):
+        return f"3-63 {chars}, starting and ending with a letter or digit"
+    if name.startswith("goog") or "google" in name:
+        return "Cloud Storage refuses bucket names that start with 'goog' or contain 'google'"
+    if "." in name:
+        import ipaddress  # only a dotted name can be an address: imported where it is needed
+
+        try:
+            ipaddress.IPv4Address(name)
+        except ValueError:
+            return None
+        return "Cloud Storage refuses an IPv4 address in dotted-decimal form"
+    return None
+
+
+def is_bucket_name(name: str, dots: bool = True) -> bool:
+    return bucket_problem(name, dots) is None

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from contract import codec
+from contract import codec, names
 from contract.names import team_namespace
 from contract.problem import Invalid
 
@@ -169,37 +169,16 @@ def loads(text: str, where: str) -> Registry:
 
 
 # --- What cannot be right -------------------------------------------------------------------------------
-# Cloud Storage bucket names (https://cloud.google.com/storage/docs/buckets#naming): 3-63 characters of
-# lowercase letters, digits, '-', '_' and '.', starting and ending with a letter or digit; not an IP address
-# in dotted-decimal form; not starting with "goog" nor containing "google". (Dotted names up to 222
-# characters need a verified domain; the fleet's buckets never have one, so 63 is the limit here.)
-_BUCKET = re.compile(r"[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]")
-# GKE cluster names (the console's rule, and the API's 40-character limit in projects.locations.clusters):
-# a lowercase letter, then lowercase letters, digits or '-', not ending with '-'. Node pool names alike.
-_CLUSTER = re.compile(r"[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?")
-# GCP project IDs (Resource Manager): 6-30 lowercase letters, digits or '-', a letter first, not '-' last.
-_PROJECT = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
+# Bucket, GKE cluster and node pool names, project IDs and team names follow contract.names' rules (issue 40:
+# fleet's model had its own, and they differed). Datasets' buckets may be dotted: the fleet does not create them.
 # GCP region and zone names: us-central1, northamerica-northeast2; a zone is its region plus -<letter>.
 _REGION = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}")
-# A team is a DNS label inside its namespace's name (team-<team>, at most 63 characters) and a path
-# segment of every bucket's team prefix.
-_TEAM = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?")
 _LOCATION = re.compile(r"[A-Za-z][A-Za-z0-9-]{1,39}")  # a GCS location: US, EU, NAM4, us-central1
 PRIVATE = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))  # RFC 1918
 
 
-def is_bucket_name(name: str) -> bool:
-    if not _BUCKET.fullmatch(name) or ".." in name or name.startswith("goog") or "google" in name:
-        return False
-    try:
-        ipaddress.IPv4Address(name)
-    except ValueError:
-        return True
-    return False
-
-
 def is_cluster_name(name: str) -> bool:
-    return bool(_CLUSTER.fullmatch(name))
+    return names.is_dns1035_label(name, names.GKE_NAME_MAX)
 
 
 def problems(registry: Registry) -> list[str]:
@@ -210,11 +189,11 @@ def problems(registry: Registry) -> list[str]:
         if not ok:
             found.append(f"{path}: {what}")
 
-    check(bool(_PROJECT.fullmatch(registry.project)), "project", f"{_show(registry.project)} is not a GCP project ID")
+    check(names.is_project_id(registry.project), "project", f"{_show(registry.project)} is not a GCP project ID")
     supernet = _network(registry.supernet, "supernet", found)
     if supernet is not None:
         check(_private(supernet), "supernet", f"{supernet} is not a private range (RFC 1918)")
-    prefix_ok = is_bucket_name(registry.checkpoint_prefix)
+    prefix_ok = names.is_bucket_name(registry.checkpoint_prefix)
     check(prefix_ok, "checkpoint_prefix", f"{_show(registry.checkpoint_prefix)} is not a Cloud Storage bucket name")
     ranges: list[tuple[str, ipaddress.IPv4Network]] = []
     for i, region in enumerate(registry.regions):
@@ -244,11 +223,12 @@ def problems(registry: Registry) -> list[str]:
                 zone_ok = pool.zone == "" if kind == "cpu_pools" else _in_region(pool.zone, region.name)
                 check(zone_ok, f"{where}.zone", f"{_show(pool.zone)} is not a zone of {_show(region.name)}")
     for i, team in enumerate(registry.teams):
-        ok = bool(_TEAM.fullmatch(team.name)) and len(team_namespace(team.name)) <= 63
+        # A DNS label inside its namespace's name (team-<team>) and a path segment of every bucket's team prefix.
+        ok = names.is_dns1035_label(team.name) and names.is_dns1123_label(team_namespace(team.name))
         check(ok, f"teams[{i}].name", f"{_show(team.name)} is not a team name (a DNS label)")
     for i, dataset in enumerate(registry.datasets):
         check(
-            is_bucket_name(dataset.name),
+            names.is_bucket_name(dataset.name),
             f"datasets[{i}].name",
             f"{_show(dataset.name)} is not a Cloud Storage bucket name",
         )

@@ -59,8 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     goodput.add_argument(
         "--spares",
         default=None,
-        help=f"spare replica groups (nodes) the shipped path's job holds, 0-{SPARES_MAX}"
-        " (default: gkr's default for the job's size, contract.spares)",
+        help=f"spare replica groups (nodes) the shipped path's job holds per pool, 0-{SPARES_MAX} and at most the"
+        " groups it trains (default: gkr's default for the pool's size, contract.spares)",
     )
     goodput.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return parser
@@ -171,7 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "generate":
         return _generate(loaded, args.root, args.check)
     if args.command == "goodput":
-        return _goodput(loaded, args)
+        try:
+            return _goodput(loaded, args)
+        except Invalid as exc:  # --spares beyond what a pool of the fleet holds (contract.spares)
+            return report(exc)
     kubectl = None
     if args.objects:
         from fleet.gitops.plan import NO_KUBECTL, project_kubectl

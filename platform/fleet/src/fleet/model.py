@@ -8,20 +8,19 @@ part of the spec to another live in `rules.py`, and address ranges in
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
+from contract import names as name_rules
 from contract.signals import Action, SignalKind
 from contract.warden import DEFAULTS as _WARDEN
 from contract.warden import ActOn
 from fleet.catalog import MACHINE_TYPES, MachineType
 
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
-_BUCKET = re.compile(r"[a-z0-9][-_a-z0-9]{1,61}[a-z0-9]")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]{2,}")
 _SEMVER = re.compile(r"\d+\.\d+\.\d+")
 # repository:version, optionally @sha256:<digest>. Images the project builds get their digest
@@ -34,8 +33,12 @@ _HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
 def _matching(pattern: re.Pattern[str], fix: str) -> AfterValidator:
+    return _accepted(lambda value: pattern.fullmatch(value) is not None, fix)
+
+
+def _accepted(rule: Callable[[str], bool], fix: str) -> AfterValidator:
     def check(value: str) -> str:
-        if not pattern.fullmatch(value):
+        if not rule(value):
             raise ValueError(f"{value!r} {fix}")
         return value
 
@@ -44,7 +47,7 @@ def _matching(pattern: re.Pattern[str], fix: str) -> AfterValidator:
 
 def _dns1035(max_len: int) -> AfterValidator:
     def check(value: str) -> str:
-        if not _DNS1035.fullmatch(value) or len(value) > max_len:
+        if not name_rules.is_dns1035_label(value, max_len):
             raise ValueError(
                 f"{value!r} is not a valid name: use at most {max_len} lowercase letters, digits "
                 "and '-', starting with a letter and not ending with '-' (DNS-1035)"
@@ -89,11 +92,10 @@ def _cidr(value: object) -> IPv4Network:
 
 
 def _bucket(value: str) -> str:
-    # Cloud Storage's naming rules: 3-63 characters, and nothing that looks like Google's own.
-    if not _BUCKET.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid bucket name: 3-63 lowercase letters, digits, '-' or '_'")
-    if value.startswith("goog") or "google" in value:
-        raise ValueError(f"{value!r}: Cloud Storage refuses bucket names that start with 'goog' or contain 'google'")
+    # Cloud Storage's naming rules (contract.names), no dots: the fleet creates its buckets, without a verified domain.
+    problem = name_rules.bucket_problem(value, dots=False)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a valid bucket name: {problem}")
     return value
 
 
@@ -111,8 +113,8 @@ def _revision(value: str) -> str:
     return value
 
 
-Name = Annotated[str, _dns1035(63)]
-PoolName = Annotated[str, _dns1035(40)]  # GKE node pool names are at most 40 characters
+Name = Annotated[str, _dns1035(name_rules.DNS_LABEL_MAX)]
+PoolName = Annotated[str, _dns1035(name_rules.GKE_NAME_MAX)]
 Range = Annotated[IPv4Network, BeforeValidator(_cidr)]
 BucketName = Annotated[str, AfterValidator(_bucket)]
 Version = Annotated[str, _matching(_SEMVER, "is not a pinned version; write MAJOR.MINOR.PATCH, e.g. 1.7.0")]
@@ -146,7 +148,10 @@ class Channel(StrEnum):
 class Project(Base):
     id: Annotated[
         str,
-        _matching(_PROJECT_ID, "is not a project id: 6-30 lowercase letters, digits or '-', starting with a letter"),
+        _accepted(
+            name_rules.is_project_id,
+            "is not a project id: 6-30 lowercase letters, digits or '-', starting with a letter",
+        ),
     ]
     organization_id: Annotated[str, _matching(re.compile(r"\d{6,20}"), "is not an organization id (digits only)")]
     state_bucket: BucketName  # Terraform remote state, one prefix per stack
@@ -223,7 +228,7 @@ class WardenPolicy(Base):
 
 
 class Registry(Base):
-    location: Annotated[str, _matching(re.compile(r"[a-z]+[-a-z0-9]*"), "is not an Artifact Registry location")]
+    location: Annotated[str, _accepted(name_rules.is_dns1035_label, "is not an Artifact Registry location")]
     repository: Name
 
     def url(self, project: str) -> str:
@@ -264,7 +269,7 @@ class Exclusion(Base):
 
 
 class Cluster(Base):
-    name: Annotated[str, _dns1035(40)] | None = None  # default: <fleet>-<region>
+    name: Annotated[str, _dns1035(name_rules.GKE_NAME_MAX)] | None = None  # default: <fleet>-<region>
     release_channel: Channel | None = None  # default: versions.gke_channel
     maintenance_window: MaintenanceWindow
     maintenance_exclusions: tuple[Exclusion, ...] = ()
@@ -281,7 +286,7 @@ class Capacity(Base):
     mode: CapacityMode
     reservation: str | None = None  # name, or projects/<p>/reservations/<name> for a shared one
     # One reservation block (a dense, co-located part of the reservation); GKE targets one per pool.
-    block: Annotated[str, _dns1035(63)] | None = None
+    block: Annotated[str, _dns1035(name_rules.DNS_LABEL_MAX)] | None = None
 
 
 class OnMachine(Base):

@@ -6,11 +6,12 @@ ranges are checked by the planner.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
+from functools import partial
 
+from contract import names as name_rules
 from contract.problem import Path, Problem, one_of
 from fleet import images, names, upstream
 from fleet.catalog import MACHINE_TYPES, REGIONS
@@ -275,17 +276,18 @@ def _upstream(fleet: Fleet) -> Iterator[Problem]:
             )
 
 
-# (what, pattern, shortest, longest, whose rules). Every name the platform derives is checked
-# against the API that will receive it, so a spec that plans cleanly never fails at apply.
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # GCE resources, GKE clusters and node pools
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # Kubernetes namespaces and label values
-_BUCKET = re.compile(r"[a-z0-9][-_a-z0-9]*[a-z0-9]")
-_KINDS: dict[str, tuple[re.Pattern[str], int, int, str]] = {
-    "namespace": (_DNS1123_LABEL, 1, 63, "Kubernetes' DNS-1123 label"),
-    "cluster name": (_DNS1035, 1, 40, "GKE"),
+# (what, rule, shortest, longest, whose rules). Every name the platform derives is checked against the API
+# that will receive it, so a spec that plans cleanly never fails at apply. The rules are contract.names'; the
+# lengths are checked first (the rules' own would say less), so the rules take any length here.
+_ANY = 1 << 16
+_DNS_CHARACTERS = "lowercase letters, digits and '-'"
+_DNS1035: Callable[[str], bool] = partial(name_rules.is_dns1035_label, limit=_ANY)
+_KINDS: dict[str, tuple[Callable[[str], bool], int, int, str]] = {
+    "namespace": (partial(name_rules.is_dns1123_label, limit=_ANY), 1, 63, "Kubernetes' DNS-1123 label"),
+    "cluster name": (_DNS1035, 1, name_rules.GKE_NAME_MAX, "GKE"),
     "network name": (_DNS1035, 1, 63, "Compute Engine"),
     "subnet name": (_DNS1035, 1, 63, "Compute Engine"),
-    "bucket name": (_BUCKET, 3, 63, "Cloud Storage"),
+    "bucket name": (partial(name_rules.is_bucket_name, dots=False), 3, 63, "Cloud Storage"),
     "service account id": (_DNS1035, 6, names.SERVICE_ACCOUNT_ID_MAX, "IAM"),
 }
 
@@ -327,17 +329,16 @@ def _names(fleet: Fleet) -> Iterator[Problem]:
     yield from _duplicates(clusters, "cluster")
     blamed: set[Path] = set()  # one problem per value to change: its first broken name says enough
     for path, kind, name, fix in _derived(fleet):
-        pattern, shortest, longest, whose = _KINDS[kind]
+        rule, shortest, longest, whose = _KINDS[kind]
         if path in blamed:
             continue
         if len(name) > longest:
             what = f"is longer than {whose}'s {longest} characters ({len(name)})"
         elif len(name) < shortest:
             what = f"is shorter than {whose}'s {shortest} characters ({len(name)})"
-        elif not pattern.fullmatch(name):
-            what = f"breaks {whose}'s naming rules (lowercase letters, digits and '-')"
-        elif kind == "bucket name" and (name.startswith("goog") or "google" in name):
-            what = "starts with 'goog' or contains 'google', which Cloud Storage refuses"
+        elif not rule(name):
+            bucket = name_rules.bucket_problem(name, dots=False) if kind == "bucket name" else None
+            what = f"breaks {whose}'s naming rules ({bucket or _DNS_CHARACTERS})"
         else:
             continue
         blamed.add(path)

@@ -129,14 +129,17 @@ def spares(spec: JobSpec) -> int:
 
 
 def spare_pods(spec: JobSpec) -> int:
-    """Worker pods the spares take: whole pods (a node fails whole), a group's worth of GPUs each."""
+    """Worker pods the spares take (contract.spares.pods); 0 for spares the checks refuse: that refusal is
+    the job's one line, and the quota and the pool are checked without them."""
     found = shape(spec)
     count = spares(spec)
-    return 0 if found is None or count == 0 else -(-count * found[1] // spec.gpus_per_pod)
+    if found is None or count == 0 or spare_problems(spec):
+        return 0
+    return spare_rule.pods(count, found[1], spec.gpus_per_pod)
 
 
 def spare_problems(spec: JobSpec) -> list[Problem]:
-    """One line for a `spare_groups` nothing would use, or one out of bounds."""
+    """One line for a `spare_groups` nothing would use, or one out of contract.spares' bounds."""
     where = ("spare_groups",)
     parts = [spec.command] if isinstance(spec.command, str) else spec.command or ()
     if any(SPARE_OVERRIDE in part for part in parts):
@@ -145,13 +148,6 @@ def spare_problems(spec: JobSpec) -> list[Problem]:
         ]
     if not spec.spare_groups:
         return []
-    if spec.spare_groups > spare_rule.MAX:
-        return [
-            Problem(
-                path=where,
-                message=f"{spec.spare_groups:,} is more than {spare_rule.MAX} spares; use 0 to {spare_rule.MAX}",
-            )
-        ]
     if not _on_ray(spec):
         return [
             Problem(
@@ -166,10 +162,12 @@ def spare_problems(spec: JobSpec) -> list[Problem]:
                 path=("command",), message=f"is a shell line; gkr appends {SPARE_OVERRIDE}N to it: give it as a list"
             )
         ]
-    if shape(spec) is None:
+    found = shape(spec)
+    if found is None:
         return [
             Problem(
                 path=where, message="a spare is a replica group's worth of workers: set replica_groups or group_size"
             )
         ]
-    return []
+    beyond = spare_rule.problem(spec.spare_groups, found[0])
+    return [] if beyond is None else [Problem(path=where, message=beyond)]

@@ -34,7 +34,6 @@ SIGNAL_KINDS = {  # contract.signals kinds as the report names them
     "probation failed": "probation",
 }
 _STAMP = re.compile(r"(\d{1,6})@(\d{1,12})")  # the agent's condition message: "79@1733011200 13@..."
-_CHECK = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 NO_POOL = "(no pool)"
 
 
@@ -169,7 +168,7 @@ def condition_failures(node: dict[str, Any]) -> list[tuple[str, float]]:
 def check_failures(check: health.DeepCheck | None) -> list[tuple[str, float]]:
     if check is None or check.verdict != "fail":
         return []
-    checks = [f.check if _CHECK.fullmatch(f.check) else "other" for f in check.failures[:32]]
+    checks = [f.check if names.is_check_name(f.check) else "other" for f in check.failures[:32]]
     return [(f"deep-check:{c}", check.time) for c in checks or ["unknown"]]
 
 

@@ -5,8 +5,7 @@ Every problem is collected (one line each) before anything is rendered (the chec
 
 from __future__ import annotations
 
-import re
-
+from contract import names
 from contract.problem import Problem, one_of
 from contract.registry import Pool, Region, Registry, Team, team_pools
 from contract.words import count, possessive
@@ -14,9 +13,8 @@ from gkr import checks, defaults, render, roles
 from gkr.resolved import Resolved, pod_size
 from gkr.spec import JobSpec
 
-NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # KubeRay's limits: the name is the prefix of the objects and labels it creates.
-NAME_LIMITS = {"rayjob": 47, "raycluster": 53, "job": 63}
+NAME_LIMITS = {"rayjob": names.RAYJOB_NAME_MAX, "raycluster": names.RAYCLUSTER_NAME_MAX, "job": names.DNS_LABEL_MAX}
 
 
 def resolve(
@@ -28,7 +26,7 @@ def resolve(
     # An RL job: the trainer's shape is the job's, the generators follow it (gkr/roles.py).
     spec = roles.trainer_view(spec)
     limit = NAME_LIMITS[spec.kind]
-    if not NAME.fullmatch(spec.name) or len(spec.name) > limit:
+    if not names.is_dns1035_label(spec.name, limit):
         problems.append(
             Problem(
                 path=("name",),

@@ -58,15 +58,17 @@ class Resolved:
         cpus, memory = pod_size(spec, self.machine)
         return replace(self, spec=spec, image=spec.image or self.image, cpus=cpus, memory_gib=memory)
 
+    def workers_text(self, noun: str = "pod") -> str:
+        """ "8 pods", or "8 pods and 1 spare pod": the worker pods, spares apart (they count as much)."""
+        spare = f" and {count(self.spare_pods, 'spare pod')}" if self.spare_pods else ""
+        return f"{count(self.spec.pods, noun)}{spare}"
+
     @property
     def pods_text(self) -> str:
         """ "8 pods", or "8 pods and 1 spare pod": what the job's GPUs are counted over."""
-        spare = f" and {self.spare_pods} spare pod{'s' * (self.spare_pods != 1)}" if self.spare_pods else ""
         if self.generators is not None:
-            return (
-                f"{count(self.spec.pods, 'trainer pod')}{spare} and {count(self.generators.spec.pods, 'generator pod')}"
-            )
-        return f"{count(self.spec.pods, 'pod')}{spare}"
+            return f"{self.workers_text('trainer pod')} and {count(self.generators.spec.pods, 'generator pod')}"
+        return self.workers_text()
 
     @property
     def gpus_text(self) -> str:

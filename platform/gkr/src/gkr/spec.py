@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from contract import codec
+from contract import codec, spares
 from contract.codec import setting
 from contract.problem import Path, Problem
 from gkr import keys
@@ -152,8 +152,8 @@ class JobSpec:
         None,
         low=0,
         flag="--spare-groups",
-        help="idle replica groups held for replacements, 0-64 (default: 1 from 256 groups, 1 more per 1,024; "
-        "the trainer on Ray only)",
+        help=f"idle replica groups held for replacements, 0-{spares.MAX} and at most the job's replica groups "
+        f"(default: 1 from {spares.SPARE_FROM} groups, 1 more per {spares.PER_SPARE:,}; the trainer on Ray only)",
     )
     cpus_per_pod: int | None = setting(
         None, low=1, flag="--cpus-per-pod", help="CPUs per pod (default: 90% of its GPUs' share of the machine)"

@@ -17,12 +17,13 @@ def _gib(n: int) -> str:
 def summary(r: Resolved, context: str | None = None) -> str:
     """`context`: the kube context the command will use (--context, else the region's GKE context)."""
     s = r.spec
-    pods, model = s.pods, r.machine.gpu_model or "GPU"
-    own = r.worker_pods * s.gpus_per_pod  # r.gpus, less an RL job's generators
+    # Every worker pod, the spares' too (gkr/groups.py): each takes its GPUs, CPUs and memory all the time.
+    pods, model = r.worker_pods, r.machine.gpu_model or "GPU"
+    own = pods * s.gpus_per_pod  # r.gpus, less an RL job's generators
     gpus = (
-        f"{count_of(pods, 'pod')} x {s.gpus_per_pod} {model} = {own:,} GPUs"
+        f"{r.workers_text()} x {s.gpus_per_pod} {model} = {own:,} GPUs"
         if s.gpus_per_pod
-        else f"{count_of(pods, 'pod')}, no GPUs"
+        else f"{r.workers_text()}, no GPUs"
     )
     shape = groups.shape(s)
     if shape is not None and s.gpus_per_pod:
@@ -32,6 +33,8 @@ def summary(r: Resolved, context: str | None = None) -> str:
             f"{size // per_pod} pods each" if size > per_pod else f"{per_pod // size} per pod"
         )
         gpus += f" in {count:,} replica group{'s' if count > 1 else ''} x {size:,} GPUs ({where})"
+        if r.spare_pods:
+            gpus += f" and {count_of(groups.spares(s), 'spare group')}"
     generators = r.generators
     if generators is not None and s.roles is not None:  # an RL job: the trainer's line above, then the generators'
         g, tp, engines = generators.spec, s.roles.generators.tensor_parallel, roles.engines(s)

@@ -22,11 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from contract.names import is_dns1035_label
+
 FORMAT = "meridian-reviewed/1"
 MAX_RECORD_BYTES = 1024 * 1024  # a record is a few hundred bytes a stack
 MAX_STACK_BYTES = 64 * 1024 * 1024  # as a side document (side.py)
 _DIGEST = re.compile(r"[0-9a-f]{64}")
-_STACK = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
 
 class RecordError(Exception):
@@ -71,7 +72,7 @@ def load(path: Path) -> dict[str, str]:
         raise RecordError(f"{path}: not a {FORMAT} record (written by `meridian-review --reviewed`)")
     stacks = data["stacks"]
     for stack, value in stacks.items():
-        if not _STACK.fullmatch(str(stack)) or not isinstance(value, str) or not _DIGEST.fullmatch(value):
+        if not is_dns1035_label(str(stack)) or not isinstance(value, str) or not _DIGEST.fullmatch(value):
             raise RecordError(f"{path}: stacks.{str(stack)[:64]}: not a stack name with a sha256 digest")
     return dict(stacks)
 
@@ -84,7 +85,7 @@ def deployed_stacks(folder: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(folder.glob("*.tf.json")):
         stack = path.name.removesuffix(".tf.json")
         body = _read(path, MAX_STACK_BYTES, "deployed stack")
-        if not _STACK.fullmatch(stack) or not isinstance(body, dict):
+        if not is_dns1035_label(stack) or not isinstance(body, dict):
             raise RecordError(f"{path}: not a deployed stack (a stack name and its Terraform JSON object)")
         out[stack] = body
     return out

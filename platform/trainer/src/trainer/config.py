@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from contract import codec
+from contract import codec, spares
 from contract.codec import setting
-from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT
+from contract.names import PEAK_TFLOPS_ENV, TRAINER_METRICS_PORT, is_dns1035_label
 from contract.problem import Invalid
 from trainer.rl.settings import RL
 from trainer.rl.settings import check as check_rl
@@ -25,7 +25,7 @@ from trainer.rl.settings import check as check_rl
 # Upper bounds: far above any real run, low enough that a slip of a few digits (a billion steps, a batch
 # that never fits) is refused at start in one line instead of failing hours later or never.
 MAX_STEPS = 100_000_000
-MAX_GROUPS = 4096  # replica groups (and spares) of one run
+MAX_GROUPS = 4096  # replica groups of one run (its spares: contract.spares)
 MAX_GROUP_SIZE = 4096  # ranks (GPUs) in one replica group
 MAX_WIDTH = 1 << 16  # model.d_model
 MAX_WAIT_S = 86_400.0  # any timeout or delay: a day
@@ -82,7 +82,7 @@ class FaultTolerance:
     # Under Ray: extra replica groups' worth of workers the run holds placed and idle (gkr renders the RayJob with
     # (replica_groups + spare_groups) x group_size workers), so a dead group's replacement starts at once on
     # healthy capacity instead of waiting for its node (ray_supervisor.py). The local launcher ignores it.
-    spare_groups: int = setting(0, low=0, high=MAX_GROUPS)
+    spare_groups: int = setting(0, low=0, high=spares.MAX)  # and at most replica_groups: contract.spares
     device: Literal["cpu", "cuda"] = "cpu"
     # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
@@ -220,10 +220,8 @@ def _cross_checks(config: Config) -> Config:
         raise ConfigError(
             f"ft.min_replicas: {config.ft.min_replicas} > ft.replica_groups {config.ft.replica_groups}; lower it"
         )
-    if config.ft.spare_groups > config.ft.replica_groups:  # more idle capacity than training capacity: a typo
-        raise ConfigError(
-            f"ft.spare_groups: {config.ft.spare_groups} > ft.replica_groups {config.ft.replica_groups}; lower it"
-        )
+    if (spare := spares.problem(config.ft.spare_groups, config.ft.replica_groups)) is not None:
+        raise ConfigError(f"ft.spare_groups: {spare}")  # the bounds gkr refuses at submit
     if not config.ft.enabled and config.ft.replica_groups != 1:
         raise ConfigError(
             f"ft.replica_groups: {config.ft.replica_groups} groups need fault tolerance to agree on each step; "
@@ -291,13 +289,12 @@ def _model_checks(config: Config) -> None:
         raise ConfigError(f"model.vocab: {m.vocab} < 256, but data=text has byte tokens (0-255); set model.vocab>=256")
 
 
-_REGION = re.compile(r"[a-z][a-z0-9-]{0,62}")  # a GCP region name (us-east4) or a test's ("a")
 _LIGHTHOUSE = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]{1,255}")  # torchft's form: http://host:port
 
 
 def _region_checks(config: Config) -> None:
     ft, checkpoint = config.ft, config.checkpoint
-    if ft.region and not _REGION.fullmatch(ft.region):
+    if ft.region and not is_dns1035_label(ft.region):  # a GCP region name (us-east4) or a test's ("a")
         raise ConfigError(f"ft.region: {ft.region[:80]!r} is not a region name (lowercase letters, digits, '-')")
     if ft.lighthouse and not _LIGHTHOUSE.fullmatch(ft.lighthouse):
         raise ConfigError(

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from contract.names import CHECKPOINT_DIR_ENV, CHECKPOINT_ROOTS_ENV
+from contract.names import CHECKPOINT_DIR_ENV, CHECKPOINT_ROOTS_ENV, is_bucket_name
 from trainer.checkpoint import Checkpointer
 from trainer.config import Config
 
@@ -138,7 +138,12 @@ def _has_step_data(root: str) -> bool:
         return checkpointer.has_step_data()
 
 
-_ROOT = re.compile(r"gs://[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]/(?:[A-Za-z0-9_.-]+/)+")  # a bucket, then whole folders
+_ROOT = re.compile(r"gs://([^/]+)/(?:[A-Za-z0-9_.-]+/)+")  # a bucket (contract.names' rule), then whole folders
+
+
+def _is_root(root: str) -> bool:
+    found = _ROOT.fullmatch(root)
+    return found is not None and is_bucket_name(found[1]) and not _dots(root.removeprefix("gs://"))
 
 
 def location_problem(cfg: Config, environ: Mapping[str, str]) -> str | None:
@@ -149,7 +154,7 @@ def location_problem(cfg: Config, environ: Mapping[str, str]) -> str | None:
     """
     raw = environ.get(CHECKPOINT_ROOTS_ENV, "")
     roots = [r.strip() for r in raw.split(",") if r.strip()]
-    bad = next((r for r in roots if not _ROOT.fullmatch(r) or _dots(r.removeprefix("gs://"))), None)
+    bad = next((r for r in roots if not _is_root(r)), None)
     if bad is not None:
         return f"${CHECKPOINT_ROOTS_ENV}: {bad[:120]!r} is not a gs:// folder (gs://<bucket>/<prefix>/); fix the job's environment"
     mount = environ.get(CHECKPOINT_DIR_ENV, "").strip()

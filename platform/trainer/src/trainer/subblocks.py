@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +34,6 @@ NODE_ID_LABEL = "ray.io/node-id"  # Ray's default label on every node (ray.util.
 NODE_READER = "meridian-trainer-node-reader"  # fleet's ClusterRole: get on nodes, for the trainer's account
 NODE_NAME_ENV = names.NODE_NAME_ENV
 UNKNOWN = ""  # nodes without a sub-block form one domain of their own: a cluster without topology is one domain
-
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # Kubernetes label value
-_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # DNS-1123 subdomain
 
 
 # -- decisions (pure) ----------------------------------------------------------------------------
@@ -115,7 +111,7 @@ def subblock_of(node: Mapping[str, Any]) -> str:
     metadata = node.get("metadata")
     labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
     value = labels.get(SUBBLOCK_LABEL) if isinstance(labels, Mapping) else None
-    return value if isinstance(value, str) and _LABEL_VALUE.fullmatch(value) else UNKNOWN
+    return value if isinstance(value, str) and names.is_label_value(value) else UNKNOWN
 
 
 # -- learning each Ray node's sub-block (Ray and the Kubernetes API) -------------------------------
@@ -152,7 +148,7 @@ class NodeTopology:
                 continue
             label = (node.get("Labels") or {}).get(SUBBLOCK_LABEL)
             if isinstance(label, str) or self.cluster is None:
-                self.known[node_id] = label if isinstance(label, str) and _LABEL_VALUE.fullmatch(label) else UNKNOWN
+                self.known[node_id] = label if isinstance(label, str) and names.is_label_value(label) else UNKNOWN
                 continue
             here = NodeAffinitySchedulingStrategy(node_id, soft=False)
             self.probing[node_id] = self.probe.options(scheduling_strategy=here).remote()
@@ -175,7 +171,7 @@ class NodeTopology:
             name = self.ray.get(ref)
         except self.ray.exceptions.RayError:  # the node went away while asked: it takes no group anyway
             return UNKNOWN
-        if not (isinstance(name, str) and len(name) <= 253 and _NODE_NAME.fullmatch(name)):
+        if not (isinstance(name, str) and names.is_dns1123_subdomain(name)):
             self._warn(-1, f"a Ray node without a valid ${NODE_NAME_ENV} ({str(name)[:80]!r}) counts as no sub-block")
             return UNKNOWN
         try:

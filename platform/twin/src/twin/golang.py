@@ -117,11 +117,3 @@ def check_label(text: str) -> str:
     if text and unicodedata.category(chr(text.encode()[0])).startswith("P"):  # unicode.IsPunct of the first byte
         text = "r" + text[1:]
     return text
-
-
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-
-
-def is_dns1035_label(text: str) -> bool:
-    """apimachinery `validation.IsDNS1035Label`."""
-    return len(text) <= 63 and _DNS1035.fullmatch(text) is not None

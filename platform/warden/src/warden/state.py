@@ -37,7 +37,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -58,12 +57,12 @@ MAX_REMEDIATIONS = 64  # more than any repeat-offender window needs; older ones 
 # operation (or when its answer was lost), REPORT_REFUSED when it answered with an error, else the operation's
 # name: a Compute Engine resource name (lowercase letters, digits, '-'), read back into a request's path.
 REPORT_SENT, REPORT_REFUSED = "sent", "refused"
-_OPERATION = re.compile(r"[a-z][-a-z0-9]{0,127}")
+_OPERATION_MAX = 128  # Compute Engine's operation names are longer than its other resources' 63
 
 
 def is_operation(report: str) -> bool:
     """Whether Record.report names an operation to poll (rather than being empty or a marker)."""
-    return report not in ("", REPORT_SENT, REPORT_REFUSED) and bool(_OPERATION.fullmatch(report))
+    return report not in ("", REPORT_SENT, REPORT_REFUSED) and names.is_dns1035_label(report, _OPERATION_MAX)
 
 
 class Unreadable(ValueError):

@@ -25,14 +25,12 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from contract.names import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX, is_dns1035_label
 from fleet.controllers.findings import Finding
 
 Obj = Mapping[str, Any]
 
-MAX_CLUSTER_NAME = 53  # utils/constant.go MaxRayClusterNameLength
-MAX_JOB_NAME = MAX_CLUSTER_NAME - 6  # MaxRayJobNameLength: the RayCluster's name is the RayJob's plus a suffix
 UNIFIED_PROBES = (2, 53, 0)  # common/pod.go supportsUnifiedHealthCheck
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # k8s.io/apimachinery validation.IsDNS1035Label
 _START_RESOURCES = ("num-cpus", "num-gpus", "memory", "resources")  # validateRayGroupResources
 
 
@@ -46,7 +44,7 @@ def _name(kind: str, meta: Obj, limit: int) -> Iterator[str]:
     name = str(meta.get("name", ""))
     if len(name) > limit:
         yield f"{kind} name should be no more than {limit} characters ({len(name)}): shorten it"
-    if not _DNS1035.match(name):
+    if not is_dns1035_label(name):  # apimachinery's IsDNS1035Label, which holds its own 63
         yield f"{kind} name {name!r} should be a valid DNS-1035 label (lower case letters, digits and '-')"
 
 
@@ -113,9 +111,9 @@ def job_findings(o: Obj) -> list[Finding]:
     meta, spec = o.get("metadata") or {}, o.get("spec") or {}
     where = f"{o.get('kind')} {meta.get('namespace', '')}/{meta.get('name', '')}"
     if o.get("kind") == "RayJob":
-        problems = [*_name("RayJob", meta, MAX_JOB_NAME), *job_spec_problems(spec)]
+        problems = [*_name("RayJob", meta, RAYJOB_NAME_MAX), *job_spec_problems(spec)]
     elif o.get("kind") == "RayCluster":
-        problems = [*_name("RayCluster", meta, MAX_CLUSTER_NAME), *cluster_spec_problems(spec)]
+        problems = [*_name("RayCluster", meta, RAYCLUSTER_NAME_MAX), *cluster_spec_problems(spec)]
     else:
         return []
     return [Finding(where, "kuberay", problem) for problem in problems]

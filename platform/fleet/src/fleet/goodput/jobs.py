@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from contract.spares import default_spare_groups
+from contract import spares as spare_rule
+from contract.problem import Invalid
 from contract.warden import Config
 from fleet.gitops.warden import config as warden_config
 from fleet.goodput.costs import Costs, repair_s, slots
@@ -70,13 +71,14 @@ def _job(
     if dry_run:
         config = replace(config, dry_run=True)
     nodes = sum(p.nodes for _, p in placed)
-    # None: what gkr holds by default for a run of this many groups (one per node), the spares inside the run.
-    held = default_spare_groups(nodes) if spares is None else spares * len(placed)
+    # One replica group per node, the spares among them. Each region's RayJob holds its own (gkr's multiregion):
+    # `spares` in each pool, or by default what gkr holds for the run the pool's nodes make.
+    held = sum(spare_rule.held_by_default(p.nodes) if spares is None else spares for _, p in placed)
     return Job(
         name=name,
         pools=tuple(f"{r.name}/{p.name}" for r, p in placed),
         nodes=nodes,
-        spares=min(held, nodes - 1),
+        spares=held,
         gpus_per_node=placed[0][1].machine.gpus,
         slots=sum(slots(warden_config(fleet, r), p.nodes) for r, p in placed),
         effects=tuple(effect(c, config, costs) for c in CAUSES),
@@ -96,6 +98,10 @@ def jobs_of(fleet: Fleet, costs: Costs, spares: int | None = 0, dry_run: bool = 
     `spares`: per pool, or None for gkr's default (contract.spares); `dry_run`: Warden decides and only logs.
     """
     placed = [(r, p) for r in fleet.regions if (p := largest_pool(r)) is not None]
+    if spares is not None:
+        for region, pool in placed:
+            if (problem := spare_rule.problem_among(spares, pool.nodes)) is not None:
+                raise Invalid([f"--spares: pool {region.name}/{pool.name}: {problem}"])
     regional = [_job(fleet, r.name, [(r, p)], costs, spares, dry_run) for r, p in placed]
     cross = _job(fleet, CROSS_REGION, placed, costs, spares, dry_run) if len(placed) > 1 else None
     return regional, cross

@@ -1,4 +1,10 @@
-"""The RL run's settings (configs/rl/*.yaml): typed, bounded, refused in one line when wrong."""
+"""The RL run's settings (configs/rl/*.yaml): typed, bounded, refused in one line when wrong.
+
+Each key is read by the run `train.py run.mode=rl` starts (controller, trainer groups, generators), which
+`train.py --help` lists them for; its steps, optimizer and model seed are run.steps, optim.* and run.seed, as in
+pretraining. tests/rl/test_settings.py fails when a key here is not read by that run (issue 40: rl.steps, rl.lr
+and four more were read only by the single-process loop, loop.py, whose own settings are loop.Loop).
+"""
 
 from __future__ import annotations
 
@@ -27,22 +33,13 @@ class RL:
     max_tokens: int = setting(1, low=1, high=1 << 20)
     temperature: float = setting(1.0, above=0, high=100.0)
     max_policy_age: int = setting(1, low=0, high=1000)  # a sample older than this many versions is never trained on
-    # Single process only: the generator holds the weights of this many versions ago (emulates asynchrony).
-    staleness: int = setting(0, low=0, high=1000)
     clip_low: float = setting(0.2, low=0, below=1)
     clip_high: float = setting(0.2, low=0, high=100.0)
     kl_beta: float = setting(0.0, low=0, high=100.0)  # 0: no reference model, no reference forward
-    lr: float = setting(1e-3, above=0, high=100.0)
-    weight_decay: float = setting(0.0, low=0, high=1.0)
-    grad_clip: float = setting(1.0, low=0, high=1e6)
-    steps: int = setting(200, low=1, high=MANY)
-    # Rollouts (of prompts_per_step prompts each) one step may take to fill its batch with groups whose
-    # rewards differ; past it the single-process loop stops (History.saturated): the prompts are solved.
-    max_rollouts: int = setting(20, low=1, high=MANY)
-    eval_every: int = setting(25, low=1, high=MANY)
-    seed: int = setting(0, low=0, high=(1 << 32) - 1)  # what torch's and Python's seeding take
-    # The distributed mode (train.py run.mode=rl; controller.py). steps, lr, weight_decay, grad_clip and seed
-    # above are the single-process loop's: there the trainer's run.steps, optim.* and run.seed apply.
+    eval_every: int = setting(25, low=1, high=MANY)  # held-out greedy accuracy every this many steps (and the last)
+    # The training prompts' order, as data.seed is pretraining's batches' (prompts.py: a pure function of
+    # (seed, index)); the model's initialization and the generators' sampling take run.seed.
+    seed: int = setting(0, low=0, high=(1 << 32) - 1)
     generators: int = setting(2, low=1, high=65536)  # generator processes (pods in a cluster), each one engine
     lease_prompts: int = setting(8, low=1, high=MANY)  # prompts a generator takes at a time
     lease_timeout_s: float = setting(120.0, above=0, high=DAY_S)  # a lease not answered by then is issued again
@@ -70,13 +67,6 @@ def from_dict(data: Any, where: str = "rl") -> RL:
 
 def check(settings: RL, where: str = "rl") -> RL:
     """The rules between fields (Invalid, one line); the trainer's configuration applies them too."""
-    if settings.staleness > settings.max_policy_age:
-        raise Invalid(
-            [
-                f"{where}: staleness {settings.staleness} > max_policy_age {settings.max_policy_age}: "
-                "every sample would be evicted; lower staleness or raise max_policy_age"
-            ]
-        )
     if settings.controller and not _ADDRESS.fullmatch(settings.controller):
         raise Invalid(
             [f"{where}.controller: {settings.controller[:80]!r} is not http://host:port; fix it or leave it empty"]

@@ -1,7 +1,7 @@
 """One GRPO optimizer step: a batch, the policy and its optimizer in, statistics out; nothing global.
 
-The distributed trainer calls this same function inside its commit protocol (torchft decides whether
-the step commits); the single-process loop (grpo.py) calls it directly.
+The single-process loop (loop.py) calls it; the distributed trainer computes the same loss
+(loss.grpo_loss) inside its commit protocol (policy.py), where torchft decides whether the step commits.
 """
 
 from __future__ import annotations

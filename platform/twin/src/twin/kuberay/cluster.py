@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from twin.golang import is_dns1035_label
+from contract.names import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX, is_dns1035_label
 from twin.kuberay import pod, start
 from twin.kuberay.spec import Where
 
 CLUSTER_DOMAIN = "cluster.local"  # utils.GetClusterDomainName without CLUSTER_DOMAIN set
-MAX_NAME = 53  # MaxRayClusterNameLength: 63 less len("-serve-svc")
 CREATOR_LABEL = "ray.io/originated-from-crd"
 MAX_PODS = 1000  # the largest shipped job has 129 pods; a hostile replicas count must not build millions
 _DEFAULT_PORTS = {  # service.go getDefaultPorts
@@ -120,7 +119,7 @@ def read_object(obj: object, namespace: str, kind: str) -> tuple[Where, str, dic
     if meta.get("namespace") not in (None, namespace):
         what = f"is {meta.get('namespace')!r} but the object is applied to namespace {namespace!r}"
         raise where.rejected("metadata.namespace", what, "drop it or apply it to that namespace")
-    limit = MAX_NAME if kind == "RayCluster" else MAX_NAME - 6
+    limit = RAYCLUSTER_NAME_MAX if kind == "RayCluster" else RAYJOB_NAME_MAX
     if not is_dns1035_label(name) or len(name) > limit:
         what = f"{name!r} is not a DNS-1035 label of at most {limit} characters"
         raise where.rejected("metadata.name", what, "use lowercase letters, digits and '-', starting with a letter")
