@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import resource
 import shutil
 import statistics
@@ -194,7 +195,11 @@ def against_xpk(rounds: int, registry: Path, with_xpk: bool) -> None:
         if (stubs / "calls.log").exists():
             raise SystemExit(f"error: a dry run called {(stubs / 'calls.log').read_text().splitlines()[0]!r}")
     medians = {name: statistics.median(values) for name, values in seconds.items()}
-    print(f"CPU of one dry run, {JOB['pods']} x {JOB['gpus_per_pod']} H200, {rounds} rounds, order alternating:")
+    pinned = re.search(r"^xpk==(\S+)", XPK_LOCK.read_text(encoding="utf-8"), re.M)
+    against = f" beside xpk {pinned.group(1) if pinned else '?'}" if with_xpk else ""
+    print(
+        f"CPU of one dry run, {JOB['pods']} x {JOB['gpus_per_pod']} H200{against}, {rounds} rounds, order alternating:"
+    )
     for name, values in seconds.items():
         print(f"  {name:36} median {medians[name]:.3f} s  (min {min(values):.3f}, max {max(values):.3f})")
     xpk_median = medians.get("xpk workload create --dry-run")

@@ -36,7 +36,7 @@ WHERE = {
 }
 OUTPUT_HELP = "yaml or json"
 LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
-# libyaml's emitter when present: it writes what PyYAML's own does (the golden dry-runs), in a tenth of the
+# libyaml's emitter when present: it writes what PyYAML's own does (the golden dry-runs), in a quarter of the
 # time. It cannot write a lone surrogate, which never gets this far: the job's text is refused first (spec.py).
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
