@@ -472,6 +472,7 @@ def render(r: Resolved) -> list[dict[str, Any]]:
     meta = manifests.metadata(spec.name, r.namespace, labels)
     whole, r = r, replace(r, spec=replace(spec, roles=None))  # with roles, `r` below is the trainer's group
     worker = pod(r, gpu=spec.gpus_per_pod > 0)
+    pods = r.worker_pods  # with the spare groups' workers (groups.py): one gang for Kueue
     if spec.kind == "job":
         rendezvous = [
             {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
@@ -481,19 +482,16 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         worker["env"] = worker["env"] + rendezvous
         worker["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
         worker["spec_extra"] = {"subdomain": spec.name, "restartPolicy": "Never"}
-        objects = manifests.indexed_job(meta, r.worker_pods, worker, _job_command(r))
-    else:
-        head = pod(r, gpu=False, head=True)
-        head["env"] = head["env"] + _rl_env(whole, head=True)
-        # rayVersion picks KubeRay's probes: without it (or below 2.53) they run wget, which the trainer image
-        # lacks, so no Ray pod turns Ready and KubeRay never submits the job (KubeRay v1.7.0 pod.go; make twin).
-        if spec.kind == "rayjob":  # the RL roles' worker groups change `worker`
-            cluster = manifests.ray_cluster_spec(names.RAY_VERSION, head, _role_groups(whole, worker))
-            objects = [manifests.rayjob(meta, _rayjob_settings(whole), cluster)]
-        else:  # every worker pod, spare groups' too (groups.py): one gang for Kueue
-            workers = manifests.worker_group("workers", r.worker_pods, {}, worker)
-            objects = [manifests.raycluster(meta, manifests.ray_cluster_spec(names.RAY_VERSION, head, [workers]))]
-    return objects
+        return manifests.indexed_job(meta, pods, worker, _job_command(r))
+    head = pod(r, gpu=False, head=True)
+    head["env"] = head["env"] + _rl_env(whole, head=True)
+    # rayVersion picks KubeRay's probes: without it (or below 2.53) they run wget, which the trainer image lacks,
+    # so no Ray pod turns Ready and KubeRay never submits the job (KubeRay v1.7.0 pod.go; found by make twin).
+    if spec.kind == "rayjob":  # the RL roles' worker groups (`_role_groups`) add to `worker`
+        cluster = manifests.ray_cluster_spec(names.RAY_VERSION, head, _role_groups(whole, worker))
+        return [manifests.rayjob(meta, _rayjob_settings(whole), cluster)]
+    workers = manifests.worker_group("workers", pods, {}, worker)
+    return [manifests.raycluster(meta, manifests.ray_cluster_spec(names.RAY_VERSION, head, [workers]))]
 
 
 def _rayjob_settings(r: Resolved) -> dict[str, Any]:

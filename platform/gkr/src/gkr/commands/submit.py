@@ -27,6 +27,7 @@ DRY_RUN_HELP = "print the manifests, apply nothing"
 
 def parser() -> JobParser:
     parser = JobParser("gkr submit", SUMMARY)
+    parser.epilog = "The command goes after --, e.g. gkr submit --name exp-1 --team research -- python train.py"
     parser.add_argument("-f", "--file", help="job file (YAML)")
     parser.add_job_keys(JobSpec)
     parser.add_argument("--workdir", help=WORKDIR_HELP)
