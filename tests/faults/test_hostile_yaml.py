@@ -49,7 +49,7 @@ def _gkr(environment: dict[str, str], *args: str) -> list[str]:
     return [
         sys.executable,
         "-c",
-        f"import os; os.environ.update({environment!r}); from gkr.cli import app; app()",
+        f"import os; os.environ.update({environment!r}); from gkr.cli import main; main()",
         *args,
     ]
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from contract import registry as contract
 from gkr import registry as gkr_registry
-from gkr.cli import app
+from gkr.commands.group import app
 from tests.conftest import REPO, SHIPPED
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "platform" / "gkr" / "examples"

@@ -29,9 +29,9 @@ def test_a_dry_run_loads_neither_fleet_nor_pydantic() -> None:
     job = str(EXAMPLES / "pretrain-128-nodes.yaml")
     script = (
         "import json, sys\n"
-        "from gkr.cli import app\n"
+        "from gkr.cli import main\n"
         "try:\n"
-        f"    app(['submit', '--registry', {str(registry_folder())!r}, '-f', {job!r}, '--dry-run'])\n"
+        f"    main(['submit', '--registry', {str(registry_folder())!r}, '-f', {job!r}, '--dry-run'])\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"

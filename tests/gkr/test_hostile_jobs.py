@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contract.problem import Invalid
+from gkr.commands.common import print_objects, print_per_cluster
 from gkr.flags import as_flags, from_flags
 from gkr.render import render
 from gkr.resolve import resolve
@@ -93,6 +94,22 @@ def test_user_strings_round_trip(value: str, kind: str) -> None:
         assert command[-1].endswith(f"exec {wanted}")
     else:
         assert objects[0]["spec"]["entrypoint"].endswith(wanted)
+
+
+@pytest.mark.parametrize("value", HOSTILE_STRINGS, ids=[repr(s)[:30] for s in HOSTILE_STRINGS])
+def test_what_a_dry_run_prints_reads_back_as_rendered(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The YAML printed (libyaml's emitter where present) is the objects, hostile strings and all."""
+    flags = {**as_flags({"kind": "job", "command": ["echo", value]}), **from_flags({"--env": [f"HOSTILE={value}"]})}
+    spec, invalid = parse_job({**BASE, **{k: v for k, (_, v) in flags.items()}})
+    assert spec is not None, invalid
+    resolved, problems = resolve(spec, FLEET)
+    assert resolved is not None
+    assert not problems, problems
+    objects = render(replace(resolved, image=value))
+    print_objects(objects, "yaml")
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == objects
+    print_per_cluster([("gke_p_r_c", o) for o in objects], "yaml")  # a run across regions: each headed by its context
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == objects
 
 
 @pytest.mark.parametrize("value", HOSTILE_STRINGS, ids=[repr(s)[:30] for s in HOSTILE_STRINGS])

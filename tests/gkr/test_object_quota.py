@@ -14,7 +14,7 @@ import yaml
 from click.testing import Result
 from typer.testing import CliRunner
 
-from gkr.cli import app
+from gkr.commands.group import app
 from gkr.objectcounts import made, over_quota
 from tests.conftest import SHIPPED_SPEC
 from tests.gkr.conftest import EXAMPLES, registry_folder

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from contract import registry as contract
 from contract.problem import Invalid
 from gkr import registry
-from gkr.cli import app
+from gkr.commands.group import app
 from tests.conftest import SHIPPED
 from tests.gkr.conftest import EXAMPLES, registry_folder, shipped
 from tests.gkr.test_kube import EAST4, FakeApiServer, use_kubeconfig

@@ -370,7 +370,7 @@ def test_a_team_without_quota_in_a_region_is_refused(
     args = ("--region", "us-central1=1", "--region", "europe-west1=1", "--", "train.py", "optim=diloco", "run.name=x")
     from typer.testing import CliRunner
 
-    from gkr.cli import app
+    from gkr.commands.group import app
 
     result = CliRunner().invoke(
         app, ["submit", "--registry", str(folder), "--name", "x", "--team", "evals", "--dry-run", *args]

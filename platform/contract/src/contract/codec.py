@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import types
@@ -84,8 +85,14 @@ def setting_of(field: dataclasses.Field[Any]) -> Setting:
 
 def declared(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
     """(field, resolved type) of each field of `cls`, in order: what tables derived from the declarations read."""
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A class's resolved field types, once per class: resolving the annotations (strings) is most of a decode."""
+    return get_type_hints(cls)
 
 
 def has_default(field: dataclasses.Field[Any]) -> bool:
@@ -247,7 +254,7 @@ class _Walker:
     def dataclass(self, cls: Any, data: Any, path: Path) -> Any:
         if not isinstance(data, dict):
             return self.bad(path, f"{_shown(data)} is not an object", cls)
-        hints = get_type_hints(cls)
+        hints = _hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
         unknown = [key for key in data if key not in fields]
         for key in unknown:

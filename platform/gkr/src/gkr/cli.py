@@ -1,56 +1,33 @@
-"""gkr: submit and inspect training jobs on the Meridian fleet.
-
-Exit codes: 0 done, 1 the cluster said no (API error), 2 bad input (one line
-per problem, nothing applied).
-"""
+"""The `gkr` command (gkr --help: gkr.commands.HELP): which parser a command line goes to."""
 
 from __future__ import annotations
 
-import typer
+import importlib
+import sys
+from typing import NoReturn
 
-from gkr.commands.group import LazyGroup
-
-# Each command's module (gkr/commands/) and the summary `gkr --help` shows without loading it.
-COMMANDS = {
-    "submit": ("gkr.commands.submit", "Submit a RayJob (default), a persistent RayCluster or a plain Job."),
-    "preflight": (
-        "gkr.commands.preflight",
-        "Run only the preflight suite on a chosen shape (a Job: node checks, compute, then all-reduce across pods).",
-    ),
-    "list": ("gkr.commands.list_jobs", "The team's jobs and clusters in a region."),
-    "status": ("gkr.commands.status", "One job's status, as the cluster reports it."),
-    "delete": ("gkr.commands.delete", "Delete a job or cluster, and its pods."),
-    "logs": ("gkr.commands.logs", "Logs of a job's head, workers or all pods."),
-    "dashboard": (
-        "gkr.commands.dashboard",
-        "Forward a running job's or cluster's Ray dashboard to localhost (kubectl port-forward; Ctrl-C stops).",
-    ),
-    "clusters": (
-        "gkr.commands.clusters",
-        "Regions, their clusters, GPU types and each team's quota (with --live: free / nominal, from Kueue).",
-    ),
-    "health": (
-        "gkr.commands.health",
-        "Operators: per cluster and pool, nodes by Warden state, deep checks due, failures in the last 7 days.",
-    ),
-    "registry": ("gkr.commands.registry", "The fleet registry gkr reads: which one, and a copy from a cluster."),
-}
+from contract.problem import Invalid, report
+from gkr.commands import COMMANDS
+from gkr.registry import refuse_fleet
 
 
-class Commands(LazyGroup):
-    table = COMMANDS
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The `gkr` command: `submit` and `preflight` parse their own arguments (no click, typer or rich:
+    a dry run starts fast); every other command, and `gkr --help`, goes through the typer group."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        refuse_fleet(args)
+    except Invalid as exc:
+        raise SystemExit(report(exc)) from None
+    if args and args[0] in COMMANDS:
+        module = importlib.import_module(COMMANDS[args[0]][0])
+        if hasattr(module, "main"):
+            raise SystemExit(module.main(args[1:]))
+    from gkr.commands.group import app  # click, typer and rich: every other command
 
-
-app = typer.Typer(
-    cls=Commands, add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False
-)
-
-
-@app.callback()
-def main() -> None:
-    # No options of its own: typer makes a group of commands it does not hold only around a callback.
-    pass
+    app(args, prog_name="gkr")
+    raise SystemExit(0)  # typer exits itself; this only says so
 
 
 if __name__ == "__main__":
-    app()
+    main()

@@ -1,4 +1,4 @@
-"""The job keys given as flags, as a job file would write them (pure; the options: gkr/commands/job_options.py).
+"""The job keys given as flags, as a job file would write them (pure; the options: gkr/commands/job_args.py).
 
 A key's flag is declared with the key (gkr/spec.py). Its value takes the shape of the key's type:
 a switch sets the opposite of the key's default, a repeated flag gives a list, KEY=VALUE entries

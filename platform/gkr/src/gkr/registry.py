@@ -15,14 +15,9 @@ A registry of another schema version, or a broken one, is one line (contract.cod
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import re
-import shutil
-import tempfile
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +118,11 @@ def unpack(data: Mapping[str, str], binary: Mapping[str, str], where: str) -> tu
     Checked before anything is written: the registry parses (this gkr reads its schema), every
     schema is a gzip'ed JSON object under a plain file name, unpacked within MAX_SCHEMA_BYTES.
     """
+    # `gkr registry fetch` only: every other command starts without them.
+    import base64
+    import binascii
+    import zlib
+
     text = data.get(contract.FILE)
     if not isinstance(text, str):
         raise Invalid([f"{where}: no {contract.FILE} in its data; the cluster's generated config is incomplete"])
@@ -154,6 +154,9 @@ def store(text: str, schemas: Mapping[str, bytes], target: Path | None = None) -
     Everything is written into a new folder beside it first, which then takes its place: a reader
     sees the old registry or the new one, never half of one.
     """
+    import shutil  # `gkr registry fetch` only, as above
+    import tempfile
+
     target = target or fetched_dir()
     target.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
@@ -227,8 +230,11 @@ def credentials(region: str | None, known: Registry | None) -> str:
     return f"gcloud container clusters get-credentials CLUSTER --region {region or 'REGION'} --project PROJECT --dns-endpoint"
 
 
-def replaced(flag: str, value: str) -> Invalid:
-    """What --fleet (gone with the registry) now is."""
-    generated = Path(value).expanduser().parent / contract.GENERATED_DIR
-    return Invalid([f"{flag} is replaced by --registry: pass --registry {generated} (the folder `make generate` "
-                    "writes beside fleet.yaml), or run `gkr registry fetch`"])  # fmt: skip
+def refuse_fleet(args: list[str]) -> None:
+    """--fleet (gone with the registry) is refused in one line (Invalid) wherever it appears before `--`."""
+    for i, arg in enumerate(args[: args.index("--") if "--" in args else len(args)]):
+        if arg == "--fleet" or arg.startswith("--fleet="):
+            value = arg.partition("=")[2] or (args[i + 1] if i + 1 < len(args) else "fleet.yaml")
+            generated = Path(value).expanduser().parent / contract.GENERATED_DIR
+            raise Invalid([f"--fleet is replaced by --registry: pass --registry {generated} (the folder `make "
+                           "generate` writes beside fleet.yaml), or run `gkr registry fetch`"])  # fmt: skip

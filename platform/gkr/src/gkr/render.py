@@ -1,30 +1,23 @@
-"""Render a resolved job into Kubernetes objects through the package's Jinja templates.
+"""Render a resolved job into Kubernetes objects (their shapes: gkr.manifests).
 
 The pod settings that depend on the machine (accelerator selector, GPU
 toleration, RDMA networks, driver and gIB mounts, NCCL environment) come from
-the fleet's pool and machine definitions, never from literals in templates.
+the fleet's pool and machine definitions, never from literals.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any
 
-import yaml
-from jinja2 import Environment, PackageLoader, StrictUndefined
-
 from contract import names
-from gkr import groups, roles
+from gkr import groups, manifests, roles
 from gkr.resolved import Resolved
 from gkr.spec import Ray
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 CHECKPOINT_DIR = "/checkpoints"
 DATA_DIR = "/data"
@@ -130,36 +123,6 @@ def nccl_prelude(required: bool = True) -> str:
         else "true"
     )
     return f"{{ source {NCCL_ENV_SCRIPT} && export {exports}; }} || {missing}"
-
-
-# Characters JSON leaves as they are but YAML would not keep: C1 controls and DEL (the reader
-# refuses them), NEL and the Unicode line and paragraph separators (YAML 1.1 folds them like a
-# newline), lone surrogates, the BOM and the two non-characters. \\uXXXX reads back as the same one.
-_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
-
-
-def yaml_scalar_json(value: Any, **kwargs: Any) -> str:
-    """JSON that parses as YAML to exactly `value`: every string double-quoted and escaped.
-
-    Every value a template writes goes through `tojson` and so through this, so no user string
-    (an image, an env value, a command) can end a line, start a comment, an alias or a tag.
-    Not ensure_ascii: that writes a character outside the BMP as a surrogate pair, which YAML
-    reads back as two characters.
-    """
-    text = json.dumps(value, ensure_ascii=False, **kwargs)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-@cache
-def _templates() -> Environment:
-    env = Environment(
-        loader=PackageLoader("gkr", "templates"),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.policies["json.dumps_function"] = yaml_scalar_json
-    return env
 
 
 def _interfaces(r: Resolved) -> str:
@@ -472,7 +435,7 @@ def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
     """
     generators = r.generators
     if generators is None:
-        return [{"name": "workers", "pods": r.worker_pods, "params": {}, "pod": trainer}]
+        return [manifests.worker_group("workers", r.worker_pods, {}, trainer)]
     out, group = [], role_group(r)
     for role, part, worker in (
         (roles.TRAINER, r, trainer),
@@ -491,7 +454,7 @@ def _role_groups(r: Resolved, trainer: dict[str, Any]) -> list[dict[str, Any]]:
         # KubeRay hands rayStartParams to `ray start` through a shell: the JSON goes quoted, its quotes escaped.
         resources = json.dumps({names.ROLE_RESOURCES[role]: units}).replace('"', '\\"')
         pods = part.worker_pods if role == roles.TRAINER else part.spec.pods
-        out.append({"name": role, "pods": pods, "params": {"resources": f'"{resources}"'}, "pod": worker})
+        out.append(manifests.worker_group(role, pods, {"resources": f'"{resources}"'}, worker))
     return out
 
 
@@ -506,17 +469,10 @@ def backoff_limit(ray: Ray) -> int:
 def render(r: Resolved) -> list[dict[str, Any]]:
     spec = r.spec
     labels = {names.QUEUE_LABEL: r.queue, names.PRIORITY_LABEL: r.priority, names.TEAM_LABEL: r.team.name}
+    meta = manifests.metadata(spec.name, r.namespace, labels)
     whole, r = r, replace(r, spec=replace(spec, roles=None))  # with roles, `r` below is the trainer's group
     worker = pod(r, gpu=spec.gpus_per_pod > 0)
-    context: dict[str, Any] = {
-        "name": spec.name,
-        "namespace": r.namespace,
-        "labels": labels,
-        "pods": r.worker_pods,  # with the spare groups' workers (groups.py): one gang for Kueue
-        "ray": spec.ray,
-        "worker": worker,
-        "groups": _role_groups(whole, worker) if spec.kind == "rayjob" else [],
-    }
+    pods = r.worker_pods  # with the spare groups' workers (groups.py): one gang for Kueue
     if spec.kind == "job":
         rendezvous = [
             {"name": "MASTER_ADDR", "value": f"{spec.name}-0.{spec.name}"},
@@ -526,17 +482,28 @@ def render(r: Resolved) -> list[dict[str, Any]]:
         worker["env"] = worker["env"] + rendezvous
         worker["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
         worker["spec_extra"] = {"subdomain": spec.name, "restartPolicy": "Never"}
-        context["command"] = _job_command(r)
-    else:
-        context["head"] = head = pod(r, gpu=False, head=True)
-        head["env"] = head["env"] + _rl_env(whole, head=True)
-        context["entrypoint"] = _ray_entrypoint(whole)
-        context["backoff_limit"] = backoff_limit(spec.ray)
+        return manifests.indexed_job(meta, pods, worker, _job_command(r))
+    head = pod(r, gpu=False, head=True)
+    head["env"] = head["env"] + _rl_env(whole, head=True)
     # rayVersion picks KubeRay's probes: without it (or below 2.53) they run wget, which the trainer image lacks,
     # so no Ray pod turns Ready and KubeRay never submits the job (KubeRay v1.7.0 pod.go; found by make twin).
-    context["ray_version"] = names.RAY_VERSION
-    text = _templates().get_template(f"{spec.kind}.yaml.j2").render(**context)
-    return [d for d in yaml.load_all(text, Loader=_Loader) if d]
+    if spec.kind == "rayjob":  # the RL roles' worker groups (`_role_groups`) add to `worker`
+        cluster = manifests.ray_cluster_spec(names.RAY_VERSION, head, _role_groups(whole, worker))
+        return [manifests.rayjob(meta, _rayjob_settings(whole), cluster)]
+    workers = manifests.worker_group("workers", pods, {}, worker)
+    return [manifests.raycluster(meta, manifests.ray_cluster_spec(names.RAY_VERSION, head, [workers]))]
+
+
+def _rayjob_settings(r: Resolved) -> dict[str, Any]:
+    """The RayJob's own spec before its cluster: entrypoint, shutdown, retries, deadline, submission mode."""
+    ray = r.spec.ray
+    return {
+        "entrypoint": _ray_entrypoint(r),
+        "shutdownAfterJobFinishes": ray.shutdown_after_finish,
+        "backoffLimit": backoff_limit(ray),
+        "activeDeadlineSeconds": ray.deadline_seconds,
+        "submissionMode": "InteractiveMode" if ray.interactive else "K8sJobMode",
+    }
 
 
 def _env_names(value: Any, containers: bool = False) -> Iterator[str]:

@@ -9,13 +9,13 @@ import typer
 from rich.table import Table
 
 from gkr import kube, views
-from gkr.commands import common
+from gkr.commands import common, options
 
 
 def clusters(
-    registry: common.RegistryPath = None,
+    registry: options.RegistryPath = None,
     live: Annotated[bool, typer.Option("--live", help="ask each cluster's Kueue for GPUs in use and free")] = False,
-    output: common.Output = "table",
+    output: options.Output = "table",
 ) -> None:
     """Regions, their clusters, GPU types and each team's quota (with --live: free / nominal, from Kueue)."""
     _, found = common.located(registry)
@@ -39,4 +39,4 @@ def clusters(
     common.console().print(table)
 
 
-command = common.typer_command("clusters", clusters)
+command = options.typer_command("clusters", clusters)

@@ -1,30 +1,27 @@
-"""What gkr's commands share: the common options, finding the registry, printing, and the two kinds of failure.
+"""What gkr's commands share: finding the registry, printing, and the two kinds of failure.
 
 Bad input ends with one line per problem and exit 2 (`bad_input`, `fail`); the cluster's refusal or
-silence with one line and exit 1 (`api_errors`). Nothing here loads the Kubernetes client or rich
-until a command calls for them.
+silence with one line and exit 1 (`api_errors`); each ends the command with SystemExit, which click
+passes through as it is. Nothing here loads click, typer, rich or the Kubernetes client: `gkr submit`
+runs without them (the options typer declares: gkr/commands/options.py).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import click
-import typer
 import yaml
-from typer.core import TyperOption
 
 from contract.names import team_namespace
 from contract.problem import Exit, Invalid, report
 from gkr import config, defaults, kube
 from gkr import registry as registries
-from gkr.commands.group import Group
 
 # Where a command finds the fleet and the cluster: (option, help).
 WHERE = {
@@ -37,24 +34,11 @@ WHERE = {
     ),
     "context": ("--context", "kubeconfig context (default: the region's GKE context)"),
 }
-GIVEN_WHERE = "gkr.where"  # where in click's context the options of `where_options` record what was given
-Output = Annotated[str, typer.Option("--output", "-o", help="yaml or json")]
-RegistryPath = Annotated[str | None, typer.Option(WHERE["registry"][0], help=WHERE["registry"][1])]
-Context = Annotated[str | None, typer.Option(WHERE["context"][0], help=WHERE["context"][1])]
-Kind = Annotated[str, typer.Option("--kind", help="rayjob, raycluster or job")]
+OUTPUT_HELP = "yaml or json"
 LIVE_TIMEOUT_S = 10.0  # per region: one region down must not hold up the others for minutes
-
-
-def typer_command(
-    name: str, function: Callable[..., Any], extra: list[click.Parameter] | None = None, at: int | None = None
-) -> click.Command:
-    """A command from a typer-annotated function, for the lazy group; `extra` options go at `at` (default: last)."""
-    app = typer.Typer(add_completion=False)
-    app.command(name)(function)
-    command = typer.main.get_command(app)
-    at = len(command.params) if at is None else at
-    command.params[at:at] = extra or []
-    return Group.plain_defaults(command)
+# libyaml's emitter when present: it writes what PyYAML's own does (the golden dry-runs), in a quarter of the
+# time. It cannot write a lone surrogate, which never gets this far: the job's text is refused first (spec.py).
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass(frozen=True)
@@ -65,23 +49,6 @@ class Where:
     region: str | None = None
     registry: str | None = None
     context: str | None = None
-
-
-def where_options() -> list[click.Parameter]:
-    """--team, --region, --registry, --context for a command about existing jobs, read back with `where(ctx)`."""
-
-    def record(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        ctx.meta.setdefault(GIVEN_WHERE, {})[param.name] = value
-        return value
-
-    return [
-        TyperOption(param_decls=[flag, name], help=text, expose_value=False, callback=record, show_default=False)
-        for name, (flag, text) in WHERE.items()
-    ]
-
-
-def where(ctx: click.Context) -> Where:
-    return Where(**ctx.meta.get(GIVEN_WHERE, {}))
 
 
 def console() -> Any:
@@ -97,11 +64,11 @@ def bad_input() -> Iterator[None]:
     try:
         yield
     except Invalid as exc:
-        raise typer.Exit(report(exc)) from None
+        raise SystemExit(report(exc)) from None
 
 
 def fail(lines: list[str]) -> None:
-    raise typer.Exit(report(Invalid(lines)))
+    raise SystemExit(report(Invalid(lines)))
 
 
 def choose(value: str, options: Any, flag: str) -> str:
@@ -117,7 +84,7 @@ def located(path: str | None) -> tuple[config.UserConfig, registries.Located]:
         found, how = registries.find(path, user.registry, config.config_path(), Path.cwd())
         return user, registries.load(found, how)
     except Invalid as exc:
-        raise typer.Exit(report(exc)) from None
+        raise SystemExit(report(exc)) from None
 
 
 def print_objects(objects: list[dict[str, Any]], output: str) -> None:
@@ -125,7 +92,7 @@ def print_objects(objects: list[dict[str, Any]], output: str) -> None:
     if output == "json":
         print(json.dumps(objects if len(objects) != 1 else objects[0], indent=2))
     else:
-        sys.stdout.write("---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects))
+        sys.stdout.write("---\n".join(_yaml(o) for o in objects))
 
 
 def print_per_cluster(objects: list[tuple[str, dict[str, Any]]], output: str) -> None:
@@ -137,7 +104,11 @@ def print_per_cluster(objects: list[tuple[str, dict[str, Any]]], output: str) ->
             grouped.setdefault(context, []).append(obj)
         print(json.dumps(grouped, indent=2))
         return
-    sys.stdout.write("---\n".join(f"# context: {c}\n{yaml.safe_dump(o, sort_keys=False)}" for c, o in objects))
+    sys.stdout.write("---\n".join(f"# context: {c}\n{_yaml(o)}" for c, o in objects))
+
+
+def _yaml(obj: dict[str, Any]) -> str:
+    return yaml.dump(obj, Dumper=_DUMPER, sort_keys=False)
 
 
 @contextmanager
@@ -145,11 +116,9 @@ def api_errors(where: str) -> Iterator[None]:
     """The cluster's answer (or silence) in one line, exit 1."""
     try:
         yield
-    except typer.Exit:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # not SystemExit: a failure inside was reported already
         print(f"error: {where} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
-        raise typer.Exit(Exit.FAILED) from None
+        raise SystemExit(Exit.FAILED) from None
 
 
 def connect(found: registries.Located, region: Any, context: str | None) -> Any:

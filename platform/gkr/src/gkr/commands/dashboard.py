@@ -10,7 +10,7 @@ import typer
 
 from contract.problem import Exit
 from gkr import kube
-from gkr.commands import common
+from gkr.commands import common, options
 
 
 def dashboard(
@@ -24,15 +24,15 @@ def dashboard(
     found = kube.kubectl()
     if found is None:
         common.fail(["kubectl not found: install it (gcloud components install kubectl) or put it on PATH"])
-    api, namespace, context_used = common.target(common.where(ctx))
+    api, namespace, context_used = common.target(options.where(ctx))
     with common.api_errors(f"finding the Ray head of {kind} {name}"):
         try:
             service = kube.head_service(api, namespace, kind, name)
         except kube.NotReady as exc:
             print(f"error: {exc}", file=sys.stderr)
-            raise typer.Exit(Exit.FAILED) from None
+            raise SystemExit(Exit.FAILED) from None
     print(f"Ray dashboard of {kind} {name}: http://localhost:{port} (Ctrl-C stops)", file=sys.stderr)
-    raise typer.Exit(run(kube.port_forward(str(found), context_used, namespace, service, port)))
+    raise SystemExit(run(kube.port_forward(str(found), context_used, namespace, service, port)))
 
 
 def run(command: list[str]) -> int:
@@ -43,4 +43,4 @@ def run(command: list[str]) -> int:
         return 0
 
 
-command = common.typer_command("dashboard", dashboard, common.where_options())
+command = options.typer_command("dashboard", dashboard, options.where_options())

@@ -8,12 +8,12 @@ import typer
 
 from contract.problem import Exit
 from gkr import kube, launch, lighthouse
-from gkr.commands import common
+from gkr.commands import common, options
 
 
-def delete(ctx: typer.Context, name: str, kind: common.Kind = "rayjob") -> None:
+def delete(ctx: typer.Context, name: str, kind: options.Kind = "rayjob") -> None:
     """Delete a job or cluster, and its pods."""
-    at = common.where(ctx)
+    at = options.where(ctx)
     api, namespace = common.job_target(kind, at)
     run = None
     if kind == "rayjob":  # a RayJob may be one region's part of a run: then the whole run goes
@@ -36,8 +36,8 @@ def _delete_run(registry: str | None, namespace: str, run: tuple[str, list[str],
         print(f"deleted {line}", file=sys.stderr)
     if failed:
         print(f"error: run {name} not wholly deleted: {'; '.join(failed)}; run `gkr delete` again", file=sys.stderr)
-        raise typer.Exit(Exit.FAILED)
+        raise SystemExit(Exit.FAILED)
     print(f"deleted run {name} in {', '.join(regions)}", file=sys.stderr)
 
 
-command = common.typer_command("delete", delete, common.where_options())
+command = options.typer_command("delete", delete, options.where_options())

@@ -15,7 +15,7 @@ from contract.problem import Exit, one_of
 from contract.registry import Region, Registry
 from gkr import health as report
 from gkr import health_read, kube
-from gkr.commands import common
+from gkr.commands import common, options
 
 
 def health(
@@ -33,7 +33,7 @@ def health(
         float | None,
         typer.Option("--due-after", help="days after its last deep check a node is due (default: Warden's cadence)"),
     ] = None,
-    registry: common.RegistryPath = None,
+    registry: options.RegistryPath = None,
 ) -> None:
     """Operators: per cluster and pool, nodes by Warden state, deep checks due, failures in the last 7 days."""
     _, found = common.located(registry)
@@ -48,13 +48,13 @@ def health(
     whole = report.report(clusters, now)
     if not as_json and not any(c["reachable"] for c in clusters):  # an empty table would say nothing
         print(f"error: {no_cluster_line(clusters)}", file=sys.stderr)
-        raise typer.Exit(Exit.FAILED)
+        raise SystemExit(Exit.FAILED)
     if as_json:
         print(json.dumps(whole, indent=2))
     else:
         _table(whole, nodes)
     if any(not c["reachable"] for c in clusters):
-        raise typer.Exit(Exit.FAILED)
+        raise SystemExit(Exit.FAILED)
 
 
 def no_cluster_line(clusters: list[dict[str, Any]]) -> str:
@@ -110,4 +110,4 @@ def _table(whole: dict[str, Any], nodes: bool) -> None:
             print(report.node_line(node))
 
 
-command = common.typer_command("health", health)
+command = options.typer_command("health", health)

@@ -7,12 +7,12 @@ from rich.table import Table
 
 from contract.names import TEAM_LABEL
 from gkr import kube, views
-from gkr.commands import common
+from gkr.commands import common, options
 
 
-def list_jobs(ctx: typer.Context, output: common.Output = "table") -> None:
+def list_jobs(ctx: typer.Context, output: options.Output = "table") -> None:
     """The team's jobs and clusters in a region."""
-    api, namespace, _ = common.target(common.where(ctx))
+    api, namespace, _ = common.target(options.where(ctx))
     with common.api_errors("listing jobs"):
         rows = [(kind, item) for kind in kube.KINDS for item in kube.list_jobs(api, namespace, kind, TEAM_LABEL)]
     if output in ("yaml", "json"):
@@ -28,4 +28,4 @@ def list_jobs(ctx: typer.Context, output: common.Output = "table") -> None:
         )
 
 
-command = common.typer_command("list", list_jobs, common.where_options())
+command = options.typer_command("list", list_jobs, options.where_options())

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from gkr import kube, lighthouse, views
-from gkr.commands import common
+from gkr.commands import common, options
 
 
 def logs(
@@ -20,7 +20,7 @@ def logs(
 ) -> None:
     """Logs of a job's head, workers or all pods."""
     common.choose(role, kube.ROLE_SELECTORS, "--role")
-    at = common.where(ctx)
+    at = options.where(ctx)
     api, namespace, _ = common.target(at)
     with common.api_errors(f"finding the pods of {name}"):
         found = kube.pod_metadata(api, namespace, name, role)
@@ -68,4 +68,4 @@ def _follow(apis: dict[str, Any], namespace: str, pods: dict[str, list[str]]) ->
         thread.join()
 
 
-command = common.typer_command("logs", logs, common.where_options())
+command = options.typer_command("logs", logs, options.where_options())

@@ -12,8 +12,9 @@ from contract import registry as contract
 from contract.problem import Exit, Invalid
 from gkr import config, kube
 from gkr import registry as registries
-from gkr.commands.common import RegistryPath, api_errors, bad_input, located
+from gkr.commands.common import api_errors, bad_input, located
 from gkr.commands.group import Group
+from gkr.commands.options import RegistryPath
 
 app = typer.Typer(
     cls=Group, no_args_is_help=True, help="The fleet registry gkr reads: which one, and a copy from a cluster."
@@ -46,7 +47,7 @@ def fetch(
         )
     except Exception as exc:
         print(f"error: reading {where} failed: {registries.fetch_failed(kube.unreachable(exc))}", file=sys.stderr)
-        raise typer.Exit(Exit.FAILED) from None
+        raise SystemExit(Exit.FAILED) from None
     with bad_input():
         text, schemas = registries.unpack(data, binary, where)
     with api_errors(f"writing {registries.fetched_dir()}"):

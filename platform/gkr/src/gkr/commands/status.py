@@ -5,12 +5,12 @@ from __future__ import annotations
 import typer
 
 from gkr import kube, launch, lighthouse, views
-from gkr.commands import common
+from gkr.commands import common, options
 
 
-def status(ctx: typer.Context, name: str, kind: common.Kind = "rayjob", output: common.Output = "yaml") -> None:
+def status(ctx: typer.Context, name: str, kind: options.Kind = "rayjob", output: options.Output = "yaml") -> None:
     """One job's status, as the cluster reports it."""
-    at = common.where(ctx)
+    at = options.where(ctx)
     api, namespace = common.job_target(kind, at)
     with common.api_errors(f"reading {kind} {name}"):
         found = kube.get_job(api, namespace, kind, name)
@@ -24,4 +24,4 @@ def status(ctx: typer.Context, name: str, kind: common.Kind = "rayjob", output: 
     common.print_objects([views.run_status(run_id, home, {r: parts[r] for r in regions})], output)
 
 
-command = common.typer_command("status", status, common.where_options())
+command = options.typer_command("status", status, options.where_options())

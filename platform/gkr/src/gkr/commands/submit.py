@@ -1,46 +1,48 @@
 """`gkr submit`: a job from a file, flags or both; its summary, then its objects printed (--dry-run) or applied.
 
-The job keys' options come from their declarations (gkr/spec.py, through job_options); what a
-submit does is computed by gkr.plan, and this module only prints and applies it.
+Its command line is parsed by argparse, the job keys' options built from their declarations
+(gkr/spec.py, through job_args): a submit loads neither click, typer nor rich. What a submit
+does is computed by gkr.plan, and this module only prints and applies it.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from contract.problem import Exit
 from gkr import kube, plan
-from gkr.commands import common, job_options
-from gkr.commands.common import Context, Output, RegistryPath
+from gkr.commands import common
+from gkr.commands.job_args import JobParser
 from gkr.flags import Flags, from_flags
 from gkr.registry import Located
 from gkr.spec import AFTER_DASHES, JobSpec
 from gkr.summary import run_summary, summary
 
+SUMMARY = "Submit a RayJob (default), a persistent RayCluster or a plain Job."
+WORKDIR_HELP = "a local folder packed (without .gitignore/.gkrignore matches) and uploaded as the RayJob's working_dir"
+DRY_RUN_HELP = "print the manifests, apply nothing"
 
-def submit(
-    ctx: typer.Context,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="job file (YAML)")] = None,
-    workdir: Annotated[
-        str | None,
-        typer.Option(
-            "--workdir",
-            help="a local folder packed (without .gitignore/.gkrignore matches) and uploaded as the RayJob's working_dir",
-        ),
-    ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
-    output: Output = "yaml",
-    registry: RegistryPath = None,
-    context: Context = None,
-) -> None:
-    """Submit a RayJob (default), a persistent RayCluster or a plain Job."""
-    given = job_options.given(ctx)
+
+def parser() -> JobParser:
+    parser = JobParser("gkr submit", SUMMARY)
+    parser.epilog = "The command goes after --, e.g. gkr submit --name exp-1 --team research -- python train.py"
+    parser.add_argument("-f", "--file", help="job file (YAML)")
+    parser.add_job_keys(JobSpec)
+    parser.add_argument("--workdir", help=WORKDIR_HELP)
+    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    parser.add_argument("-o", "--output", default="yaml", help=f"{common.OUTPUT_HELP} (default: yaml)")
+    parser.add_where("registry", "context")
+    return parser
+
+
+def main(args: list[str]) -> int:
+    """`gkr submit ARGS`: the exit code (bad input and the cluster's refusal end in SystemExit, gkr.commands.common)."""
+    with common.bad_input():
+        options, given = parser().parse(args)
     command = given.get(AFTER_DASHES) or ()
-    if file is None and command and command[0].endswith((".yaml", ".yml")):
+    if options.file is None and command and command[0].endswith((".yaml", ".yml")):
         common.fail(
             [
                 f"{command[0]} is taken as the command; did you mean `gkr submit -f {command[0]}`? (a command goes after --)"
@@ -48,7 +50,8 @@ def submit(
         )
     with common.bad_input():
         flags = from_flags(given)
-    submit_job(file, flags, workdir, dry_run, output, registry, context)
+    submit_job(options.file, flags, options.workdir, options.dry_run, options.output, options.registry, options.context)
+    return Exit.OK
 
 
 def submit_job(
@@ -133,7 +136,7 @@ def _submit_run(run: Any, found: Located, dry_run: bool, output: str) -> None:
         launch.submit(run, apis, lambda line: print(line, file=sys.stderr))
     except launch.Failed as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(Exit.FAILED) from None
+        raise SystemExit(Exit.FAILED) from None
     regions = ", ".join(f"{p.region} ({registry.context(p.resolved.region)})" for p in run.parts)
     print(f"submitted run {run.name} to {run.home.resolved.namespace} in {regions}", file=sys.stderr)
 
@@ -142,6 +145,3 @@ def _apply(api: Any, objects: list[dict[str, Any]], context: str) -> None:
     with common.api_errors(f"applying to {context}"):
         for obj in objects:
             kube.apply(api, obj)
-
-
-command = common.typer_command("submit", submit, job_options.options(JobSpec), at=1)  # after --file
