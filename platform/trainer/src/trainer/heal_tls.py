@@ -26,7 +26,6 @@ Handshakes run on each connection's own thread, under the transfer timeout, and 
 from __future__ import annotations
 
 import contextlib
-import errno
 import http.client
 import logging
 import re
@@ -44,6 +43,7 @@ from torchft.checkpointing import CheckpointTransport
 
 from contract.names import HEAL_TLS_PORTS, MEMBER_TLS_NAME
 from trainer.heal_transport import HealRefused, load_weights_only
+from trainer.listen import first_free
 from trainer.mtls import Identity, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -191,12 +191,8 @@ class _MemberConnection(http.client.HTTPConnection):
 def listen(host: str, ports: Sequence[int], make: Callable[[tuple[str, int]], _Server]) -> _Server:
     """The server on the first free of ``ports`` (the rule's range); past them, a free one, which a rule naming
     the range does not admit (a machine with more ranks than a GPU node: the local launcher, tests)."""
-    for port in ports:
-        try:
-            return make((host, port))
-        except OSError as error:
-            if error.errno != errno.EADDRINUSE:
-                raise
+    if (server := first_free(ports, lambda port: make((host, port)))) is not None:
+        return server
     log.warning("heal: ports %d-%d of %s are taken; serving on a free port", ports[0], ports[-1], host)
     return make((host, 0))
 

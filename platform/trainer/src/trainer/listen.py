@@ -11,10 +11,14 @@ reach it is the network's business (the trainer README, "What a run across regio
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 LISTEN_BACKLOG = 1024  # a group's ranks and the other groups' process groups connect at once after a quorum
 TORCH_STORE_TIMEOUT = timedelta(seconds=300)  # torch's own default for a TCPStore
@@ -32,6 +36,21 @@ def bound_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def first_free(ports: Iterable[int], bind: Callable[[int], T]) -> T | None:
+    """``bind(port)`` on the first of ``ports`` no other process of this pod holds; None when all are held.
+
+    The one chooser of a port in a named range (the ring's, the heal server's): only "address in use" moves
+    on to the next port; any other error (an address this pod does not have) is raised, not taken for a
+    full range."""
+    for port in ports:
+        try:
+            return bind(port)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+    return None
 
 
 def store_on(

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contract.names import MEMBER_TLS_NAME, RING_TLS_PORTS
-from trainer.listen import bound_socket
+from trainer.listen import bound_socket, first_free
 from trainer.mtls import HANDSHAKE_TIMEOUT_S, Identity, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -50,30 +50,27 @@ class RingError(Exception):
     """One line: which peer or key failed, and why."""
 
 
-def _listen(host: str, port: int) -> socket.socket | None:
-    try:
-        return bound_socket(host, port)  # the stores' own listener (trainer.listen)
-    except OSError:
-        return None  # taken (another process of this pod)
-
-
 def ring_socket(host: str, ports: range = RING_TLS_PORTS) -> socket.socket:
     """A listening socket on ``host`` only, at the first free port of ``ports``."""
-    for port in ports:
-        if (sock := _listen(host, port)) is not None:
-            return sock
-    raise RingError(f"{host}: every ring port {ports.start}-{ports.stop - 1} is taken; fewer groups per pod")
+    if (sock := first_free(ports, lambda port: bound_socket(host, port))) is None:
+        raise RingError(f"{host}: every ring port {ports.start}-{ports.stop - 1} is taken; fewer groups per pod")
+    return sock
 
 
 def pair_ports(host: str, ports: range = RING_TLS_PORTS) -> tuple[socket.socket, socket.socket]:
     """(store, ring): listening sockets on ``host`` only, the ring's in ``ports``, the store's RENDEZVOUS_OFFSET below."""
-    for port in ports:
-        if (ring := _listen(host, port)) is None:
-            continue
-        if (store := _listen(host, port - RENDEZVOUS_OFFSET)) is not None:
-            return store, ring
-        ring.close()
-    raise RingError(f"{host}: no free pair of store and ring ports below {ports.stop}; fewer groups per pod")
+
+    def pair(port: int) -> tuple[socket.socket, socket.socket]:
+        ring = bound_socket(host, port)
+        try:
+            return bound_socket(host, port - RENDEZVOUS_OFFSET), ring
+        except OSError:
+            ring.close()
+            raise
+
+    if (sockets := first_free(ports, pair)) is None:
+        raise RingError(f"{host}: no free pair of store and ring ports below {ports.stop}; fewer groups per pod")
+    return sockets
 
 
 def store_endpoint(store_addr: str) -> tuple[str, int, str]:
