@@ -186,6 +186,7 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
 RUNS = [c for c, v in COMMANDS.items() if isinstance(v, Run)]
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("command", RUNS)
 def test_readme_command(machine: tuple[Path, dict[str, str]], command: str) -> None:
     root, env = machine

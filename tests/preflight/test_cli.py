@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from contract.names import PREFLIGHT_FAILURE_ANNOTATION as ANNOTATION
 from preflight.cli import main
 from preflight.node import annotate
 from preflight.report import SCHEMA, TERMINATION_LIMIT, Result, node_annotation, termination_message
+from tests.ports import free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PREFLIGHT = Path(sys.executable).parent / "preflight"
@@ -77,15 +77,9 @@ def test_compute_threshold_fails_a_slow_device(capsys: pytest.CaptureFixture[str
     assert "below 1e+06" in capsys.readouterr().out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("world", [2, 4])
 def test_allreduce_across_real_processes(world: int) -> None:
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(world):
         env = {

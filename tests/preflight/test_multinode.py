@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from preflight import multinode
 from preflight.collective import CollectiveSettings, Measurement
+from tests.ports import free_port
 
 PREFLIGHT = Path(sys.executable).parent / "preflight"
 
@@ -60,12 +60,6 @@ def test_no_peers_is_skipped() -> None:
     assert result.status == "skip"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _run(me: str, peer: str, port: int, timeout: str = "120") -> subprocess.Popen[str]:
     args = [
         str(PREFLIGHT),
@@ -92,7 +86,7 @@ def _run(me: str, peer: str, port: int, timeout: str = "120") -> subprocess.Pope
 
 def test_two_nodes_on_loopback_over_gloo() -> None:
     """Two participants, each told of the other (127.0.0.1 and 127.0.0.2 are both this machine's loopback)."""
-    port = _free_port()
+    port = free_port()
     procs = [_run("127.0.0.1", "127.0.0.2", port), _run("127.0.0.2", "127.0.0.1", port)]
     checks = []
     for proc in procs:
@@ -107,7 +101,7 @@ def test_two_nodes_on_loopback_over_gloo() -> None:
 
 
 def test_a_peer_that_never_comes_ends_at_the_timeout() -> None:
-    proc = _run("127.0.0.1", "127.0.0.2", _free_port(), timeout="3")
+    proc = _run("127.0.0.1", "127.0.0.2", free_port(), timeout="3")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2
     check = json.loads(out)["checks"][0]
@@ -116,7 +110,7 @@ def test_a_peer_that_never_comes_ends_at_the_timeout() -> None:
 
 
 def test_a_rank_that_fails_is_reported_with_its_reason_not_waited_for() -> None:
-    layout = multinode.Plan("127.0.0.1", _free_port(), node_rank=0, nodes=1, per_node=1)
+    layout = multinode.Plan("127.0.0.1", free_port(), node_rank=0, nodes=1, per_node=1)
     result = multinode.launch(layout, CollectiveSettings(None, sizes=(-4,)), timeout_s=120)
     assert result.status == "error"
     assert result.summary.startswith("the all-reduce could not run: ")

@@ -6,7 +6,6 @@ processes."""
 from __future__ import annotations
 
 import multiprocessing
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from trainer.rl.vllm_worker import (
 )
 from trainer.rl.weight_sync import WeightSync, layout
 
+from tests.ports import free_port
 from tests.rl.conftest import model_config
 from tests.rl.fake_vllm import LOGPROB, Engine, RequestOutput, Sample, fake_worker, loaded
 
@@ -174,12 +174,6 @@ def test_template_is_the_exported_checkpoints_layout(tmp_path: Path) -> None:
     assert layout(template(tmp_path, torch.bfloat16)) == layout(state)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _member(rank: int, port: int, folder: str, out: str) -> None:
     """Rank 0: the trainer, hosting the store. Rank 1: a vLLM worker (the real extension, a fake model runner)."""
     torch.set_num_threads(1)
@@ -206,7 +200,7 @@ def test_weights_reach_the_worker_extension_over_a_standalone_group(tmp_path: Pa
     cfg = model_config("tiny", precision="fp32")
     hf.save_hf(snapshot(LanguageModel(cfg)), cfg, tmp_path / "ckpt")
     spawn = multiprocessing.get_context("spawn")
-    args = (_free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
+    args = (free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
     members = [spawn.Process(target=_member, args=(rank, *args)) for rank in range(2)]
     for member in members:
         member.start()

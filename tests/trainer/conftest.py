@@ -14,6 +14,7 @@ from typing import Any
 from trainer.runs import final_event, read_events
 
 from tests.conftest import REPO
+from tests.waiting import until
 
 TRAIN = REPO / "platform/trainer/train.py"
 CONFIG = REPO / "platform/trainer/configs/config.yaml"
@@ -83,11 +84,12 @@ def wait_for(
     proc: subprocess.Popen[str], tmp_path: Path, name: str, event: str, step: int, within_s: float, group: int = 1
 ) -> None:
     """Until `group` of run `name` has logged `event` at `step` or later: the moment the fault tests kill it."""
-    deadline = time.monotonic() + within_s
-    while not any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, group)):
-        assert proc.poll() is None, f"the run ended before step {step}"
-        assert time.monotonic() < deadline, f"the run never reached step {step}"
-        time.sleep(0.1)
+    until(
+        lambda: any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, group)),
+        within_s,
+        f"{name} reached step {step}",
+        proc,
+    )
 
 
 def kill_and_finish(proc: subprocess.Popen[str], tmp_path: Path, name: str, group: int, timeout: float) -> float:

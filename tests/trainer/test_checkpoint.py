@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import random
-import socket
 import struct
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from trainer.checkpoint import (
     step_dir,
 )
 
+from tests.ports import free_port
 from tests.trainer.conftest import assert_same
 
 # Every single-process save says so once; that is the intended mode here.
@@ -337,9 +337,7 @@ class EmulatorGCS(gcsfs.core.GCSFileSystem):  # type: ignore[misc]
 @pytest.fixture
 def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A local, in-memory GCS JSON API with a bucket `ckpt`; yields the fsspec storage options."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = create_server("127.0.0.1", port, in_memory=True)
     server.start()
     try:
@@ -432,6 +430,7 @@ def _two_ranks(program: str, root: Path, rendezvous: Path) -> list[dict[str, Any
     return reports
 
 
+@pytest.mark.live
 def test_a_gloo_replica_group_checkpoints_together(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     reports = _two_ranks(TWO_RANK_GROUP, root, tmp_path / "rendezvous")
@@ -484,6 +483,7 @@ SHARDED_NONFINITE = textwrap.dedent(
 )
 
 
+@pytest.mark.live
 def test_a_nonfinite_shard_on_one_rank_is_refused_on_every_rank_of_the_group(tmp_path: Path) -> None:
     """Each rank checks its own shard; the group agrees in one all-reduce, not one collective per tensor."""
     root = tmp_path / "ckpt"

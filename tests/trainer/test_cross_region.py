@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import pytest
 from trainer.checkpoint import MARKER, step_dir
 
 from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
 from tests.conftest import REPO
+from tests.ports import free_port
 from tests.trainer.conftest import events, final, run, start, wait_for
+from tests.waiting import until
+
+pytestmark = pytest.mark.live  # two regions of the driver beside a Lighthouse
 
 STEPS = 80
 KILL = 10  # region b dies at this step or later ...
@@ -29,9 +33,7 @@ REGION = (f"run.steps={STEPS}", "ft.replica_groups=1", "checkpoint.every=1000")
 @contextmanager
 def lighthouse(tmp_path: Path) -> Iterator[str]:
     """torchft's Lighthouse binary on a free port, as gkr's Deployment runs it for a run; yields its address."""
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
+    port = free_port("localhost")
     command = [str(REPO / ".venv/bin/torchft_lighthouse"), "--min_replicas=1", f"--bind=[::]:{port}"]
     command += ["--join_timeout_ms=1000", "--quorum_tick_ms=100", "--heartbeat_timeout_ms=2000"]
     with (tmp_path / "lighthouse.log").open("wb") as log:
@@ -73,11 +75,7 @@ def _starts(tmp_path: Path, name: str) -> int:
 
 
 def _wait(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: str, within_s: float = 600) -> None:
-    deadline = time.monotonic() + within_s
-    while not predicate():
-        assert proc.poll() is None, f"the run ended before {what}"
-        assert time.monotonic() < deadline, f"never saw {what}"
-        time.sleep(0.1)
+    until(predicate, within_s, f"saw {what}", proc)
 
 
 def test_a_region_dies_the_other_commits_alone_and_the_region_returns_and_heals(tmp_path: Path) -> None:

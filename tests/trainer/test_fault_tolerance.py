@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.trainer.conftest import events, final, kill_and_finish, start, wait_for
+
+pytestmark = pytest.mark.live  # the driver, killed and healed
 
 STEPS = 400
 

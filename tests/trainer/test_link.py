@@ -63,6 +63,7 @@ def test_off_by_default() -> None:
     assert (cfg.ft.link_rtt_ms, cfg.ft.link_gbps) == (0, 0)
 
 
+@pytest.mark.live
 def test_an_emulated_link_holds_each_ddp_step_back_by_rtt_plus_bytes_over_bandwidth(tmp_path: Path) -> None:
     # 2 groups, DDP: one gradient bucket per step, each all-reduce alone on the link, so the emulator's
     # busy time is exactly steps x (RTT + wire bytes / bandwidth); the window's wall time contains it.

@@ -104,6 +104,7 @@ def test_the_shape_must_divide_and_other_parts_add_their_own_checks(
     assert preconditions.first_problem(config) == "ft.group_size: example"
 
 
+@pytest.mark.live
 def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_goodput(tmp_path: Path) -> None:
     run(tmp_path, "again", "run.steps=10", "ft.replica_groups=1", "checkpoint.every=5")  # an earlier, finished run
     path = unwritable(tmp_path, "read-only")

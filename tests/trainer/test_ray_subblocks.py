@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from trainer.subblocks import SUBBLOCK_LABEL, UNKNOWN, Choice, NodeTopology, Ray
 from contract import incluster
 from tests.trainer.conftest import start
 from tests.trainer.test_ray_groups_recovery import committed_at, local_cluster, placement, wait_until
+from tests.waiting import until
 from tests.warden.fakes import ApiState, FakeApiServer, node, serving
 
 # -- the choice ------------------------------------------------------------------------------------
@@ -99,13 +99,15 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def learned(topology: NodeTopology, workers: list[dict[str, Any]]) -> dict[str, str]:
     """Every node's sub-block, once the driver has read them all."""
-    deadline = time.monotonic() + 60
-    while (found := topology.learn(workers))[1]:
-        assert time.monotonic() < deadline, "never learned every node's sub-block"
-        time.sleep(0.1)
-    return found[0]
+
+    def complete() -> dict[str, str] | None:
+        found, missing = topology.learn(workers)
+        return None if missing else found
+
+    return until(complete, 60, "learned every node's sub-block")
 
 
+@pytest.mark.live
 def test_the_driver_reads_each_ray_nodes_subblock_from_its_kubernetes_node(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -180,6 +182,7 @@ def supervisor(tmp_path: Path, name: str, event: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e["event"] == event]
 
 
+@pytest.mark.live
 def test_a_group_lands_in_one_subblock_and_waits_rather_than_span_two(tmp_path: Path) -> None:
     """One group of 2 ranks on one-CPU nodes. a1 and b1: room for it only across the two sub-blocks, so it
     waits; a2 joins a: it trains on a1 + a2; a2 is lost: a1 and b1 are free again, it waits; b2 joins b:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainer.checkpoint import MARKER, step_dir
 
 from tests.trainer.conftest import events, final, run
+
+pytestmark = pytest.mark.live  # the driver, crashed and resumed
 
 
 def test_a_crash_between_staged_and_durable_resumes_from_the_previous_durable_checkpoint(tmp_path: Path) -> None:

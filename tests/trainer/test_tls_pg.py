@@ -12,7 +12,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -30,6 +29,7 @@ from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint
 from tests.trainer.test_lighthouse_heal import honest_group
 from tests.trainer.test_lighthouse_mtls import guarded_lighthouse, identity_folder
+from tests.waiting import until
 
 TIMEOUT = timedelta(seconds=5)
 HOST = "127.0.0.1"
@@ -187,9 +187,7 @@ def test_the_rendezvous_refuses_clients_without_the_run_s_certificate(member: Pa
         assert server.tables == {}  # nothing was written
         # The server counts a refusal on the connection's thread, which may be after the client has read the
         # alert (TLS 1.3: the client's side of the handshake completes first).
-        deadline = time.monotonic() + 10
-        while server.refused < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until(lambda: server.refused >= 2, 10, "counted both refusals", every_s=0.01)
         assert server.refused == 2
     finally:
         server.close()
@@ -244,6 +242,7 @@ def test_a_group_s_store_and_ring_listen_on_its_advertised_address_only(
             ft.shutdown()
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("group_size", [1, 2])
 def test_two_regions_train_with_diloco_through_the_tls_ring_and_commit(tmp_path: Path, group_size: int) -> None:
     """The driver as gkr runs it across regions: one group per "region", the Lighthouse and the ring over mTLS.

@@ -134,6 +134,7 @@ def test_fault_tolerance_off_trains_checkpoints_and_resumes_without_torchft(tmp_
     assert final_event(tmp_path / "runs" / "unit", 0)["inner_steps"] == 9  # type: ignore[index]
 
 
+@pytest.mark.live
 def test_fault_tolerance_off_runs_through_the_driver(tmp_path: Path) -> None:
     out = run(tmp_path, "solo", "ft.enabled=false", "ft.replica_groups=1", "run.steps=10", "checkpoint.every=5")
     assert "over 1 replica group report" in out

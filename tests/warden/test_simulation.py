@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from warden.policy import Policy, Signal
 from warden.simsweeps import FleetWeek
 from warden.simulate import SimCluster, SimNode
@@ -48,6 +50,7 @@ def test_every_bucket_is_handled_and_nothing_else_is_touched() -> None:
     assert not [n.name for n in untouched if n.touched or n.cordoned]
 
 
+@pytest.mark.scenario
 def test_circuit_breaker_holds_under_a_correlated_failure() -> None:
     sim = SimCluster.build(POOLS, POLICY)
     failing = [f"c-{i:04d}" for i in range(38)]  # 30% of pool c
@@ -139,6 +142,7 @@ def test_a_hundred_joining_nodes_burn_in_a_few_at_a_time_without_blocking_repair
     assert sim.phases()["healthy"] == 228  # all in service, the fault repaired too
 
 
+@pytest.mark.scenario
 def test_a_week_of_sweeps_finds_every_latent_fault_within_the_cadence_and_never_displaces_a_job() -> None:
     """1,280 nodes, jobs at 60% of each pool, 40 latent faults (20 GPUs failing only DCGM, 20 slow NICs
     failing only the multi-node check) present from the start, last checks spread over the past week."""
