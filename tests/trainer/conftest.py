@@ -13,7 +13,7 @@ from typing import Any
 
 from trainer.runs import final_event, read_events
 
-from tests.conftest import REPO
+from tests.conftest import REPO, RUNNING_TIERS
 from tests.waiting import until
 
 TRAIN = REPO / "platform/trainer/train.py"
@@ -34,6 +34,7 @@ def overrides(tmp_path: Path, name: str, *extra: str) -> list[str]:
 
 def start(tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """The driver as a user runs it; ``env`` adds to this process's environment (gkr's variables)."""
+    assert "live" in RUNNING_TIERS, "this test starts the driver: mark it pytest.mark.live (make unit runs no live run)"
     command = [sys.executable, str(TRAIN), str(CONFIG), *overrides(tmp_path, name, *extra)]
     environ = None if env is None else os.environ | env
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ)
