@@ -31,7 +31,7 @@ def test_an_unmarked_live_or_scenario_test_is_caught_through_helpers_fixtures_an
         "@pytest.fixture\ndef finished():\n    return twice()\n\n"
         "def test_calls_a_helper_that_runs():\n    twice()\n\n"
         "def test_takes_a_fixture_that_runs(finished):\n    assert finished\n\n"
-        "@pytest.mark.live\ndef test_marked():\n    run()\n\n"
+        "@pytest.mark.live\ndef test_marked_alone():\n    run()\n\n"
         "def test_pure():\n    assert 1 + 1 == 2\n",
     )
     _write(
@@ -51,11 +51,12 @@ def test_an_unmarked_live_or_scenario_test_is_caught_through_helpers_fixtures_an
     found = {(p.test, p.tier) for module in modules_of(tmp_path) for p in suite.unmarked(module)}
     assert found == {
         ("test_calls_a_helper_that_runs", "live"),
+        ("test_marked_alone", "live"),  # beside unit tests: its module is not live
         ("test_takes_a_fixture_that_runs", "live"),
         ("test_imports_a_helper_that_runs", "live"),
         ("test_starts_ray", "live"),
         ("test_runs_make", "scenario"),
     }
     assert str(next(iter(suite.unmarked("tests.review.test_other")))).startswith(
-        "tests/review/test_other.py::test_imports_a_helper_that_runs starts a live run: mark it pytest.mark.live"
+        "tests/review/test_other.py::test_imports_a_helper_that_runs starts a live run: move it to a module marked"
     )

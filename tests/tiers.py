@@ -1,13 +1,15 @@
 """Which tests start live runs or scenarios, read from their source: the facts tests/test_tiers.py checks the
 markers against, without timing anything.
 
-A test needs a tier's marker (pytest.mark.live or pytest.mark.scenario, on the test or as the module's
-``pytestmark``) when its body, a fixture it takes or a module function it calls (in its module or imported from
+A test needs a tier's marker when its body, a fixture it takes or a module function it calls (in its module or imported from
 another test module) uses what starts such a run:
 
 - live: the trainer's driver started by tests/trainer/conftest.py (``start``, ``run``, ``kill_and_finish``,
   ``wait_for``), a local Ray (``ray.init``, ``ray.cluster_utils``), an in-process GRPO learning run;
 - scenario: the review's ``sandbox`` (a git repository planned on both sides), a ``make`` subprocess.
+
+A live test is marked through its module's ``pytestmark = pytest.mark.live``: live runs stay out of the modules
+that hold unit tests. A scenario may be marked on the test (``@pytest.mark.scenario``) or on its module.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class Unmarked:
     tier: str
 
     def __str__(self) -> str:
+        if self.tier == "live":  # live runs stay out of the modules that hold unit tests
+            return (
+                f"{self.path}::{self.test} starts a live run: move it to a module marked pytestmark = pytest.mark.live"
+            )
         return f"{self.path}::{self.test} starts a {self.tier} run: mark it pytest.mark.{self.tier}"
 
 
@@ -129,8 +135,10 @@ class Suite:
         problems = []
         for name, function in module.functions.items():
             if name.startswith("test_"):
-                marked = module.marked | _marks(function.decorator_list)
-                problems += [Unmarked(module.path, name, t) for t in sorted(self.tiers(module, name) - marked)]
+                # A live test is marked with its module; a scenario may be marked on its own.
+                marked = module.marked | (_marks(function.decorator_list) - {"live"})
+                needed = self.tiers(module, name) | (_marks(function.decorator_list) & {"live"})
+                problems += [Unmarked(module.path, name, t) for t in sorted(needed - marked)]
         return problems
 
 

@@ -1,4 +1,5 @@
-"""Live fault tolerance on CPU (gloo): a replica group SIGKILLed mid-run, the others continue, it heals."""
+"""Live fault tolerance on CPU (gloo): a replica group SIGKILLed mid-run, the others continue, it heals; and a run
+with fault tolerance off goes through the same driver."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from trainer.runs import read_events
 
-from tests.trainer.conftest import events, final, kill_and_finish, start, wait_for
+from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
 
 pytestmark = pytest.mark.live  # the driver, killed and healed
 
@@ -47,3 +49,11 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
     assert summary["restarts"] == 1
     assert 0 < summary["goodput"] < 1
     assert summary["seconds"]["startup"] > 0
+
+
+def test_fault_tolerance_off_runs_through_the_driver(tmp_path: Path) -> None:
+    out = run(tmp_path, "solo", "ft.enabled=false", "ft.replica_groups=1", "run.steps=10", "checkpoint.every=5")
+    assert "over 1 replica group report" in out
+    log = read_events(tmp_path / "runs" / "solo", 0)
+    assert [e["step"] for e in log if e["event"] == "commit"] == list(range(1, 11))
+    assert not (tmp_path / "runs" / "solo" / "lighthouse").read_text()  # no Lighthouse was started

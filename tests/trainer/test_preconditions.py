@@ -14,7 +14,7 @@ from trainer import preconditions
 from trainer.config import Config, compose
 
 from contract import names
-from tests.trainer.conftest import CONFIG, TRAIN, overrides, run
+from tests.trainer.conftest import CONFIG, TRAIN
 
 GRPO = CONFIG.parent / "grpo.yaml"
 TORCH_TP = (
@@ -102,24 +102,6 @@ def test_the_shape_must_divide_and_other_parts_add_their_own_checks(
     )
     monkeypatch.setattr(preconditions, "CHECKS", [*preconditions.CHECKS, lambda c: "ft.group_size: example"])
     assert preconditions.first_problem(config) == "ft.group_size: example"
-
-
-@pytest.mark.live
-def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_goodput(tmp_path: Path) -> None:
-    run(tmp_path, "again", "run.steps=10", "ft.replica_groups=1", "checkpoint.every=5")  # an earlier, finished run
-    path = unwritable(tmp_path, "read-only")
-    command = [
-        sys.executable,
-        str(TRAIN),
-        str(CONFIG),
-        *overrides(tmp_path, "again", "run.steps=20"),
-        f"checkpoint.dir={path}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
-    assert result.returncode == 2
-    assert result.stdout == ""  # no goodput line, no earlier run's figures
-    assert result.stderr.startswith(f"train.py: checkpoint.dir: {path} is not writable (")
-    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_tensor_parallel_is_refused_for_the_torch_engine(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from trainer.runs import final_event, read_events
 from trainer.trainer import Trainer
 
 from tests.conftest import REPO
-from tests.trainer.conftest import CONFIG, assert_same, overrides, run
+from tests.trainer.conftest import CONFIG, assert_same, overrides
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -132,15 +132,6 @@ def test_fault_tolerance_off_trains_checkpoints_and_resumes_without_torchft(tmp_
     assert [e["step"] for e in log if e["event"] == "resumed"] == [6]
     assert [e["step"] for e in log if e["event"] == "commit"][-3:] == [7, 8, 9]
     assert final_event(tmp_path / "runs" / "unit", 0)["inner_steps"] == 9  # type: ignore[index]
-
-
-@pytest.mark.live
-def test_fault_tolerance_off_runs_through_the_driver(tmp_path: Path) -> None:
-    out = run(tmp_path, "solo", "ft.enabled=false", "ft.replica_groups=1", "run.steps=10", "checkpoint.every=5")
-    assert "over 1 replica group report" in out
-    log = read_events(tmp_path / "runs" / "solo", 0)
-    assert [e["step"] for e in log if e["event"] == "commit"] == list(range(1, 11))
-    assert not (tmp_path / "runs" / "solo" / "lighthouse").read_text()  # no Lighthouse was started
 
 
 # -- torchft's public API only ----------------------------------------------------------------------
