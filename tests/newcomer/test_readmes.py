@@ -63,6 +63,9 @@ COMMANDS: dict[str, Run | Skip] = {
         "tests/review runs it: the workflow's own line on a destructive change, and a stale HEAD refused"
     ),
     "make test": Skip("this test is part of it"),
+    "make unit": Skip("this test is part of make test, which runs every tier"),
+    "make scenario": Skip("this test is one of them (make test runs every tier)"),
+    "make live": Skip("part of make test, which runs every tier"),
     "make twin": Skip("CI runs it after `make test` (.ci/run): podman builds and containers, its own budget"),
     # README.md, researcher
     ". .venv/bin/activate": Skip("sets up the shell the commands marked `activated` here run in"),

@@ -65,6 +65,7 @@ def cdktn_deploy(root: Path, env: dict[str, str], record: dict[str, Any] | str, 
     return run.returncode, run.stderr, log.read_text() if log.exists() else ""
 
 
+@pytest.mark.scenario
 def test_the_reviewed_stack_is_applied_from_its_saved_plan_and_recorded(
     stacks: Stacks, deploy_env: dict[str, str]
 ) -> None:
@@ -81,6 +82,7 @@ def test_the_reviewed_stack_is_applied_from_its_saved_plan_and_recorded(
     assert reviewed.deployed_stacks(kept.parent) == {"us-east4": stacks["us-east4"]}
 
 
+@pytest.mark.scenario
 def test_a_stack_other_than_the_reviewed_one_never_reaches_terraform(
     stacks: Stacks, deploy_env: dict[str, str]
 ) -> None:

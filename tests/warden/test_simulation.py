@@ -74,6 +74,7 @@ def test_flapping_node_is_held_for_review() -> None:
     assert node.touched["reboot"] == 3  # the fourth fault is not remediated again
 
 
+@pytest.mark.scenario
 def test_api_errors_and_restarts_never_repeat_an_action() -> None:
     sim = SimCluster.build(POOLS, POLICY)
     sim.api_error_rate = 0.3  # and every round is a fresh Warden: it knows only what the Nodes say
