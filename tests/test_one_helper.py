@@ -51,8 +51,8 @@ def _test_sources() -> dict[str, ast.AST]:
 
 def test_one_free_port_helper_and_one_polling_loop() -> None:
     sources = _test_sources()
-    ports = {path: found for path, tree in sources.items() if (found := free_port_copies(tree))}
-    loops = {path: found for path, tree in sources.items() if (found := polling_copies(tree))}
+    ports = {path: names for path, tree in sources.items() if (names := free_port_copies(tree))}
+    loops = {path: lines for path, tree in sources.items() if (lines := polling_copies(tree))}
     assert ports == {}, "use tests.ports.free_port"
     assert loops == {}, "use tests.waiting.until"
 

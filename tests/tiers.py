@@ -81,9 +81,9 @@ class Module:
         tree = ast.parse(path.read_text())
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
         self.marked: set[str] = set()
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and any(ast.unparse(t) == "pytestmark" for t in node.targets):
-                self.marked |= _marks([node.value])
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and any(ast.unparse(t) == "pytestmark" for t in statement.targets):
+                self.marked |= _marks([statement.value])
         self.starters: dict[str, str] = {}  # a name in this module -> the tier of the run it starts
         self.local_imports: dict[str, tuple[str, str]] = {}  # a name -> (tests module, its name there)
         for node in ast.walk(tree):
@@ -123,9 +123,9 @@ class Suite:
         found = _direct(function, module.starters)
         found |= {FIXTURES[a.arg] for a in function.args.args if a.arg in FIXTURES}
         used = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {a.arg for a in function.args.args}
-        for other in sorted(used - {name}):
-            if other in module.functions or other in module.local_imports:
-                found |= self.tiers(module, other, seen)
+        for callee in sorted(used - {name}):
+            if callee in module.functions or callee in module.local_imports:
+                found |= self.tiers(module, callee, seen)
         return found
 
     def unmarked(self, dotted: str) -> list[Unmarked]:
