@@ -1,5 +1,6 @@
-"""A replica group of two gloo ranks (processes) checkpoints together: each rank its shard, rank 0 the marker,
-a non-finite shard anywhere refused on every rank. Live: each test starts the ranks as processes."""
+"""Checkpoints across processes: a replica group of two gloo ranks checkpoints together (each rank its shard,
+rank 0 the marker, a non-finite shard anywhere refused on every rank), and a trainer process that dies between
+staged and durable leaves the previous checkpoint. Live: each test starts its processes."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.checkpoint import MARKER, step_dir
+import torch
+from trainer.checkpoint import MARKER, Checkpointer, step_dir
 
-from tests.trainer.test_checkpoint import step_dirs
+from tests.trainer.test_checkpoint import committed, step_dirs
 
-pytestmark = pytest.mark.live  # each test starts two ranks as processes
+pytestmark = pytest.mark.live  # each test starts its processes
 
 
 TWO_RANK_GROUP = textwrap.dedent(
@@ -132,3 +134,54 @@ def test_a_nonfinite_shard_on_one_rank_is_refused_on_every_rank_of_the_group(tmp
     assert [r["reductions"] for r in reports] == [1, 1]
     assert [r["latest"] for r in reports] == [6, 6]
     assert step_dirs(root) == [6]
+
+
+CRASHING_TRAINER = textwrap.dedent(
+    """
+    import os, signal, sys
+    import torch
+    from trainer.checkpoint import Checkpointer
+
+    root, when = sys.argv[1], sys.argv[2]
+    die = lambda *_: os.kill(os.getpid(), signal.SIGKILL)
+    if when == "before-marker":  # the files are all written, the marker is next
+        write_marker = Checkpointer._write_marker
+        Checkpointer._write_marker = lambda self, step: die() if step == 2 else write_marker(self, step)
+    on_event = (lambda e: die() if e.kind == "staged" and e.step == 2 else None) if when == "staged" else None
+    checkpoints = Checkpointer(root, on_event=on_event)
+    checkpoints.save(1, {"w": torch.full((1024,), 1.0), "data": {"next_batch": 10}})
+    checkpoints.wait()
+    checkpoints.save(2, {"w": torch.full((1024,), 2.0), "data": {"next_batch": 20}})
+    checkpoints.wait()
+    print("survived")
+    """
+)
+
+
+@pytest.mark.parametrize("when", ["staged", "before-marker"])
+def test_a_crash_between_staged_and_durable_leaves_the_previous_checkpoint(tmp_path: Path, when: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", CRASHING_TRAINER, str(tmp_path), when],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == -9, run.stdout + run.stderr
+    if when == "before-marker":
+        assert (tmp_path / step_dir(2) / ".metadata").exists()  # even complete files do not count
+    assert committed(tmp_path) == [1]
+
+    checkpoints = Checkpointer(str(tmp_path))
+    assert checkpoints.latest() == 1
+    loaded: dict[str, Any] = {"w": torch.zeros(1024), "data": {"next_batch": 0}}
+    checkpoints.load(1, loaded)
+    assert torch.equal(loaded["w"], torch.full((1024,), 1.0))
+    assert loaded["data"] == {"next_batch": 10}
+    with pytest.raises(FileNotFoundError):
+        checkpoints.load(2, loaded)
+
+    checkpoints.save(3, {"w": torch.full((1024,), 3.0), "data": {"next_batch": 30}})
+    checkpoints.wait()
+    assert step_dirs(tmp_path) == [1, 3]  # the dead attempt is cleaned up by the next commit
+    checkpoints.close()

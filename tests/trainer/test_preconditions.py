@@ -120,6 +120,7 @@ def test_tensor_parallel_is_refused_for_the_torch_engine(tmp_path: Path) -> None
     assert bad.startswith("$MERIDIAN_TP: 'two' is not a GPU count 1..64")
 
 
+@pytest.mark.scenario
 def test_the_driver_refuses_tensor_parallel_for_the_torch_engine_at_start(tmp_path: Path) -> None:
     command = [sys.executable, str(TRAIN), str(GRPO), "run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"]
     environ = os.environ | {names.TENSOR_PARALLEL_ENV: "2"}
