@@ -6,7 +6,7 @@ BIN := .venv/bin
 ENV := .venv/.installed
 COMPONENTS := $(wildcard platform/*/pyproject.toml)
 
-.PHONY: help setup crds plan generate review scan bench test lint typecheck unit twin lock clean
+.PHONY: help setup crds plan generate review scan bench test lint typecheck unit scenario live twin lock clean
 
 # A bare `make` lists the targets; it builds nothing.
 .DEFAULT_GOAL := help
@@ -57,7 +57,7 @@ bench: $(ENV) ## every benchmark: synthesis (1/3/8 regions), gkr start-up, Warde
 	$(BIN)/python scripts/bench_rl_sync.py
 	$(BIN)/python scripts/bench_cross_region_tls.py
 
-test: lint typecheck unit ## everything CI runs
+test: lint typecheck unit scenario live ## everything CI runs: lint, types, then every tier of tests (README "Tests")
 
 lint: $(ENV) ## ruff check and ruff format --check
 	$(BIN)/ruff check .
@@ -66,9 +66,20 @@ lint: $(ENV) ## ruff check and ruff format --check
 typecheck: $(ENV) ## mypy --strict
 	$(BIN)/mypy
 
-unit: $(ENV) crds ## pytest (the alert-rule evaluation needs promtool: .ci/run installs Debian's prometheus)
-	@command -v promtool >/dev/null || echo "make test: alert rules not evaluated (tests/gitops/test_alert_rules.py skipped): promtool is absent; apt-get install prometheus"
-	$(BIN)/pytest
+# The tiers (markers in pyproject.toml, checked by tests/test_tiers.py). Unit tests and scenarios run on two
+# workers, a file per worker (--dist loadfile: a module's fixtures are built once); live runs bind port ranges and
+# spawn process trees, so they run one at a time.
+PYTEST_PARALLEL := -n 2 --dist loadfile
+
+unit: $(ENV) crds ## the fast tier: every test that is neither live nor a scenario (the alert rules need promtool)
+	@command -v promtool >/dev/null || echo "make unit: alert rules not evaluated (tests/gitops/test_alert_rules.py skipped): promtool is absent; apt-get install prometheus"
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not live and not scenario and not twin"
+
+scenario: $(ENV) crds ## the review's sandbox scenarios, make and CLI runs of the whole fleet, simulations
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "scenario and not twin"
+
+live: $(ENV) crds ## training, RL and Ray runs, one at a time
+	$(BIN)/pytest -p no:xdist -m "live and not twin"
 
 twin: $(ENV) ## the cluster twin: build every image as a CPU twin with podman and run the rendered pods in it (platform/twin)
 	@bash scripts/twin_setup.sh

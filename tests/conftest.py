@@ -22,6 +22,16 @@ SHIPPED = REPO / "fleet.yaml"
 SHIPPED_SPEC: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
 
 
+# The tiers (pyproject.toml's live and scenario markers) of the test running now: the helpers that start a live run
+# refuse an unmarked test at once, whatever path it took to them (tests/tiers.py checks the source as well).
+RUNNING_TIERS: set[str] = set()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    RUNNING_TIERS.clear()
+    RUNNING_TIERS.update(mark.name for mark in item.iter_markers() if mark.name in ("live", "scenario"))
+
+
 def new_region(name: str, zones: list[str], nodes: int = 64) -> dict[str, Any]:
     """A region to append to a spec: one flex-start H200 pool of ``nodes`` in its second zone."""
     return {

@@ -60,6 +60,7 @@ def _make_plan(fleet: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.scenario
 def test_make_plan_takes_another_spec(
     spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], tmp_path: Path
 ) -> None:
@@ -73,6 +74,7 @@ def test_make_plan_takes_another_spec(
     assert sorted(p.name for p in (out / "stacks").iterdir()) == ["global", "us-central1"]
 
 
+@pytest.mark.scenario
 def test_make_plan_stops_at_an_invalid_spec(
     spec: dict[str, Any], write_spec: Callable[[dict[str, Any]], Path], tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from fleet.gitops.check import ClusterTree
@@ -33,6 +34,7 @@ def _scan(folder: Path) -> list[dict[str, Any]]:
     return reports if isinstance(reports, list) else [reports]
 
 
+@pytest.mark.scenario
 def test_checkov_finds_nothing_unexplained_in_any_cluster(
     trees: dict[str, tuple[ClusterTree, list[Finding]]], tmp_path: Path
 ) -> None:
@@ -65,6 +67,7 @@ def test_every_skip_says_why() -> None:
             assert len(reason.split()) >= 5, line
 
 
+@pytest.mark.scenario
 def test_checkov_would_catch_a_privileged_pod(tmp_path: Path) -> None:
     pod = {
         "apiVersion": "v1",

@@ -18,6 +18,7 @@ REGIONS = ["us-central1", "us-east4", "europe-west1"]
 OUR_APPS = set(argocd.OVERLAY_APPS)
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("region", REGIONS)
 def test_cluster_builds_and_every_object_validates(fleet: Fleet, crds: CrdSchemas, trees: Trees, region: str) -> None:
     tree, findings = trees[region]
@@ -63,6 +64,7 @@ def test_a_missing_crd_schema_is_an_error_not_a_skip(fleet: Fleet, trees: Trees,
     assert "no CRD schema for kueue.x-k8s.io/v1beta2 ClusterQueue" in problems[0]
 
 
+@pytest.mark.scenario
 def test_cross_checks_catch_broken_references(fleet: Fleet, crds: CrdSchemas, trees: Trees) -> None:
     tree, _ = trees["us-central1"]
     broken = copy.deepcopy(tree)

@@ -15,6 +15,7 @@ from tests.conftest import REPO, SHIPPED
 from tests.gitops.conftest import render
 
 
+@pytest.mark.scenario
 def test_committed_output_is_current(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["generate", "--fleet", str(SHIPPED), "--root", str(REPO), "--check"])
     assert code == 0, capsys.readouterr().err + "\nrun `make generate` and commit the result"
@@ -57,6 +58,7 @@ def test_every_generated_file_says_it_is_generated(fleet: Fleet) -> None:
             assert path.endswith(".json"), path
 
 
+@pytest.mark.scenario
 def test_check_reports_stale_missing_and_extra_files(
     fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ from fleet.gitops import crd_lock
 from fleet.gitops.validate import crd_roots
 from tests.conftest import REPO
 from tests.httpfake import JsonReplies, serving
+from tests.ports import free_port
 
 
 def committed_lock() -> crd_lock.CrdLock:
@@ -64,9 +65,4 @@ def upstream() -> Iterator[Upstream]:
 
 def closed_port_url() -> str:
     """A local URL nothing listens on: a download from it is refused at once, as with no network."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"

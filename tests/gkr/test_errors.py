@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
@@ -15,6 +14,7 @@ from gkr import kube
 from tests.gkr.conftest import EXAMPLES
 from tests.gkr.jsonhandler import JsonHandler
 from tests.gkr.test_kube import EAST4, use_kubeconfig
+from tests.ports import free_port
 
 GET_CREDENTIALS = (
     "gcloud container clusters get-credentials meridian-us-east4 --region us-east4 "
@@ -90,9 +90,7 @@ def unauthorized() -> Iterator[str]:
 
 
 def test_why_a_region_is_unreachable(unauthorized: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+    closed = free_port()  # a port nothing listens on
     reasons = {}
     for name, server in (("refused", f"http://127.0.0.1:{closed}"), ("denied", unauthorized)):
         use_kubeconfig(tmp_path, monkeypatch, name, server)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from gcp_storage_emulator.server import create_server  # type: ignore[import-unt
 from contract.problem import Invalid
 from gkr import workdir
 from tests.gkr.test_kube import FakeApiServer, server, use_kubeconfig  # noqa: F401 - the fixture
+from tests.ports import free_port
 
 BUCKET = "meridian-ckpt-us-east4"
 
@@ -84,9 +84,7 @@ def test_size_limit_is_refused_in_one_line(tmp_path: Path) -> None:
 @pytest.fixture
 def gcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """gcp-storage-emulator with the us-east4 checkpoint bucket, as tests/trainer/test_checkpoint.py starts it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     emulator = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
     emulator.start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.scenario  # the CDK Terrain CLI synthesizes the whole fleet
 
 BIN = Path(sys.executable).parent
 

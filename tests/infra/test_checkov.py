@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from meridian_infra.report import Stacks
 from tests.conftest import REPO
 
@@ -24,6 +26,7 @@ def test_every_skip_has_a_reason() -> None:
         assert len(reason.strip()) > 20, f"{check.strip()} needs a one-line reason"
 
 
+@pytest.mark.scenario
 def test_checkov_passes_on_every_stack(synth_dir: Path, stacks: Stacks) -> None:
     result = subprocess.run(
         [CHECKOV, "--config-file", CONFIG, "-d", synth_dir / "stacks", "-o", "json"],

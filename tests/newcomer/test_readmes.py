@@ -63,6 +63,9 @@ COMMANDS: dict[str, Run | Skip] = {
         "tests/review runs it: the workflow's own line on a destructive change, and a stale HEAD refused"
     ),
     "make test": Skip("this test is part of it"),
+    "make unit": Skip("this test is part of make test, which runs every tier"),
+    "make scenario": Skip("this test is one of them (make test runs every tier)"),
+    "make live": Skip("part of make test, which runs every tier"),
     "make twin": Skip("CI runs it after `make test` (.ci/run): podman builds and containers, its own budget"),
     # README.md, researcher
     ". .venv/bin/activate": Skip("sets up the shell the commands marked `activated` here run in"),
@@ -186,6 +189,7 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
 RUNS = [c for c, v in COMMANDS.items() if isinstance(v, Run)]
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("command", RUNS)
 def test_readme_command(machine: tuple[Path, dict[str, str]], command: str) -> None:
     root, env = machine

@@ -37,6 +37,7 @@ def _run(root: Path, command: str, env: dict[str, str]) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.scenario
 def test_make_setup_gets_the_pinned_crds_and_plan_reads_them(clone: tuple[Path, dict[str, str]]) -> None:
     root, env = clone
     lock = committed_lock()
@@ -55,6 +56,7 @@ def test_make_setup_gets_the_pinned_crds_and_plan_reads_them(clone: tuple[Path, 
     assert "Argo CD, per cluster" in plan.stdout
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("command", ["make setup", "make plan"])
 def test_without_a_network_setup_and_plan_say_in_one_line_what_is_missing(
     clone: tuple[Path, dict[str, str]], command: str

@@ -30,6 +30,7 @@ def test_the_bare_path_has_none_of_the_projects_tools(bare: dict[str, str]) -> N
         assert run(["sh", "-c", f"command -v {tool}"], bare).returncode != 0, tool
 
 
+@pytest.mark.scenario
 def test_make_help_lists_every_target(bare: dict[str, str], tmp_path: Path) -> None:
     makefile = (REPO / "Makefile").read_text()
     targets = re.findall(r"^([a-z][a-z-]*):", makefile, re.M)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 
 from contract import incluster
 from tests.httpfake import JsonReplies
+from tests.ports import free_port
 
 
 class _Server(JsonReplies):
@@ -100,9 +100,7 @@ def test_every_failure_is_one_api_error_of_one_line(
 
 
 def test_no_server_and_no_token_are_api_errors_too(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again below: nothing listens there
+    port = free_port()  # nothing listens there
     token = tmp_path / "token"
     token.write_text("t")
     with pytest.raises(incluster.ApiError) as refused:

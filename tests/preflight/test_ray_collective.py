@@ -9,6 +9,8 @@ import pytest
 from preflight.collective import CollectiveSettings
 from preflight.ray_collective import run
 
+pytestmark = pytest.mark.live  # a local Ray
+
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:

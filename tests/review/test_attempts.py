@@ -13,11 +13,15 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from fleet.gitops.validate import crd_roots
 from review.report import COMMENT_LIMIT, summary
 from review.review import Review, review
 from tests.conftest import REPO
 from tests.review.conftest import KUBECTL, Sandbox, commit, regenerate, replace_once, reset
+
+pytestmark = pytest.mark.scenario  # each test plans both sides of a change in the review's sandbox
 
 CLUSTERS = ("meridian-europe-west1", "meridian-us-central1", "meridian-us-east4")
 

@@ -11,6 +11,8 @@ import copy
 import re
 from typing import Any
 
+import pytest
+
 from review.report import COMMENT_LIMIT, summary
 from review.review import Review
 from review.security import Finding, security_findings
@@ -28,6 +30,7 @@ def flagged(r: Review, what: str) -> set[str]:
     return {f.scope for f in r.findings if f.what == what}
 
 
+@pytest.mark.scenario
 def test_hardening_taken_off_the_clusters_is_listed_for_an_owner(sandbox: Sandbox) -> None:
     r = change_files(
         sandbox,
@@ -87,6 +90,7 @@ def test_hardening_taken_off_the_clusters_is_listed_for_an_owner(sandbox: Sandbo
     assert (r.exit_code, r.labels) == (4, ["security"])
 
 
+@pytest.mark.scenario
 def test_an_open_binary_authorization_policy_and_an_exported_key_are_listed(sandbox: Sandbox) -> None:
     code = "infra/meridian_infra/global_stack.py"
     r = change_files(

@@ -17,6 +17,8 @@ from review.review import Review
 from tests.review.conftest import Sandbox
 from tests.review.test_attempts import CLUSTERS, Edit, change_files
 
+pytestmark = pytest.mark.scenario  # each test plans both sides of a change in the review's sandbox
+
 ALL = ", ".join(CLUSTERS)
 WARDEN = "kustomize/base/warden/deployment.yaml"
 ARGOCD = "platform/fleet/src/fleet/gitops/argocd.py"

@@ -65,6 +65,7 @@ def cdktn_deploy(root: Path, env: dict[str, str], record: dict[str, Any] | str, 
     return run.returncode, run.stderr, log.read_text() if log.exists() else ""
 
 
+@pytest.mark.scenario
 def test_the_reviewed_stack_is_applied_from_its_saved_plan_and_recorded(
     stacks: Stacks, deploy_env: dict[str, str]
 ) -> None:
@@ -81,6 +82,7 @@ def test_the_reviewed_stack_is_applied_from_its_saved_plan_and_recorded(
     assert reviewed.deployed_stacks(kept.parent) == {"us-east4": stacks["us-east4"]}
 
 
+@pytest.mark.scenario
 def test_a_stack_other_than_the_reviewed_one_never_reaches_terraform(
     stacks: Stacks, deploy_env: dict[str, str]
 ) -> None:
@@ -132,6 +134,7 @@ def test_deploy_without_a_record_names_where_to_get_it(deploy_env: dict[str, str
     assert "set MERIDIAN_REVIEWED to the `plan-review-reviewed` artifact" in run.stderr
 
 
+@pytest.mark.scenario
 def test_a_module_shadowed_for_deploy_is_refused_before_it_runs(sandbox: Sandbox, deploy_env: dict[str, str]) -> None:
     # Issue 36: platform/gkr/src/safeyaml/ re-exports the real module and, only under `cdktn deploy`, cuts
     # us-east4's h200-a to one node. The launcher refuses the second definition before importing anything.
@@ -158,6 +161,7 @@ def test_the_applied_stack_is_recorded_beside_its_state(stacks: Stacks, monkeypa
     assert destination(stacks["us-east4"], "local").endswith("infra/.state/deployed")
 
 
+@pytest.mark.scenario
 def test_a_change_that_slipped_through_shows_again_against_what_is_deployed(sandbox: Sandbox, stacks: Stacks) -> None:
     # main holds the 384-node pools cut to one node (merged past the review); what is deployed still has 384.
     # The next pull request changes nothing there, yet its review compares with the deployed stacks.

@@ -52,6 +52,7 @@ def _forged_head_plan(sandbox: Sandbox, out: Path) -> Path:
     return out
 
 
+@pytest.mark.scenario
 def test_a_remote_resource_in_wardens_base_is_refused_in_one_line_and_never_fetched(
     sandbox: Sandbox, served: tuple[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,6 +74,7 @@ def test_a_remote_resource_in_wardens_base_is_refused_in_one_line_and_never_fetc
     assert asked == []  # refused before anything was built
 
 
+@pytest.mark.scenario
 def test_a_chart_by_version_is_refused_in_one_line(sandbox: Sandbox, tmp_path: Path) -> None:
     # The generator's old source, written back into the committed tree: a chart version can be re-published.
     head_plan = _forged_head_plan(sandbox, tmp_path / "head-plan.json")
@@ -96,6 +98,7 @@ def test_a_chart_by_version_is_refused_in_one_line(sandbox: Sandbox, tmp_path: P
     )
 
 
+@pytest.mark.scenario
 def test_the_digest_pin_pull_request_needs_an_owner_and_names_what_changed(sandbox: Sandbox) -> None:
     # The images workflow's pull request: `meridian pin-image` and `make generate` after a change to Warden's
     # code merged. The new digest runs that code in every cluster.

@@ -12,6 +12,8 @@ from review.report import markdown, summary
 from review.review import review
 from tests.review.conftest import KUBECTL, Sandbox, at_base, git, replace_once, reset, review_cli, scenario
 
+pytestmark = pytest.mark.scenario  # each test plans both sides of a change in the review's sandbox
+
 # The registry ConfigMap in every cluster holds the whole fleet's registry (fleet.gitops.registry), so a
 # change to any region's pools or any team's quota changes it in every cluster.
 REGISTRY = ("", "ConfigMap", REGISTRY_NAMESPACE, REGISTRY_CONFIGMAP)

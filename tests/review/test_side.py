@@ -71,6 +71,7 @@ def test_a_document_too_large_is_refused_before_it_is_read(tmp_path: Path, monke
         side.load(tmp_path / "missing.json")
 
 
+@pytest.mark.scenario
 def test_the_cli_fails_closed_on_a_bad_head_document(
     sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -186,6 +186,7 @@ def attempt(sandbox: Sandbox) -> Any:
     git(repo, "worktree", "prune")
 
 
+@pytest.mark.scenario
 def test_a_pull_request_that_rewrites_the_review_script_is_still_judged_by_bases(attempt: Any) -> None:
     repo, base = attempt
     regenerate(repo, RENAME)
@@ -204,6 +205,7 @@ def test_a_pull_request_that_rewrites_the_review_script_is_still_judged_by_bases
     assert "Review machinery changed" in comment
 
 
+@pytest.mark.scenario
 def test_a_new_folder_redefining_the_review_command_changes_nothing(attempt: Any) -> None:
     repo, base = attempt
     regenerate(repo, RENAME)
@@ -231,6 +233,7 @@ CUT = (  # issue 36's forged plan: us-east4's h200-a 384 -> 1 node in the pools'
 CUT_LINE = "us-east4: node pool h200-a in us-east4-b: 384 nodes, 3,072 H200 -> 1 node, 8 H200 (-3,064 H200)"
 
 
+@pytest.mark.scenario
 def test_a_build_hook_of_the_pull_request_never_runs_before_its_plan_is_taken(attempt: Any) -> None:
     # Issue 36: a setup.py that, in GitHub, put BASE's infra code back during the plan job's `make setup`:
     # "nothing flagged" for -3,064 H200. Now the plan job's environment is the default branch's.
@@ -260,6 +263,7 @@ def test_a_build_hook_of_the_pull_request_never_runs_before_its_plan_is_taken(at
     assert sorted(record["stacks"]) == ["europe-west1", "global", "us-central1", "us-east4"]
 
 
+@pytest.mark.scenario
 def test_a_module_the_pull_request_shadows_stops_its_plan(attempt: Any) -> None:
     # Issue 36: platform/gkr/src/safeyaml/ shadowed the real safeyaml (platform/gkr/ had no owner) and rewrote
     # fleet.yaml only under `cdktn deploy`. The default branch's launcher refuses it before importing anything.

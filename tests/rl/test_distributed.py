@@ -16,8 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import REPO
 from tests.trainer.conftest import TRAIN, events, overrides
+from tests.waiting import until
+
+pytestmark = pytest.mark.live  # GRPO runs of the driver, killed and healed
 
 GRPO = REPO / "platform/trainer/configs/grpo.yaml"
 # Small steps (16 prompts x 8 samples) so that a run of 16 steps takes seconds on two shared cores.
@@ -47,11 +52,7 @@ def steps(tmp_path: Path, name: str) -> list[dict[str, Any]]:
 
 
 def wait_for_step(proc: subprocess.Popen[str], tmp_path: Path, name: str, step: int, within_s: float = 180) -> None:
-    deadline = time.monotonic() + within_s
-    while not any(r["step"] >= step for r in steps(tmp_path, name)):
-        assert proc.poll() is None, f"the run ended before step {step}: {proc.communicate()[0][-2000:]}"
-        assert time.monotonic() < deadline, f"the run never reached step {step}"
-        time.sleep(0.1)
+    until(lambda: any(r["step"] >= step for r in steps(tmp_path, name)), within_s, f"step {step}", proc)
 
 
 def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first: int, last: int) -> None:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from trainer.config import compose
 from trainer.ft import NoFaultTolerance
@@ -38,6 +39,7 @@ def test_the_trainer_starts_from_the_checkpoints_weights(tmp_path: Path) -> None
     assert all(torch.equal(loaded[name], saved[name]) for name in saved)
 
 
+@pytest.mark.scenario
 def test_a_checkpoint_of_another_model_is_refused_at_start_with_the_overrides(tmp_path: Path) -> None:
     checkpoint(tmp_path / "hf", d_model=128, layers=3)
     command = [sys.executable, str(TRAIN), str(GRPO), "run.name=x", f"rl.hf_checkpoint={tmp_path / 'hf'}",

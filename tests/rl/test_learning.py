@@ -21,6 +21,8 @@ from trainer.rl.settings import RL, from_dict
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.live  # GRPO learning runs, in process
+
 SETTINGS = from_dict(yaml.safe_load((REPO / "platform/trainer/configs/rl/arithmetic.yaml").read_text()))
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from trainer.runs import final_event, read_events
 
-from tests.conftest import REPO
+from tests.conftest import REPO, RUNNING_TIERS
+from tests.waiting import until
 
 TRAIN = REPO / "platform/trainer/train.py"
 CONFIG = REPO / "platform/trainer/configs/config.yaml"
@@ -33,6 +34,7 @@ def overrides(tmp_path: Path, name: str, *extra: str) -> list[str]:
 
 def start(tmp_path: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """The driver as a user runs it; ``env`` adds to this process's environment (gkr's variables)."""
+    assert "live" in RUNNING_TIERS, "this test starts the driver: mark it pytest.mark.live (make unit runs no live run)"
     command = [sys.executable, str(TRAIN), str(CONFIG), *overrides(tmp_path, name, *extra)]
     environ = None if env is None else os.environ | env
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ)
@@ -83,11 +85,12 @@ def wait_for(
     proc: subprocess.Popen[str], tmp_path: Path, name: str, event: str, step: int, within_s: float, group: int = 1
 ) -> None:
     """Until `group` of run `name` has logged `event` at `step` or later: the moment the fault tests kill it."""
-    deadline = time.monotonic() + within_s
-    while not any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, group)):
-        assert proc.poll() is None, f"the run ended before step {step}"
-        assert time.monotonic() < deadline, f"the run never reached step {step}"
-        time.sleep(0.1)
+    until(
+        lambda: any(e["event"] == event and e["step"] >= step for e in events(tmp_path, name, group)),
+        within_s,
+        f"{name} reached step {step}",
+        proc,
+    )
 
 
 def kill_and_finish(proc: subprocess.Popen[str], tmp_path: Path, name: str, group: int, timeout: float) -> float:

@@ -18,6 +18,7 @@ from trainer.metrics import RunMetrics
 
 from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint
+from tests.ports import free_port
 from tests.trainer.test_lighthouse_mtls import identity_folder
 
 POD_IP, OTHER = "127.0.0.2", "127.0.0.1"
@@ -90,9 +91,7 @@ def test_a_sharded_group_s_store_listens_only_on_rank_0_s_ip(monkeypatch: pytest
     """The group's rendezvous (MASTER_ADDR, rank 0's pod IP under Ray), which torchft's Manager uses as its store."""
     from trainer.group import group_store
 
-    with socket.socket() as s:
-        s.bind((POD_IP, 0))
-        port = s.getsockname()[1]
+    port = free_port(POD_IP)
     monkeypatch.setenv("MASTER_ADDR", POD_IP)
     monkeypatch.setenv("MASTER_PORT", str(port))
     stores: dict[int, object] = {}

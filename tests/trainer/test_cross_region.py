@@ -6,18 +6,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import pytest
 from trainer.checkpoint import MARKER, step_dir
 
-from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
+from contract.names import ADVERTISE_HOST_ENV, LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
 from tests.conftest import REPO
+from tests.ports import free_port
 from tests.trainer.conftest import events, final, run, start, wait_for
+from tests.trainer.test_lighthouse_mtls import guarded_lighthouse
+from tests.trainer.test_tls_pg import HOST
+from tests.waiting import until
+
+pytestmark = pytest.mark.live  # two regions of the driver beside a Lighthouse
 
 STEPS = 80
 KILL = 10  # region b dies at this step or later ...
@@ -29,9 +35,7 @@ REGION = (f"run.steps={STEPS}", "ft.replica_groups=1", "checkpoint.every=1000")
 @contextmanager
 def lighthouse(tmp_path: Path) -> Iterator[str]:
     """torchft's Lighthouse binary on a free port, as gkr's Deployment runs it for a run; yields its address."""
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
+    port = free_port("localhost")
     command = [str(REPO / ".venv/bin/torchft_lighthouse"), "--min_replicas=1", f"--bind=[::]:{port}"]
     command += ["--join_timeout_ms=1000", "--quorum_tick_ms=100", "--heartbeat_timeout_ms=2000"]
     with (tmp_path / "lighthouse.log").open("wb") as log:
@@ -73,11 +77,7 @@ def _starts(tmp_path: Path, name: str) -> int:
 
 
 def _wait(predicate: Callable[[], bool], proc: subprocess.Popen[str], what: str, within_s: float = 600) -> None:
-    deadline = time.monotonic() + within_s
-    while not predicate():
-        assert proc.poll() is None, f"the run ended before {what}"
-        assert time.monotonic() < deadline, f"never saw {what}"
-        time.sleep(0.1)
+    until(predicate, within_s, f"saw {what}", proc)
 
 
 def test_a_region_dies_the_other_commits_alone_and_the_region_returns_and_heals(tmp_path: Path) -> None:
@@ -181,3 +181,29 @@ def test_a_region_resumes_from_the_newest_checkpoint_of_any_region(tmp_path: Pat
     # Nothing written to region a's directory; region b's own holds its new checkpoints.
     assert sorted(p.relative_to(ckpt) for p in (ckpt / "region-a").rglob("*")) == before
     assert (ckpt / "region-b" / "group-0" / step_dir(40) / MARKER).exists()
+
+
+@pytest.mark.parametrize("group_size", [1, 2])
+def test_two_regions_train_with_diloco_through_the_tls_ring_and_commit(tmp_path: Path, group_size: int) -> None:
+    """The driver as gkr runs it across regions: one group per "region", the Lighthouse and the ring over mTLS.
+
+    With 2 ranks per group (FSDP2), rank 1's ring reaches the other region's rank 1 through the rendezvous of
+    the store rank 0 serves (ft.py ``_tls_ring``)."""
+    steps = 8
+    common = ("optim=diloco", "optim.sync_every=4", "ft.replica_groups=1", f"ft.group_size={group_size}")
+    with guarded_lighthouse(tmp_path, min_replicas=2) as (lighthouse, proxy, member):
+        tls = (f"ft.lighthouse={lighthouse}", f"ft.lighthouse_tls={member}", f"run.steps={steps}", *common)
+        env = {ADVERTISE_HOST_ENV: HOST}
+        launched = [start(tmp_path, f"region-{r}", *tls, f"ft.region={r}", env=env) for r in ("a", "b")]
+        outputs = [proc.communicate(timeout=600)[0] for proc in launched]
+    for proc, out in zip(launched, outputs, strict=True):
+        assert proc.returncode == 0, out[-3000:]
+    finals = [final(tmp_path, f"region-{r}", 0) for r in ("a", "b")]
+    assert finals[0]["inner_steps"] == finals[1]["inner_steps"] == steps
+    assert finals[0]["step"] == finals[1]["step"] == steps // 4  # one committed step per outer sync
+    assert finals[0]["weights"] == finals[1]["weights"]  # the last outer step left both regions identical
+    for r in ("a", "b"):
+        logged = events(tmp_path, f"region-{r}", 0)
+        assert all(e["participants"] == 2 for e in logged if e["event"] == "commit")
+        assert max(e.get("bytes", 0) for e in logged if e["event"] == "step") > 0  # pseudo-gradients went out
+    assert proxy.refused == 0

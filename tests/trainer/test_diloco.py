@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
+
+pytestmark = pytest.mark.live  # each test runs the driver
 
 COMMON = ("run.steps=240", "ft.replica_groups=2", "ft.min_replicas=2", "checkpoint.every=100000")
 

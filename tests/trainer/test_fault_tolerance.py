@@ -1,11 +1,19 @@
-"""Live fault tolerance on CPU (gloo): a replica group SIGKILLed mid-run, the others continue, it heals."""
+"""Live fault tolerance on CPU (gloo): a replica group SIGKILLed mid-run, the others continue, it heals; and a run
+with fault tolerance off trains, checkpoints and resumes without torchft, in process and through the driver."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from tests.trainer.conftest import events, final, kill_and_finish, start, wait_for
+import pytest
+from trainer.runs import final_event, read_events
+
+from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
+from tests.trainer.test_trainer import config
+
+pytestmark = pytest.mark.live  # the driver, killed and healed
 
 STEPS = 400
 
@@ -43,3 +51,39 @@ def test_a_killed_replica_group_heals_and_no_committed_step_is_lost(tmp_path: Pa
     assert summary["restarts"] == 1
     assert 0 < summary["goodput"] < 1
     assert summary["seconds"]["startup"] > 0
+
+
+def test_fault_tolerance_off_runs_through_the_driver(tmp_path: Path) -> None:
+    out = run(tmp_path, "solo", "ft.enabled=false", "ft.replica_groups=1", "run.steps=10", "checkpoint.every=5")
+    assert "over 1 replica group report" in out
+    log = read_events(tmp_path / "runs" / "solo", 0)
+    assert [e["step"] for e in log if e["event"] == "commit"] == list(range(1, 11))
+    assert not (tmp_path / "runs" / "solo" / "lighthouse").read_text()  # no Lighthouse was started
+
+
+@pytest.fixture
+def no_torchft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any import of torchft fails: nothing of it can be constructed."""
+    for name in [m for m in sys.modules if m == "torchft" or m.startswith("torchft.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "torchft", None)
+
+
+def test_fault_tolerance_off_trains_checkpoints_and_resumes_without_torchft(tmp_path: Path, no_torchft: None) -> None:
+    from trainer.worker import train
+
+    with pytest.raises(ImportError):
+        import torchft  # noqa: F401
+    cfg = config(tmp_path, "run.steps=6", "checkpoint.every=3", "run.log_every=3")
+    report = train(cfg, 0, "")
+    assert (report["step"], report["inner_steps"], report["bytes_sent"]) == (6, 6, 0)
+    log = read_events(tmp_path / "runs" / "unit", 0)
+    assert [e["step"] for e in log if e["event"] == "commit"] == [1, 2, 3, 4, 5, 6]
+    assert [e["participants"] for e in log if e["event"] == "step"] == [1, 1]
+    assert [e["step"] for e in log if e["event"] == "checkpoint_durable"] == [3, 6]
+
+    train(config(tmp_path, "run.steps=9", "checkpoint.every=3", "run.log_every=3"), 0, "")
+    log = read_events(tmp_path / "runs" / "unit", 0)
+    assert [e["step"] for e in log if e["event"] == "resumed"] == [6]
+    assert [e["step"] for e in log if e["event"] == "commit"][-3:] == [7, 8, 9]
+    assert final_event(tmp_path / "runs" / "unit", 0)["inner_steps"] == 9  # type: ignore[index]

@@ -12,7 +12,6 @@ import http.client
 import socket
 import ssl
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
@@ -33,6 +32,7 @@ from gkr.run_tls import mint
 from tests.trainer.conftest import CONFIG, assert_same
 from tests.trainer.test_lighthouse_heal import honest_group, steps
 from tests.trainer.test_lighthouse_mtls import guarded_lighthouse, identity_folder
+from tests.waiting import until
 
 TIMEOUT = timedelta(seconds=10)
 STATE = {"user": {"trainer": {"weight": torch.arange(6.0)}}, "torchft": {"step": 5, "batches_committed": 5}}
@@ -93,9 +93,7 @@ def test_a_client_without_the_run_s_certificate_gets_no_state(serving: Any, tmp_
     with pytest.raises((OSError, http.client.HTTPException)):  # ssl.SSLError is an OSError
         fetch(serving.metadata(), 5, other)
     # The client sees the alert before the server's thread counts it: wait (bounded) for the count.
-    deadline = time.monotonic() + 10
-    while serving.refused == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(lambda: serving.refused > 0, 10, "counted the refusal", every_s=0.01)
     assert serving.refused == 1
     assert serving.served == 0
 

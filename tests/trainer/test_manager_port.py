@@ -21,6 +21,7 @@ from trainer.regions import manager_port
 from trainer.runs import EventLog
 
 from contract.names import HEAL_TLS_PORTS, MANAGER_PORTS, RING_TLS_PORTS
+from tests.ports import free_port
 from tests.trainer.conftest import CONFIG
 from tests.trainer.test_lighthouse_heal import honest_group
 
@@ -64,9 +65,7 @@ def lighthouse() -> Iterator[str]:
 
 
 def test_the_group_s_manager_serves_on_the_configured_port(lighthouse: str, tmp_path: Path) -> None:
-    with socket.socket() as s:  # a free port on this shared machine; a pod uses MANAGER_PORTS
-        s.bind(("", 0))
-        port = s.getsockname()[1]
+    port = free_port("")  # a free port on this shared machine; a pod uses MANAGER_PORTS
     ft = honest_group(lighthouse, tmp_path, f"ft.manager_port={port}")
     try:
         address = ft.manager._manager.address()  # what torchft stores under manager_addr for its peers

@@ -18,6 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from contract import metrics
 from telemetry.exposition import check
 from tests.trainer.conftest import CONFIG, TRAIN, overrides, start
+from tests.waiting import until
+
+pytestmark = pytest.mark.live  # the driver, scraped while it trains
 
 RUN_LABELS = set(metrics.RUN_LABELS)
 
@@ -52,20 +55,19 @@ def _scrape_while_running(tmp_path: Path, name: str, groups: int) -> dict[int, s
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     scraped: dict[int, str] = {}
-    deadline = time.monotonic() + 240
+
+    def every_group_scraped() -> bool:
+        for group in set(range(groups)) - set(scraped):
+            port_file = tmp_path / "runs" / name / f"metrics-{group}.port"
+            if not port_file.is_file():
+                continue
+            text = _scrape(int(port_file.read_text()))
+            if any(n == "meridian_trainer_loss" for n, _ in _samples(text)):  # a window closed: all values are in
+                scraped[group] = text
+        return len(scraped) == groups
+
     try:
-        while len(scraped) < groups:
-            assert proc.poll() is None, "the run ended before it was scraped"
-            assert time.monotonic() < deadline, "no group exposed a committed step in time"
-            for group in set(range(groups)) - set(scraped):
-                port_file = tmp_path / "runs" / name / f"metrics-{group}.port"
-                if not port_file.is_file():
-                    continue
-                text = _scrape(int(port_file.read_text()))
-                samples = _samples(text)
-                if any(n == "meridian_trainer_loss" for n, _ in samples):  # a window closed: all values are in
-                    scraped[group] = text
-            time.sleep(0.5)
+        until(every_group_scraped, 240, "every group exposed a committed step", proc, every_s=0.5)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

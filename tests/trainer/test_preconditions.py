@@ -14,7 +14,7 @@ from trainer import preconditions
 from trainer.config import Config, compose
 
 from contract import names
-from tests.trainer.conftest import CONFIG, TRAIN, overrides, run
+from tests.trainer.conftest import CONFIG, TRAIN
 
 GRPO = CONFIG.parent / "grpo.yaml"
 TORCH_TP = (
@@ -104,23 +104,6 @@ def test_the_shape_must_divide_and_other_parts_add_their_own_checks(
     assert preconditions.first_problem(config) == "ft.group_size: example"
 
 
-def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_goodput(tmp_path: Path) -> None:
-    run(tmp_path, "again", "run.steps=10", "ft.replica_groups=1", "checkpoint.every=5")  # an earlier, finished run
-    path = unwritable(tmp_path, "read-only")
-    command = [
-        sys.executable,
-        str(TRAIN),
-        str(CONFIG),
-        *overrides(tmp_path, "again", "run.steps=20"),
-        f"checkpoint.dir={path}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
-    assert result.returncode == 2
-    assert result.stdout == ""  # no goodput line, no earlier run's figures
-    assert result.stderr.startswith(f"train.py: checkpoint.dir: {path} is not writable (")
-    assert len(result.stderr.strip().splitlines()) == 1
-
-
 def test_tensor_parallel_is_refused_for_the_torch_engine(tmp_path: Path) -> None:
     """A torch engine runs on one GPU: gkr's MERIDIAN_TP above 1 would have each generator reserve GPUs it never uses."""
     rl = compose(str(GRPO), ["run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"])
@@ -137,6 +120,7 @@ def test_tensor_parallel_is_refused_for_the_torch_engine(tmp_path: Path) -> None
     assert bad.startswith("$MERIDIAN_TP: 'two' is not a GPU count 1..64")
 
 
+@pytest.mark.scenario
 def test_the_driver_refuses_tensor_parallel_for_the_torch_engine_at_start(tmp_path: Path) -> None:
     command = [sys.executable, str(TRAIN), str(GRPO), "run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"]
     environ = os.environ | {names.TENSOR_PARALLEL_ENV: "2"}

@@ -17,6 +17,8 @@ from trainer.ray_train import launch
 from tests.conftest import REPO
 from tests.trainer.conftest import CONFIG, final
 
+pytestmark = pytest.mark.live  # a local Ray and the driver under it
+
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:

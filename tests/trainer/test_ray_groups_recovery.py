@@ -22,6 +22,9 @@ from trainer.local import after_death
 from trainer.ray_supervisor import strategy
 
 from tests.trainer.conftest import events, final, start
+from tests.waiting import until
+
+pytestmark = pytest.mark.live  # a local Ray cluster and the driver under it
 
 # Ray marks a node dead after `threshold` failed health checks, `period` apart (GCS defaults 5 and 3 s): about
 # 15 s for a killed raylet, whose checks fail at once, up to 65 s for a host that vanishes, each check then
@@ -65,12 +68,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def wait_until(proc: Any, ready: Any, within_s: float, what: str) -> Any:
-    deadline = time.monotonic() + within_s
-    while not (found := ready()):
-        assert proc.poll() is None, f"the run ended before {what}: {proc.stdout.read()[-3000:]}"
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(0.1)
-    return found
+    return until(ready, within_s, what, proc)
 
 
 def placement(tmp_path: Path, name: str) -> dict[str, Any]:

@@ -1,14 +1,21 @@
-"""Resume through the driver: always the newest durable checkpoint, never a staged-only one."""
+"""Resume through the driver: always the newest durable checkpoint, never a staged-only one; a rerun whose
+checkpoint dir is read-only fails at once, without the earlier run's figures."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from trainer.checkpoint import MARKER, step_dir
 
-from tests.trainer.conftest import events, final, run
+from tests.trainer.conftest import CONFIG, TRAIN, events, final, overrides, run
+from tests.trainer.test_preconditions import unwritable
+
+pytestmark = pytest.mark.live  # the driver, crashed and resumed
 
 
 def test_a_crash_between_staged_and_durable_resumes_from_the_previous_durable_checkpoint(tmp_path: Path) -> None:
@@ -43,3 +50,20 @@ def test_a_crash_between_staged_and_durable_resumes_from_the_previous_durable_ch
     ]
     assert replayed
     assert replayed[0] > 0
+
+
+def test_the_driver_fails_at_once_on_a_read_only_checkpoint_dir_without_an_old_goodput(tmp_path: Path) -> None:
+    run(tmp_path, "again", "run.steps=10", "ft.replica_groups=1", "checkpoint.every=5")  # an earlier, finished run
+    path = unwritable(tmp_path, "read-only")
+    command = [
+        sys.executable,
+        str(TRAIN),
+        str(CONFIG),
+        *overrides(tmp_path, "again", "run.steps=20"),
+        f"checkpoint.dir={path}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""  # no goodput line, no earlier run's figures
+    assert result.stderr.startswith(f"train.py: checkpoint.dir: {path} is not writable (")
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from trainer.checkpoint import MARKER, step_dir
 from trainer.config import compose
 from trainer.local import launch
 
 from tests.trainer.conftest import CONFIG, events, final, kill_and_finish, overrides, run, start, wait_for
+
+pytestmark = pytest.mark.live  # each test launches the driver's sharded groups
 
 STEPS = 160
 SHAPE = ("ft.replica_groups=2", "ft.group_size=2", "data.batch_size=8")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import copy
 import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,10 @@ import torch
 from trainer.checkpoint import Checkpointer
 from trainer.config import Config, compose
 from trainer.ft import NoFaultTolerance
-from trainer.runs import final_event, read_events
 from trainer.trainer import Trainer
 
 from tests.conftest import REPO
-from tests.trainer.conftest import CONFIG, assert_same, overrides, run
+from tests.trainer.conftest import CONFIG, assert_same, overrides
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 
@@ -104,42 +102,6 @@ def test_the_data_position_inside_a_sync_period_travels_with_the_state(tmp_path:
     b = Trainer(config(tmp_path), 0, EveryFourth())
     b.load_state_dict(copy.deepcopy(a.state_dict()))
     assert (b.step, b.since_sync, b.next_batch) == (1, 2, 6)
-
-
-@pytest.fixture
-def no_torchft(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any import of torchft fails: nothing of it can be constructed."""
-    for name in [m for m in sys.modules if m == "torchft" or m.startswith("torchft.")]:
-        monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.setitem(sys.modules, "torchft", None)
-
-
-def test_fault_tolerance_off_trains_checkpoints_and_resumes_without_torchft(tmp_path: Path, no_torchft: None) -> None:
-    from trainer.worker import train
-
-    with pytest.raises(ImportError):
-        import torchft  # noqa: F401
-    cfg = config(tmp_path, "run.steps=6", "checkpoint.every=3", "run.log_every=3")
-    report = train(cfg, 0, "")
-    assert (report["step"], report["inner_steps"], report["bytes_sent"]) == (6, 6, 0)
-    log = read_events(tmp_path / "runs" / "unit", 0)
-    assert [e["step"] for e in log if e["event"] == "commit"] == [1, 2, 3, 4, 5, 6]
-    assert [e["participants"] for e in log if e["event"] == "step"] == [1, 1]
-    assert [e["step"] for e in log if e["event"] == "checkpoint_durable"] == [3, 6]
-
-    train(config(tmp_path, "run.steps=9", "checkpoint.every=3", "run.log_every=3"), 0, "")
-    log = read_events(tmp_path / "runs" / "unit", 0)
-    assert [e["step"] for e in log if e["event"] == "resumed"] == [6]
-    assert [e["step"] for e in log if e["event"] == "commit"][-3:] == [7, 8, 9]
-    assert final_event(tmp_path / "runs" / "unit", 0)["inner_steps"] == 9  # type: ignore[index]
-
-
-def test_fault_tolerance_off_runs_through_the_driver(tmp_path: Path) -> None:
-    out = run(tmp_path, "solo", "ft.enabled=false", "ft.replica_groups=1", "run.steps=10", "checkpoint.every=5")
-    assert "over 1 replica group report" in out
-    log = read_events(tmp_path / "runs" / "solo", 0)
-    assert [e["step"] for e in log if e["event"] == "commit"] == list(range(1, 11))
-    assert not (tmp_path / "runs" / "solo" / "lighthouse").read_text()  # no Lighthouse was started
 
 
 # -- torchft's public API only ----------------------------------------------------------------------

@@ -11,7 +11,10 @@ from trainer.config import compose
 
 from tests.trainer.conftest import CONFIG, events, final, run, start
 
-pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning"),
+]  # each test runs the driver
 
 ONE_GROUP = ("ft.replica_groups=1", "checkpoint.every=10", "run.log_every=5")
 

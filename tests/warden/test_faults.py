@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from contract.names import WARDEN_RECORD_ANNOTATION as RECORD
+from tests.waiting import until
 from tests.warden.fakes import Request, node, pod
 from tests.warden.test_kube import POLICY, Cluster, cluster, nccl_event, record_of, xid_condition
 
@@ -324,10 +325,7 @@ def test_serve_renews_the_lease_from_its_own_thread_during_a_long_round(cluster:
     thread = threading.Thread(target=serve, args=(warden, elector, stop, 3600))
     thread.start()
     try:
-        for _ in range(600):
-            if metrics.rounds.get() >= 1:
-                break
-            stop.wait(0.05)
+        until(lambda: metrics.rounds.get() >= 1, 30, "a first round", every_s=0.05)
     finally:
         stop.set()
         thread.join(10)
@@ -466,7 +464,7 @@ def test_a_watch_event_starts_a_round_for_that_node_after_the_debounce(cluster: 
 
 
 @contextlib.contextmanager
-def serving_warden(cluster: Cluster) -> Iterator[tuple[WardenMetrics, threading.Event]]:
+def serving_warden(cluster: Cluster) -> Iterator[WardenMetrics]:
     """serve() in a thread over 40 nodes, past its first round; stopped when the block ends.
 
     Timed rounds are an hour apart and the debounce is 0.2 s: a round that follows came from a watch event.
@@ -481,29 +479,21 @@ def serving_warden(cluster: Cluster) -> Iterator[tuple[WardenMetrics, threading.
     thread = threading.Thread(target=serve, args=(warden, elector, stop, 3600, False, Trigger(0.2)))
     thread.start()
     try:
-        wait_until(stop, lambda: metrics.rounds.get() >= 1)  # the first (timed) round
-        yield metrics, stop
+        until(lambda: metrics.rounds.get() >= 1, 20, "the first (timed) round", every_s=0.05)
+        yield metrics
     finally:
         stop.set()
         thread.join(10)
 
 
-def wait_until(stop: threading.Event, done: Callable[[], object]) -> None:
-    """Polls `done` for up to 20 s; the assertions after it say what did not happen."""
-    for _ in range(400):
-        if done():
-            return
-        stop.wait(0.05)
-
-
 def test_serve_reacts_to_a_watch_event_without_waiting_for_the_round(cluster: Cluster) -> None:
     api = cluster.api
-    with serving_warden(cluster) as (metrics, stop):
+    with serving_warden(cluster) as metrics:
         changed = json.loads(json.dumps(api.nodes["n-07"]))
         changed["status"]["conditions"].append(xid_condition(95, 1e9))
         api.nodes["n-07"] = api.bump(changed)
         api.push_watch({"type": "MODIFIED", "object": changed})
-        wait_until(stop, lambda: node_writes(api.requests, "n-07"))
+        until(lambda: node_writes(api.requests, "n-07"), 20, "a write to n-07", every_s=0.05)
     assert metrics.triggered.get() >= 1  # the next timed round was an hour away
     assert record_of(cluster, "n-07").phase == "quarantined"
 
@@ -540,12 +530,12 @@ def test_serve_wakes_for_nccl_events_but_they_never_write_the_node(cluster: Clus
     round writes nothing to the node (the check is asked in the next full round: tests/warden/test_verification.py)."""
     api = cluster.api
     api.pods = [pod(f"w-{i}", "n-05") for i in range(3)]
-    with serving_warden(cluster) as (metrics, stop):
+    with serving_warden(cluster) as metrics:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         events = [nccl_event(f"w-{i}", "n-05", lastTimestamp=now) for i in range(3)]
         api.events += events
         api.push_watch(*({"type": "ADDED", "object": e} for e in events), kind="events")
-        wait_until(stop, lambda: metrics.triggered.get() >= 1 and metrics.rounds.get() >= 2)
+        until(lambda: metrics.triggered.get() >= 1 and metrics.rounds.get() >= 2, 20, "an early round", every_s=0.05)
     assert metrics.triggered.get() >= 1
     assert node_writes(api.requests, "n-05") == []
     assert record_of(cluster, "n-05").phase == "healthy"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from warden.policy import Policy, Signal
 from warden.simsweeps import FleetWeek
 from warden.simulate import SimCluster, SimNode
@@ -48,6 +50,7 @@ def test_every_bucket_is_handled_and_nothing_else_is_touched() -> None:
     assert not [n.name for n in untouched if n.touched or n.cordoned]
 
 
+@pytest.mark.scenario
 def test_circuit_breaker_holds_under_a_correlated_failure() -> None:
     sim = SimCluster.build(POOLS, POLICY)
     failing = [f"c-{i:04d}" for i in range(38)]  # 30% of pool c
@@ -71,6 +74,7 @@ def test_flapping_node_is_held_for_review() -> None:
     assert node.touched["reboot"] == 3  # the fourth fault is not remediated again
 
 
+@pytest.mark.scenario
 def test_api_errors_and_restarts_never_repeat_an_action() -> None:
     sim = SimCluster.build(POOLS, POLICY)
     sim.api_error_rate = 0.3  # and every round is a fresh Warden: it knows only what the Nodes say
@@ -139,6 +143,7 @@ def test_a_hundred_joining_nodes_burn_in_a_few_at_a_time_without_blocking_repair
     assert sim.phases()["healthy"] == 228  # all in service, the fault repaired too
 
 
+@pytest.mark.scenario
 def test_a_week_of_sweeps_finds_every_latent_fault_within_the_cadence_and_never_displaces_a_job() -> None:
     """1,280 nodes, jobs at 60% of each pool, 40 latent faults (20 GPUs failing only DCGM, 20 slow NICs
     failing only the multi-node check) present from the start, last checks spread over the past week."""
