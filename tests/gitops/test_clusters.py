@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,6 +63,49 @@ def test_a_missing_crd_schema_is_an_error_not_a_skip(fleet: Fleet, trees: Trees,
     problems = validate_object(_first(tree, "ClusterQueue"), "1.35", nowhere)
     assert problems
     assert "no CRD schema for kueue.x-k8s.io/v1beta2 ClusterQueue" in problems[0]
+
+
+_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+spec:
+  group: example.com
+  names: {kind: Widget}
+  versions:
+    - name: v1
+      schema: {openAPIV3Schema: {type: object, properties: {spec: {type: %s}}}}
+"""
+
+
+def test_a_crd_file_is_parsed_once_per_process_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `meridian generate` makes its own CrdSchemas: a process generating many trees (the review's scenarios)
+    must not parse megabytes of the same pinned CRDs again each time, yet must see an edited file."""
+    import yaml
+
+    parsed: list[str] = []
+    real = yaml.load
+
+    def counted(text: str, Loader: Any) -> Any:
+        parsed.append(text)
+        return real(text, Loader=Loader)
+
+    monkeypatch.setattr(yaml, "load", counted)
+    crd = tmp_path / "widgets" / "example.com_widgets.yaml"
+    crd.parent.mkdir()
+    crd.write_text(_CRD % "object")
+
+    def spec_type() -> object:
+        return CrdSchemas({"example.com": "widgets"}, [tmp_path]).schema("example.com", "v1", "Widget")["properties"][
+            "spec"
+        ]["type"]
+
+    assert [spec_type(), spec_type()] == ["object", "object"]
+    assert len(parsed) == 1
+    crd.write_text(_CRD % "integer")  # another size: read again
+    assert spec_type() == "integer"
+    assert len(parsed) == 2
 
 
 @pytest.mark.scenario

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
 from contract.registry import REGISTRY_CONFIGMAP, REGISTRY_NAMESPACE
 from fleet.gitops import admission
+from review import cli as review_cli_module
 from review.report import markdown, summary
 from review.review import review
 from tests.review.conftest import KUBECTL, Sandbox, at_base, git, replace_once, reset, review_cli, scenario
@@ -245,8 +247,12 @@ teams:
     assert [(d.name, d.before, d.after) for d in r.regions if d.before != d.after] == [("asia-south1", 0, 512)]
 
 
-def test_cli_exit_codes_and_report(sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_exit_codes_and_report(
+    sandbox: Sandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, base = at_base(sandbox)
+    # What this checks is the command line; BASE is planned as every scenario plans it, once per session.
+    monkeypatch.setattr(review_cli_module, "review", functools.partial(review, cache=sandbox[2]))
     out = tmp_path / "review.md"
     assert review_cli(repo, base, out) == 0
     assert "No destructive change." in out.read_text()

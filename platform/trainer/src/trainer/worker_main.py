@@ -9,6 +9,7 @@ import sys
 from contract.problem import Invalid
 from trainer.config import from_dict
 from trainer.nonfinite import NonFiniteStop
+from trainer.process import exit_process
 from trainer.runs import EventLog, run_dir
 from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, train
 
@@ -36,3 +37,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_process(0)

@@ -9,6 +9,7 @@ cannot be found is an error, never a skip.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -95,6 +96,14 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
+@functools.cache
+def _parsed_crd(file: Path, mtime_ns: int, size: int) -> Any:
+    """A CRD file as parsed, once per process while the file stays as it was (`mtime_ns`, `size`): a process
+    that generates or checks several trees (the review's tests, `meridian generate` per scenario) reads the
+    same pinned CRDs, megabytes of YAML, each time. Read only: callers build their schemas from it (_strict)."""
+    return yaml.load(file.read_text(encoding="utf-8"), Loader=_Loader)
+
+
 class CrdSchemas:
     """openAPIV3Schemas of the pinned CRDs, loaded per API group on first use."""
 
@@ -120,7 +129,8 @@ class CrdSchemas:
             return {}
         schemas = {}
         for file in sorted(folder.glob("*.yaml")):
-            crd = yaml.load(file.read_text(encoding="utf-8"), Loader=_Loader)
+            stat = file.stat()
+            crd = _parsed_crd(file, stat.st_mtime_ns, stat.st_size)
             if crd.get("spec", {}).get("group") != group:
                 continue
             kind = crd["spec"]["names"]["kind"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from trainer.config import Config, from_dict
+from trainer.process import exit_process
 from trainer.rl.engines import Engine, build
 from trainer.rl.report import GeneratorTime
 from trainer.rl.service import Client, RequestFailed
@@ -116,4 +117,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
