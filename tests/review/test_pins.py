@@ -114,7 +114,7 @@ def test_the_digest_pin_pull_request_needs_an_owner_and_names_what_changed(sandb
     (line,) = [u for u in r.upgrades if u.startswith("image warden ")]
     assert line.startswith(
         f"image warden of meridian-europe-west1, meridian-us-central1, meridian-us-east4: 0.1.0 -> 0.1.0@{DIGEST} "
-        f"({WARDEN}; a new digest: new content; changed in platform/contract, platform/preflight, "
+        f"({WARDEN}; a new digest: new content; changed in platform/contract, "
         "platform/telemetry, platform/warden, requirements/warden.lock since "
     )
     assert line.endswith(f", which set the previous pin: {WARDEN_CODE})")
@@ -131,7 +131,6 @@ def test_what_an_image_is_built_from_is_read_from_its_dockerfile() -> None:
     text = (REPO / "platform/warden/Dockerfile").read_text()
     assert sorted(set(dockerfile_sources(text))) == [
         "platform/contract",
-        "platform/preflight",
         "platform/telemetry",
         "platform/warden",
         "requirements/warden.lock",

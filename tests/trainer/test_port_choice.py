@@ -4,11 +4,12 @@ server take the first port no other process of the pod holds, and only "address 
 from __future__ import annotations
 
 import errno
-import socket
 
 import pytest
 from trainer.listen import bound_socket, first_free
 from trainer.tls_ring import RENDEZVOUS_OFFSET, RingError, pair_ports, ring_socket
+
+from tests.ports import free_port
 
 HOST = "127.0.0.1"
 NOT_HERE = "192.0.2.1"  # TEST-NET-1 (RFC 5737): an address no interface of this machine holds
@@ -17,9 +18,7 @@ NOT_HERE = "192.0.2.1"  # TEST-NET-1 (RFC 5737): an address no interface of this
 def _free_range(width: int) -> range:
     """``width`` consecutive ports, none held now (a port the kernel just handed out, and those above it)."""
     for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            start = probe.getsockname()[1]
+        start = free_port(HOST)
         if start + width >= 65535 or start - RENDEZVOUS_OFFSET < 1024:
             continue
         try:
