@@ -4,7 +4,7 @@
    DDP, DiLoCo at each --sync-every, streaming DiLoCo; each gives the compute time per inner step (median
    interval between commits / inner steps per commit), the bytes per sync (bytes handed to all-reduce /
    syncs) and the held-out loss after the same number of inner steps.
-2. model (trainer/link.py): tokens/s of the run over links of --gbps x --rtt-ms; per sync the ring
+2. model (trainer/distributed/link.py): tokens/s of the run over links of --gbps x --rtt-ms; per sync the ring
    all-reduce takes (n-1) x RTT + 2(n-1)/n x bytes / bandwidth, all exposed (DDP, DiLoCo) or less the
    compute of the fragment_sync_delay inner steps it overlaps (streaming DiLoCo, as torchft does).
 3. scaled: the same model for the `1b` and `8b` configurations' fp32 parameter bytes, with an ASSUMED
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import compose
-from trainer.flops import flops_per_token, parameters
-from trainer.link import inner_step_s
-from trainer.runs import read_events
+from trainer.distributed.link import inner_step_s
+from trainer.model.flops import flops_per_token, parameters
+from trainer.observe.runs import read_events
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "platform/trainer/train.py"

@@ -1,10 +1,10 @@
-"""What the run's mutual TLS costs per all-reduce byte: the TLS ring (trainer/tls_pg.py) against plain gloo.
+"""What the run's mutual TLS costs per all-reduce byte: the TLS ring (trainer/distributed/tls_pg.py) against plain gloo.
 
 Two local processes, each a replica group's cross-group process group, all-reduce (sum) one float32 tensor of
 --mib MiB --iterations times after one warm-up; for each backend the table gives the median of:
 
 * wall seconds per all-reduce and its throughput: payload GB/s (the tensor's bytes over the time) and wire
-  GB/s (what each process sent, 2(n-1)/n of the payload for a ring: trainer/link.py's ``wire_bytes``);
+  GB/s (what each process sent, 2(n-1)/n of the payload for a ring: trainer/distributed/link.py's ``wire_bytes``);
 * CPU seconds per GB: the CPU time both processes spent (every thread: time.process_time), per GB of
   payload, the figure that compares with a mesh's sidecar or ztunnel cost (trainer README).
 
@@ -57,9 +57,9 @@ def _process_group(backend: str, rank: int, sockets: dict[str, Any]) -> tuple[An
 
         pg: Any = ProcessGroupGloo(timeout=TIMEOUT)
     else:
-        from trainer.mtls import Identity
-        from trainer.tls_pg import TlsRingProcessGroup
-        from trainer.tls_ring import RingServer
+        from trainer.distributed.mtls import Identity
+        from trainer.distributed.tls_pg import TlsRingProcessGroup
+        from trainer.distributed.tls_ring import RingServer
 
         listener = socket.socket(fileno=sockets["ring_fd"]) if rank == 0 else socket.create_server((HOST, 0))
         pg = TlsRingProcessGroup(RingServer(listener, Identity.folder(sockets["identity"])), TIMEOUT)
@@ -92,8 +92,8 @@ def _worker(backend: str, rank: int, mib: int, iterations: int, sockets: dict[st
 
 
 def measure(backend: str, mib: int, iterations: int, identity: Path) -> dict[str, float]:
-    from trainer.link import wire_bytes
-    from trainer.tls_ring import pair_ports
+    from trainer.distributed.link import wire_bytes
+    from trainer.distributed.tls_ring import pair_ports
 
     store, ring = pair_ports(HOST)
     sockets = {"store_port": store.getsockname()[1], "store_fd": store.fileno(), "ring_fd": ring.fileno()}

@@ -31,7 +31,7 @@ MODELS = REPO / "platform/trainer/configs/model"
 def _member(rank: int, world: int, store: str, size: str, versions: int, out: str, pairs: int) -> None:
     """Rank ``rank``: the sender (0) or a generator; ``pairs``: the port of the store the pairs meet in (0: broadcast)."""
     from trainer.config import Model
-    from trainer.model import LanguageModel
+    from trainer.model.transformer import LanguageModel
     from trainer.rl.generate import snapshot
     from trainer.rl.weight_sync import WeightSync, open_group
 

@@ -20,7 +20,7 @@ CPU has no catalog peak). recover: 2 groups x 2 ranks (FSDP2), one rank SIGKILLe
 restarted group has healed and committed again. blocked: checkpoint blocked time per rank of a 2 x 2
 sharded run, from the `checkpoint_staged` event each rank writes.
 
-ray_recover: the cluster path (run.launcher=ray, ray_supervisor.py) on a local Ray cluster of a head and
+ray_recover: the cluster path (run.launcher=ray, launch/ray_supervisor.py) on a local Ray cluster of a head and
 three worker nodes: 2 groups of one rank, group 1's worker SIGKILLed (with one spare group and without),
 or group 1's whole node killed (with a spare): from the death to the driver seeing it, to the replacement
 actor running (the actor restart latency; a spare's is already up), to the other group's next commit, and
@@ -51,7 +51,7 @@ from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 from torch.distributed.checkpoint.staging import StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from trainer.checkpoint import Checkpointer, CheckpointEvent, nonfinite_tensors, staging_options
-from trainer.runs import final_event, read_events
+from trainer.observe.runs import final_event, read_events
 
 TARGET_RATIO = 0.10
 MATMUL = 1024  # the training thread's unit of work: one (MATMUL x MATMUL) @ (MATMUL x MATMUL)

@@ -4,7 +4,7 @@ mfu: the trainer's own `LanguageModel` at `model=1b` (configs/model/1b.yaml; pre
 CUDA, fp32 parameters and AdamW state) with the trainer's step (forward, loss with an fp32 softmax, backward,
 gradient norm and clipping, AdamW, `.item()` of loss and norm as the non-finite guard reads them), eager,
 sequence 8192, for a few batch sizes; tokens/s from the median of timed steps after warm-up, MFU = FLOPs per
-token (flops.py: 6N + 12LHQT) x tokens/s / peak. The peak is the catalog's dense bf16 for an H200 (989 TFLOPS;
+token (model/flops.py: 6N + 12LHQT) x tokens/s / peak. The peak is the catalog's dense bf16 for an H200 (989 TFLOPS;
 `--peak-tflops`). One GPU, no FSDP, no torchft: the single-rank ceiling of the driver's model code.
 
 staging: the trainer's `Checkpointer` saving the `1b` model and its AdamW state (about 24 GB) from the GPU to a
@@ -36,8 +36,8 @@ import yaml  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict  # noqa: E402
 from trainer.checkpoint import Checkpointer  # noqa: E402
 from trainer.config import Model  # noqa: E402
-from trainer.flops import flops_per_token, mfu, parameters  # noqa: E402
-from trainer.model import LanguageModel  # noqa: E402
+from trainer.model.flops import flops_per_token, mfu, parameters  # noqa: E402
+from trainer.model.transformer import LanguageModel  # noqa: E402
 
 H200_PEAK_TFLOPS = 989.0  # the registry's peak_bf16_tflops for a3-ultragpu-8g (fleet catalog)
 

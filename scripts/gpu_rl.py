@@ -14,7 +14,7 @@ lower bound, no engine load in it.
 
 step: ``rl_step`` (trainer/rl/step.py) of ``--step-model`` on a batch of generated completions, fp32
 weights and AdamW with the model's precision (bf16 autocast on CUDA); MFU = flops_per_token (trainer/
-flops.py, at the batch's sequence length) x tokens/s / ``--peak-tflops``.
+model/flops.py, at the batch's sequence length) x tokens/s / ``--peak-tflops``.
 
     python scripts/gpu_rl.py [--models 1b,8b] [--only generate,sync,step] [--checkpoint PATH]
     python scripts/gpu_rl.py --dry-run     # tiny model, CPU, TorchGenerator, gloo: the same JSON keys
@@ -45,8 +45,8 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 from torch._C._distributed_c10d import Backend  # noqa: E402
 from trainer.config import Model  # noqa: E402
-from trainer.flops import flops_per_token, mfu  # noqa: E402
-from trainer.model import LanguageModel  # noqa: E402
+from trainer.model.flops import flops_per_token, mfu  # noqa: E402
+from trainer.model.transformer import LanguageModel  # noqa: E402
 from trainer.rl import hf  # noqa: E402
 from trainer.rl.advantages import normalize  # noqa: E402
 from trainer.rl.episode import Completion, Group, make_batch  # noqa: E402

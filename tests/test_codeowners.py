@@ -87,7 +87,7 @@ def test_everything_that_runs_at_plan_or_deploy_time_or_in_a_cluster_is_owned() 
         "platform/gkr/src/safeyaml/__init__.py",
         "platform/telemetry/setup.py",
         "platform/gkr/examples/pretrain-128-nodes.yaml",
-        "platform/trainer/src/trainer/worker.py",
+        "platform/trainer/src/trainer/loop/worker.py",
         "tests/test_codeowners.py",
         ".ci/run",
     ):

@@ -10,12 +10,12 @@ client pod's IP). Each region admits, from the other regions' pod ranges only:
   a run across regions serves other regions, each a named range of
   contract.names (CROSS_REGION_PORTS), as fleet's NetworkPolicy
   `run-across-regions` (fleet/gitops/netpol.py): LIGHTHOUSE_PORT (the
-  Lighthouse's mTLS proxy, trainer/mtls.py), HEAL_TLS_PORTS (heal transfers
-  over mTLS, trainer/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which
+  Lighthouse's mTLS proxy, trainer/distributed/mtls.py), HEAL_TLS_PORTS (heal transfers
+  over mTLS, trainer/ft/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which
   a group healing from another region dials: torchft 0.2.0 manager.py binds
   the `port=` it is given, which the Ray launcher picks per group,
-  trainer/regions.py manager_port) and RING_TLS_PORTS (the all-reduce between
-  regions over mTLS, trainer/tls_ring.py). The groups' TCPStores, gloo and
+  trainer/distributed/regions.py manager_port) and RING_TLS_PORTS (the all-reduce between
+  regions over mTLS, trainer/distributed/tls_ring.py). The groups' TCPStores, gloo and
   NCCL sockets, torchft's plain heal server (port 0, unused with a TLS
   identity), metrics and Ray's ports are in none of them. Targets: the node
   service account (pod IPs are alias IPs of the node VMs; every pool, GPU and

@@ -13,7 +13,7 @@ for _src in (_HERE / "src", _HERE.parent / "contract" / "src"):
 
 try:
     from trainer.cli import main
-    from trainer.process import exit_process
+    from trainer.launch.process import exit_process
 except ModuleNotFoundError as exc:  # torch, hydra, torchft: only the project's environment has them
     sys.exit(
         f"error: {exc}: run it with the project's Python, `.venv/bin/python {sys.argv[0]} ...` "

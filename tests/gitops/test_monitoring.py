@@ -110,7 +110,7 @@ def test_monitoring_objects_validate_against_the_pinned_gmp_crds(crds: CrdSchema
 
 def test_the_trainer_is_scraped_on_the_contract_port_in_every_team_namespace() -> None:
     spec = trainer()["spec"]
-    # Every group of a node on its own port under Ray (trainer.ray_supervisor): each slot is scraped.
+    # Every group of a node on its own port under Ray (trainer.launch.ray_supervisor): each slot is scraped.
     assert [e["port"] for e in spec["endpoints"]] == list(names.TRAINER_METRICS_PORTS)
     assert {"key": names.TEAM_LABEL, "operator": "Exists"} in spec["selector"]["matchExpressions"]
 

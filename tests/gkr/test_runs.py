@@ -178,7 +178,13 @@ def test_dry_run_prints_every_cluster_and_validates_against_the_pinned_schemas(g
     container, proxy = pod["containers"]
     assert container["command"] == ["torchft_lighthouse", "--min_replicas", "1", "--bind", "127.0.0.1:29511"]
     assert "ports" not in container
-    assert proxy["command"][:5] == ["python", "-m", "trainer.mtls", "--listen-host", f"$({names.POD_IP_ENV})"]
+    assert proxy["command"][:5] == [
+        "python",
+        "-m",
+        "trainer.distributed.mtls",
+        "--listen-host",
+        f"$({names.POD_IP_ENV})",
+    ]
     assert proxy["env"] == [{"name": names.POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     assert proxy["ports"][0]["containerPort"] == names.LIGHTHOUSE_PORT
     assert pod["volumes"] == [

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from trainer.config import compose
-from trainer.ft import NoFaultTolerance
-from trainer.model import LanguageModel
+from trainer.ft.manager import NoFaultTolerance
+from trainer.model.transformer import LanguageModel
 from trainer.rl.hf import save_hf
 from trainer.rl.policy import PolicyTrainer
 

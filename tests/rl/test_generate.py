@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.advantages import score
 from trainer.rl.episode import make_batch
 from trainer.rl.generate import TorchGenerator, snapshot

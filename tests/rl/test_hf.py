@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.tokens import ByteTokenizer
 

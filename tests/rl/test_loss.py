@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.episode import Completion, Group, make_batch
 from trainer.rl.loss import Clip, grpo_loss, response_logprobs
 from trainer.rl.step import StepSettings, rl_step

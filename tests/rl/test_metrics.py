@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from trainer.goodput import Goodput
-from trainer.metrics import RunMetrics
+from trainer.observe.goodput import Goodput
+from trainer.observe.metrics import RunMetrics
 from trainer.rl.metrics import RLMetrics
 from trainer.rl.report import GeneratorTime, StepReport
 

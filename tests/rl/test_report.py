@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from trainer.console import outcome_line
-from trainer.goodput import Goodput, combine
+from trainer.observe.console import outcome_line
+from trainer.observe.goodput import Goodput, combine
 from trainer.rl.report import (
     GeneratorTime,
     StepReport,

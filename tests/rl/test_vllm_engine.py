@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.episode import Completion
 from trainer.rl.generate import snapshot

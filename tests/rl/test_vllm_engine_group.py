@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.generate import snapshot
 from trainer.rl.vllm_worker import trainer_group

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from trainer.config import compose
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import generator_main, hf
 from trainer.rl.engines import VllmReceiver
 from trainer.rl.generate import snapshot

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.generate import snapshot
 from trainer.rl.pairs import pair_group
 from trainer.rl.weight_sync import LayoutError, WeightSync, layout

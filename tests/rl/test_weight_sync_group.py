@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.generate import TorchGenerator, snapshot
 from trainer.rl.weight_sync import WeightSync
 

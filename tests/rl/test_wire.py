@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 from trainer.config import Model, compose
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import generator_main
 from trainer.rl.controller import Controller
 from trainer.rl.engines import Engine

@@ -7,7 +7,7 @@ that could would take other teams' nodes out of service at will (platform/warden
 from __future__ import annotations
 
 import pytest
-from trainer.subblocks import NODE_READER
+from trainer.launch.subblocks import NODE_READER
 
 from fleet import names
 from fleet.gitops.check import ClusterTree

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainer.runs import final_event, read_events
+from trainer.observe.runs import final_event, read_events
 
 from tests.conftest import REPO, RUNNING_TIERS
 from tests.waiting import until

@@ -12,9 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from trainer import mtls
-from trainer.goodput import Goodput
-from trainer.metrics import RunMetrics
+from trainer.distributed import mtls
+from trainer.observe.goodput import Goodput
+from trainer.observe.metrics import RunMetrics
 
 from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint
@@ -60,7 +60,7 @@ def test_a_group_s_metrics_listen_only_on_the_pod_s_ip(monkeypatch: pytest.Monke
 
 
 def test_torch_s_store_listens_on_every_interface_whatever_its_host() -> None:
-    """Why trainer.listen exists (torch 2.13): if this fails, torch binds its host now and store_on can go."""
+    """Why trainer.distributed.listen exists (torch 2.13): if this fails, torch binds its host now and store_on can go."""
     from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     store = TCPStore(POD_IP, 0, is_master=True, wait_for_workers=False)
@@ -89,7 +89,7 @@ def test_a_one_process_group_s_store_listens_only_on_the_pod_s_ip(
 
 def test_a_sharded_group_s_store_listens_only_on_rank_0_s_ip(monkeypatch: pytest.MonkeyPatch) -> None:
     """The group's rendezvous (MASTER_ADDR, rank 0's pod IP under Ray), which torchft's Manager uses as its store."""
-    from trainer.group import group_store
+    from trainer.distributed.group import group_store
 
     port = free_port(POD_IP)
     monkeypatch.setenv("MASTER_ADDR", POD_IP)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from trainer.config import ConfigError, compose
-from trainer.goodput import Goodput, combine
+from trainer.observe.goodput import Goodput, combine
 
 from contract.names import GENERATORS_ENV
 from tests.trainer.conftest import CONFIG, TRAIN

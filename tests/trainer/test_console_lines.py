@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer.console import Console, native_stderr_to, outcome_line
-from trainer.runs import EventLog, final_reports
+from trainer.observe.console import Console, native_stderr_to, outcome_line
+from trainer.observe.runs import EventLog, final_reports
 
 
 def test_the_console_follows_only_this_runs_events_and_combines_groups(tmp_path: Path) -> None:

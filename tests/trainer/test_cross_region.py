@@ -188,7 +188,7 @@ def test_two_regions_train_with_diloco_through_the_tls_ring_and_commit(tmp_path:
     """The driver as gkr runs it across regions: one group per "region", the Lighthouse and the ring over mTLS.
 
     With 2 ranks per group (FSDP2), rank 1's ring reaches the other region's rank 1 through the rendezvous of
-    the store rank 0 serves (ft.py ``_tls_ring``)."""
+    the store rank 0 serves (ft/manager.py ``_tls_ring``)."""
     steps = 8
     common = ("optim=diloco", "optim.sync_every=4", "ft.replica_groups=1", f"ft.group_size={group_size}")
     with guarded_lighthouse(tmp_path, min_replicas=2) as (lighthouse, proxy, member):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer.runs import final_event, read_events
+from trainer.observe.runs import final_event, read_events
 
 from tests.trainer.conftest import events, final, kill_and_finish, run, start, wait_for
 from tests.trainer.test_trainer import config
@@ -70,7 +70,7 @@ def no_torchft(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_fault_tolerance_off_trains_checkpoints_and_resumes_without_torchft(tmp_path: Path, no_torchft: None) -> None:
-    from trainer.worker import train
+    from trainer.loop.worker import train
 
     with pytest.raises(ImportError):
         import torchft  # noqa: F401

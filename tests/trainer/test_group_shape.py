@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from trainer.config import ConfigError, compose
-from trainer.group import fill_local, local_shards
+from trainer.distributed.group import fill_local, local_shards
 
 from contract.names import GROUP_SIZE_ENV, REPLICA_GROUPS_ENV
 from tests.trainer.conftest import CONFIG

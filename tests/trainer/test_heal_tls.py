@@ -1,6 +1,6 @@
 """Heal transfers of a run across regions go through the run's mutual TLS (issue 39, item 1).
 
-The transport is the one the trainer picks for a run with a TLS identity (trainer.ft.heal_transport);
+The transport is the one the trainer picks for a run with a TLS identity (trainer.ft.manager.heal_transport);
 the certificates are gkr's, minted per run. The attacker is any process that reaches the pod: it reads
 the announced address (torchft's Manager hands it to anyone who asks, CheckpointMetadata) and fetches
 the state there with whatever it has: plain HTTP, no certificate, or another run's certificate.
@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 import pytest
 import torch
 from trainer.config import Config, compose
-from trainer.ft import heal_transport
-from trainer.heal_tls import TlsHealTransport
-from trainer.heal_transport import HealRefused
-from trainer.mtls import Identity
+from trainer.distributed.mtls import Identity
+from trainer.ft.heal_tls import TlsHealTransport
+from trainer.ft.heal_transport import HealRefused
+from trainer.ft.manager import heal_transport
 
 from contract.names import ADVERTISE_HOST_ENV, HEAL_TLS_PORT, HEAL_TLS_PORTS
 from gkr.run_tls import mint

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainer.kube_events import FailureReporter
+from trainer.ft.kube_events import FailureReporter
 
 from contract import names
 from tests.warden.fakes import ApiState, FakeApiServer, serving

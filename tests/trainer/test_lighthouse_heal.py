@@ -3,7 +3,7 @@
 The attacker is a plain torchft Manager that is no member of the run: it reaches the run's Lighthouse
 (which has no authentication), claims step 10^9, and serves a "checkpoint" whose pickle runs code
 when loaded. torchft then tells the honest group to heal from it. The honest group is the trainer's
-own fault tolerance (trainer.ft), so this checks what the trainer does with what it is sent.
+own fault tolerance (trainer.ft.manager), so this checks what the trainer does with what it is sent.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import torch
 from trainer.config import compose
-from trainer.ft import Torchft, fault_tolerance
-from trainer.group import Rank
-from trainer.heal_transport import HealRefused, load_weights_only, source_url
+from trainer.distributed.group import Rank
+from trainer.ft.heal_transport import HealRefused, load_weights_only, source_url
+from trainer.ft.manager import Torchft, fault_tolerance
 
 from tests.trainer.conftest import CONFIG, assert_same
 
@@ -224,8 +224,8 @@ def test_peers_are_given_the_pods_address_not_its_hostname(monkeypatch: pytest.M
     """In Kubernetes a pod's hostname resolves in no other pod (cluster DNS names Services): torchft advertises
     socket.gethostname() for its heal server, Manager and Lighthouse, so the Ray launcher hands them the pod's IP
     (found by make twin: groups on a worker pod could not reach the Lighthouse on the head pod)."""
-    from trainer.ft import advertised_host, with_host
-    from trainer.heal_transport import WeightsOnlyHTTPTransport
+    from trainer.ft.heal_transport import WeightsOnlyHTTPTransport
+    from trainer.ft.manager import advertised_host, with_host
 
     from contract.names import ADVERTISE_HOST_ENV
 

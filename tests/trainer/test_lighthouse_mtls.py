@@ -1,6 +1,6 @@
-"""Who may join a run: the real torchft Lighthouse behind trainer.mtls, with certificates gkr mints per run.
+"""Who may join a run: the real torchft Lighthouse behind trainer.distributed.mtls, with certificates gkr mints per run.
 
-The honest groups are the trainer's own fault tolerance (trainer.ft with ft.lighthouse_tls), each
+The honest groups are the trainer's own fault tolerance (trainer.ft.manager with ft.lighthouse_tls), each
 reaching the Lighthouse through its local proxy; the attacker is a plain torchft Manager claiming
 step 10^9 (test_lighthouse_heal.attacker), without the run's certificate or with another run's.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.mtls import Identity, MtlsError, Proxy
+from trainer.distributed.mtls import Identity, MtlsError, Proxy
 
 from gkr.run_tls import Identity as Minted
 from gkr.run_tls import mint

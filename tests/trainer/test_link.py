@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 from trainer.config import ConfigError, compose
-from trainer.counted_pg import LinkWork
-from trainer.link import Link, allreduce_s, inner_step_s, latency_s, transfer_s, wire_bytes
+from trainer.distributed.counted_pg import LinkWork
+from trainer.distributed.link import Link, allreduce_s, inner_step_s, latency_s, transfer_s, wire_bytes
 
 from tests.trainer.conftest import CONFIG
 

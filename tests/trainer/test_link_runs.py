@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from trainer.link import allreduce_s, latency_s, transfer_s, wire_bytes
+from trainer.distributed.link import allreduce_s, latency_s, transfer_s, wire_bytes
 
 from tests.trainer.conftest import events, final, run
 

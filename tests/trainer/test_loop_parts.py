@@ -10,12 +10,12 @@ import pytest
 import torch
 from trainer.checkpoint import Checkpointer
 from trainer.config import compose
-from trainer.ft import NoFaultTolerance
-from trainer.goodput import Goodput
-from trainer.ledger import Ledger, Sync
-from trainer.progress import Progress, open_reports
-from trainer.runs import high_water, read_events
-from trainer.trainer import Step
+from trainer.ft.manager import NoFaultTolerance
+from trainer.loop.ledger import Ledger, Sync
+from trainer.loop.progress import Progress, open_reports
+from trainer.loop.trainer import Step
+from trainer.observe.goodput import Goodput
+from trainer.observe.runs import high_water, read_events
 
 from tests.trainer.conftest import CONFIG, overrides
 

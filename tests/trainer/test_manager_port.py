@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from trainer.config import Config, compose
-from trainer.ray_supervisor import Slot, Supervisor, metrics_port, node_slot
-from trainer.regions import manager_port
-from trainer.runs import EventLog
+from trainer.distributed.regions import manager_port
+from trainer.launch.ray_supervisor import Slot, Supervisor, metrics_port, node_slot
+from trainer.observe.runs import EventLog
 
 from contract.names import HEAL_TLS_PORTS, MANAGER_PORTS, RING_TLS_PORTS
 from tests.ports import free_port

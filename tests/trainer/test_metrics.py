@@ -6,8 +6,8 @@ import socket
 import urllib.request
 from pathlib import Path
 
-from trainer.goodput import Goodput
-from trainer.metrics import RunMetrics, region_of
+from trainer.observe.goodput import Goodput
+from trainer.observe.metrics import RunMetrics, region_of
 
 from contract import metrics
 from contract.metrics import TRAINER

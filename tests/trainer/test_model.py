@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 from trainer.config import ConfigError, Model, compose, peak_from_env
-from trainer.flops import Window, flops_per_token, format_mfu, mfu, parameters
-from trainer.model import LanguageModel
+from trainer.model.flops import Window, flops_per_token, format_mfu, mfu, parameters
+from trainer.model.transformer import LanguageModel
 
 from tests.trainer.conftest import CONFIG
 

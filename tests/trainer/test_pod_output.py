@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainer.pod_output import in_pod
+from trainer.launch.pod_output import in_pod
 
 
 def test_a_process_writes_python_and_native_output_to_the_pods_stdout(tmp_path: Path) -> None:
@@ -15,7 +15,7 @@ def test_a_process_writes_python_and_native_output_to_the_pods_stdout(tmp_path: 
     code = (
         "import os, sys, logging\n"
         "from pathlib import Path\n"
-        "from trainer.pod_output import to_pod_output\n"
+        "from trainer.launch.pod_output import to_pod_output\n"
         f"assert to_pod_output(Path({str(container)!r}))\n"
         "logging.basicConfig(format='%(name)s %(message)s')\n"
         "logging.getLogger('trainer').warning('from logging')\n"
@@ -30,7 +30,7 @@ def test_a_process_writes_python_and_native_output_to_the_pods_stdout(tmp_path: 
 
 
 def test_an_unopenable_target_changes_nothing(tmp_path: Path) -> None:
-    from trainer.pod_output import to_pod_output
+    from trainer.launch.pod_output import to_pod_output
 
     assert to_pod_output(tmp_path / "missing" / "stdout") is False
 

@@ -1,4 +1,4 @@
-"""One chooser of a port in a named range (trainer.listen.first_free): the ring, its store pair and the heal
+"""One chooser of a port in a named range (trainer.distributed.listen.first_free): the ring, its store pair and the heal
 server take the first port no other process of the pod holds, and only "address in use" moves them on."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from trainer.listen import bound_socket, first_free
-from trainer.tls_ring import RENDEZVOUS_OFFSET, RingError, pair_ports, ring_socket
+from trainer.distributed.listen import bound_socket, first_free
+from trainer.distributed.tls_ring import RENDEZVOUS_OFFSET, RingError, pair_ports, ring_socket
 
 from tests.ports import free_port
 

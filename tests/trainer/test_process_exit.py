@@ -1,4 +1,4 @@
-"""A trainer process ends without Python's final garbage collection (trainer/process.py): about 3 s of one
+"""A trainer process ends without Python's final garbage collection (trainer/launch/process.py): about 3 s of one
 core per process after the run's last event, paid by every rank, launcher and generator in turn."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CYCLE = (
 )
 ENTRY_POINTS = (
     "platform/trainer/train.py",
-    "platform/trainer/src/trainer/worker_main.py",
+    "platform/trainer/src/trainer/launch/worker_main.py",
     "platform/trainer/src/trainer/rl/generator_main.py",
 )
 
@@ -32,7 +32,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_exit_process_keeps_the_exit_code_and_skips_the_final_collection() -> None:
     plain = _run(CYCLE + "import sys\nsys.exit(3)\n")
     assert (plain.returncode, plain.stdout) == (3, "collected at exit\n")  # what Python does by itself
-    ours = _run(CYCLE + "from trainer.process import exit_process\nexit_process(3)\n")
+    ours = _run(CYCLE + "from trainer.launch.process import exit_process\nexit_process(3)\n")
     assert (ours.returncode, ours.stdout, ours.stderr) == (3, "", "")
 
 

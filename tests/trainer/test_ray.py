@@ -1,4 +1,4 @@
-"""The cluster path on a one-node local Ray: the supervisor's groups train as one model (ray_supervisor.py).
+"""The cluster path on a one-node local Ray: the supervisor's groups train as one model (launch/ray_supervisor.py).
 
 Faults on a Ray cluster of several nodes: test_ray_groups_recovery.py.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from trainer.config import compose
-from trainer.ray_train import launch
+from trainer.launch.ray_train import launch
 
 from tests.conftest import REPO
 from tests.trainer.conftest import CONFIG, final
@@ -115,7 +115,7 @@ def test_grpo_under_ray_runs_generators_as_actors_beside_the_groups(local_ray: N
 
 
 def test_a_run_a_local_ray_cannot_hold_is_one_line() -> None:
-    from trainer.ray_train import capacity_problem
+    from trainer.launch.ray_train import capacity_problem
 
     cfg = compose(CONFIG, ["run.name=x", "run.launcher=ray", "ft.group_size=2"])
     assert capacity_problem(cfg, {"CPU": 2.0}) == (

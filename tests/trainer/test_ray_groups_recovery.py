@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.local import after_death
-from trainer.ray_supervisor import strategy
+from trainer.launch.local import after_death
+from trainer.launch.ray_supervisor import strategy
 
 from tests.trainer.conftest import events, final, start
 from tests.waiting import until

@@ -1,4 +1,4 @@
-"""Each replica group inside one sub-block under Ray (trainer/subblocks.py, README "Sub-blocks under Ray").
+"""Each replica group inside one sub-block under Ray (trainer/launch/subblocks.py, README "Sub-blocks under Ray").
 
 The choice is pure and tested on its own; the placement on a real Ray cluster of nodes labelled in two
 sub-blocks (test_ray_groups_recovery.py's local cluster), checked against Ray's own placement group table;
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer.subblocks import SUBBLOCK_LABEL, UNKNOWN, NodeTopology
+from trainer.launch.subblocks import SUBBLOCK_LABEL, UNKNOWN, NodeTopology
 
 from contract import incluster
 from tests.trainer.conftest import start

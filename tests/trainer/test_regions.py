@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 
 import pytest
+from trainer.checkpoint.resume import Root, other_regions
 from trainer.config import ConfigError, compose
-from trainer.regions import cross_group_backend, cross_group_environment, replica_id
-from trainer.resume import Root, other_regions
+from trainer.distributed.regions import cross_group_backend, cross_group_environment, replica_id
 
 from contract.names import LIGHTHOUSE_ENV, REGION_ENV, RESUME_FROM_ENV
 from tests.trainer.conftest import CONFIG

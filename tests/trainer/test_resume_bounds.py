@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer.checkpoint.resume import location_problem
 from trainer.cli import main
 from trainer.config import compose
-from trainer.resume import location_problem
 
 from contract import names
 from contract.registry import GENERATED_DIR

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from trainer.checkpoint import MARKER, step_dir
 from trainer.config import compose
-from trainer.local import launch
+from trainer.launch.local import launch
 
 from tests.trainer.conftest import CONFIG, events, final, kill_and_finish, overrides, run, start, wait_for
 

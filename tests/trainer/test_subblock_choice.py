@@ -1,9 +1,9 @@
-"""Which sub-block a replica group goes to under Ray (trainer/subblocks.py): the choice, pure; the placement on a
+"""Which sub-block a replica group goes to under Ray (trainer/launch/subblocks.py): the choice, pure; the placement on a
 real Ray cluster is test_ray_subblocks.py's."""
 
 from __future__ import annotations
 
-from trainer.subblocks import SUBBLOCK_LABEL, UNKNOWN, Choice, RayNode, choose, fill, slots, subblock_of
+from trainer.launch.subblocks import SUBBLOCK_LABEL, UNKNOWN, Choice, RayNode, choose, fill, slots, subblock_of
 
 from tests.warden.fakes import node
 

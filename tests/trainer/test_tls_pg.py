@@ -1,6 +1,6 @@
-"""The process group between regions over the run's mutual TLS (trainer/tls_pg.py, tls_ring.py).
+"""The process group between regions over the run's mutual TLS (trainer/distributed/tls_pg.py, distributed/tls_ring.py).
 
-The honest groups are the trainer's own fault tolerance (trainer.ft with ft.lighthouse_tls, as gkr sets for a
+The honest groups are the trainer's own fault tolerance (trainer.ft.manager with ft.lighthouse_tls, as gkr sets for a
 run across regions) or the ring itself; the attackers are torchft's plain ProcessGroupGloo (what any process
 that reaches the quorum's store address can run), a ring member with another run's certificate, and a client
 with no certificate at all. Addresses are 127.0.0.x: one machine stands in for the pods.
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from trainer.mtls import Identity
-from trainer.tls_pg import TlsRingProcessGroup
-from trainer.tls_ring import MAX_PENDING_PER_PEER, RENDEZVOUS_OFFSET, RingError, RingServer, pair_ports
+from trainer.distributed.mtls import Identity
+from trainer.distributed.tls_pg import TlsRingProcessGroup
+from trainer.distributed.tls_ring import MAX_PENDING_PER_PEER, RENDEZVOUS_OFFSET, RingError, RingServer, pair_ports
 
 from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint

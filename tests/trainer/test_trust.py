@@ -70,7 +70,7 @@ def test_step_data_without_markers_is_refused_unless_start_over(tmp_path: Path) 
 def test_a_directory_of_only_corrupt_checkpoints_is_refused(tmp_path: Path) -> None:
     import torch
     from trainer.checkpoint import Checkpointer
-    from trainer.resume import start_refusal
+    from trainer.checkpoint.resume import start_refusal
 
     root = tmp_path / "ck"
     cfg = compose(CONFIG, ["run.name=x", f"checkpoint.dir={root}", "ft.replica_groups=2"])

@@ -97,7 +97,7 @@ def cluster() -> Iterator[Cluster]:
 
 
 def nccl_event(pod_name: str, host: str, namespace: str = "research", count: int = 1, **extra: Any) -> dict[str, Any]:
-    """An NCCLFailure Event as the trainer posts it (trainer.kube_events.event_body)."""
+    """An NCCLFailure Event as the trainer posts it (trainer.ft.kube_events.event_body)."""
     event = {
         "metadata": {"name": f"{pod_name}.nccl-1", "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "namespace": namespace},

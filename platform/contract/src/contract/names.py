@@ -223,16 +223,16 @@ RESUME_FROM_ENV = "MERIDIAN_RESUME_FROM"  # other regions' checkpoint dirs (comm
 CHECKPOINT_ROOTS_ENV = "MERIDIAN_CHECKPOINT_ROOTS"
 CHECKPOINT_DIR_ENV = "MERIDIAN_CHECKPOINT_DIR"  # the mount of this region's team folder, where checkpoint.dir lies
 LIGHTHOUSE_PORT = 29510  # torchft's default Lighthouse port; the Lighthouse Service and the network rule use it
-# Who may join a run (issue 27, trainer/mtls.py): the run's TLS identity (ca.crt, tls.crt, tls.key), mounted from
+# Who may join a run (issue 27, trainer/distributed/mtls.py): the run's TLS identity (ca.crt, tls.crt, tls.key), mounted from
 # a Secret gkr mints per run; the Lighthouse's certificate carries this DNS name, which members verify.
 RUN_TLS_ENV = "MERIDIAN_RUN_TLS"  # the folder the identity is mounted at
 RUN_TLS_DIR = "/etc/meridian/run-tls"
 LIGHTHOUSE_TLS_NAME = "lighthouse.run.meridian.internal"
-# The members' certificate carries this name too (and serverAuth): each group serves its heal transfers (trainer/heal_tls.py)
-# and its ring between regions (trainer/tls_ring.py) with it, and its peers verify it; a member's certificate cannot pass
+# The members' certificate carries this name too (and serverAuth): each group serves its heal transfers (trainer/ft/heal_tls.py)
+# and its ring between regions (trainer/distributed/tls_ring.py) with it, and its peers verify it; a member's certificate cannot pass
 # for the Lighthouse's.
 MEMBER_TLS_NAME = "member.run.meridian.internal"
-# Heal transfers over the run's TLS (trainer/heal_tls.py) listen on the first free of these ports of the pod's IP: one
+# Heal transfers over the run's TLS (trainer/ft/heal_tls.py) listen on the first free of these ports of the pod's IP: one
 # per rank in the pod (at most one per GPU of an 8-GPU node), so a rule can name them; clear of torch's MASTER_PORT
 # 29500, the Lighthouse's 29510/29511 and Linux's ephemeral range (32768-60999).
 HEAL_TLS_PORT = 29520
@@ -241,13 +241,13 @@ HEAL_TLS_PORTS = range(HEAL_TLS_PORT, HEAL_TLS_PORT + HEAL_TLS_SLOTS)
 # The torchft Manager's gRPC (rank 0 of each group; torchft 0.2.0 manager.py Manager.__init__ binds "[::]:<port=>"):
 # a group healing from one in another region dials the source's Manager (CheckpointMetadata), so its port must be
 # nameable too. One per group on a node (at most one per GPU of an 8-GPU node): the Ray launcher gives a run across
-# regions MANAGER_PORT + the group's slot on its node (trainer.ray_supervisor.node_slot). Between HEAL_TLS_PORTS and
+# regions MANAGER_PORT + the group's slot on its node (trainer.launch.ray_supervisor.node_slot). Between HEAL_TLS_PORTS and
 # the groups' stores (RING_TLS_PORTS - 64 = 29536-29599). Still plain gRPC: trainer/README.md says what that leaves.
 MANAGER_PORT = 29528
 MANAGER_SLOTS = 8
 MANAGER_PORTS = range(MANAGER_PORT, MANAGER_PORT + MANAGER_SLOTS)
 POD_IP_ENV = "POD_IP"  # the downward API's status.podIP, where a run's servers across regions listen (gkr renders it)
-# The ring between regions (trainer/tls_ring.py): each replica-group process of a run with a TLS identity listens
+# The ring between regions (trainer/distributed/tls_ring.py): each replica-group process of a run with a TLS identity listens
 # on one of these ports of its pod's IP, TLS only (up to 8 GPUs x 8 ranks per pod); its group's plain TCPStore, when
 # it hosts one, on the port len(RING_TLS_PORTS) below, which no other region needs. The cross-region network rule
 # admits these, LIGHTHOUSE_PORT, HEAL_TLS_PORTS and MANAGER_PORTS (CROSS_REGION_PORTS), nothing else.
@@ -259,7 +259,7 @@ LIGHTHOUSE_INNER_PORT = 29511  # the Lighthouse itself, on its pod's loopback be
 # ClusterPodMonitoring scrapes it by number, which needs no declared containerPort. Clear of Ray's own ports
 # (8080 metrics export, 8265 dashboard, 6379 GCS, 10001 client, 52365 agent), DCGM's 9400 and Warden's 9090.
 TRAINER_METRICS_PORT = 9464
-# Under Ray each replica group's rank 0 serves on TRAINER_METRICS_PORT + its slot on the node (trainer.ray_supervisor):
+# Under Ray each replica group's rank 0 serves on TRAINER_METRICS_PORT + its slot on the node (trainer.launch.ray_supervisor):
 # up to one group per GPU of an 8-GPU node, so the scrape and the NetworkPolicy cover this many ports.
 TRAINER_METRICS_SLOTS = 8
 TRAINER_METRICS_PORTS = range(TRAINER_METRICS_PORT, TRAINER_METRICS_PORT + TRAINER_METRICS_SLOTS)

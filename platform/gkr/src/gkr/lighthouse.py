@@ -10,7 +10,7 @@ load balancer's firewall rule. The load balancer's IP is known only once the Ser
 submit waits for it, then writes the address into every RayJob (a dry run shows PLACEHOLDER).
 
 Those pod ranges are every team's, so the range is not the guard: the Lighthouse listens on its
-pod's loopback only, and the Service port belongs to a sidecar (`python -m trainer.mtls`) that
+pod's loopback only, and the Service port belongs to a sidecar (`python -m trainer.distributed.mtls`) that
 admits a TLS client only with the run's certificate (gkr/run_tls.py mints it at submit; each
 region's pods mount theirs and the trainer reaches the Lighthouse through its own TLS proxy).
 """
@@ -89,7 +89,7 @@ def _containers_of(home: Resolved, min_replicas: int) -> list[dict[str, Any]]:
         "command": [
             "python",
             "-m",
-            "trainer.mtls",
+            "trainer.distributed.mtls",
             "--listen-host",  # the pod's IP only (the Service and the probe reach it there): no other interface
             f"$({names.POD_IP_ENV})",
             "--listen-port",

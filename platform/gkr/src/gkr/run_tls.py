@@ -1,9 +1,9 @@
-"""A run's TLS identity, minted by gkr at submit: who may join the run's Lighthouse (trainer/mtls.py).
+"""A run's TLS identity, minted by gkr at submit: who may join the run's Lighthouse (trainer/distributed/mtls.py).
 
 Each run gets its own CA. gkr signs two certificates with it, the Lighthouse's (server, for
 contract.names.LIGHTHOUSE_TLS_NAME) and the members' (client, and server of their heal transfers for
-contract.names.MEMBER_TLS_NAME: trainer/heal_tls.py and the groups' ring between regions,
-trainer/tls_ring.py), and then drops the CA's key: it is never written anywhere, so nobody, the submitter included, can mint another certificate for the
+contract.names.MEMBER_TLS_NAME: trainer/ft/heal_tls.py and the groups' ring between regions,
+trainer/distributed/tls_ring.py), and then drops the CA's key: it is never written anywhere, so nobody, the submitter included, can mint another certificate for the
 run. The certificates and their keys go into Secrets in the run's namespace of each region's
 cluster (the Lighthouse's in the home cluster only); another team's pods cannot read them (RBAC:
 Secrets are namespaced), and a certificate of another run's CA is refused at the handshake.

@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in error.lines:
             print(f"train.py: {line}", file=sys.stderr)
         return 2
+    from trainer.checkpoint.resume import start_state
+    from trainer.loop.worker import EXIT_REFUSED
+    from trainer.observe.runs import committed_target, inner_per_commit
     from trainer.preconditions import first_problem
-    from trainer.resume import start_state
-    from trainer.runs import committed_target, inner_per_commit
-    from trainer.worker import EXIT_REFUSED
 
     refusal, newest = first_problem(cfg) or None, None
     if refusal is None:
@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
               "raise run.steps to train on")  # fmt: skip
         return 0
     if cfg.run.launcher == "ray":
-        from trainer.ray_train import launch as ray_launch
+        from trainer.launch.ray_train import launch as ray_launch
 
         return ray_launch(cfg)
-    from trainer.local import launch
+    from trainer.launch.local import launch
 
     return launch(cfg)

@@ -81,14 +81,14 @@ class FaultTolerance:
     restart_delay_s: float = setting(5.0, above=0, high=MAX_WAIT_S)
     # Under Ray: extra replica groups' worth of workers the run holds placed and idle (gkr renders the RayJob with
     # (replica_groups + spare_groups) x group_size workers), so a dead group's replacement starts at once on
-    # healthy capacity instead of waiting for its node (ray_supervisor.py). The local launcher ignores it.
+    # healthy capacity instead of waiting for its node (launch/ray_supervisor.py). The local launcher ignores it.
     spare_groups: int = setting(0, low=0, high=spares.MAX)  # and at most replica_groups: contract.spares
     device: Literal["cpu", "cuda"] = "cpu"
-    # Link emulator (link.py): each cross-group all-reduce completes no earlier than over a link of this
+    # Link emulator (distributed/link.py): each cross-group all-reduce completes no earlier than over a link of this
     # round-trip time and bandwidth (Gbit/s per group). 0: off (the default). For measurements, not production.
     link_rtt_ms: float = setting(0.0, low=0, high=60_000)
     link_gbps: float = setting(0.0, low=0, high=100_000)
-    # --- A run across regions (issue 19; regions.py) ---
+    # --- A run across regions (issue 19; distributed/regions.py) ---
     # The run's Lighthouse (http://host:port; default $TORCHFT_LIGHTHOUSE): set, no launcher starts one.
     lighthouse: str = ""
     # This launcher's region (default $MERIDIAN_REGION): replica ids become "<region>/<group>".
@@ -97,8 +97,8 @@ class FaultTolerance:
     # else NCCL on GPU; gloo on CPU always.
     cross_group_backend: Literal["auto", "nccl", "gloo"] = "auto"
     # The run's TLS identity (a folder with ca.crt, tls.crt, tls.key; default $MERIDIAN_RUN_TLS, which gkr sets for a
-    # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (mtls.py), and the groups
-    # all-reduce over a ring on the same mutual TLS instead of gloo or NCCL (tls_pg.py).
+    # run across regions): set, each group reaches ft.lighthouse only over mutual TLS with it (distributed/mtls.py), and the groups
+    # all-reduce over a ring on the same mutual TLS instead of gloo or NCCL (distributed/tls_pg.py).
     lighthouse_tls: str = ""
     # Rank 0's torchft Manager serves its gRPC on this port (torchft's Manager(port=)); 0: any free port. The Ray
     # launcher sets names.MANAGER_PORTS[the group's slot on its node] for a run across regions (regions.manager_port).
@@ -113,7 +113,7 @@ class Checkpoint:
     # Train from step 0 although checkpoint.dir has step data of which nothing verifies (refused
     # otherwise). It deletes nothing up front; a verified checkpoint, if any, is still resumed from.
     start_over: bool = False
-    # --- A run across regions (issue 19; resume.py) ---
+    # --- A run across regions (issue 19; checkpoint/resume.py) ---
     # Other regions' checkpoint dirs (default $MERIDIAN_RESUME_FROM, comma-separated): read, never written;
     # resume takes the newest verified checkpoint of these and of dir.
     resume_from: tuple[str, ...] = ()
@@ -121,7 +121,7 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Model:
-    """A decoder-only transformer (model.py); the sizes are configs/model/*.yaml."""
+    """A decoder-only transformer (model/transformer.py); the sizes are configs/model/*.yaml."""
 
     vocab: int = setting(256, low=1, high=1 << 22)
     d_model: int = setting(64, low=1, high=MAX_WIDTH)
@@ -173,7 +173,7 @@ class Perf:
 
 @dataclass(frozen=True)
 class Logging:
-    """Weights & Biases: each logging window's run metrics, per group (trainer/wandb_sink.py); off by default."""
+    """Weights & Biases: each logging window's run metrics, per group (trainer/observe/wandb_sink.py); off by default."""
 
     wandb: bool = False
     wandb_project: str = "meridian"

@@ -19,11 +19,11 @@ some policy allows reaches it. Each team namespace gets
   pods of a run across regions (`meridian.dev/run`) that are not Ray heads (the run's Lighthouse and its
   replica groups), TCP to the ports a run serves between regions only, each a named range of
   contract.names (CROSS_REGION_PORTS), as infra's cross-region firewall rule (meridian_infra/cross_region.py):
-  LIGHTHOUSE_PORT (the Lighthouse behind the run's mTLS proxy, trainer/mtls.py), HEAL_TLS_PORTS (heal
-  transfers over mTLS, trainer/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which a group healing
-  from another region dials; the Ray launcher gives each group one, trainer/ray_supervisor.py and
+  LIGHTHOUSE_PORT (the Lighthouse behind the run's mTLS proxy, trainer/distributed/mtls.py), HEAL_TLS_PORTS (heal
+  transfers over mTLS, trainer/ft/heal_tls.py), MANAGER_PORTS (torchft's Manager gRPC, which a group healing
+  from another region dials; the Ray launcher gives each group one, trainer/launch/ray_supervisor.py and
   regions.manager_port; still plain: trainer/README.md) and RING_TLS_PORTS (the all-reduce between regions
-  over mTLS, trainer/tls_ring.py). The groups' TCPStores, gloo/NCCL sockets, metrics and Ray's ports are not
+  over mTLS, trainer/distributed/tls_ring.py). The groups' TCPStores, gloo/NCCL sockets, metrics and Ray's ports are not
   among them. A pod range is shared by every team, so the same ports are open to every team's pods in the
   other regions: the run's certificate is what keeps them out.
 

@@ -17,7 +17,8 @@ DEFAULT_PRIORITY_ANNOTATION = names.DEFAULT_PRIORITY_ANNOTATION
 
 
 QUEUE_VIEWER_ROLE = "meridian-queue-viewer"
-TRAINER_NODE_READER = "meridian-trainer-node-reader"  # named in the trainer's warning (trainer.subblocks.NODE_READER)
+# named in the trainer's warning (trainer.launch.subblocks.NODE_READER)
+TRAINER_NODE_READER = "meridian-trainer-node-reader"
 RW = ["get", "list", "watch", "create", "patch", "delete"]
 READ = ["get", "list", "watch"]
 # Containers that declare no requests (gkr's preflight init container, sidecars injected by GKE) get

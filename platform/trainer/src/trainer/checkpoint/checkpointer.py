@@ -30,12 +30,12 @@ from torch.distributed.checkpoint.staging import StagingOptions
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, async_save
 
+from trainer.checkpoint.dcp_pickle import SafePlanner
 from trainer.checkpoint.finite import nonfinite_tensors
 from trainer.checkpoint.manifest import encode_marker
 from trainer.checkpoint.staging import Stager, staging_options
 from trainer.checkpoint.store import StepStore
 from trainer.checkpoint.verify import unreadable, why_untrusted
-from trainer.dcp_pickle import SafePlanner
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import fsspec  # type: ignore[import-untyped]
 # dcp.save picks itself for URLs, but only this way can fsspec storage options be passed to it.
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
+from trainer.checkpoint.dcp_pickle import SafeReader
 from trainer.checkpoint.manifest import MARKER, MAX_MARKER_BYTES, FileDigest
-from trainer.dcp_pickle import SafeReader
 
 _STEP_DIR = re.compile(r"step-(\d+)")
 _READ_CHUNK = 8 << 20

@@ -2,7 +2,7 @@
 
 A checkpoint is only trusted when its marker parses and validates and every listed file is there with
 that size and hash, and no other file is, and its pickles (``.metadata`` and every non-tensor value)
-are what DCP writes (dcp_pickle.py: nothing else is unpickled, so a crafted folder with a valid marker
+are what DCP writes (checkpoint/dcp_pickle.py: nothing else is unpickled, so a crafted folder with a valid marker
 cannot run code). Anything else is a one-line reason.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import io
 
+from trainer.checkpoint.dcp_pickle import UnsafeCheckpoint, bytes_entries, load_plain, read_metadata
 from trainer.checkpoint.manifest import InvalidCheckpoint, check_names, invalid, parse_marker
 from trainer.checkpoint.store import StepStore
-from trainer.dcp_pickle import UnsafeCheckpoint, bytes_entries, load_plain, read_metadata
 
 
 def why_untrusted(store: StepStore, step: int, raw: bytes) -> str | None:

@@ -74,7 +74,7 @@ class Committed:
     ages: tuple[int, ...]
     reward: float  # mean reward of the trained groups' completions
     window: Window
-    trainer: dict[str, Any]  # what the first reporting group measured (trainer.py's RL stats)
+    trainer: dict[str, Any]  # what the first reporting group measured (loop/trainer.py's RL stats)
 
 
 class Controller:

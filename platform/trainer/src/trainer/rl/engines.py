@@ -24,7 +24,7 @@ import torch
 
 from contract import names
 from trainer.config import Config
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.generate import Generator, TorchGenerator, snapshot
 from trainer.rl.pairs import WeightReceiver, backend_for, prefix, wire

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.episode import Completion
 from trainer.rl.loss import masked_logits
 

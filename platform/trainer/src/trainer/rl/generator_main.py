@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from trainer.config import Config, from_dict
-from trainer.process import exit_process
+from trainer.launch.process import exit_process
 from trainer.rl.engines import Engine, build
 from trainer.rl.report import GeneratorTime
 from trainer.rl.service import Client, RequestFailed

@@ -10,7 +10,7 @@ The name map (one table, both directions)::
     norm.weight                          model.norm.weight
     head.weight                          lm_head.weight
 
-Tensors are copied as they are, with no permutation. model.py's rotary embedding is already HF
+Tensors are copied as they are, with no permutation. model/transformer.py's rotary embedding is already HF
 Llama's form: ``inv_freq = theta ** (-2i / head_dim)``, the angles repeated as ``cat([a, a])`` across
 the head dimension, and ``rotate_half(x) = cat([-x2, x1])``. HF's converter
 (convert_llama_weights_to_hf.py) permutes q and k only to go from Meta's interleaved-pair layout to
@@ -21,7 +21,7 @@ LlamaRMSNorm does, attention scales by 1/sqrt(head_dim) as HF does, and the MLP 
 checkpoint (Llama 3.2 1B) loads with the head copied from the embedding.
 
 Not supported, refused in one line: ``rope_scaling`` (Llama 3.1's long-context "llama3" scaling is
-not in model.py), attention or MLP biases, activations other than SiLU.
+not in model/transformer.py), attention or MLP biases, activations other than SiLU.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import torch
 from contract import codec
 from contract.problem import Invalid
 from trainer.config import Model
-from trainer.flops import ffn_width
+from trainer.model.flops import ffn_width
 from trainer.rl.tokens import ByteTokenizer, HFTokenizer, Tokenizer
 
 CONFIG, WEIGHTS, INDEX, TOKENIZER = "config.json", "model.safetensors", "model.safetensors.index.json", "tokenizer.json"
@@ -200,8 +200,8 @@ def model_config(hf: Any, where: str) -> tuple[Model, bool]:
 
 def differences(checkpoint: Model, cfg: Model) -> list[str]:
     """The ``model.KEY=VALUE`` overrides that give ``cfg`` the checkpoint's architecture; [] when it has it."""
-    from trainer.flops import ffn_width
-    from trainer.model import kv_heads
+    from trainer.model.flops import ffn_width
+    from trainer.model.transformer import kv_heads
 
     def effective(m: Model, key: str) -> Any:
         return {"kv_heads": kv_heads(m), "ffn_dim": ffn_width(m)}.get(key, getattr(m, key))

@@ -1,6 +1,6 @@
 """The local launcher's RL side: the controller in this process, ``rl.generators`` generator processes beside the groups.
 
-local.py starts the replica groups as for pretraining and calls this: ``config`` (the groups' and the
+launch/local.py starts the replica groups as for pretraining and calls this: ``config`` (the groups' and the
 generators' configuration, with the controller's address), ``poll`` (a generator that exited is gone
 to the controller, which issues its prompts again, and starts again after ``ft.restart_delay_s`` as a
 new generator), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and

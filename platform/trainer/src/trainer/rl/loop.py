@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trainer.config import Model
-from trainer.model import LanguageModel
+from trainer.model.transformer import LanguageModel
 from trainer.rl.advantages import score
 from trainer.rl.buffer import Counters, ReplayBuffer
 from trainer.rl.episode import Group, make_batch

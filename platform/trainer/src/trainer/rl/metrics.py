@@ -1,6 +1,6 @@
 """An RL run's live metrics (contract.metrics.RL), fed by the step reports and the generators' time.
 
-The collectors are built through ``telemetry`` as the trainer's (``trainer.metrics.RunMetrics``); given that
+The collectors are built through ``telemetry`` as the trainer's (``trainer.observe.metrics.RunMetrics``); given that
 group's registry, they are served on the same /metrics endpoint, so the trainer's scrape finds them.
 """
 

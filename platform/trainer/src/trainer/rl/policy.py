@@ -2,7 +2,7 @@
 
 Everything else is the pretraining Trainer's: the replica groups and torchft (gradients averaged over
 the quorum every step, a dead group healed from a live peer), the non-finite guard, DCP checkpoints.
-What RL adds (worker.py calls the hooks):
+What RL adds (loop/worker.py calls the hooks):
 
 * ``_inputs``: step ``s``'s batch from the controller, fetched before the quorum (it may wait for
   generators); every group gets the same groups, and ``_loss`` takes this group's share of them by its
@@ -26,8 +26,9 @@ import torch
 
 from contract.problem import Invalid
 from trainer.config import Config
-from trainer.ft import FaultTolerance
-from trainer.group import Rank
+from trainer.distributed.group import Rank
+from trainer.ft.manager import FaultTolerance
+from trainer.loop.trainer import Trainer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.generate import snapshot
 from trainer.rl.grpo import greedy_accuracy, make_task
@@ -35,7 +36,6 @@ from trainer.rl.loss import Clip, grpo_loss, response_logprobs
 from trainer.rl.pairs import WeightServer
 from trainer.rl.service import Client
 from trainer.rl.wire import group_from_json
-from trainer.trainer import Trainer
 
 
 class PolicyTrainer(Trainer):

@@ -2,7 +2,7 @@
 
 Index ``i`` is problem ``permutation(seed, epoch)[i % n]`` of the training split, epoch ``i // n``: each
 epoch visits every training problem once in its own order, and a resumed run that re-issues index ``i``
-gets exactly the problem it had (as data.py's batches are a pure function of their index). A held-out
+gets exactly the problem it had (as data/batches.py's batches are a pure function of their index). A held-out
 split, chosen once from a separate seed, is never issued for training: greedy evaluation reads it.
 """
 

@@ -4,7 +4,7 @@ Pure: the distributed mode gathers the numbers (the controller, the generators, 
 hands them here; the console line, the goodput summary and the live metrics (``trainer.rl.metrics``) are
 made from the same ``StepReport``.
 
-Generator time is booked like the trainer's goodput (``trainer.goodput``), each second to one state:
+Generator time is booked like the trainer's goodput (``trainer.observe.goodput``), each second to one state:
 ``generating`` (sampling completions: the useful part), ``syncing`` (receiving a new policy version's
 weights) and ``waiting`` (idle: no prompts issued, or held back by the age bound). The trainer's buckets
 stay as they are; the generators' sit beside them under the summary's ``"generators"`` key.
@@ -119,7 +119,7 @@ def combine_generators(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def with_generators(summary: Mapping[str, Any], reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's goodput summary (``trainer.goodput.combine``) with the generators' time beside it."""
+    """The run's goodput summary (``trainer.observe.goodput.combine``) with the generators' time beside it."""
     return dict(summary) | {"generators": combine_generators(reports)}
 
 

@@ -44,7 +44,7 @@ class Service:
         on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
         metrics: RLMetrics | None = None,
     ) -> None:
-        from trainer.listen import store_on
+        from trainer.distributed.listen import store_on
 
         self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
         self.advertise = advertise  # the address others reach it at, when it listens on every interface

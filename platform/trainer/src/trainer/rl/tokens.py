@@ -15,7 +15,7 @@ class Tokenizer(Protocol):
 
 
 class ByteTokenizer:
-    """UTF-8 bytes, one token each (vocab 256), as data.py's text batches."""
+    """UTF-8 bytes, one token each (vocab 256), as data/batches.py's text batches."""
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode())

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend, PrefixStore
 
-from trainer.listen import store_on
+from trainer.distributed.listen import store_on
 
 HEADER = 3  # version, elements, layout digest (63 bits)
 
@@ -81,7 +81,7 @@ def open_group(
     timeout = timedelta(seconds=timeout_s)
     # Every member counts itself in (world): a member hosting the store waits for all of them (the NCCL group
     # itself meets only at its first broadcast); a store hosted elsewhere (the controller's) waits for nobody.
-    if host_store:  # listening on `host` only (listen.py), which every member dials
+    if host_store:  # listening on `host` only (distributed/listen.py), which every member dials
         store = store_on(host, port, world, timeout=timeout, wait_for_workers=True)
     else:
         store = dist.TCPStore(host, port, world, is_master=False, timeout=timeout)  # type: ignore[attr-defined]

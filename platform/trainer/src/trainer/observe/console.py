@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from trainer.flops import format_mfu
+from trainer.model.flops import format_mfu
+from trainer.observe.runs import MAX_RESTARTS
 from trainer.rl.report import generators_line
-from trainer.runs import MAX_RESTARTS
 
 
 def group_log(out: Path, group: int) -> Path:
@@ -77,7 +77,7 @@ class Console:
         self.show(self._new_events())
 
     def show(self, events: list[dict[str, Any]]) -> None:
-        """Print the lines these events make (from the files here, or sent by Ray's groups: ray_supervisor.py).
+        """Print the lines these events make (from the files here, or sent by Ray's groups: launch/ray_supervisor.py).
 
         Each event carries its replica group (``group``: from its file's name, or added by the supervisor).
         """

@@ -11,12 +11,12 @@ through torchft's public ``CheckpointTransport`` (the Manager's ``checkpoint_tra
 * it serves the state on the pod's address only (``host``: the address it announces), on the first free
   port of contract.names.HEAL_TLS_PORTS (a rule can name them; torchft's takes any), over TLS 1.3
   with the run's member certificate, and completes a handshake only with a client certificate of the
-  run's CA (trainer.mtls's contexts): a process without one, or with another run's, gets no byte;
+  run's CA (trainer.distributed.mtls's contexts): a process without one, or with another run's, gets no byte;
 * it announces ``https://host:port/checkpoint/`` and serves torchft's wire format (PyTorch's streaming
   save of the whole state at ``/checkpoint/<step>/full``, as ``HTTPTransport`` with ``num_chunks=0``);
 * a healing group connects to the announced address, presents its member certificate and accepts only
   a server certificate of the run's CA for contract.names.MEMBER_TLS_NAME, then loads what it is sent
-  with the weights-only unpickler, bounded (heal_transport.py): a member is trusted with the run's
+  with the weights-only unpickler, bounded (ft/heal_transport.py): a member is trusted with the run's
   weights, never with running code in its peers.
 
 Handshakes run on each connection's own thread, under the transfer timeout, and at most
@@ -42,9 +42,9 @@ import torch
 from torchft.checkpointing import CheckpointTransport
 
 from contract.names import HEAL_TLS_PORTS, MEMBER_TLS_NAME
-from trainer.heal_transport import HealRefused, load_weights_only
-from trainer.listen import first_free
-from trainer.mtls import Identity, client_context, server_context
+from trainer.distributed.listen import first_free
+from trainer.distributed.mtls import Identity, client_context, server_context
+from trainer.ft.heal_transport import HealRefused, load_weights_only
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def do_GET(self) -> None:
-        from torch.distributed._serialization import _streaming_save  # torchft's format (heal_transport.py)
+        from torch.distributed._serialization import _streaming_save  # torchft's format (ft/heal_transport.py)
 
         found = _PATH.fullmatch(self.path)
         if found is None:

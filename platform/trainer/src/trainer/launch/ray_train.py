@@ -3,7 +3,7 @@
 The driver starts the run's Lighthouse beside itself (none with ``ft.lighthouse``: a run across
 regions uses the run's own) and a supervisor that places each replica group on its own (placement
 group, one actor per rank) and restarts only a group that dies, which heals from a live one
-(ray_supervisor.py). Any group shape; ``ft.enabled=false`` is one group that resumes from its newest
+(launch/ray_supervisor.py). Any group shape; ``ft.enabled=false`` is one group that resumes from its newest
 durable checkpoint when it restarts.
 """
 
@@ -14,10 +14,10 @@ import sys
 
 from contract.names import ray_address
 from trainer.config import Config
-from trainer.console import Console, outcome_line
-from trainer.goodput import combine, dumps
-from trainer.ray_supervisor import Supervisor
-from trainer.runs import committed_target, inner_per_commit, run_dir
+from trainer.launch.ray_supervisor import Supervisor
+from trainer.observe.console import Console, outcome_line
+from trainer.observe.goodput import combine, dumps
+from trainer.observe.runs import committed_target, inner_per_commit, run_dir
 
 
 def capacity_problem(cfg: Config, resources: dict[str, float]) -> str | None:

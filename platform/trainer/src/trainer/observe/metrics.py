@@ -18,11 +18,11 @@ from contract.metrics import GOODPUT_CATEGORIES, TRAINER
 from contract.names import ADVERTISE_HOST_ENV, REGION_ENV
 from telemetry.exposition import serve, write_textfile
 from telemetry.families import families, registry
-from trainer.goodput import Goodput
+from trainer.observe.goodput import Goodput
 
 log = logging.getLogger("trainer")
 
-# goodput.py's buckets -> the catalog's categories (GOODPUT_CATEGORIES): time stalled in
+# observe/goodput.py's buckets -> the catalog's categories (GOODPUT_CATEGORIES): time stalled in
 # recovery and steps that did not commit are both lost to a failure.
 CATEGORY = {
     "productive": "productive",
@@ -143,7 +143,7 @@ def start(cfg: Any, group: int, goodput: Goodput, run_dir: Path) -> RunMetrics:
     """A group's metrics, served unless run.metrics_port is -1, sent to W&B too with logging.wandb."""
     sinks: tuple[Sink, ...] = ()
     if cfg.logging.wandb:
-        from trainer.wandb_sink import WandbSink  # wandb is optional: imported only when asked for
+        from trainer.observe.wandb_sink import WandbSink  # wandb is optional: imported only when asked for
 
         sinks = (WandbSink(cfg, group),)
     found = RunMetrics(cfg.run.name, region_of(cfg), group, goodput, sinks)

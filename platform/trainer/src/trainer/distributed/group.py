@@ -4,7 +4,7 @@ A replica group of ``ft.group_size`` ranks shards the model among them with FSDP
 one-dimensional DeviceMesh of the group's ranks). The group's default process group is its own (the
 launcher gives each group its own MASTER_ADDR/MASTER_PORT store): collectives inside a group never
 involve another group, so a group can die and come back while the others train on. Across groups,
-torchft averages each rank's local shards with the same rank of the other groups (ft.py): that is the
+torchft averages each rank's local shards with the same rank of the other groups (ft/manager.py): that is the
 HSDP arrangement, with the replicate dimension managed by torchft instead of a fixed mesh.
 
 With ``group_size`` 1 nothing here initializes torch.distributed: today's one-process groups.
@@ -56,9 +56,9 @@ def join_group(cfg: Config, group: int) -> Rank:
 
 def group_store(rank: int, size: int, timeout: timedelta) -> Any:
     """The group's rendezvous at MASTER_ADDR:MASTER_PORT, as torch's env:// makes it, but rank 0's listens on
-    MASTER_ADDR only (listen.py): torchft's Manager uses it as the group's store and hands its address to the
+    MASTER_ADDR only (distributed/listen.py): torchft's Manager uses it as the group's store and hands its address to the
     other groups' process groups, so under Ray it is rank 0's pod IP, and nothing else of the pod's serves it."""
-    from trainer.listen import store_on
+    from trainer.distributed.listen import store_on
 
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if rank == 0:  # waits for the group's other ranks, as env:// does

@@ -2,7 +2,7 @@
 
 At the end of each sync period the loop asks torchft for the committed step: moved on, the sync
 committed; unchanged, the whole period's inner steps are lost. Committed steps at or below the group's
-high-water mark (runs.py) were trained before, by an earlier life of the group: replays after a resume.
+high-water mark (observe/runs.py) were trained before, by an earlier life of the group: replays after a resume.
 Streaming DiLoCo's fragments agree between groups only right after their own sync, so the ledger also
 keeps each fragment's digest from its last sync of the run.
 """

@@ -2,10 +2,10 @@
 
 ``train`` is the protocol, in torchtitan's shape; the decisions belong to its parts: the Checkpointer
 keeps its own cadence (checkpoint/), ``Progress`` the goodput accounting and the logging windows
-(progress.py), the ``Ledger`` which syncs torchft committed and which steps are replays (ledger.py).
+(loop/progress.py), the ``Ledger`` which syncs torchft committed and which steps are replays (loop/ledger.py).
 
 A replica group is ``ft.group_size`` processes (ranks; one per GPU in the cluster) that shard the model
-(group.py). With fault tolerance on, groups find each other through the torchft Lighthouse; when one
+(distributed/group.py). With fault tolerance on, groups find each other through the torchft Lighthouse; when one
 dies the others shrink the quorum and continue, and its replacement heals from a live peer before it
 steps. Rank 0 of a group writes the group's events and reports; every rank writes its own checkpoint
 shards.
@@ -19,17 +19,17 @@ from collections.abc import Callable
 from typing import Any
 
 from trainer.checkpoint import Checkpointer, CheckpointEvent
+from trainer.checkpoint.resume import Root, newest_verified
 from trainer.config import Config
-from trainer.ft import FaultTolerance, fault_tolerance
-from trainer.goodput import Goodput
-from trainer.group import Rank, checkpoint_group, join_group, leave_group
-from trainer.kube_events import FailureReporter
-from trainer.ledger import Ledger
-from trainer.nonfinite import NonFiniteStop
-from trainer.progress import Progress, open_reports
-from trainer.resume import Root, newest_verified
-from trainer.runs import EventLog, high_water
-from trainer.trainer import Trainer
+from trainer.distributed.group import Rank, checkpoint_group, join_group, leave_group
+from trainer.ft.kube_events import FailureReporter
+from trainer.ft.manager import FaultTolerance, fault_tolerance
+from trainer.loop.ledger import Ledger
+from trainer.loop.nonfinite import NonFiniteStop
+from trainer.loop.progress import Progress, open_reports
+from trainer.loop.trainer import Trainer
+from trainer.observe.goodput import Goodput
+from trainer.observe.runs import EventLog, high_water
 
 log = logging.getLogger("trainer")
 

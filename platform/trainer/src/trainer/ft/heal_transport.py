@@ -86,7 +86,7 @@ class WeightsOnlyHTTPTransport(HTTPTransport[T]):  # type: ignore[misc]  # torch
 
     def address(self) -> str:
         """torchft's address with `host` (the pod's IP) for its machine's name, which no other pod can resolve."""
-        from trainer.ft import with_host
+        from trainer.ft.manager import with_host
 
         url: str = super().address()
         return url if self.host is None else with_host(url, self.host)

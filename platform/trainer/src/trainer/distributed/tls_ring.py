@@ -1,14 +1,14 @@
 """The sockets of the cross-region ring: one TLS 1.3 listener per group, its rendezvous and its links (no torch).
 
 Each replica group's process listens on its pod's IP only (``RingServer``), with the run's certificate, and
-accepts only clients that present a certificate of the run's CA (trainer/mtls.py's contexts); it dials its
+accepts only clients that present a certificate of the run's CA (trainer/distributed/mtls.py's contexts); it dials its
 peers the same way and checks that they hold the run's member certificate (``names.MEMBER_TLS_NAME``). After
 the handshake a client sends one header line (JSON, bounded) saying what it wants:
 
 * ``join``: register (rendezvous key, rank, world size, ring address) and receive, once every rank of that
   key has joined, the ring addresses of all of them. The listener of the group that hosts the quorum's store
   serves this: torchft hands each group the store's ``host:port``, and the ring's rendezvous is at
-  ``host:port + RENDEZVOUS_OFFSET`` (ft.py binds the two as a pair, ``pair_ports``, the ring's port in
+  ``host:port + RENDEZVOUS_OFFSET`` (ft/manager.py binds the two as a pair, ``pair_ports``, the ring's port in
   ``names.RING_TLS_PORTS``). The plain store itself is never read by the ring: its port needs no opening
   across regions.
 * ``ring``: this connection carries the ring's data from the sender (rank r) to this process (rank r+1).
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contract.names import MEMBER_TLS_NAME, RING_TLS_PORTS
-from trainer.listen import bound_socket, first_free
-from trainer.mtls import HANDSHAKE_TIMEOUT_S, Identity, client_context, server_context
+from trainer.distributed.listen import bound_socket, first_free
+from trainer.distributed.mtls import HANDSHAKE_TIMEOUT_S, Identity, client_context, server_context
 
 log = logging.getLogger(__name__)
 

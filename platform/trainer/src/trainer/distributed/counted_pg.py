@@ -1,11 +1,11 @@
 """torchft process groups that count the bytes handed to all-reduce, and can emulate a slow link.
 
-Subclasses of torchft's public process groups (and of the ring over the run's mTLS, tls_pg.py), given to the Manager as its ``pg``: every all-reduce is
+Subclasses of torchft's public process groups (and of the ring over the run's mTLS, distributed/tls_pg.py), given to the Manager as its ``pg``: every all-reduce is
 counted, the trainer's gradient buckets and DiLoCo's pseudo-gradients alike, without wrapping or
 patching the Manager. An all-reduce the Manager skips after an error is not counted (nothing is sent).
 
 With ``ft.link_rtt_ms`` or ``ft.link_gbps`` set, each all-reduce also completes no earlier than the
-link model (``link.py``) says it would over such a link: its work's ``wait`` (and future) hold it back
+link model (``distributed/link.py``) says it would over such a link: its work's ``wait`` (and future) hold it back
 until then. The collective itself still runs at local speed; only its completion moves. So whatever
 torchft overlaps with communication (streaming DiLoCo's ``fragment_sync_delay``) overlaps the emulated
 delay too, and whatever it waits for, waits.
@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from torchft.process_group import ProcessGroupBabyNCCL, ProcessGroupGloo
 
-from trainer.link import Link
-from trainer.tls_pg import TlsRingProcessGroup
+from trainer.distributed.link import Link
+from trainer.distributed.tls_pg import TlsRingProcessGroup
 
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:

@@ -1,17 +1,17 @@
 """The cross-region process group of a run with a TLS identity: a ring all-reduce over the run's mutual TLS.
 
-Across regions torchft's Manager all-reduces over its ``pg`` (DDP's gradient buckets, gradsync.py; DiLoCo's
+Across regions torchft's Manager all-reduces over its ``pg`` (DDP's gradient buckets, ft/gradsync.py; DiLoCo's
 pseudo-gradients, torchft/local_sgd.py), today gloo. PyTorch's pip wheels build gloo without its TLS
 transport and torchft 0.2.0's ProcessGroupGloo binds gloo's sockets on every interface at ports chosen at
 run time, so gloo cannot be put behind the run's certificate. This process group does the same ring
 all-reduce as gloo and NCCL for large messages (a reduce-scatter then an all-gather, 2(n-1) steps of
-payload/n bytes: link.py) over TLS 1.3 sockets of the run's CA (tls_ring.py), on CPU tensors; a CUDA
+payload/n bytes: distributed/link.py) over TLS 1.3 sockets of the run's CA (distributed/tls_ring.py), on CPU tensors; a CUDA
 tensor is staged through host memory, as gloo does.
 
 What torchft calls on it (torchft 0.2.0 manager.py ``Manager._async_quorum``, ``Manager.allreduce``,
 ``Manager.should_commit``): ``configure`` once per quorum with the quorum's store address, this group's rank
 and the quorum's size; ``allreduce([tensor], opts)`` with ReduceOp.SUM (the Manager turns AVG into SUM and
-divides itself; AVG is served too); ``errored``. ``size`` is read by counted_pg.py. Nothing else is used
+divides itself; AVG is served too); ``errored``. ``size`` is read by distributed/counted_pg.py. Nothing else is used
 (quantized all-reduce is off: DiLoCo's ``should_quantize`` defaults to False).
 
 A failure (a peer gone, a timeout, a closed link) fails the collective's work and every later one until the
@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torchft.process_group import ProcessGroup
 
-from trainer.tls_ring import RingError, RingServer, rendezvous
+from trainer.distributed.tls_ring import RingError, RingServer, rendezvous
 
 log = logging.getLogger(__name__)
 

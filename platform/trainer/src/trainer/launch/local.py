@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from trainer.config import Config, to_dict
-from trainer.console import Console, group_log, native_stderr_to, outcome_line
-from trainer.ft import start_lighthouse
-from trainer.goodput import combine, dumps
-from trainer.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
-from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.ft.manager import start_lighthouse
+from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
+from trainer.observe.goodput import combine, dumps
+from trainer.observe.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
 
 if TYPE_CHECKING:
     from trainer.rl.launch import RLSide
@@ -45,10 +45,10 @@ def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[subp
     port = str(_free_port()) if size > 1 else ""
     procs = []
     for rank in range(size):
-        command = [sys.executable, "-m", "trainer.worker_main", str(config_json), str(group), address]
+        command = [sys.executable, "-m", "trainer.launch.worker_main", str(config_json), str(group), address]
         # torchft's INFO logs (every quorum) and everything else the ranks print go to the group's log file.
         env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
-        if size > 1:  # torch.distributed's rendezvous inside the group (group.py)
+        if size > 1:  # torch.distributed's rendezvous inside the group (distributed/group.py)
             group_env = {"MASTER_ADDR": "localhost", "MASTER_PORT": port, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             env |= group_env | {"WORLD_SIZE": str(size)}
         with group_log(config_json.parent, group).open("ab") as log:

@@ -2,8 +2,8 @@
 
 Shaped like torchtitan's trainer: a ``Stateful`` object whose ``state_dict()`` is both what a healing
 peer fetches (through torchft) and what a checkpoint holds (through DCP), and whose
-``load_state_dict()`` applies either. Fault tolerance is a separate object (ft.py) that takes the same
-calls whether it is on or off. The driver around it is worker.py (events and goodput: progress.py, ledger.py; checkpoints: checkpoint/).
+``load_state_dict()`` applies either. Fault tolerance is a separate object (ft/manager.py) that takes the same
+calls whether it is on or off. The driver around it is loop/worker.py (events and goodput: loop/progress.py, loop/ledger.py; checkpoints: checkpoint/).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.tensor import DTensor
 
 from trainer.config import Config
-from trainer.data import Batches
-from trainer.ft import FaultTolerance
-from trainer.group import Rank, shard
-from trainer.model import LanguageModel
-from trainer.nonfinite import NonFiniteError, NonFiniteGuard, NonFiniteStop
+from trainer.data.batches import Batches
+from trainer.distributed.group import Rank, shard
+from trainer.ft.manager import FaultTolerance
+from trainer.loop.nonfinite import NonFiniteError, NonFiniteGuard, NonFiniteStop
+from trainer.model.transformer import LanguageModel
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class Trainer(Stateful):
         """Everything this group's training depends on, in DCP's form (parameters by fully qualified name).
 
         Called on the training thread for checkpoints and by torchft's quorum thread when a peer heals from
-        this group (ft.py hands out a copy). DCP fills an optimizer without state by stepping it with zero
-        gradients, which must not race the training thread: only a group past step 0 serves peers (ft.py:
+        this group (ft/manager.py hands out a copy). DCP fills an optimizer without state by stepping it with zero
+        gradients, which must not race the training thread: only a group past step 0 serves peers (ft/manager.py:
         init_sync=False), so its AdamW has state, and DiLoCo's quorums run while the training thread waits.
         """
         return {

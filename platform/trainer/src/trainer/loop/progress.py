@@ -1,11 +1,11 @@
 """One replica group's progress as the world sees it: goodput accounting, the logging cadence, its events.
 
 The training loop tells ``Progress`` what happened (an inner step taken or skipped, a sync's verdict, a
-commit) and it decides what each second was worth (goodput.py's buckets: an inner step's time waits for
+commit) and it decides what each second was worth (observe/goodput.py's buckets: an inner step's time waits for
 the sync that decides its fate) and when a logging window closes (every ``run.log_every`` committed
 steps and at the last; under DiLoCo, log_every counts inner steps, and the inner steps between syncs
 are logged too). Everything it says goes through the group's event log, which also feeds the
-live metrics (metrics.py), so the events file, /metrics and W&B tell one story.
+live metrics (observe/metrics.py), so the events file, /metrics and W&B tell one story.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from trainer.config import Config
-from trainer.flops import Window, flops_per_token
-from trainer.ft import FaultTolerance
-from trainer.goodput import Goodput
-from trainer.ledger import Sync
-from trainer.metrics import RunMetrics, observer
-from trainer.metrics import start as start_metrics
-from trainer.runs import EventLog, raise_high_water, run_dir
-from trainer.trainer import Step
+from trainer.ft.manager import FaultTolerance
+from trainer.loop.ledger import Sync
+from trainer.loop.trainer import Step
+from trainer.model.flops import Window, flops_per_token
+from trainer.observe.goodput import Goodput
+from trainer.observe.metrics import RunMetrics, observer
+from trainer.observe.metrics import start as start_metrics
+from trainer.observe.runs import EventLog, raise_high_water, run_dir
 
 log = logging.getLogger("trainer")
 
@@ -44,7 +44,7 @@ def open_reports(cfg: Config, group: int, rank: int, goodput: Goodput) -> Report
 
 
 def throughput_window(cfg: Config, inner_steps_per_commit: int, clock: Callable[[], float]) -> Window:
-    """tokens/s and MFU of this group per logging window (flops.py)."""
+    """tokens/s and MFU of this group per logging window (model/flops.py)."""
     return Window(
         tokens_per_step=inner_steps_per_commit * cfg.data.batch_size * cfg.model.seq_len,
         flops_per_token=flops_per_token(cfg.model),
@@ -123,7 +123,7 @@ class Progress:
             "step", step=step, loss=round(loss, 4), participants=ft.num_participants(), bytes=ft.bytes_sent(),
             goodput=round(self.goodput.goodput, 4), **self.window.close(step), **ft.link_stats(),
         )  # fmt: skip
-        if self.lead:  # the group's high-water mark, which tells replays after a resume (ledger.py)
+        if self.lead:  # the group's high-water mark, which tells replays after a resume (loop/ledger.py)
             raise_high_water(self.cfg, self.group, step)
 
     def finish(self, report: dict[str, object]) -> None:

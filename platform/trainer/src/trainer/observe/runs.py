@@ -39,7 +39,7 @@ class EventLog:
     def __init__(self, path: Path, observe: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file = path.open("a", buffering=1)
-        self.observe = observe  # the live metrics (trainer.metrics), updated from the same events
+        self.observe = observe  # the live metrics (trainer.observe.metrics), updated from the same events
 
     def write(self, event: str, **fields: Any) -> None:
         self.file.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")

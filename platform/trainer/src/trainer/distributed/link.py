@@ -1,6 +1,6 @@
 """A model of the inter-region link that cross-group all-reduces travel over (pure; no torch).
 
-Used twice: by the emulator in the cross-group process group (``counted_pg.py``, settings
+Used twice: by the emulator in the cross-group process group (``distributed/counted_pg.py``, settings
 ``ft.link_rtt_ms`` and ``ft.link_gbps``), which holds each all-reduce back until the model says it
 would have finished, and by ``scripts/bench_cross_region.py``, which predicts tokens/s from it. One
 model for both, so the measured runs and the predictions can be compared.

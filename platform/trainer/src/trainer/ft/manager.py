@@ -9,7 +9,7 @@ The trainer makes the same calls either way, so it has no branches on whether fa
 
 With torchft each replica group has a Manager (its own TCPStore; gloo on CPU, NCCL on GPU) that
 joins the Lighthouse's quorum, heals the group from a live peer and decides per step whether it
-commits. DDP averages gradients every step through ``Manager.allreduce`` (gradsync.py); DiLoCo
+commits. DDP averages gradients every step through ``Manager.allreduce`` (ft/gradsync.py); DiLoCo
 (``torchft.local_sgd.DiLoCo``) takes inner steps alone and averages pseudo-gradients every
 ``sync_every / fragments`` of them. Only torchft's public API is used: no private fields, no patched
 methods (tests/trainer/test_trainer.py checks the source).
@@ -30,8 +30,8 @@ import torch
 
 from contract import names
 from trainer.config import Config
-from trainer.gradsync import allreduce_gradients
-from trainer.group import Rank, fill_local, local, local_shards
+from trainer.distributed.group import Rank, fill_local, local, local_shards
+from trainer.ft.gradsync import allreduce_gradients
 
 StateDict = dict[str, Any]
 RING_STORE_KEY = "meridian/tls_ring_store"  # in a sharded group's own store: where rank 0 serves torchft's store
@@ -138,16 +138,16 @@ def start_lighthouse(cfg: Config) -> Lighthouse:
 
 def heal_transport(cfg: Config, limit: Callable[[], int]) -> Any:
     """Heal transfers at this pod's address; a healing source's bytes are loaded without running code
-    (heal_transport.py), at most ``limit()`` of them. A run with a TLS identity (a run across regions, as for
+    (ft/heal_transport.py), at most ``limit()`` of them. A run with a TLS identity (a run across regions, as for
     the Lighthouse's proxy above) serves and fetches over its mutual TLS, bound to that address only
-    (heal_tls.py); otherwise torchft's plain HTTP server (one region: no other team's pod reaches it)."""
+    (ft/heal_tls.py); otherwise torchft's plain HTTP server (one region: no other team's pod reaches it)."""
     timeout = timedelta(seconds=cfg.ft.timeout_s)
     if cfg.ft.lighthouse_tls:
-        from trainer.heal_tls import TlsHealTransport
-        from trainer.mtls import Identity
+        from trainer.distributed.mtls import Identity
+        from trainer.ft.heal_tls import TlsHealTransport
 
         return TlsHealTransport(Identity.folder(cfg.ft.lighthouse_tls), advertised_host(), timeout, limit)
-    from trainer.heal_transport import WeightsOnlyHTTPTransport
+    from trainer.ft.heal_transport import WeightsOnlyHTTPTransport
 
     return WeightsOnlyHTTPTransport(timeout=timeout, limit=limit, host=advertised_host())
 
@@ -253,13 +253,13 @@ class Torchft:
 
         from torchft import Manager
 
-        from trainer.counted_pg import counted_process_group
-        from trainer.listen import store_on
-        from trainer.regions import cross_group_backend, cross_group_environment, replica_id
+        from trainer.distributed.counted_pg import counted_process_group
+        from trainer.distributed.listen import store_on
+        from trainer.distributed.regions import cross_group_backend, cross_group_environment, replica_id
 
         for key, value in cross_group_environment(cfg).items():
             os.environ.setdefault(key, value)  # the pod's own setting wins
-        # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (regions.py).
+        # counted_process_group picks NCCL for "cuda", gloo otherwise; gloo takes CUDA tensors too (distributed/regions.py).
         backend_device = "cuda" if cross_group_backend(cfg) == "nccl" else "cpu"
         self.pg: Any = None
         if not cfg.ft.lighthouse_tls:
@@ -268,7 +268,7 @@ class Torchft:
             )
         if cfg.ft.lighthouse_tls:  # a run across regions: the ring over the run's mTLS instead of gloo (tls_pg.py)
             address, port = self._tls_ring(cfg, where)
-        elif where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (group.py)
+        elif where.sharded:  # the group's own store, which torch.distributed's rank 0 serves (distributed/group.py)
             address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         else:  # a one-process group: a store of its own, listening only at the address its peers reach (listen.py)
             # torchft hands it to the other groups for the cross-group rendezvous: the pod's IP under Ray; with the
@@ -279,7 +279,7 @@ class Torchft:
         self.param_bytes = 0  # this rank's parameters (running() sets it): what bounds a peer's state
         self.tunnel = None
         if cfg.ft.lighthouse_tls and where.rank == 0:  # only rank 0's Manager talks to the Lighthouse
-            from trainer.mtls import Identity, Proxy
+            from trainer.distributed.mtls import Identity, Proxy
 
             self.tunnel = Proxy.originating(lighthouse, Identity.folder(cfg.ft.lighthouse_tls))
             lighthouse = self.tunnel.address()
@@ -302,7 +302,7 @@ class Torchft:
             lighthouse_addr=lighthouse,
             replica_id=replica_id(cfg, where.group),
             # Every group starts from the same seed, so the weights already agree at step 0; syncing them
-            # anyway would have a peer serve its state before its optimizers have any (trainer.py).
+            # anyway would have a peer serve its state before its optimizers have any (loop/trainer.py).
             init_sync=False,
             checkpoint_transport=self.transport,
             port=cfg.ft.manager_port or None,  # None: torchft's $TORCHFT_MANAGER_PORT or any (regions.manager_port)
@@ -312,11 +312,11 @@ class Torchft:
     def _tls_ring(self, cfg: Config, where: Rank) -> tuple[str, int]:
         """The ring's process group (self.pg) and the store torchft's Managers of this group share, which rank 0
         serves on this pod's address only, its port RENDEZVOUS_OFFSET below rank 0's ring listener: torchft hands
-        the other groups the store's address, and they find the ring's rendezvous above it (tls_ring.py). In a
+        the other groups the store's address, and they find the ring's rendezvous above it (distributed/tls_ring.py). In a
         sharded group the other ranks read where it is from the group's own store (MASTER_ADDR, in-region)."""
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-        from trainer.tls_ring import pair_ports, ring_socket
+        from trainer.distributed.tls_ring import pair_ports, ring_socket
 
         host, timeout = os.environ.get(names.ADVERTISE_HOST_ENV) or "localhost", timedelta(seconds=cfg.ft.timeout_s)
         group = (
@@ -339,10 +339,10 @@ class Torchft:
         return host, port
 
     def _ring_pg(self, cfg: Config, sock: Any) -> Any:
-        from trainer.counted_pg import CountedTlsRing
-        from trainer.link import Link
-        from trainer.mtls import Identity
-        from trainer.tls_ring import RingServer
+        from trainer.distributed.counted_pg import CountedTlsRing
+        from trainer.distributed.link import Link
+        from trainer.distributed.mtls import Identity
+        from trainer.distributed.tls_ring import RingServer
 
         server = RingServer(sock, Identity.folder(cfg.ft.lighthouse_tls))
         pg = CountedTlsRing(server, timedelta(seconds=cfg.ft.timeout_s))
@@ -353,7 +353,7 @@ class Torchft:
         """Heal transfers, bounded by what a peer's copy of this rank's state can weigh: parameters, AdamW's
         two moments, DiLoCo's saved parameters and outer momentum (5x the parameters), with slack, and room for
         the small values. Counted from the parameters, never by calling the state_dict: on the quorum thread
-        that would race the forward pass (DCP steps an optimizer without state, trainer.py)."""
+        that would race the forward pass (DCP steps an optimizer without state, loop/trainer.py)."""
         return heal_transport(cfg, lambda: 8 * self.param_bytes + 64 * 2**20)
 
     def register_state(self, state_dict: Callable[[], StateDict], load_state_dict: Callable[[StateDict], None]) -> None:
@@ -371,7 +371,7 @@ class Torchft:
     def running(
         self, fragments: Sequence[torch.nn.Module], inner: torch.optim.Optimizer, outer: Sequence[torch.optim.Optimizer]
     ) -> AbstractContextManager[object]:
-        from trainer.heal_transport import state_bytes
+        from trainer.ft.heal_transport import state_bytes
 
         self.param_bytes = state_bytes([local(p) for f in fragments for p in f.parameters()])
         return nullcontext()
@@ -424,7 +424,7 @@ class Torchft:
 
     def shutdown(self) -> None:
         self.manager.shutdown(wait=False)
-        from trainer.tls_pg import TlsRingProcessGroup
+        from trainer.distributed.tls_pg import TlsRingProcessGroup
 
         if isinstance(self.pg, TlsRingProcessGroup):  # its listener and links (gloo's close with the process)
             self.pg.shutdown()

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from trainer.group import local
+from trainer.distributed.group import local
 
 BUCKET_BYTES = 25 << 20  # as torch DDP: large enough to amortize latency, small enough to overlap
 

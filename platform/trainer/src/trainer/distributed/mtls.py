@@ -2,7 +2,7 @@
 
 torchft's Lighthouse has no authentication, and across regions the pod ranges that may reach it are
 shared by every team. So the Lighthouse listens on its pod's loopback only, and a TLS-terminating
-proxy in the same pod (``python -m trainer.mtls``, gkr's sidecar) takes the Service port: it
+proxy in the same pod (``python -m trainer.distributed.mtls``, gkr's sidecar) takes the Service port: it
 completes a TLS 1.3 handshake only with a client certificate issued by the run's own CA. Each
 replica group's Manager reaches the Lighthouse through a local proxy (``Proxy.originating``, in
 the trainer) that presents the run's client certificate and accepts only a server certificate of
@@ -208,7 +208,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 def start(argv: list[str] | None = None) -> Proxy:
     """The sidecar's proxy from its command line, listening; MtlsError (one line) for an unusable identity or address."""
-    parser = argparse.ArgumentParser(prog="python -m trainer.mtls", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainer.distributed.mtls", description=__doc__.splitlines()[0])
     # The pod's IP (gkr renders $(POD_IP), the downward API's status.podIP): the Service's traffic and the kubelet's
     # probe arrive there, and nothing else of the pod's (its other interfaces) is served.
     parser.add_argument("--listen-host", required=True, help="the address to listen on: the pod's IP")
@@ -226,13 +226,13 @@ def start(argv: list[str] | None = None) -> Proxy:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The Lighthouse pod's sidecar: ``python -m trainer.mtls --listen-host IP --listen-port P --upstream
+    """The Lighthouse pod's sidecar: ``python -m trainer.distributed.mtls --listen-host IP --listen-port P --upstream
     127.0.0.1:Q --identity DIR``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         proxy = start(argv)
     except MtlsError as error:
-        print(f"trainer.mtls: {error}", file=sys.stderr)
+        print(f"trainer.distributed.mtls: {error}", file=sys.stderr)
         return 2
     log.info("mtls: lighthouse on :%d, run members only", proxy.port)
     threading.Event().wait()  # until the pod stops

@@ -8,7 +8,7 @@ its own unit instead:
   supervisor chose inside one sub-block (``subblocks.choose``): on one node when a node can hold the whole
   group (its NVLink domain, one failure domain), else on as few nodes as possible; a group that no
   sub-block can hold waits until one can, never split across two;
-- one ``GroupWorker`` actor per bundle running ``trainer.worker.train`` with the group's own rendezvous,
+- one ``GroupWorker`` actor per bundle running ``trainer.loop.worker.train`` with the group's own rendezvous,
   as the local launcher's processes do (``max_restarts=0``: the supervisor, not Ray, decides what restarts);
 - ``ft.spare_groups`` more placement groups whose actors are started and idle (torch imported), so a
   replacement starts at once on healthy capacity instead of waiting for the failed node.
@@ -37,12 +37,12 @@ from contract import incluster, names
 from contract.names import ROLE_RESOURCES
 from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
-from trainer.console import Console, read_new
-from trainer.local import after_death
-from trainer.regions import manager_port
-from trainer.runs import EventLog
-from trainer.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
-from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.distributed.regions import manager_port
+from trainer.launch.local import after_death
+from trainer.launch.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
+from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.observe.console import Console, read_new
+from trainer.observe.runs import EventLog
 
 log = logging.getLogger("trainer")
 if TYPE_CHECKING:
@@ -95,8 +95,8 @@ class GroupWorker:
     def __init__(self, threads: int) -> None:
         import torch
 
-        import trainer.worker  # noqa: F401  (imported now: a spare is ready to train at once)
-        from trainer.pod_output import in_pod, to_pod_output
+        import trainer.loop.worker  # noqa: F401  (imported now: a spare is ready to train at once)
+        from trainer.launch.pod_output import in_pod, to_pod_output
 
         if in_pod():  # the group's log where `kubectl logs` and Cloud Logging read it, not on the pod's disk
             to_pod_output()
@@ -124,9 +124,9 @@ class GroupWorker:
     def train(self, config: dict[str, Any], group: int, env: dict[str, str], lighthouse: str) -> dict[str, Any]:
         import ray
 
-        from trainer.nonfinite import NonFiniteStop
-        from trainer.runs import EventLog, run_dir
-        from trainer.worker import train
+        from trainer.loop.nonfinite import NonFiniteStop
+        from trainer.loop.worker import train
+        from trainer.observe.runs import EventLog, run_dir
 
         os.environ.update(env)
         # The group's servers advertise this pod's IP (names.ADVERTISE_HOST_ENV): its hostname resolves in no other pod.
@@ -156,7 +156,7 @@ class LighthouseActor:
     """The run's torchft Lighthouse (ft.start_lighthouse, the local launcher's settings) beside the driver."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        from trainer.ft import start_lighthouse
+        from trainer.ft.manager import start_lighthouse
 
         self.server = start_lighthouse(from_dict(config))
 
@@ -164,7 +164,7 @@ class LighthouseActor:
         """The Lighthouse at this pod's IP: torchft names its machine, which no other pod can resolve."""
         import ray
 
-        from trainer.ft import with_host
+        from trainer.ft.manager import with_host
 
         return with_host(self.server.address(), ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 

@@ -1,4 +1,4 @@
-"""Entry point of one local replica-group process: `python -m trainer.worker_main CONFIG_JSON GROUP LIGHTHOUSE`."""
+"""Entry point of one local replica-group process: `python -m trainer.launch.worker_main CONFIG_JSON GROUP LIGHTHOUSE`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 
 from contract.problem import Invalid
 from trainer.config import from_dict
-from trainer.nonfinite import NonFiniteStop
-from trainer.process import exit_process
-from trainer.runs import EventLog, run_dir
-from trainer.worker import EXIT_NONFINITE, EXIT_REFUSED, train
+from trainer.launch.process import exit_process
+from trainer.loop.nonfinite import NonFiniteStop
+from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED, train
+from trainer.observe.runs import EventLog, run_dir
 
 
 def main() -> None:

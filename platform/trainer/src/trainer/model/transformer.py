@@ -5,7 +5,7 @@ attention through ``scaled_dot_product_attention`` (``enable_gqa``: no copies of
 SwiGLU MLP; no biases. Embeddings are untied: Llama 3 8B/70B untie them, and a tied weight
 would belong to two streaming-DiLoCo fragments (the first and the last) and two FSDP units.
 bf16 autocast on CUDA by default (``model.precision``); activation checkpointing per block
-(``model.activation_checkpointing``). The sizes live in configs/model/*.yaml; flops.py counts
+(``model.activation_checkpointing``). The sizes live in configs/model/*.yaml; model/flops.py counts
 their parameters and FLOPs from the same settings.
 """
 
@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from trainer.config import Model
-from trainer.flops import ffn_width
+from trainer.model.flops import ffn_width
 
 
 def kv_heads(cfg: Model) -> int:

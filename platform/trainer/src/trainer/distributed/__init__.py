@@ -1,0 +1,1 @@
+"""Process groups inside a replica group and between groups, across regions, and their TLS."""

@@ -1,0 +1,1 @@
+"""Fault tolerance across replica groups: torchft's Manager and Lighthouse, healing, gradient sync."""

@@ -1,0 +1,1 @@
+"""The launchers: replica groups as local processes or Ray actors, and the restart of a group that dies."""

@@ -1,0 +1,1 @@
+"""The model family and its arithmetic (parameters, FLOPs, MFU)."""

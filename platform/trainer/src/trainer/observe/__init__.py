@@ -1,0 +1,1 @@
+"""What a run reports: event logs, the console, goodput, live metrics, W&B."""
