@@ -11,3 +11,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def free_ports(host: str, count: int) -> range:
+    """``count`` consecutive ports on ``host`` that nothing holds at this moment (each bound, then all closed),
+    for a test of a chooser over a named range that must not meet another test's listener in that range."""
+    for _ in range(50):
+        start = free_port(host)
+        if start + count > 65535:
+            continue
+        held: list[socket.socket] = []
+        try:
+            for port in range(start, start + count):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind((host, port))
+            return range(start, start + count)
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise AssertionError(f"no {count} consecutive free ports on {host}")

@@ -9,6 +9,7 @@ the state there with whatever it has: plain HTTP, no certificate, or another run
 from __future__ import annotations
 
 import http.client
+import inspect
 import socket
 import ssl
 import threading
@@ -27,8 +28,9 @@ from trainer.ft.heal_tls import TlsHealTransport
 from trainer.ft.heal_transport import HealRefused
 from trainer.ft.manager import heal_transport
 
-from contract.names import ADVERTISE_HOST_ENV, HEAL_TLS_PORT, HEAL_TLS_PORTS
+from contract.names import ADVERTISE_HOST_ENV, HEAL_TLS_PORTS
 from gkr.run_tls import mint
+from tests.ports import free_ports
 from tests.trainer.conftest import CONFIG, assert_same
 from tests.trainer.test_lighthouse_heal import honest_group, steps
 from tests.trainer.test_lighthouse_mtls import guarded_lighthouse, identity_folder
@@ -136,8 +138,11 @@ def test_the_server_binds_only_the_address_it_announces(member: Path, monkeypatc
 
 
 def test_the_ranks_of_a_pod_take_the_rule_s_ports_then_any(member: Path) -> None:
-    """The first free of contract.names.HEAL_TLS_PORTS (a NetworkPolicy can name them), then a free one."""
-    ports = range(HEAL_TLS_PORT, HEAL_TLS_PORT + 2)
+    """The first free of the rule's ports (contract.names.HEAL_TLS_PORTS by default: a NetworkPolicy can name
+    them), then a free one. Two ports free now stand for the rule's: another test's listener on a port of the
+    real range (xdist runs two files at once) would make the choice move on, rightly."""
+    assert inspect.signature(TlsHealTransport).parameters["ports"].default == HEAL_TLS_PORTS
+    ports = free_ports("127.0.0.3", 2)
     made: list[TlsHealTransport[Any]] = [
         TlsHealTransport(Identity.folder(member), "127.0.0.3", TIMEOUT, lambda: 1, ports) for _ in range(3)
     ]
@@ -147,7 +152,7 @@ def test_the_ranks_of_a_pod_take_the_rule_s_ports_then_any(member: Path) -> None
         for t in made:
             t.shutdown(wait=True)
     assert taken[:2] == list(ports)
-    assert taken[2] not in HEAL_TLS_PORTS
+    assert taken[2] not in ports
 
 
 def test_a_group_heals_from_another_over_the_run_s_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

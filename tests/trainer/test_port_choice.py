@@ -9,26 +9,17 @@ import pytest
 from trainer.distributed.listen import bound_socket, first_free
 from trainer.distributed.tls_ring import RENDEZVOUS_OFFSET, RingError, pair_ports, ring_socket
 
-from tests.ports import free_port
+from tests.ports import free_ports
 
 HOST = "127.0.0.1"
 NOT_HERE = "192.0.2.1"  # TEST-NET-1 (RFC 5737): an address no interface of this machine holds
 
 
 def _free_range(width: int) -> range:
-    """``width`` consecutive ports, none held now (a port the kernel just handed out, and those above it)."""
-    for _ in range(50):
-        start = free_port(HOST)
-        if start + width >= 65535 or start - RENDEZVOUS_OFFSET < 1024:
-            continue
-        try:
-            held = [bound_socket(HOST, p) for p in range(start, start + width)]
-        except OSError:
-            continue
-        for sock in held:
-            sock.close()
-        return range(start, start + width)
-    raise AssertionError("no free range of ports on loopback")
+    """``width`` free ports whose store ports (RENDEZVOUS_OFFSET below) are above the privileged ones."""
+    while (ports := free_ports(HOST, width)).start - RENDEZVOUS_OFFSET < 1024:
+        pass
+    return ports
 
 
 def test_a_held_port_moves_the_choice_to_the_next_one() -> None:
