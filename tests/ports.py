@@ -1,4 +1,4 @@
-"""The one free-port helper of the tests (tests/test_repository.py refuses a second copy)."""
+"""The tests' free-port helpers, one of each kind (tests/test_one_helper.py refuses a second copy)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one polling loop of the tests (tests/test_repository.py refuses a second copy): wait for a recorded fact
+"""The one polling loop of the tests (tests/test_one_helper.py refuses a second copy): wait for a recorded fact
 (a step in a run's events, a file, a counter), bounded, and say which fact never came."""
 
 from __future__ import annotations
