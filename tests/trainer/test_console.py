@@ -16,6 +16,9 @@ pytestmark = pytest.mark.live  # each test runs the driver; the console's own te
 STEP_LINE = re.compile(
     r"^step (\d+)/40  loss (\d+\.\d{4})  tokens/s [\d,]+  MFU (n/a|\d+\.\d%)  participants [12]  goodput \d+\.\d%$"
 )
+RECOVERY_LINE = re.compile(
+    r"^replica group [01]: (resumed from checkpoint step \d+ \(.+\)|healed from a live group at step \d+)$"
+)
 
 
 def test_a_short_run_prints_the_loss_per_window_and_no_lighthouse_lines(tmp_path: Path) -> None:
@@ -28,7 +31,10 @@ def test_a_short_run_prints_the_loss_per_window_and_no_lighthouse_lines(tmp_path
     assert losses[-1] < losses[0]  # the loss is visible, and falls
     assert lines[-1].startswith("run quiet completed; goodput quiet: ")
     assert "over 2 replica group report(s)" in lines[-1]
-    assert len(lines) == 5, out  # nothing else: no Lighthouse, torchft or quorum lines
+    # Nothing else: no Lighthouse, torchft or quorum lines. A group that starts late under load (recorded in CI: one
+    # joined after the other's step-20 checkpoint) prints the console's own recovery lines, and only those.
+    others = [line for line in lines[:-1] if not STEP_LINE.match(line)]
+    assert all(RECOVERY_LINE.match(line) for line in others), out
     runs = tmp_path / "runs" / "quiet"
     assert "lighthouse" in (runs / "lighthouse.log").read_text().lower()  # the Lighthouse's INFO logs went here
     assert (runs / "group-0.log").stat().st_size > 0
