@@ -1,12 +1,12 @@
 """The export as a user runs it: a sharded group's checkpoint written by the driver, and the folder in transformers.
 
-Live: the first test starts the trainer's driver (a group of two FSDP ranks); the second imports transformers
-(about 7 s here) and runs its Llama on the exported folder.
+Live: the first test starts the trainer's driver (a group of two FSDP ranks); the others import transformers
+(about 7 s here) and run its Llama on the exported folder. A GRPO run's checkpoint is exported at the end of
+tests/rl/test_distributed.py's resumed run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -18,6 +18,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import get_model_state_dict
 from trainer.checkpoint import Checkpointer, step_dir
 from trainer.config import compose
+from trainer.loop.trainer import digest
 from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.tokens import HFTokenizer
@@ -25,15 +26,6 @@ from trainer.rl.tokens import HFTokenizer
 from tests.trainer.conftest import CONFIG, TRAIN, final, overrides, run
 
 pytestmark = [pytest.mark.live, pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")]
-
-
-def _digest(state: dict[str, torch.Tensor]) -> str:
-    """The trainer's weights digest (loop/trainer.py): sha256 over the sorted names and their bytes."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(state.items()):
-        digest.update(name.encode())
-        digest.update(tensor.contiguous().numpy().tobytes())
-    return digest.hexdigest()
 
 
 def test_a_sharded_groups_checkpoint_exports_the_weights_the_group_held(tmp_path: Path) -> None:
@@ -49,7 +41,7 @@ def test_a_sharded_groups_checkpoint_exports_the_weights_the_group_held(tmp_path
     assert done.stdout.splitlines() == [done.stdout.strip()]  # one line
     assert done.stdout.startswith(f"exported step 6 of run sharded (group-0) to {tmp_path / 'hf'}: 1 weight file(s)")
     _, state = hf.load_hf(tmp_path / "hf")
-    assert _digest(state) == final(tmp_path, "sharded", 0)["weights"]
+    assert digest(state) == final(tmp_path, "sharded", 0)["weights"]
 
 
 def _bpe(folder: Path) -> HFTokenizer:
