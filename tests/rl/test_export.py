@@ -272,3 +272,14 @@ def test_a_checkpoint_folder_of_another_model_is_refused_naming_the_overrides(
     err = capsys.readouterr().err
     assert "is a different model than the run's; set model.d_model=32" in err
     assert len(err.splitlines()) == 1
+
+
+def test_a_checkpoint_url_gives_its_tokenizer_files_and_not_its_weights(rl_run: Any, tmp_path: Path) -> None:
+    root, overrides = rl_run
+    only = (*serving.COPIED, serving.GENERATION_CONFIG, hf.CONFIG)
+    fetched = hf.fetch(f"file://{root}/hf", tmp_path / "fetched", only=only)
+    assert sorted(p.name for p in fetched.iterdir()) == [hf.CONFIG, hf.TOKENIZER, serving.TOKENIZER_CONFIG]
+    overrides = [*overrides, f"rl.hf_checkpoint=file://{root}/hf"]
+    line = export(compose(CONFIG, overrides), parse([str(CONFIG), *overrides, "--out", str(tmp_path / "out")]))
+    assert f"tokenizer: rl.hf_checkpoint file://{root}/hf; eos [2]" in line
+    assert (tmp_path / "out" / hf.TOKENIZER).read_bytes() == (root / "hf" / hf.TOKENIZER).read_bytes()
