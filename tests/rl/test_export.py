@@ -283,3 +283,18 @@ def test_a_checkpoint_url_gives_its_tokenizer_files_and_not_its_weights(rl_run: 
     line = export(compose(CONFIG, overrides), parse([str(CONFIG), *overrides, "--out", str(tmp_path / "out")]))
     assert f"tokenizer: rl.hf_checkpoint file://{root}/hf; eos [2]" in line
     assert (tmp_path / "out" / hf.TOKENIZER).read_bytes() == (root / "hf" / hf.TOKENIZER).read_bytes()
+
+
+def test_a_step_that_does_not_verify_in_one_group_is_exported_from_another(run: Any, tmp_path: Path) -> None:
+    overrides, cfg, saved = run
+    checkpoints = tmp_path / "checkpoints"
+    shutil.copytree(Path(cfg.checkpoint.dir) / "group-0", checkpoints / "group-0")
+    shutil.copytree(Path(cfg.checkpoint.dir) / "group-0", checkpoints / "group-1")
+    _flip_a_byte(checkpoints, 5)
+    overrides = [*overrides, f"checkpoint.dir={checkpoints}"]
+    line = export(
+        compose(CONFIG, overrides), parse([str(CONFIG), *overrides, f"--out={tmp_path / 'out'}", "--dtype=fp32"])
+    )
+    assert line.startswith(f"exported step 5 of run exported (group-1) to {tmp_path / 'out'}")
+    _, state = hf.load_hf(tmp_path / "out")
+    assert all(torch.equal(state[k], v) for k, v in saved[5].items())

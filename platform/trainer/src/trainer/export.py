@@ -145,23 +145,35 @@ def find(cfg: Config, wanted: int | None) -> tuple[Checkpointer, int, str]:
 
     roots = group_roots(cfg)
     checkpointers = [Checkpointer(root.url) for root in roots]
+    try:
+        i, step = _verified(cfg, checkpointers, wanted)
+    except BaseException:
+        for checkpointer in checkpointers:
+            checkpointer.close()
+        raise
+    for other in checkpointers[:i] + checkpointers[i + 1 :]:
+        other.close()
+    return checkpointers[i], step, f"group-{roots[i].group}"
+
+
+def _verified(cfg: Config, checkpointers: list[Checkpointer], wanted: int | None) -> tuple[int, int]:
+    """(the first group whose step verifies, the step); Invalid, one line, when none does or none is committed."""
     committed = [c.committed() for c in checkpointers]
     steps = sorted({s for found in committed for s in found})
     where = f"checkpoint.dir {cfg.checkpoint.dir}"
     if not steps:
-        raise Invalid([f"{where}: no committed step in group-0..{len(roots) - 1}; pass the run's config and overrides"])
+        last = len(checkpointers) - 1
+        raise Invalid([f"{where}: no committed step in group-0..{last}; pass the run's config and overrides"])
     step = steps[-1] if wanted is None else wanted
     if step not in steps:
         raise Invalid([f"{where}: step {step} is not committed; committed: {', '.join(map(str, steps[-5:]))}"])
     reasons = []
-    for root, checkpointer, found in zip(roots, checkpointers, committed, strict=True):
-        reason = checkpointer.verify(step) if step in found else "not committed"
-        if reason is None:
-            for other in checkpointers:
-                if other is not checkpointer:
-                    other.close()
-            return checkpointer, step, f"group-{root.group}"
-        reasons.append(f"group-{root.group}: {reason}")
+    for i, (checkpointer, found) in enumerate(zip(checkpointers, committed, strict=True)):
+        reason = checkpointer.verify(step) if step in found else None
+        if step in found and reason is None:
+            return i, step
+        if reason is not None:
+            reasons.append(f"group-{i}: {reason}")
     older = [s for s in steps if s < step]
     fix = f"restore it, or pass --step {older[-1]} (an older committed step)" if older else "restore it"
     raise Invalid([f"{where}: step {step} does not verify ({'; '.join(reasons)[:400]}); {fix}"])
