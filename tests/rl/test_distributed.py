@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer.loop.trainer import digest
+from trainer.rl.hf import load_hf
 
 from tests.conftest import REPO
-from tests.trainer.conftest import TRAIN, events, overrides
+from tests.trainer.conftest import TRAIN, events, final, overrides
 from tests.waiting import until
 
 pytestmark = pytest.mark.live  # GRPO runs of the driver, killed and healed
@@ -139,3 +141,13 @@ def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(
     assert f"rl step {resumed['version'] + 1}/20" in out
     group_events = events(tmp_path, "head", 0) + events(tmp_path, "head", 1)
     assert any(e["event"] == "resumed" and e["step"] == resumed["version"] for e in group_events)
+    # Its last checkpoint exported for serving (train.py export): the policy the groups ended with, and the
+    # sampling it was trained at.
+    run = overrides(tmp_path, "head", *SMALL, "run.steps=20", "checkpoint.every=5")
+    export = [sys.executable, str(TRAIN), "export", str(GRPO), *run, "--out", str(tmp_path / "hf"), "--dtype", "fp32"]
+    done = subprocess.run(export, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exported step 20 of run head (group-0)" in done.stdout
+    assert digest(load_hf(tmp_path / "hf")[1]) == final(tmp_path, "head", 0)["weights"]
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert generation == {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1}
