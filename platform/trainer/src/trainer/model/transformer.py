@@ -7,6 +7,10 @@ would belong to two streaming-DiLoCo fragments (the first and the last) and two 
 bf16 autocast on CUDA by default (``model.precision``); activation checkpointing per block
 (``model.activation_checkpointing``). The sizes live in configs/model/*.yaml; model/flops.py counts
 their parameters and FLOPs from the same settings.
+
+Generation passes a ``KVCache``: the prompt is run once (prefill), then one token per call, each
+attending over the keys and values cached so far at its own rotary position. Without a cache (training,
+the loss, evaluation of whole sequences) the forward is the one above, unchanged.
 """
 
 from __future__ import annotations
@@ -27,11 +31,14 @@ def kv_heads(cfg: Model) -> int:
     return cfg.kv_heads or cfg.heads
 
 
-def rope(length: int, head_dim: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the rotary angles, (length, head_dim): computed per forward (cheap), so no buffer
-    needs re-initializing after meta-device construction or sharding."""
+def rope(
+    length: int, head_dim: int, theta: float, device: torch.device, start: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles of positions ``start .. start + length - 1``, (length, head_dim):
+    computed per forward (cheap), so no buffer needs re-initializing after meta-device construction or
+    sharding. Elementwise in the position, so a cached token's angles equal the full sequence's bit for bit."""
     freqs = theta ** (-torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(length, device=device, dtype=torch.float32), freqs)
+    angles = torch.outer(torch.arange(start, start + length, device=device, dtype=torch.float32), freqs)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -40,6 +47,44 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return (x * cos + rotated * sin).to(x.dtype)
+
+
+class KVCache:
+    """The keys and values of every token a generating model has seen, per layer, allocated once.
+
+    ``capacity``: the most tokens it holds (prompt + new tokens). ``length`` tokens are cached; the next
+    forward's tokens sit at positions ``length ..``, and ``LanguageModel.forward`` moves it on after all
+    layers stored theirs. The buffers are allocated at the first layer's first write, with the shapes,
+    dtype and device of its keys (bf16 under CUDA autocast).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.length = 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Store layer ``layer``'s new keys and values, then attend ``q`` over all cached ones, causally."""
+        b, heads, t, dim = k.shape
+        start, end = self.length, self.length + t
+        if end > self.capacity:
+            raise ValueError(f"KV cache: {end} tokens do not fit its capacity of {self.capacity}")
+        if layer == len(self.keys):
+            self.keys.append(k.new_empty(b, heads, self.capacity, dim))
+            self.values.append(v.new_empty(b, heads, self.capacity, dim))
+        self.keys[layer][:, :, start:end] = k
+        self.values[layer][:, :, start:end] = v
+        keys, values = self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+        if t == 1:  # one new token sees every cached one: no mask
+            return F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        if start == 0:  # the prefill: the training path's own causal attention
+            return F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+        mask = torch.ones(t, end, dtype=torch.bool, device=q.device).tril(diagonal=start)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+
+    def advance(self, tokens: int) -> None:
+        self.length += tokens
 
 
 class Attention(nn.Module):
@@ -52,15 +97,20 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.d_model, self.kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(self.heads * self.head_dim, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: tuple[KVCache, int] | None = None
+    ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0, enable_gqa=True
-        )
+        if cache is not None:
+            out = cache[0].attend(cache[1], q, k, v)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0, enable_gqa=True
+            )
         result: torch.Tensor = self.wo(out.transpose(1, 2).reshape(b, t, -1))
         return result
 
@@ -88,8 +138,10 @@ class Block(nn.Module):
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: tuple[KVCache, int] | None = None
+    ) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         out: torch.Tensor = x + self.feed_forward(self.ffn_norm(x))
         return out
 
@@ -121,17 +173,23 @@ class LanguageModel(nn.Module):
             return torch.autocast(device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        length = tokens.shape[1]
-        cos, sin = rope(length, self.cfg.d_model // self.cfg.heads, self.cfg.rope_theta, tokens.device)
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of ``tokens`` (B, T). With ``cache``: ``tokens`` follow the cached ones (their
+        positions start at ``cache.length``), their keys and values join the cache, and they attend to it."""
+        length, start = tokens.shape[1], 0 if cache is None else cache.length
+        cos, sin = rope(length, self.cfg.d_model // self.cfg.heads, self.cfg.rope_theta, tokens.device, start)
         with self._autocast(tokens.device):
             x = self.embed(tokens)
-            for block in self.blocks:
-                if self.cfg.activation_checkpointing and self.training and torch.is_grad_enabled():
+            for layer, block in enumerate(self.blocks):
+                if cache is not None:
+                    x = block(x, cos, sin, (cache, layer))
+                elif self.cfg.activation_checkpointing and self.training and torch.is_grad_enabled():
                     x = checkpoint(block, x, cos, sin, use_reentrant=False)
                 else:
                     x = block(x, cos, sin)
             logits: torch.Tensor = self.head(self.norm(x))
+        if cache is not None:
+            cache.advance(length)
         return logits
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
