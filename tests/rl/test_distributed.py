@@ -68,11 +68,14 @@ def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first
 
 
 def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> None:
-    out = finish(start(tmp_path, "grpo", "run.steps=8"))
+    out = finish(start(tmp_path, "grpo", "run.steps=8", "rl.eval_every=4"))
     assert_every_step_once_within_the_age_bound(tmp_path, "grpo", 1, 8)
     lines = [line for line in out.splitlines() if line.startswith("rl step ")]
     assert [line.split()[2] for line in lines] == [f"{i}/8" for i in range(1, 9)]
-    assert "greedy" in lines[-1]
+    assert [i for i, line in enumerate(lines, 1) if "greedy" in line] == [4, 8]  # due steps wait for theirs
+    # One place evaluates each due step (rank 0 of the sender group, evaluation.py), not every group.
+    evaluated = [(r["step"], r["group"]) for r in records(tmp_path, "grpo") if r["event"] == "greedy"]
+    assert [step for step, _ in evaluated] == [4, 8]
     assert "reward" in lines[0]
     summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
     assert summary["outcome"] == "completed"

@@ -1,7 +1,7 @@
 """Generation: the interface every engine implements, and the trainer's own model as one engine.
 
-``TorchGenerator`` samples with ``LanguageModel`` itself, recomputing the whole sequence for each new
-token (no KV cache: cheap for ``tiny`` and ``small``, not meant for ``8b``). Its logprobs are those of
+``TorchGenerator`` samples with ``LanguageModel`` itself and its KV cache: the prompt runs once, then one
+token per step (``sample``). Its logprobs are those of
 the distribution it sampled from, temperature and token mask included (loss.masked_logits, the same
 function the trainer's loss uses), so at equal weights the trainer's recompute agrees with them to fp32
 rounding and the GRPO ratio is 1.
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from trainer.config import Model
-from trainer.model.transformer import LanguageModel
+from trainer.model.transformer import KVCache, LanguageModel
 from trainer.rl.episode import Completion
 from trainer.rl.loss import masked_logits
 
@@ -66,15 +66,21 @@ def sample(
     rng: torch.Generator | None,
     stop: int | None = None,
 ) -> Sampled:
-    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy."""
+    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy.
+
+    ``model`` is a ``LanguageModel`` (or one wrapped in place, as FSDP does): the prompt is prefilled into a
+    ``KVCache`` once, then each step feeds only the token just drawn (the same logits as a full recompute,
+    to fp32 rounding: tests/rl/test_kv_cache.py).
+    """
     b = prompts.shape[0]
-    sequence = prompts
+    cache = KVCache(prompts.shape[1] + max_tokens)
+    fed = prompts  # what the model has not seen yet: the prompt, then the last token drawn
     out = torch.zeros(b, max_tokens, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros(b, max_tokens, dtype=torch.float32, device=prompts.device)
     lengths = torch.full((b,), max_tokens, dtype=torch.long, device=prompts.device)
     done = torch.zeros(b, dtype=torch.bool, device=prompts.device)
     for t in range(max_tokens):
-        logits = model(sequence)[:, -1]
+        logits = model(fed, cache=cache)[:, -1]
         scaled = masked_logits(logits, allowed, temperature)
         if temperature > 0:
             token = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=rng).squeeze(-1)
@@ -89,7 +95,7 @@ def sample(
             done |= ended
             if bool(done.all()):
                 break
-        sequence = torch.cat([sequence, out[:, t : t + 1]], dim=1)
+        fed = out[:, t : t + 1]
     return Sampled(tokens=out, logprobs=logprobs, lengths=lengths)
 
 

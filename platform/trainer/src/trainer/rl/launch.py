@@ -5,7 +5,9 @@ generators' configuration, with the controller's address), ``poll`` (a generator
 to the controller, which issues its prompts again, and starts again after ``ft.restart_delay_s`` as a
 new generator), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and
 the buffer's counters in the run's summary). Each committed step is one console line and one record in
-``<run>/rl.jsonl`` (what the tests read).
+``<run>/rl.jsonl`` (what the tests read). A step due for held-out evaluation (evaluation.py: one group
+evaluates it on a thread) waits for its accuracy before its line goes out, so the line carries it; a
+later step's commit sends it without (its accuracy, when it comes, is a line of its own).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any, Protocol
 from contract.metrics import GENERATOR_STATES
 from trainer.config import Config
 from trainer.rl.controller import Committed, Controller
+from trainer.rl.evaluation import due
 from trainer.rl.grpo import make_task
 from trainer.rl.metrics import RLMetrics
 from trainer.rl.report import GeneratorTime, StepReport, step_line, with_generators
@@ -96,8 +100,10 @@ class RLSide:
         self.records = (out / "rl.jsonl").open("a")
         self.service = Service(
             self.controller, host=host, advertise=advertise, on_commit=self._committed, on_lease=self._booked,
-            metrics=self.metrics,
+            on_greedy=self._evaluated, metrics=self.metrics,
         )  # fmt: skip
+        self.lines = threading.Lock()  # commits and evaluations arrive on the service's threads
+        self.pending: dict[int, tuple[StepReport, Committed]] = {}  # due steps waiting for their evaluation
         self.runner: Runner | None = None
         self.running: set[int] = set()
         self.incarnation: dict[int, int] = {}
@@ -150,6 +156,8 @@ class RLSide:
         if self.runner is not None:
             self.runner.stop(10)  # they see "done" at their next ask
         self.service.close()
+        with self.lines:
+            self._flush(None)  # an evaluation that never came (its group died): the step's line without it
         refused = {f"{g}/{reason}": n for (g, reason), n in sorted(self.controller.refusals.items())}
         counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
         counters["refused_answers"] = refused
@@ -168,12 +176,34 @@ class RLSide:
     def _committed(self, c: Committed) -> None:
         t = c.trainer
         report = StepReport(
-            step=c.step, steps=self.cfg.run.steps, reward=c.reward, greedy=_number(t.get("greedy")),
+            step=c.step, steps=self.cfg.run.steps, reward=c.reward,
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
             trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
             reissued=c.window.reissued, refused=c.window.refused,
         )  # fmt: skip
+        with self.lines:
+            self._flush(c.step)
+            if due(c.step, self.cfg.rl.eval_every, self.cfg.run.steps):
+                self.pending[c.step] = (report, c)
+            else:
+                self._show(report, c)
+
+    def _evaluated(self, group: int, step: int, greedy: float, seconds: float) -> None:
+        with self.lines:
+            self._record("greedy", step=step, group=group, greedy=greedy, seconds=round(seconds, 3))
+            if step in self.pending:
+                report, c = self.pending.pop(step)
+                self._show(replace(report, greedy=greedy), c)
+            else:  # its step's line went out already: the evaluation took longer than a step
+                print(f"rl greedy {greedy:.2f} at step {step} (group {group}, {seconds:.2f} s)", flush=True)
+
+    def _flush(self, before: int | None) -> None:
+        """The lines of due steps before ``before`` (None: all) still waiting for their evaluation, without it."""
+        for step in sorted(s for s in self.pending if before is None or s < before):
+            self._show(*self.pending.pop(step))
+
+    def _show(self, report: StepReport, c: Committed) -> None:
         print(step_line(report), flush=True)
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
