@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from trainer.rl.controller import Controller
 from trainer.rl.ends import find_end
 from trainer.rl.episode import Completion, Group, make_batch
+from trainer.rl.generator_main import Masks
 from trainer.rl.grpo import make_task, score_answers
 from trainer.rl.prompts import Problem
 from trainer.rl.settings import RL
@@ -155,3 +157,12 @@ def test_the_controller_sends_the_tasks_tokens_cuts_and_counts(bpe: HFTokenizer)
     assert c.result("g", {"lease": lease["lease"], "groups": groups}) == 2
     assert (c.window.completions, c.window.truncated) == (4, 2)
     assert c.window.rewards == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_a_generator_samples_under_the_ids_its_lease_names() -> None:
+    masks = Masks(32, torch.device("cpu"))
+    assert masks.get(None) is None  # rl.allowed='': the whole vocabulary
+    mask = masks.get([0, 3, 4])
+    assert mask is not None
+    assert mask.nonzero().flatten().tolist() == [0, 3, 4]
+    assert masks.get([0, 3, 4]) is mask  # built once per set
