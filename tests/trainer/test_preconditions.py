@@ -146,3 +146,20 @@ def test_rl_allowed_must_be_expressible_in_the_runs_tokenizer(tmp_path: Path) ->
     from_letters = compose(str(GRPO), [*base, f"rl.hf_checkpoint={letters}"])
     assert check(from_letters) == "rl.allowed: digits: no token of the tokenizer is digits; set rl.allowed=''"
     assert check(compose(str(GRPO), [*base, f"rl.hf_checkpoint={letters}", "rl.allowed="])) is None
+
+
+@pytest.mark.scenario
+def test_the_driver_refuses_digits_the_tokenizer_cannot_express_at_start(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        str(TRAIN),
+        str(GRPO),
+        "run.name=x",
+        f"checkpoint.dir={tmp_path / 'ck'}",
+        "model.vocab=40",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "train.py: rl.allowed: digits: token 57 is past the model's vocab 40; set model.vocab to the tokenizer's\n"
+    )
