@@ -85,6 +85,9 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     # What the engine wrote is within wire.Bounds: no answer of a real generator is refused (issue 39).
     assert (summary["rl"]["rejected_results"], summary["rl"]["refused_answers"]) == (0, {})
     assert [r["refused"] for r in steps(tmp_path, "grpo")] == [0] * 8
+    # Byte tokens have no end of sequence and the task sets no rl.stop: every completion runs to max_tokens.
+    assert all(r["truncated"] == r["completions"] for r in steps(tmp_path, "grpo"))
+    assert sum(r["completions"] for r in steps(tmp_path, "grpo")) > 0
     # Both groups committed every step together: the batch was split between them.
     for group in (0, 1):
         commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]

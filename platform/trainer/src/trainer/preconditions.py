@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from contract import names
+from contract.problem import Invalid
 from trainer.config import Config
 
 Check = Callable[[Config], str | None]
@@ -122,12 +123,29 @@ def hf_checkpoint_fits(cfg: Config) -> str | None:
     return start_problem(source, cfg.model)
 
 
+def rl_tokens_expressible(cfg: Config) -> str | None:
+    """RL: ``rl.allowed`` in the run's tokenizer (a local checkpoint's, else byte tokens), before any process starts."""
+    source = cfg.rl.hf_checkpoint
+    if cfg.run.mode != "rl" or "://" in source:  # a bucket's tokenizer is read by the groups that fetch it
+        return None
+    from trainer.rl.grpo import tokens_problem
+    from trainer.rl.hf import load_tokenizer
+    from trainer.rl.tokens import ByteTokenizer
+
+    try:
+        tokenizer = load_tokenizer(source, cfg.model.vocab) if source else ByteTokenizer()
+    except Invalid as error:
+        return error.lines[0]
+    return tokens_problem(cfg.rl, cfg.model.vocab, tokenizer)
+
+
 CHECKS: list[Check] = [
     device_exists,
     data_path_exists,
     shape_divides,
     engine_uses_its_gpus,
     hf_checkpoint_fits,
+    rl_tokens_expressible,
     checkpoint_dir_writable,
     wandb_installed,
 ]

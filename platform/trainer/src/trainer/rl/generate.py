@@ -38,9 +38,11 @@ class Generator(Protocol):
         max_tokens: int,
         temperature: float,
         allowed: torch.Tensor | None = None,
-        stop: int | None = None,
+        ends: Sequence[int] = (),
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt, each with its sampling logprobs and the version that sampled it."""
+        """``n`` completions per prompt, each with its sampling logprobs and the version that sampled it.
+
+        A completion ends on the first of ``ends`` it samples (kept as its last token), else at ``max_tokens``."""
         ...
 
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
@@ -50,9 +52,9 @@ class Generator(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Sampled:
-    tokens: torch.Tensor  # (B, max_tokens) long; positions after a row's stop token are padding
+    tokens: torch.Tensor  # (B, max_tokens) long; positions after a row's end token are padding
     logprobs: torch.Tensor  # (B, max_tokens) float32
-    lengths: torch.Tensor  # (B,) long: response length of each row, its stop token included
+    lengths: torch.Tensor  # (B,) long: response length of each row, its end token included
 
 
 @torch.no_grad()
@@ -64,15 +66,18 @@ def sample(
     temperature: float,
     allowed: torch.Tensor | None,
     rng: torch.Generator | None,
-    stop: int | None = None,
+    ends: Sequence[int] = (),
 ) -> Sampled:
     """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy.
+
+    A row ends at the first of ``ends`` (end-of-sequence ids) it samples; sampling stops once every row has.
 
     ``model`` is a ``LanguageModel`` (or one wrapped in place, as FSDP does): the prompt is prefilled into a
     ``KVCache`` once, then each step feeds only the token just drawn (the same logits as a full recompute,
     to fp32 rounding: tests/rl/test_kv_cache.py).
     """
     b = prompts.shape[0]
+    end_ids = torch.tensor(list(ends), dtype=torch.long, device=prompts.device)
     cache = KVCache(prompts.shape[1] + max_tokens)
     fed = prompts  # what the model has not seen yet: the prompt, then the last token drawn
     out = torch.zeros(b, max_tokens, dtype=torch.long, device=prompts.device)
@@ -89,8 +94,8 @@ def sample(
         logp = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
         out[:, t] = torch.where(done, torch.zeros_like(token), token)
         logprobs[:, t] = torch.where(done, torch.zeros_like(logp), logp)
-        if stop is not None:
-            ended = (token == stop) & ~done
+        if ends:
+            ended = torch.isin(token, end_ids) & ~done
             lengths = torch.where(ended, torch.full_like(lengths, t + 1), lengths)
             done |= ended
             if bool(done.all()):
@@ -137,7 +142,7 @@ class TorchGenerator:
         max_tokens: int,
         temperature: float,
         allowed: torch.Tensor | None = None,
-        stop: int | None = None,
+        ends: Sequence[int] = (),
     ) -> list[list[Completion]]:
         if self._version < 0:
             raise RuntimeError("no weights loaded: call load_weights first")
@@ -158,7 +163,7 @@ class TorchGenerator:
                 temperature=temperature,
                 allowed=allowed,
                 rng=self.rng,
-                stop=stop,
+                ends=ends,
             )
             tokens, logprobs, lengths = drawn.tokens.tolist(), drawn.logprobs.tolist(), drawn.lengths.tolist()
             for row, i in enumerate(rows):

@@ -375,14 +375,17 @@ def write_weights(
 
 
 def load_tokenizer(folder: str | Path, vocab: int) -> Tokenizer:
-    """The checkpoint's tokenizer.json when it has one (its ids must fit the model's vocab), else byte tokens."""
+    """The checkpoint's tokenizer.json when it has one (its ids must fit the model's vocab; its end-of-sequence ids
+    from the folder's generation_config.json or tokenizer_config.json), else byte tokens."""
     path = Path(folder) / TOKENIZER
     if not path.is_file():
         if vocab < 256:
             raise _refuse(str(folder), f"no {TOKENIZER} and vocab {vocab} < 256 byte tokens", "add the tokenizer")
         return ByteTokenizer()
     try:
-        tokenizer = HFTokenizer(path)
+        tokenizer = HFTokenizer.from_folder(Path(folder))
+    except Invalid:
+        raise
     except Exception as e:  # the tokenizers library raises its own exception type for a bad file
         raise _refuse(str(path), f"not a tokenizer ({str(e)[:120]})", "restore tokenizer.json") from None
     if tokenizer.vocab_size > vocab:

@@ -209,7 +209,7 @@ class RLSide:
         counters = self.controller.buffer.counters
         self._record(
             "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
-            refused=c.window.refused,
+            refused=c.window.refused, completions=c.window.completions, truncated=c.window.truncated,
             age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
         )  # fmt: skip
 
