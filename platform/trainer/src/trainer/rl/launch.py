@@ -149,6 +149,8 @@ class RLSide:
     def finish(self, summary: dict[str, Any]) -> dict[str, Any]:
         if self.runner is not None:
             self.runner.stop(10)  # they see "done" at their next ask
+        for committed in self.service.call(self.controller.flush):  # steps whose last reports never came
+            self._committed(committed)
         self.service.close()
         refused = {f"{g}/{reason}": n for (g, reason), n in sorted(self.controller.refusals.items())}
         counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
@@ -170,16 +172,17 @@ class RLSide:
         report = StepReport(
             step=c.step, steps=self.cfg.run.steps, reward=c.reward, greedy=_number(t.get("greedy")),
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
-            trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
+            trained_tokens=c.lengths.tokens, generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
-            reissued=c.window.reissued, refused=c.window.refused,
+            reissued=c.window.reissued, refused=c.window.refused, policy=c.policy, lengths=c.lengths,
         )  # fmt: skip
         print(step_line(report), flush=True)
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
         self._record(
             "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
-            refused=c.window.refused,
+            refused=c.window.refused, trained_tokens=c.lengths.tokens, lengths=c.lengths.to_json(),
+            policy=None if c.policy is None else c.policy.to_json(),
             age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
         )  # fmt: skip
 

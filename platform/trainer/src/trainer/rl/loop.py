@@ -23,8 +23,9 @@ from trainer.rl.buffer import Counters, ReplayBuffer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.generate import Generator, TorchGenerator, snapshot
 from trainer.rl.grpo import Task, greedy_accuracy, make_task
-from trainer.rl.loss import Clip
+from trainer.rl.loss import Aggregation, Clip
 from trainer.rl.settings import RL
+from trainer.rl.stats import Lengths, lengths, stop_ids
 from trainer.rl.step import StepSettings, StepStats, rl_step
 
 
@@ -67,7 +68,7 @@ def rollout(generator: Generator, buffer: ReplayBuffer, task: Task, settings: RL
         [task.rewards(p.prompt, task.tokenizer.decode(list(c.response)), p.answer) for c in group]
         for p, group in zip(problems, completions, strict=True)
     ]
-    scored = score(indices, completions, rewards)
+    scored = score(indices, completions, rewards, std=settings.advantage_std)
     for group in scored.kept:
         buffer.add(group)
     for index in scored.dropped_zero_advantage:
@@ -85,6 +86,7 @@ class History:
     rewards: list[float] = field(default_factory=list)  # per training step: mean sampled reward of its rollouts
     ages: list[list[int]] = field(default_factory=list)  # per step: the age of every group trained on
     steps: list[StepStats] = field(default_factory=list)
+    lengths: list[Lengths] = field(default_factory=list)  # per step: its batch's response lengths and truncation
     greedy: list[tuple[int, float]] = field(default_factory=list)  # (version, held-out greedy accuracy)
     counters: Counters = field(default_factory=Counters)
     reward_failures: int = 0
@@ -120,7 +122,8 @@ class Policy:
 
 def step_settings(settings: RL, loop: Loop, task: Task) -> StepSettings:
     return StepSettings(
-        clip=Clip(low=settings.clip_low, high=settings.clip_high),
+        clip=Clip(low=settings.clip_low, high=settings.clip_high, dual=settings.clip_dual),
+        aggregation=Aggregation(mode=settings.loss_agg, horizon=task.max_tokens),
         beta=settings.kl_beta,
         temperature=settings.temperature,
         grad_clip=loop.grad_clip,
@@ -164,6 +167,7 @@ def run(
         history.rewards.append(sum(rewards) / len(rewards) if rewards else float("nan"))
         history.ages.append([g.age(policy.version) for g in groups])
         history.steps.append(policy.train(groups, step))
+        history.lengths.append(lengths(groups, task.max_tokens, stop_ids(task.stop)))
         buffer.trained(groups)
         if policy.version % settings.eval_every == 0:
             history.greedy.append((policy.version, greedy_accuracy(policy.model, task.prompts.held_out, task)))
