@@ -7,7 +7,7 @@ import torch
 from trainer.config import Model
 from trainer.model.transformer import LanguageModel
 from trainer.rl.episode import Completion, Group, make_batch
-from trainer.rl.loss import Aggregation, Clip, grpo_loss, response_logprobs, response_scores
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, response_logprobs, token_logprobs
 from trainer.rl.step import StepSettings, rl_step
 from trainer.rl.tokens import DIGITS, allowed_mask
 
@@ -255,8 +255,7 @@ def test_the_entropy_is_the_masked_distributions(tiny: Model) -> None:
     model = LanguageModel(tiny).eval()
     tokens, mask = _batch()
     digits = allowed_mask(tiny.vocab, [*DIGITS, 10])
-    logprobs, entropy = response_scores(model, tokens, mask, digits, 0.7)
-    assert torch.equal(logprobs, response_logprobs(model, tokens, mask, digits, 0.7))
+    entropy = entropies(token_logprobs(model, tokens, digits, 0.7), mask)
     p = torch.softmax((model(tokens[:1, :4])[0, -1].float() / 0.7).masked_fill(~digits, float("-inf")), -1)
     want = -(p[digits] * p[digits].log()).sum()
     assert float(entropy[0, 3]) == pytest.approx(float(want), rel=1e-5)

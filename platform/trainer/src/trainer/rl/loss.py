@@ -47,17 +47,26 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None, temperatur
     return logits
 
 
-def _token_logprobs(
-    model: nn.Module, tokens: torch.Tensor, allowed: torch.Tensor | None, temperature: float
+def token_logprobs(
+    model: nn.Module, tokens: torch.Tensor, allowed: torch.Tensor | None = None, temperature: float = 1.0
 ) -> torch.Tensor:
-    """(B, T - 1, V) float32: the log-distribution each next token is drawn from."""
+    """(B, T - 1, V) float32: the log-distribution each next token is drawn from (``picked`` and ``entropies``)."""
     return torch.log_softmax(masked_logits(model(tokens[:, :-1]), allowed, temperature), dim=-1)
 
 
-def _picked(logprobs: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    picked = logprobs.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1): each target token's logprob in ``token_logprobs``' distributions where ``mask``, 0 elsewhere."""
+    chosen = distributions.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
     # where, not a product: a prompt or pad token outside the allowed set has logprob -inf, and -inf * 0 is NaN
-    return torch.where(mask, picked, torch.zeros_like(picked))
+    return torch.where(mask, chosen, torch.zeros_like(chosen))
+
+
+@torch.no_grad()
+def entropies(distributions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1) nats, no gradient: each masked position's entropy, 0 elsewhere. entr(p) = -p log p is 0 at
+    p = 0, so a disallowed token's -inf logprob adds nothing."""
+    entropy = torch.special.entr(distributions.exp()).sum(-1)
+    return torch.where(mask, entropy, torch.zeros_like(entropy))
 
 
 def response_logprobs(
@@ -68,21 +77,7 @@ def response_logprobs(
     temperature: float = 1.0,
 ) -> torch.Tensor:
     """(B, T - 1) float32: log p(tokens[:, t + 1] | tokens[:, : t + 1]) where ``mask``, 0 elsewhere."""
-    return _picked(_token_logprobs(model, tokens, allowed, temperature), tokens, mask)
-
-
-def response_scores(
-    model: nn.Module,
-    tokens: torch.Tensor,
-    mask: torch.Tensor,
-    allowed: torch.Tensor | None = None,
-    temperature: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``response_logprobs`` and, from the same forward, each position's entropy (nats, no gradient; 0 off ``mask``)."""
-    full = _token_logprobs(model, tokens, allowed, temperature)
-    with torch.no_grad():  # entr(p) = -p log p, 0 at p = 0: a masked token's -inf logprob adds nothing
-        entropy = torch.special.entr(full.exp()).sum(-1)
-    return _picked(full, tokens, mask), torch.where(mask, entropy, torch.zeros_like(entropy))
+    return picked(token_logprobs(model, tokens, allowed, temperature), tokens, mask)
 
 
 LOG_RATIO = 20.0  # |logp - q| past this is no sample of the policy: e^20 = 4.9e8, and exp stays finite

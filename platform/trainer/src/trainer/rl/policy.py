@@ -32,7 +32,7 @@ from trainer.loop.trainer import Trainer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.generate import snapshot
 from trainer.rl.grpo import greedy_accuracy, make_task
-from trainer.rl.loss import Aggregation, Clip, grpo_loss, response_logprobs, response_scores
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
 from trainer.rl.pairs import WeightServer
 from trainer.rl.service import Client
 from trainer.rl.stats import Tally
@@ -108,14 +108,15 @@ class PolicyTrainer(Trainer):
         )  # fmt: skip
         batch = make_batch(mine or inputs[:1]).to(self.device)
         temperature, allowed = s.temperature, self.allowed
-        logprobs, entropy = response_scores(self.model, batch.tokens, batch.mask, allowed, temperature)
+        distributions = token_logprobs(self.model, batch.tokens, allowed, temperature)
+        logprobs = picked(distributions, batch.tokens, batch.mask)
         reference = None
         if self.reference is not None:
             with torch.no_grad():
                 reference = response_logprobs(self.reference, batch.tokens, batch.mask, allowed, temperature)
         parts = grpo_loss(
             logprobs, batch.sampler_logprobs, batch.advantages, batch.mask, clip=self.clip, beta=s.kl_beta,
-            ref_logprobs=reference, aggregation=aggregation, entropy=entropy,
+            ref_logprobs=reference, aggregation=aggregation, entropy=entropies(distributions, batch.mask),
         )  # fmt: skip
         self.tally = parts.tally if mine else None  # the last attempt's: what commits
         self.participants = participants

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from trainer.rl.episode import Batch
-from trainer.rl.loss import Aggregation, Clip, grpo_loss, response_logprobs, response_scores
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
 from trainer.rl.stats import PolicyStats, summarize
 
 
@@ -49,7 +49,8 @@ def rl_step(
     batch = batch.to(device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    logprobs, entropy = response_scores(model, batch.tokens, batch.mask, settings.allowed, settings.temperature)
+    distributions = token_logprobs(model, batch.tokens, settings.allowed, settings.temperature)
+    logprobs = picked(distributions, batch.tokens, batch.mask)
     ref_logprobs = None
     if settings.beta > 0:
         assert reference is not None
@@ -66,7 +67,7 @@ def rl_step(
         beta=settings.beta,
         ref_logprobs=ref_logprobs,
         aggregation=settings.aggregation,
-        entropy=entropy,
+        entropy=entropies(distributions, batch.mask),
     )
     parts.loss.backward()  # type: ignore[no-untyped-call]
     limit = settings.grad_clip if settings.grad_clip > 0 else math.inf
