@@ -246,7 +246,12 @@ def test_a_step_is_reported_over_every_groups_share_and_its_whole_batch() -> Non
     assert step.lengths.tokens == sum(responses) == 4  # the whole batch: 2 groups x 2 completions x 1 token
     assert (step.lengths.mean, step.lengths.max, step.lengths.truncated) == (1.0, 1, 1.0)  # max_tokens 1, no stop
     assert step.policy is not None
-    assert (step.policy.clip_fraction, step.policy.ratio_max, step.policy.shares) == (3 / 4, 2.5, 2)
+    assert (step.policy.clip_fraction, step.policy.ratio_max, step.policy.shares, step.policy.tokens) == (
+        3 / 4,
+        2.5,
+        2,
+        4,
+    )
     assert step.policy.entropy == pytest.approx(0.5)
     assert step.policy.kl_against == "sampler"
     assert step.policy.kl == pytest.approx(0.01)

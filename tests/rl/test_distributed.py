@@ -92,7 +92,9 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert all(
         r["lengths"] == {"completions": 128, "tokens": 128, "mean": 1.0, "max": 1, "truncated": 1.0} for r in done
     )
-    assert [(r["policy"]["shares"], r["policy"]["expected"]) for r in done[:-1]] == [(2, 2)] * 7
+    assert [(r["policy"]["shares"], r["policy"]["expected"], r["policy"]["tokens"]) for r in done[:-1]] == [
+        (2, 2, 128)
+    ] * 7
     assert 1 <= done[-1]["policy"]["shares"] <= 2
     for r in done:
         p = r["policy"]

@@ -87,7 +87,7 @@ def test_the_steps_policy_statistics_and_lengths_become_gauges() -> None:
     live = RLMetrics("r", "europe-west4", 0, max_policy_age=1)
     policy = PolicyStats(
         clip_fraction=0.25, dual_clip_fraction=0.0, ratio_mean=1.01, ratio_max=2.5, entropy=1.5, kl=0.02,
-        kl_against="reference", kl_sampler=0.003, shares=2, expected=2,
+        kl_against="reference", kl_sampler=0.003, tokens=10, shares=2, expected=2,
     )  # fmt: skip
     lengths = Lengths(completions=4, tokens=10, mean=2.5, max=4, truncated=0.5)
     live.observe(dataclasses.replace(REPORT, policy=policy, lengths=lengths))

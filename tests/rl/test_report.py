@@ -43,7 +43,7 @@ def test_the_step_line_shows_every_field() -> None:
 
 POLICY = PolicyStats(
     clip_fraction=0.031, dual_clip_fraction=0.0, ratio_mean=1.0012, ratio_max=1.84, entropy=1.234, kl=0.00123,
-    kl_against="sampler", kl_sampler=0.00123, shares=2, expected=2,
+    kl_against="sampler", kl_sampler=0.00123, tokens=6_300, shares=2, expected=2,
 )  # fmt: skip
 LENGTHS = Lengths(completions=512, tokens=6_300, mean=12.3, max=32, truncated=0.04)
 

@@ -87,6 +87,7 @@ class PolicyStats:
     kl: float  # k3 against the reference when there is one (kl_beta > 0), else against the sampler
     kl_against: str  # "reference" or "sampler"
     kl_sampler: float
+    tokens: int  # response tokens the merged tallies cover: the batch's when every share reported
     shares: int  # tallies merged
     expected: int  # tallies the step had (its quorum's groups x ranks); fewer: a group's report never came
 
@@ -114,6 +115,7 @@ def summarize(tallies: Iterable[Tally], expected: int) -> PolicyStats | None:
         kl=sampler if ref is None else ref,
         kl_against="sampler" if ref is None else "reference",
         kl_sampler=sampler,
+        tokens=n,
         shares=len(shares),
         expected=expected,
     )
