@@ -158,3 +158,11 @@ def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(
     assert f"rl step {resumed['version'] + 1}/20" in out
     group_events = events(tmp_path, "head", 0) + events(tmp_path, "head", 1)
     assert any(e["event"] == "resumed" and e["step"] == resumed["version"] for e in group_events)
+
+
+def test_a_sharded_groups_statistics_cover_both_of_its_ranks(tmp_path: Path) -> None:
+    """One group of two ranks (FSDP2), each training half of the batch: the step's tally is their sum (issue 41)."""
+    finish(start(tmp_path, "shard", "run.steps=2", "ft.group_size=2", "ft.replica_groups=1", "rl.generators=1"))
+    done = steps(tmp_path, "shard")
+    assert [r["step"] for r in done] == [1, 2]
+    assert [(r["trained_tokens"], r["policy"]["tokens"], r["policy"]["shares"]) for r in done] == [(128, 128, 1)] * 2
