@@ -86,9 +86,10 @@ def check(settings: RL, where: str = "rl") -> RL:
     if settings.allowed not in ("digits", ""):
         raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])
     if settings.loss_agg not in LOSS_AGGS:
+        choices = f"{', '.join(LOSS_AGGS[:-1])} or {LOSS_AGGS[-1]}"
         raise Invalid(
             [
-                f"{where}.loss_agg: {settings.loss_agg[:40]!r} is not one; set {where}.loss_agg to {' or '.join(LOSS_AGGS)}"
+                f"{where}.loss_agg: {settings.loss_agg[:40]!r} is not a loss aggregation; set {where}.loss_agg to {choices}"
             ]
         )
     if settings.engine not in names.RL_ENGINES:
