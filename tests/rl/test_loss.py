@@ -6,6 +6,7 @@ import pytest
 import torch
 from trainer.config import Model
 from trainer.model.transformer import LanguageModel
+from trainer.rl import loss
 from trainer.rl.episode import Completion, Group, make_batch
 from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, response_logprobs, token_logprobs
 from trainer.rl.step import StepSettings, rl_step
@@ -250,7 +251,7 @@ def test_the_tally_is_the_formula_by_hand() -> None:
 
 
 @torch.no_grad()
-def test_the_entropy_is_the_masked_distributions(tiny: Model) -> None:
+def test_the_entropy_is_the_masked_distributions(tiny: Model, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
     model = LanguageModel(tiny).eval()
     tokens, mask = _batch()
@@ -261,3 +262,5 @@ def test_the_entropy_is_the_masked_distributions(tiny: Model) -> None:
     assert float(entropy[0, 3]) == pytest.approx(float(want), rel=1e-5)
     assert 0 < float(entropy[0, 3]) <= math.log(11)  # at most uniform over the 11 allowed tokens
     assert float(entropy[~mask].abs().sum()) == 0.0
+    monkeypatch.setattr(loss, "ENTROPY_CHUNK", 1)  # a position at a time: the same numbers
+    assert torch.equal(entropies(token_logprobs(model, tokens, digits, 0.7), mask), entropy)

@@ -61,12 +61,20 @@ def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor
     return torch.where(mask, chosen, torch.zeros_like(chosen))
 
 
+ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of float32 per temporary
+
+
 @torch.no_grad()
 def entropies(distributions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T - 1) nats, no gradient: each masked position's entropy, 0 elsewhere. entr(p) = -p log p is 0 at
-    p = 0, so a disallowed token's -inf logprob adds nothing."""
-    entropy = torch.special.entr(distributions.exp()).sum(-1)
-    return torch.where(mask, entropy, torch.zeros_like(entropy))
+    p = 0, so a disallowed token's -inf logprob adds nothing. Only response positions, a chunk at a time: the
+    whole (B, T - 1, V) at once would be another copy of the logits, twice."""
+    flat = distributions.reshape(-1, distributions.shape[-1])
+    where = mask.reshape(-1).nonzero().squeeze(1)
+    entropy = torch.zeros(flat.shape[0], dtype=flat.dtype, device=flat.device)
+    for positions in torch.split(where, ENTROPY_CHUNK):
+        entropy[positions] = torch.special.entr(flat.index_select(0, positions).exp()).sum(-1)
+    return entropy.view(mask.shape)
 
 
 def response_logprobs(
