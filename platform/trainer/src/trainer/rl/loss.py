@@ -61,7 +61,7 @@ def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor
     return torch.where(mask, chosen, torch.zeros_like(chosen))
 
 
-ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of float32 per temporary
+ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of float32 per temporary (two live)
 
 
 @torch.no_grad()
