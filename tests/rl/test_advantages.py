@@ -38,3 +38,11 @@ def test_a_group_is_as_old_as_its_oldest_completion() -> None:
     scored = score([0], [[completion(5), completion(3), completion(4)]], [[1.0, 0.0, 0.0]])
     assert scored.kept[0].version == 3
     assert scored.kept[0].age(4) == 1
+
+
+def test_without_the_std_an_advantage_is_the_reward_less_the_groups_mean() -> None:
+    """Dr. GRPO (rl.advantage_std=false): rewards 1, 0, 0, 0 -> 0.75 and -0.25 each, not divided by their std 0.5."""
+    assert normalize([1.0, 0.0, 0.0, 0.0], std=False) == pytest.approx((0.75, -0.25, -0.25, -0.25))
+    assert normalize([1.0, 1.0], std=False) == (0.0, 0.0)  # still no signal: dropped like any zero-std group
+    kept = score([7], [[completion(), completion()]], [[1.0, 0.5]], std=False).kept
+    assert kept[0].advantages == pytest.approx((0.25, -0.25))

@@ -9,6 +9,7 @@ import pytest
 from trainer.rl.controller import Controller
 from trainer.rl.grpo import make_task
 from trainer.rl.settings import RL
+from trainer.rl.stats import Tally
 
 from contract.problem import Invalid
 
@@ -216,9 +217,56 @@ def test_the_run_is_done_at_its_last_step() -> None:
     started(c)
     fill(c, "g", 0)
     c.batch(0)
-    _, first = c.committed(0, 1, {"greedy": 0.5})
-    assert first is not None
+    _, ready = c.committed(0, 1, {"greedy": 0.5})
+    (first,) = ready  # no quorum reported: one group's report completes the step
     assert first.step == 1
     assert first.ages == (0, 0)
-    assert c.committed(1, 1, {})[1] is None  # the second group's report of the same step
+    assert c.committed(1, 1, {})[1] == []  # the second group's report of the same step
     assert c.lease("g", 1) == {"done": True}
+
+
+def _tally(tokens: int, clipped: int, ratio_max: float) -> dict[str, Any]:
+    return Tally(tokens=tokens, clipped=clipped, ratio_sum=float(tokens), ratio_max=ratio_max, entropy_sum=0.5 * tokens,
+                 kl_sampler_sum=0.01 * tokens).to_json()  # fmt: skip
+
+
+def test_a_step_is_reported_over_every_groups_share_and_its_whole_batch() -> None:
+    """Issue 41: trained tokens and the loss's statistics were one group's (half the batch with two groups)."""
+    c = controller()
+    c.start(0, "t0", 0, None)
+    c.start(1, "t1", 0, None)
+    fill(c, "g", 0)
+    formed = c.batch(0)
+    assert formed is not None
+    responses = [len(x["response"]) for g in formed["groups"] for x in g["completions"]]
+    _, ready = c.committed(1, 1, {"participants": 2, "tally": _tally(3, 3, 1.5)})
+    assert ready == []  # the other group's share is still to come
+    _, ready = c.committed(0, 1, {"participants": 2, "tally": _tally(1, 0, 2.5)})
+    (step,) = ready
+    assert step.lengths.tokens == sum(responses) == 4  # the whole batch: 2 groups x 2 completions x 1 token
+    assert (step.lengths.mean, step.lengths.max, step.lengths.truncated) == (1.0, 1, 1.0)  # max_tokens 1, no stop
+    assert step.policy is not None
+    assert (step.policy.clip_fraction, step.policy.ratio_max, step.policy.shares, step.policy.tokens) == (
+        3 / 4,
+        2.5,
+        2,
+        4,
+    )
+    assert step.policy.entropy == pytest.approx(0.5)
+    assert step.policy.kl_against == "sampler"
+    assert step.policy.kl == pytest.approx(0.01)
+
+
+def test_a_group_that_never_reports_leaves_its_step_to_the_next_commit() -> None:
+    c = controller()
+    c.start(0, "t0", 0, None)
+    c.start(1, "t1", 0, None)
+    fill(c, "g", 0)
+    fill(c, "g", 0)
+    assert c.batch(0) is not None
+    assert c.committed(0, 1, {"participants": 2, "tally": _tally(4, 1, 1.2)})[1] == []
+    c.group_gone(1)  # died between its commit and its report
+    assert c.batch(1) is not None  # the second batch, within the age bound
+    _, ready = c.committed(0, 2, {"participants": 1, "tally": _tally(4, 2, 1.1)})
+    assert [(r.step, r.policy and (r.policy.shares, r.policy.expected)) for r in ready] == [(1, (1, 2)), (2, (1, 1))]
+    assert c.flush() == []

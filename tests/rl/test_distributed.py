@@ -92,6 +92,25 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     for group in (0, 1):
         commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]
         assert [e["step"] for e in commits] == list(range(1, 9))
+    # Issue 41: what a step trained and did is the whole batch's, both groups' shares, not the first reporter's.
+    # A group reports step s before it joins step s + 1's quorum, so every step but the last has both; the
+    # last may be flushed at the end with one.
+    done = steps(tmp_path, "grpo")
+    assert [r["trained_tokens"] for r in done] == [16 * 8] * 8  # max_tokens 1
+    assert all(
+        r["lengths"] == {"completions": 128, "tokens": 128, "mean": 1.0, "max": 1, "truncated": 1.0} for r in done
+    )
+    assert [(r["policy"]["shares"], r["policy"]["expected"], r["policy"]["tokens"]) for r in done[:-1]] == [
+        (2, 2, 128)
+    ] * 7
+    assert 1 <= done[-1]["policy"]["shares"] <= 2
+    for r in done:
+        p = r["policy"]
+        assert 0 <= p["clip_fraction"] <= 1
+        assert (p["kl_against"], p["kl"] >= 0) == ("sampler", True)
+        assert 0 < p["entropy"] <= 2.31  # ln 10: rl.allowed is the ten digits
+        assert p["ratio_max"] >= p["ratio_mean"] > 0
+    assert all("  clip " in line and "  truncated 100%" in line for line in lines)
 
 
 def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> None:
@@ -157,3 +176,11 @@ def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(
     assert digest(load_hf(tmp_path / "hf")[1]) == final(tmp_path, "head", 0)["weights"]
     generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert generation == {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1}
+
+
+def test_a_sharded_groups_statistics_cover_both_of_its_ranks(tmp_path: Path) -> None:
+    """One group of two ranks (FSDP2), each training half of the batch: the step's tally is their sum (issue 41)."""
+    finish(start(tmp_path, "shard", "run.steps=2", "ft.group_size=2", "ft.replica_groups=1", "rl.generators=1"))
+    done = steps(tmp_path, "shard")
+    assert [r["step"] for r in done] == [1, 2]
+    assert [(r["trained_tokens"], r["policy"]["tokens"], r["policy"]["shares"]) for r in done] == [(128, 128, 1)] * 2

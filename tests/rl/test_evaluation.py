@@ -16,6 +16,7 @@ from trainer.rl.evaluation import Evaluation, due, evaluates
 from trainer.rl.generate import snapshot
 from trainer.rl.grpo import greedy_accuracy, make_task
 from trainer.rl.launch import RLSide
+from trainer.rl.stats import Lengths
 
 from tests.conftest import REPO
 
@@ -62,7 +63,8 @@ def test_a_failed_evaluation_is_a_warning_not_a_crash(tiny: Model, caplog: pytes
 
 
 def _committed(step: int) -> Committed:
-    return Committed(step=step, ages=(0,), reward=0.5, window=Window(), trainer={"trained_tokens": 10})
+    measured = Lengths(completions=10, tokens=10, mean=1.0, max=1, truncated=0.0)
+    return Committed(step=step, ages=(0,), reward=0.5, window=Window(), trainer={}, lengths=measured)
 
 
 def test_a_due_steps_line_waits_for_its_accuracy_and_carries_it(

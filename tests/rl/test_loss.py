@@ -6,8 +6,9 @@ import pytest
 import torch
 from trainer.config import Model
 from trainer.model.transformer import LanguageModel
+from trainer.rl import loss
 from trainer.rl.episode import Completion, Group, make_batch
-from trainer.rl.loss import Clip, grpo_loss, response_logprobs
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, response_logprobs, token_logprobs
 from trainer.rl.step import StepSettings, rl_step
 from trainer.rl.tokens import DIGITS, allowed_mask
 
@@ -165,6 +166,101 @@ def test_rl_step_with_kl_uses_the_reference(tiny: Model) -> None:
     model, reference = LanguageModel(tiny), LanguageModel(tiny)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     stats = rl_step(model, optimizer, make_batch(_groups()), StepSettings(beta=0.1), reference=reference)
-    assert stats.kl_mean > 0
+    assert stats.policy is not None
+    assert stats.policy.kl_against == "reference"
+    assert stats.policy.kl > 0
     with pytest.raises(ValueError, match="reference"):
         rl_step(model, optimizer, make_batch(_groups()), StepSettings(beta=0.1))
+
+
+# --- Loss choices (rl.loss_agg, rl.clip_dual) against the formula by hand (issue 41) ---------------------------------
+# Two sequences of 1 and 3 response tokens, at ratio 1 (logp = q): each token's loss is -A, with A = +1 and -2.
+LP = torch.tensor([[-0.5, 0.0, 0.0, 0.0], [-1.0, -0.2, -0.3, -0.4]])
+MASK = torch.tensor([[True, False, False, False], [True, True, True, False]])
+ADV = torch.tensor([1.0, -2.0])
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "expected"),
+    [
+        (Aggregation(), (-1.0 + 2.0) / 2),  # each sequence's token mean (-1; +2), then their mean
+        (Aggregation(mode="token-mean"), (-1.0 + 3 * 2.0) / 4),  # DAPO: every token weighs 1/4
+        (Aggregation(mode="seq-mean-token-sum-norm", horizon=4), (-1.0 / 4 + 3 * 2.0 / 4) / 2),  # Dr. GRPO: sums / 4
+    ],
+)
+def test_each_aggregation_is_its_formula(aggregation: Aggregation, expected: float) -> None:
+    parts = grpo_loss(LP, LP, ADV, MASK, clip=CLIP, aggregation=aggregation)
+    assert float(parts.loss) == pytest.approx(expected)
+    assert (parts.tally.tokens, parts.tally.clipped) == (4, 0)
+    assert parts.tally.ratio_sum == pytest.approx(4.0)
+
+
+def test_the_aggregations_agree_when_every_completion_runs_to_the_horizon() -> None:
+    lp, mask = LP[:, :3], torch.ones(2, 3, dtype=torch.bool)
+    losses = [
+        float(grpo_loss(lp, lp, ADV, mask, clip=CLIP, aggregation=Aggregation(mode=m, horizon=3)).loss)
+        for m in ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+    ]
+    assert losses == pytest.approx([0.5, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
+def test_shares_weighed_by_the_whole_batch_average_to_its_gradient(mode: str) -> None:
+    """Two groups each training one sequence, their gradients averaged (torchft): the whole batch's gradient."""
+    sampler = LP - torch.tensor([[0.1, 0, 0, 0], [0.3, -0.2, 0.05, 0]])  # ratios off 1, inside the clip
+
+    def grad(rows: slice, aggregation: Aggregation) -> torch.Tensor:
+        logprobs = LP.clone().requires_grad_(True)
+        part = grpo_loss(logprobs[rows], sampler[rows], ADV[rows], MASK[rows], clip=CLIP, aggregation=aggregation)
+        part.loss.backward()  # type: ignore[no-untyped-call]
+        assert logprobs.grad is not None
+        return logprobs.grad
+
+    whole = grad(slice(0, 2), Aggregation(mode=mode, horizon=4))
+    shares = [grad(slice(i, i + 1), Aggregation(mode=mode, horizon=4, sequences=2, tokens=4, shares=2)) for i in (0, 1)]
+    torch.testing.assert_close((shares[0] + shares[1]) / 2, whole)
+    standin = grad(slice(0, 1), Aggregation(mode=mode, horizon=4, sequences=2, tokens=4, shares=0))
+    assert torch.equal(standin, torch.zeros_like(standin))
+
+
+def test_the_dual_clip_is_a_setting() -> None:
+    """A = -1 at ratio e^2 = 7.39: the loss is capped at dual * |A| for dual 3 and 5, and is the ratio's past it."""
+    q, a, mask = torch.tensor([[-2.0]]), torch.tensor([-1.0]), torch.tensor([[True]])
+    lp = torch.zeros(1, 1)
+    for dual, expected in ((3.0, 3.0), (5.0, 5.0), (10.0, math.exp(2.0))):
+        parts = grpo_loss(lp, q, a, mask, clip=Clip(dual=dual))
+        assert float(parts.loss) == pytest.approx(expected)
+        assert parts.tally.dual_clipped == (1 if dual < math.exp(2.0) else 0)
+    with pytest.raises(ValueError, match="dual > 1"):
+        Clip(dual=1.0)
+
+
+def test_the_tally_is_the_formula_by_hand() -> None:
+    """Ratios e^0.2, e^0.4 | e^-0.5, e^0.2 (as in the first test); entropy as given; k3 of the sampler."""
+    logprobs = torch.tensor([[-1.0, -0.5, 0.0], [0.0, -2.0, -0.1]])
+    sampler = torch.tensor([[-1.2, -0.9, 0.0], [0.0, -1.5, -0.3]])
+    mask = torch.tensor([[True, True, False], [False, True, True]])
+    entropy = torch.tensor([[0.5, 1.0, 9.0], [9.0, 1.5, 2.0]])  # 9: off the mask, never counted
+    t = grpo_loss(logprobs, sampler, torch.tensor([1.0, -2.0]), mask, clip=CLIP, entropy=entropy).tally
+    logs = (0.2, 0.4, -0.5, 0.2)
+    assert (t.tokens, t.clipped, t.dual_clipped, t.kl_reference_sum) == (4, 2, 0, None)
+    assert t.ratio_sum == pytest.approx(sum(math.exp(x) for x in logs))
+    assert t.ratio_max == pytest.approx(math.exp(0.4))
+    assert t.entropy_sum == pytest.approx(5.0)
+    assert t.kl_sampler_sum == pytest.approx(sum(math.exp(x) - 1 - x for x in logs))
+
+
+@torch.no_grad()
+def test_the_entropy_is_the_masked_distributions(tiny: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    model = LanguageModel(tiny).eval()
+    tokens, mask = _batch()
+    digits = allowed_mask(tiny.vocab, [*DIGITS, 10])
+    entropy = entropies(token_logprobs(model, tokens, digits, 0.7), mask)
+    p = torch.softmax((model(tokens[:1, :4])[0, -1].float() / 0.7).masked_fill(~digits, float("-inf")), -1)
+    want = -(p[digits] * p[digits].log()).sum()
+    assert float(entropy[0, 3]) == pytest.approx(float(want), rel=1e-5)
+    assert 0 < float(entropy[0, 3]) <= math.log(11)  # at most uniform over the 11 allowed tokens
+    assert float(entropy[~mask].abs().sum()) == 0.0
+    monkeypatch.setattr(loss, "ENTROPY_CHUNK", 1)  # a position at a time: the same numbers
+    assert torch.equal(entropies(token_logprobs(model, tokens, digits, 0.7), mask), entropy)

@@ -10,6 +10,7 @@ from trainer.observe.goodput import Goodput
 from trainer.observe.metrics import RunMetrics
 from trainer.rl.metrics import RLMetrics
 from trainer.rl.report import GeneratorTime, StepReport
+from trainer.rl.stats import Lengths, PolicyStats
 
 from contract import metrics
 from contract.metrics import RL, TRAINER
@@ -80,6 +81,24 @@ def test_step_reports_and_generator_time_become_series() -> None:
     seconds = RL.generator_seconds.name
     assert _value(text, seconds, generator="gen-1", state="generating") == 6.0
     assert _value(text, seconds, generator="gen-1", state="waiting") == 0.5
+
+
+def test_the_steps_policy_statistics_and_lengths_become_gauges() -> None:
+    live = RLMetrics("r", "europe-west4", 0, max_policy_age=1)
+    policy = PolicyStats(
+        clip_fraction=0.25, dual_clip_fraction=0.0, ratio_mean=1.01, ratio_max=2.5, entropy=1.5, kl=0.02,
+        kl_against="reference", kl_sampler=0.003, tokens=10, shares=2, expected=2,
+    )  # fmt: skip
+    lengths = Lengths(completions=4, tokens=10, mean=2.5, max=4, truncated=0.5)
+    live.observe(dataclasses.replace(REPORT, policy=policy, lengths=lengths))
+    text = render(live.registry)
+    assert check(metrics.RL, text) == []
+    got = {
+        m: _value(text, m.name)
+        for m in (RL.clip_fraction, RL.importance_ratio_mean, RL.importance_ratio_max, RL.entropy, RL.kl_sampler,
+                  RL.kl_reference, RL.response_tokens_mean, RL.response_tokens_max, RL.truncated)
+    }  # fmt: skip
+    assert list(got.values()) == [0.25, 1.01, 2.5, 1.5, 0.003, 0.02, 2.5, 4, 0.5]
 
 
 def test_an_unknown_generator_state_is_refused() -> None:

@@ -16,6 +16,7 @@ from trainer.rl.report import (
     step_line,
     with_generators,
 )
+from trainer.rl.stats import Lengths, PolicyStats
 
 REPORT = StepReport(
     step=12,
@@ -37,6 +38,24 @@ def test_the_step_line_shows_every_field() -> None:
     assert step_line(REPORT) == (
         "rl step 12/200  reward 0.41  greedy 0.73  version 11  age max 1 mean 0.4  gen 1,234 tok/s"
         "  train 5,678 tok/s  sync 0.012 s  reissued 3"
+    )
+
+
+POLICY = PolicyStats(
+    clip_fraction=0.031, dual_clip_fraction=0.0, ratio_mean=1.0012, ratio_max=1.84, entropy=1.234, kl=0.00123,
+    kl_against="sampler", kl_sampler=0.00123, tokens=6_300, shares=2, expected=2,
+)  # fmt: skip
+LENGTHS = Lengths(completions=512, tokens=6_300, mean=12.3, max=32, truncated=0.04)
+
+
+def test_the_step_line_shows_what_training_did_to_the_whole_batch() -> None:
+    line = step_line(dataclasses.replace(REPORT, policy=POLICY, lengths=LENGTHS, reissued=0))
+    assert line.endswith(
+        "sync 0.012 s  clip 3.1%  ratio 1.00 max 1.84  entropy 1.23  kl gen 0.0012  len 12.3 max 32  truncated 4%"
+    )
+    with_ref = dataclasses.replace(POLICY, kl=0.5, kl_against="reference", shares=1)
+    assert "kl ref 0.5000  of 1/2 groups  len" in step_line(
+        dataclasses.replace(REPORT, policy=with_ref, lengths=LENGTHS)
     )
 
 

@@ -31,6 +31,11 @@ def test_the_shipped_settings_are_valid() -> None:
         ({"stop": "\n"}, "rl: stop:"),
         ({"engine": "sglang"}, "rl.engine: 'sglang' is not an engine; set rl.engine to torch or vllm"),
         ({"gpu_memory_utilization": 1.0}, "rl: gpu_memory_utilization: must be less than 1"),
+        ({"clip_dual": 1.0}, "rl: clip_dual: must be greater than 1"),
+        (
+            {"loss_agg": "mean"},
+            "rl.loss_agg: 'mean' is not a loss aggregation; set rl.loss_agg to seq-mean-token-mean, token-mean or seq-",
+        ),
     ],
 )
 def test_bad_settings_are_one_line(data: dict[str, object], expected: str) -> None:

@@ -168,6 +168,60 @@ class Reinforcement(Catalog):
         help="Response tokens in committed training steps.",
         labels=RUN_LABELS,
     )
+    clip_fraction: Metric = Metric(
+        name="meridian_rl_clip_fraction_ratio",
+        kind="gauge",
+        help="Share of the last step's response tokens (all groups) where PPO's clip took the gradient away (0-1).",
+        labels=RUN_LABELS,
+    )
+    importance_ratio_mean: Metric = Metric(
+        name="meridian_rl_importance_ratio_mean",
+        kind="gauge",
+        help="Mean importance ratio exp(logp_trainer - logp_sampler) over the last step's response tokens.",
+        labels=RUN_LABELS,
+    )
+    importance_ratio_max: Metric = Metric(
+        name="meridian_rl_importance_ratio_max",
+        kind="gauge",
+        help="Largest importance ratio of a response token in the last step.",
+        labels=RUN_LABELS,
+    )
+    entropy: Metric = Metric(
+        name="meridian_rl_entropy_nats",
+        kind="gauge",
+        help="Mean entropy of the policy's (masked, tempered) next-token distribution over the last step's response tokens.",
+        labels=RUN_LABELS,
+    )
+    kl_sampler: Metric = Metric(
+        name="meridian_rl_kl_sampler_nats",
+        kind="gauge",
+        help="k3 estimate of KL(sampler || trainer) per response token of the last step: what staleness costs.",
+        labels=RUN_LABELS,
+    )
+    kl_reference: Metric = Metric(
+        name="meridian_rl_kl_reference_nats",
+        kind="gauge",
+        help="The loss's k3 KL against the reference model per response token of the last step (kl_beta > 0 only).",
+        labels=RUN_LABELS,
+    )
+    response_tokens_mean: Metric = Metric(
+        name="meridian_rl_response_tokens_mean",
+        kind="gauge",
+        help="Mean response length in tokens of the last step's batch.",
+        labels=RUN_LABELS,
+    )
+    response_tokens_max: Metric = Metric(
+        name="meridian_rl_response_tokens_max",
+        kind="gauge",
+        help="Longest response in tokens of the last step's batch.",
+        labels=RUN_LABELS,
+    )
+    truncated: Metric = Metric(
+        name="meridian_rl_truncated_ratio",
+        kind="gauge",
+        help="Share of the last step's completions that ran to max_tokens without ending (0-1).",
+        labels=RUN_LABELS,
+    )
     weight_sync_seconds: Metric = Metric(
         name="meridian_rl_weight_sync_seconds",
         kind="histogram",

@@ -18,14 +18,18 @@ from trainer.rl.episode import Completion, Group
 EPS = 1e-4  # torchforge's and the research note's value: bounded advantages when std is tiny but not zero
 
 
-def normalize(rewards: Sequence[float], eps: float = EPS) -> tuple[float, ...]:
-    """The group's advantages; all zero when the rewards are all equal (or there is only one)."""
+def normalize(rewards: Sequence[float], eps: float = EPS, *, std: bool = True) -> tuple[float, ...]:
+    """The group's advantages; all zero when the rewards are all equal (or there is only one).
+
+    ``std`` False: ``r_i - mean(r)`` alone (Dr. GRPO, arXiv:2503.20783: dividing by the std weighs the
+    groups whose rewards barely differ, too easy or too hard, the most).
+    """
     n = len(rewards)
     if n < 2 or all(r == rewards[0] for r in rewards):
         return (0.0,) * n
     mean = sum(rewards) / n
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
-    return tuple((r - mean) / (std + eps) for r in rewards)
+    spread = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1)) + eps if std else 1.0
+    return tuple((r - mean) / spread for r in rewards)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,12 +43,14 @@ def score(
     completions: Sequence[Sequence[Completion]],
     rewards: Sequence[Sequence[float]],
     eps: float = EPS,
+    *,
+    std: bool = True,
 ) -> Scored:
     """Groups with advantages for each prompt; zero-std groups go to ``dropped_zero_advantage``."""
     kept: list[Group] = []
     dropped: list[int] = []
     for index, group, scores in zip(prompt_indices, completions, rewards, strict=True):
-        advantages = normalize(scores, eps)
+        advantages = normalize(scores, eps, std=std)
         if not any(advantages):
             dropped.append(index)
             continue

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contract.problem import Invalid
@@ -33,6 +33,7 @@ from trainer.rl.buffer import ReplayBuffer
 from trainer.rl.episode import Completion, Group
 from trainer.rl.grpo import Task, score_answers
 from trainer.rl.settings import RL
+from trainer.rl.stats import Lengths, PolicyStats, Tally, lengths, summarize
 from trainer.rl.wire import Bounds, Refused, completions_from_result, group_to_json
 
 WAIT_S = 0.2  # how long a generator waits before asking again
@@ -70,13 +71,25 @@ class Window:
 
 @dataclass(frozen=True, kw_only=True)
 class Committed:
-    """A step the controller saw commit first: for the console and the metrics."""
+    """A committed step, once every group that trained a share of it reported: for the console and the metrics."""
 
     step: int  # the new policy version
     ages: tuple[int, ...]
     reward: float  # mean reward of the trained groups' completions
     window: Window
-    trainer: dict[str, Any]  # what the first reporting group measured (loop/trainer.py's RL stats)
+    trainer: dict[str, Any]  # what the first reporting group measured (policy.py's after_commit stats)
+    lengths: Lengths  # the whole batch's response lengths, truncation and tokens (every group trained a share)
+    policy: PolicyStats | None = None  # the groups' tallies merged: clip fraction, ratio, entropy, KL
+
+
+@dataclass(kw_only=True)
+class Reporting:
+    """A committed step whose groups are still reporting: its statistics are over all of their shares."""
+
+    committed: Committed
+    groups: set[int]  # the groups that reported
+    tallies: list[Tally]
+    expected: int  # the step's quorum: groups that trained a share
 
 
 class Controller:
@@ -99,6 +112,7 @@ class Controller:
         self.buffer = ReplayBuffer(max_policy_age=settings.max_policy_age)
         self.version: int | None = None  # committed steps = the newest policy version; None until started
         self.batches: dict[int, Formed] = {}
+        self.reporting: dict[int, Reporting] = {}  # committed step -> its groups' reports so far
         self.leases: dict[int, Lease] = {}
         self.members: dict[str, int] = {}  # generator -> its processes that receive weights (vLLM: one per GPU)
         self.servers: dict[int, str] = {}  # live trainer group -> its process's token
@@ -161,24 +175,55 @@ class Controller:
         formed = self.batches[step]
         return {"step": step, "groups": [group_to_json(g) for g in formed.groups], "state": formed.state}
 
-    def committed(self, group: int, step: int, stats: dict[str, Any]) -> tuple[dict[str, Any], Committed | None]:
-        """Group ``group`` committed and now holds version ``step``; the first report of a step moves the run on."""
-        first: Committed | None = None
+    def committed(self, group: int, step: int, stats: dict[str, Any]) -> tuple[dict[str, Any], list[Committed]]:
+        """Group ``group`` committed and now holds version ``step``; the first report of a step moves the run on.
+
+        Returns the steps whose reports are complete (for the console and the metrics): a step is, once as many
+        groups reported a share's statistics (``stats["tally"]``) as its quorum had (``stats["participants"]``),
+        or as there are live groups, or when a later step commits first (a group that died before reporting).
+        """
+        ready: list[Committed] = []
         if self.version is not None and step == self.version + 1 and self.version in self.batches:
             formed = self.batches[self.version]
             self.buffer.trained(formed.groups)
             ages = tuple(g.age(self.version) for g in formed.groups)
             rewards = [r for g in formed.groups for r in g.rewards]
+            measured = lengths(formed.groups, self.task.max_tokens, frozenset(self.task.ends))
             first = Committed(
-                step=step, ages=ages, reward=sum(rewards) / len(rewards), window=self.window, trainer=dict(stats)
-            )
+                step=step, ages=ages, reward=sum(rewards) / len(rewards), window=self.window, trainer=dict(stats),
+                lengths=measured,
+            )  # fmt: skip
+            ready += self.flush(before=step)
+            self.reporting[step] = Reporting(committed=first, groups=set(), tallies=[], expected=1)
             self.window = Window()
             self.version = step
             self.batches = {s: b for s, b in self.batches.items() if s >= step - 1}
+        pending = self.reporting.get(step)
+        if pending is not None and group not in pending.groups:
+            pending.groups.add(group)
+            tally = Tally.from_json(stats.get("tally"))
+            if tally is not None:
+                pending.tallies.append(tally)
+            participants = stats.get("participants")
+            if isinstance(participants, int) and not isinstance(participants, bool):
+                pending.expected = max(pending.expected, min(participants, 1 << 16))
+            if len(pending.tallies) >= pending.expected or len(pending.groups) >= max(
+                pending.expected, len(self.servers)
+            ):
+                ready.append(self._complete(self.reporting.pop(step)))
         sender = self._sender() == group
         if sender:
             self.serving[group] = step  # it snapshots now: what it serves from here on
-        return {"sender": sender, "version": self.version}, first
+        return {"sender": sender, "version": self.version}, ready
+
+    def flush(self, before: int | None = None) -> list[Committed]:
+        """The steps still waiting for reports (all, or those before ``before``), with what came."""
+        steps = sorted(s for s in self.reporting if before is None or s < before)
+        return [self._complete(self.reporting.pop(s)) for s in steps]
+
+    @staticmethod
+    def _complete(pending: Reporting) -> Committed:
+        return replace(pending.committed, policy=summarize(pending.tallies, pending.expected))
 
     def _sender(self) -> int | None:
         return min(self.servers, default=None)
@@ -249,7 +294,7 @@ class Controller:
         indices = list(got)
         answers = score_answers(self.task, [self.task.prompts[i] for i in indices], [got[i] for i in indices])
         rewards = answers.rewards
-        scored = score(indices, answers.groups, rewards)
+        scored = score(indices, answers.groups, rewards, std=self.settings.advantage_std)
         for group in scored.kept:
             self.buffer.add(group)
         for index in scored.dropped_zero_advantage:

@@ -155,6 +155,8 @@ class RLSide:
     def finish(self, summary: dict[str, Any]) -> dict[str, Any]:
         if self.runner is not None:
             self.runner.stop(10)  # they see "done" at their next ask
+        for committed in self.service.call(self.controller.flush):  # steps whose last reports never came
+            self._committed(committed)
         self.service.close()
         with self.lines:
             self._flush(None)  # an evaluation that never came (its group died): the step's line without it
@@ -178,9 +180,9 @@ class RLSide:
         report = StepReport(
             step=c.step, steps=self.cfg.run.steps, reward=c.reward,
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
-            trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
+            trained_tokens=c.lengths.tokens, generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
-            reissued=c.window.reissued, refused=c.window.refused,
+            reissued=c.window.reissued, refused=c.window.refused, policy=c.policy, lengths=c.lengths,
         )  # fmt: skip
         with self.lines:
             self._flush(c.step)
@@ -210,6 +212,8 @@ class RLSide:
         self._record(
             "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
             refused=c.window.refused, completions=c.window.completions, truncated=c.window.truncated,
+            trained_tokens=c.lengths.tokens, lengths=c.lengths.to_json(),
+            policy=None if c.policy is None else c.policy.to_json(),
             age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
         )  # fmt: skip
 

@@ -23,8 +23,9 @@ from trainer.rl.buffer import Counters, ReplayBuffer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.generate import Generator, TorchGenerator, snapshot
 from trainer.rl.grpo import Task, greedy_accuracy, make_task, score_answers
-from trainer.rl.loss import Clip
+from trainer.rl.loss import Aggregation, Clip
 from trainer.rl.settings import RL
+from trainer.rl.stats import Lengths, lengths
 from trainer.rl.step import StepSettings, StepStats, rl_step
 
 
@@ -66,7 +67,7 @@ def rollout(generator: Generator, buffer: ReplayBuffer, task: Task, settings: RL
     )  # fmt: skip
     answers = score_answers(task, problems, completions)
     rewards = answers.rewards
-    scored = score(indices, answers.groups, rewards)
+    scored = score(indices, answers.groups, rewards, std=settings.advantage_std)
     for group in scored.kept:
         buffer.add(group)
     for index in scored.dropped_zero_advantage:
@@ -86,6 +87,7 @@ class History:
     ages: list[list[int]] = field(default_factory=list)  # per step: the age of every group trained on
     steps: list[StepStats] = field(default_factory=list)
     truncated: list[int] = field(default_factory=list)  # per step: completions of its rollouts with no end
+    lengths: list[Lengths] = field(default_factory=list)  # per step: its batch's response lengths and truncation
     greedy: list[tuple[int, float]] = field(default_factory=list)  # (version, held-out greedy accuracy)
     counters: Counters = field(default_factory=Counters)
     reward_failures: int = 0
@@ -121,7 +123,8 @@ class Policy:
 
 def step_settings(settings: RL, loop: Loop, task: Task) -> StepSettings:
     return StepSettings(
-        clip=Clip(low=settings.clip_low, high=settings.clip_high),
+        clip=Clip(low=settings.clip_low, high=settings.clip_high, dual=settings.clip_dual),
+        aggregation=Aggregation(mode=settings.loss_agg, horizon=task.max_tokens),
         beta=settings.kl_beta,
         temperature=settings.temperature,
         grad_clip=loop.grad_clip,
@@ -168,6 +171,7 @@ def run(
         history.truncated.append(truncated)
         history.ages.append([g.age(policy.version) for g in groups])
         history.steps.append(policy.train(groups, step))
+        history.lengths.append(lengths(groups, task.max_tokens, frozenset(task.ends)))
         buffer.trained(groups)
         if policy.version % settings.eval_every == 0:
             history.greedy.append((policy.version, greedy_accuracy(policy.model, task.prompts.held_out, task)))

@@ -8,7 +8,8 @@ The loss, per response token t of sequence i (advantage A_i, the generator's log
     kl_t       = exp(ref_t - logp_t) - (ref_t - logp_t) - 1          # k3, only when beta > 0
     loss_t     = -surrogate + beta * kl_t
 
-averaged over each sequence's response tokens, then over the sequences of the batch. The ratio is
+summed with ``Aggregation``'s weights (rl.loss_agg: today's mean per sequence then over sequences, DAPO's
+token mean, or Dr. GRPO's constant normaliser) over the whole step's batch. The ratio is
 taken against the sampler's logprobs, not against a detached copy of the trainer's own (torchforge's
 ``exp(logp - logp.detach())`` is 1 by construction): with samples up to ``max_policy_age`` versions
 old that ratio is the importance correction asynchronous RL needs, and the clip bounds it.
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer.rl.settings import LOSS_AGGS, SEQUENCE_MEAN, TOKEN_MEAN
+from trainer.rl.stats import Tally
+
 
 def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None, temperature: float = 1.0) -> torch.Tensor:
     """Logits of the distribution a generator samples from: scaled by temperature, disallowed tokens at -inf.
@@ -43,6 +47,36 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None, temperatur
     return logits
 
 
+def token_logprobs(
+    model: nn.Module, tokens: torch.Tensor, allowed: torch.Tensor | None = None, temperature: float = 1.0
+) -> torch.Tensor:
+    """(B, T - 1, V) float32: the log-distribution each next token is drawn from (``picked`` and ``entropies``)."""
+    return torch.log_softmax(masked_logits(model(tokens[:, :-1]), allowed, temperature), dim=-1)
+
+
+def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1): each target token's logprob in ``token_logprobs``' distributions where ``mask``, 0 elsewhere."""
+    chosen = distributions.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+    # where, not a product: a prompt or pad token outside the allowed set has logprob -inf, and -inf * 0 is NaN
+    return torch.where(mask, chosen, torch.zeros_like(chosen))
+
+
+ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of float32 per temporary (two live)
+
+
+@torch.no_grad()
+def entropies(distributions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1) nats, no gradient: each masked position's entropy, 0 elsewhere. entr(p) = -p log p is 0 at
+    p = 0, so a disallowed token's -inf logprob adds nothing. Only response positions, a chunk at a time: the
+    whole (B, T - 1, V) at once would be another copy of the logits, twice."""
+    flat = distributions.reshape(-1, distributions.shape[-1])
+    where = mask.reshape(-1).nonzero().squeeze(1)
+    entropy = torch.zeros(flat.shape[0], dtype=flat.dtype, device=flat.device)
+    for positions in torch.split(where, ENTROPY_CHUNK):
+        entropy[positions] = torch.special.entr(flat.index_select(0, positions).exp()).sum(-1)
+    return entropy.view(mask.shape)
+
+
 def response_logprobs(
     model: nn.Module,
     tokens: torch.Tensor,
@@ -51,11 +85,7 @@ def response_logprobs(
     temperature: float = 1.0,
 ) -> torch.Tensor:
     """(B, T - 1) float32: log p(tokens[:, t + 1] | tokens[:, : t + 1]) where ``mask``, 0 elsewhere."""
-    logits = masked_logits(model(tokens[:, :-1]), allowed, temperature)
-    targets = tokens[:, 1:]
-    picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    # where, not a product: a prompt or pad token outside the allowed set has logprob -inf, and -inf * 0 is NaN
-    return torch.where(mask, picked, torch.zeros_like(picked))
+    return picked(token_logprobs(model, tokens, allowed, temperature), tokens, mask)
 
 
 LOG_RATIO = 20.0  # |logp - q| past this is no sample of the policy: e^20 = 4.9e8, and exp stays finite
@@ -75,16 +105,63 @@ class Clip:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Aggregation:
+    """Per-token weights that sum a step's per-token losses into one scalar, over the WHOLE batch.
+
+    * ``seq-mean-token-mean``: each sequence's mean over its tokens, then the mean over sequences. A long
+      completion's tokens weigh less than a short one's.
+    * ``token-mean``: every token of the batch weighs the same (DAPO).
+    * ``seq-mean-token-sum-norm``: each sequence's token SUM over a constant, ``horizon`` (rl.max_tokens),
+      then the mean over sequences (Dr. GRPO's constant normaliser). verl sums over the sequences instead of
+      averaging; the mean keeps the scale the batch size's, equal to token-mean when every completion runs to
+      ``horizon``.
+
+    A call may hold one share of the batch (a group's place in the quorum, a rank's part of that) while the
+    gradients of ``shares`` shares are averaged (torchft over the groups, FSDP over a group's ranks):
+    ``sequences`` and ``tokens`` are then the whole batch's, and each share's loss is scaled by ``shares`` so
+    that the average of their gradients is the whole batch's. 0 shares: a stand-in with no weight (a group
+    healing, a rank with no group of its own, which keeps its collectives but adds nothing).
+    """
+
+    mode: str = SEQUENCE_MEAN
+    horizon: int = 1
+    sequences: int | None = None  # None: the call holds the whole batch
+    tokens: int | None = None
+    shares: int = 1
+
+    def __post_init__(self) -> None:
+        if self.mode not in LOSS_AGGS:
+            raise ValueError(f"loss aggregation {self.mode!r} is not one of {', '.join(LOSS_AGGS)}")
+        if self.horizon < 1 or self.shares < 0:
+            raise ValueError(f"aggregation: need horizon >= 1 and shares >= 0, got {self.horizon} and {self.shares}")
+
+    def weights(self, mask: torch.Tensor) -> torch.Tensor:
+        """(B, T) float32 weights, 0 off ``mask``: the loss is ``(per_token * weights).sum()``."""
+        on = mask.float()
+        sequences = self.sequences if self.sequences is not None else mask.shape[0]
+        if self.mode == TOKEN_MEAN:
+            tokens = self.tokens if self.tokens is not None else int(mask.sum())
+            scale = on / max(tokens, 1)
+        elif self.mode == SEQUENCE_MEAN:
+            scale = on / on.sum(-1, keepdim=True).clamp(min=1) / max(sequences, 1)
+        else:
+            scale = on / (self.horizon * max(sequences, 1))
+        return scale * self.shares
+
+
+@dataclass(frozen=True, kw_only=True)
 class LossParts:
     loss: torch.Tensor  # the scalar to differentiate
-    clipped_fraction: float  # of response tokens where the clip took the gradient away
-    ratio_mean: float
-    kl_mean: float  # 0 when beta is 0
+    tally: Tally  # this call's tokens: clipped, ratios, entropy, KL (stats.Tally; merge the shares')
 
+    @property
+    def clipped_fraction(self) -> float:
+        return self.tally.clipped / max(self.tally.tokens, 1)
 
-def _per_sequence_mean(per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    weights = mask.to(per_token.dtype)
-    return (per_token * weights).sum(-1) / weights.sum(-1).clamp(min=1)
+    @property
+    def kl_mean(self) -> float:
+        """The k3 against the reference per token; 0 without one."""
+        return (self.tally.kl_reference_sum or 0.0) / max(self.tally.tokens, 1)
 
 
 def grpo_loss(
@@ -96,8 +173,10 @@ def grpo_loss(
     clip: Clip,
     beta: float = 0.0,
     ref_logprobs: torch.Tensor | None = None,
+    aggregation: Aggregation | None = None,
+    entropy: torch.Tensor | None = None,
 ) -> LossParts:
-    """The GRPO loss over (B, T) per-token tensors; ``advantages`` is (B,)."""
+    """The GRPO loss over (B, T) per-token tensors; ``advantages`` is (B,); ``entropy`` (B, T) only feeds the tally."""
     if beta > 0 and ref_logprobs is None:
         raise ValueError("beta > 0 needs the reference model's logprobs")
     zero = torch.zeros_like(logprobs)
@@ -107,6 +186,7 @@ def grpo_loss(
     unclipped = ratio * a
     clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high) * a
     surrogate = torch.minimum(unclipped, clipped)
+    dual = (a < 0) & (surrogate < clip.dual * a)
     per_token = -torch.where(a < 0, torch.maximum(surrogate, clip.dual * a), surrogate)
     kl = zero
     if beta > 0:
@@ -114,13 +194,19 @@ def grpo_loss(
         delta = torch.where(mask, ref_logprobs - logprobs, zero)
         kl = torch.exp(delta) - delta - 1
         per_token = per_token + beta * kl
-    loss = _per_sequence_mean(per_token, mask).mean()
+    weights = (aggregation or Aggregation()).weights(mask)
+    loss = (per_token * weights).sum()
     with torch.no_grad():
-        tokens = mask.sum().clamp(min=1)
-        was_clipped = (clipped < unclipped) & mask
-        return LossParts(
-            loss=loss,
-            clipped_fraction=float(was_clipped.sum() / tokens),
-            ratio_mean=float((ratio * mask).sum() / tokens),
-            kl_mean=float((kl * mask).sum() / tokens),
+        on = mask.float()
+        sampler_kl = (ratio - 1 - log_ratio) * on  # k3 with the sampler's tokens: r - 1 - log r, r = p / q
+        tally = Tally(
+            tokens=int(mask.sum()),
+            clipped=int(((clipped < unclipped) & mask).sum()),
+            dual_clipped=int((dual & mask).sum()),
+            ratio_sum=float((ratio * on).sum()),
+            ratio_max=float(ratio[mask].max()) if bool(mask.any()) else 0.0,
+            entropy_sum=float((entropy * on).sum()) if entropy is not None else 0.0,
+            kl_sampler_sum=float(sampler_kl.sum()),
+            kl_reference_sum=float((kl * on).sum()) if beta > 0 else None,
         )
+    return LossParts(loss=loss, tally=tally)

@@ -44,6 +44,19 @@ class RLMetrics:
         family[RL.generated_tokens].inc(report.generated_tokens, **labels)
         family[RL.trained_tokens].inc(report.trained_tokens, **labels)
         family[RL.weight_sync_seconds].observe(report.sync_seconds, **labels)
+        policy = report.policy
+        if policy is not None:
+            family[RL.clip_fraction].set(policy.clip_fraction, **labels)
+            family[RL.importance_ratio_mean].set(policy.ratio_mean, **labels)
+            family[RL.importance_ratio_max].set(policy.ratio_max, **labels)
+            family[RL.entropy].set(policy.entropy, **labels)
+            family[RL.kl_sampler].set(policy.kl_sampler, **labels)
+            if policy.kl_against == "reference":
+                family[RL.kl_reference].set(policy.kl, **labels)
+        if report.lengths is not None and report.lengths.completions:
+            family[RL.response_tokens_mean].set(report.lengths.mean, **labels)
+            family[RL.response_tokens_max].set(report.lengths.max, **labels)
+            family[RL.truncated].set(report.lengths.truncated, **labels)
 
     def refused(self, generator: str, reason: str) -> None:
         """One answer of ``generator`` refused for ``reason`` (contract.metrics.REFUSAL_REASONS)."""

@@ -34,9 +34,10 @@ from trainer.rl.episode import Group, make_batch
 from trainer.rl.evaluation import Evaluation, evaluates
 from trainer.rl.generate import snapshot
 from trainer.rl.grpo import make_task
-from trainer.rl.loss import Clip, grpo_loss, response_logprobs
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
 from trainer.rl.pairs import WeightServer
 from trainer.rl.service import Client
+from trainer.rl.stats import Tally
 from trainer.rl.wire import group_from_json
 
 
@@ -49,14 +50,15 @@ class PolicyTrainer(Trainer):
             tokenizer = self._load_hf(s.hf_checkpoint)
         self.task = make_task(s, cfg.model.vocab, tokenizer)
         self.allowed = None if self.task.allowed is None else self.task.allowed.to(self.device)
-        self.clip = Clip(low=s.clip_low, high=s.clip_high)
+        self.clip = Clip(low=s.clip_low, high=s.clip_high, dual=s.clip_dual)
         self.reference = deepcopy(self.model).eval() if s.kl_beta > 0 else None  # the starting policy
         self.client = Client(s.controller)
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.rl_state = ""  # the buffer state of the last committed step (JSON); "" before the first
         self._batch_state = ""  # the state that the batch being trained brings once its step commits
         self.server: WeightServer | None = None
-        self.trained_tokens = 0
+        self.tally: Tally | None = None  # this rank's share of the step being trained (None: a stand-in)
+        self.participants = 1
         self.step_began = time.perf_counter()
         self.evaluation = Evaluation(cfg.model, self.task, self._evaluated)
 
@@ -95,21 +97,53 @@ class PolicyTrainer(Trainer):
 
     def _loss(self, inputs: list[Group]) -> torch.Tensor:
         place, participants = self.ft.participation()
-        mine = inputs[place::participants] if place is not None else inputs[:1]  # healing: zeroed by torchft
-        mine = mine[self.where.rank :: self.where.size] or mine[:1]
-        batch = make_batch(mine).to(self.device)
-        temperature, allowed = self.cfg.rl.temperature, self.allowed
-        logprobs = response_logprobs(self.model, batch.tokens, batch.mask, allowed, temperature)
+        share = inputs[place::participants] if place is not None else []
+        mine = share[self.where.rank :: self.where.size]
+        s = self.cfg.rl
+        # The loss is the whole batch's (loss.Aggregation): each share weighed so that the average of the shares'
+        # gradients (torchft over the groups, FSDP over a group's ranks) is the batch's. A group healing (torchft
+        # zeroes its gradients) or a rank with no group of its own runs a stand-in that weighs nothing: its
+        # collectives need the forward and backward.
+        aggregation = Aggregation(
+            mode=s.loss_agg, horizon=self.task.max_tokens, sequences=sum(len(g.completions) for g in inputs),
+            tokens=sum(len(c.response) for g in inputs for c in g.completions),
+            shares=participants * self.where.size if mine else 0,
+        )  # fmt: skip
+        batch = make_batch(mine or inputs[:1]).to(self.device)
+        temperature, allowed = s.temperature, self.allowed
+        distributions = token_logprobs(self.model, batch.tokens, allowed, temperature)
+        logprobs = picked(distributions, batch.tokens, batch.mask)
         reference = None
         if self.reference is not None:
             with torch.no_grad():
                 reference = response_logprobs(self.reference, batch.tokens, batch.mask, allowed, temperature)
         parts = grpo_loss(
-            logprobs, batch.sampler_logprobs, batch.advantages, batch.mask,
-            clip=self.clip, beta=self.cfg.rl.kl_beta, ref_logprobs=reference,
+            logprobs, batch.sampler_logprobs, batch.advantages, batch.mask, clip=self.clip, beta=s.kl_beta,
+            ref_logprobs=reference, aggregation=aggregation, entropy=entropies(distributions, batch.mask),
         )  # fmt: skip
-        self.trained_tokens += int(batch.mask.sum())
+        self.tally = parts.tally if mine else None  # the last attempt's: what commits
+        self.participants = participants
         return parts.loss
+
+    def _group_tally(self) -> Tally | None:
+        """The group's share of the committed step, its ranks' tallies summed (a collective in a sharded group)."""
+        if not self.where.sharded:
+            return self.tally
+        import torch.distributed as dist
+
+        t = self.tally or Tally()
+        sums = [t.tokens, t.clipped, t.dual_clipped, t.ratio_sum, t.entropy_sum, t.kl_sampler_sum, t.kl_reference_sum]
+        total = torch.tensor([float(x or 0.0) for x in sums], dtype=torch.float64, device=self.device)
+        peak = torch.tensor([t.ratio_max], dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)  # the group's own process group (distributed/group.py)
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+        n, clipped, dual, ratio, entropy, sampler, reference = total.tolist()
+        if n == 0:
+            return None
+        return Tally(
+            tokens=int(n), clipped=int(clipped), dual_clipped=int(dual), ratio_sum=ratio, ratio_max=float(peak),
+            entropy_sum=entropy, kl_sampler_sum=sampler, kl_reference_sum=reference if self.cfg.rl.kl_beta > 0 else None,
+        )  # fmt: skip
 
     # -- around the loop -----------------------------------------------------------------------------------
 
@@ -130,16 +164,17 @@ class PolicyTrainer(Trainer):
     def after_commit(self, step: int) -> None:
         self.rl_state = self._batch_state
         train_seconds = time.perf_counter() - self.step_began
+        tally = self._group_tally()
         weights = self._snapshot()
         if self.where.rank != 0 or self.server is None:
             return
         self.server.offer(step, weights)
         stats = {
-            "trained_tokens": self.trained_tokens * self.where.size,
+            "tally": None if tally is None else tally.to_json(),  # the controller merges the groups' (stats.py)
+            "participants": self.participants,
             "train_seconds": train_seconds,
             "sync_seconds": self.server.last_seconds,
         }
-        self.trained_tokens = 0
         answer = self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
         if evaluates(self.where.rank, bool(answer.get("sender")), step, self.cfg.rl.eval_every, self.target):
             self.evaluation.submit(step, weights)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.metrics import GENERATOR_STATES
+from trainer.rl.stats import Lengths, PolicyStats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,12 +34,14 @@ class StepReport:
     version: int  # the policy version the batch was trained from
     ages: tuple[int, ...]  # each trained group's age (version - its oldest completion's version)
     generated_tokens: int  # response tokens sampled since the previous report
-    trained_tokens: int  # response tokens in this step's batch
+    trained_tokens: int  # response tokens in this step's batch, every group's share
     generate_seconds: float  # wall seconds the generators spent generating since the previous report, summed
     train_seconds: float
     sync_seconds: float  # the last weight sync
     reissued: int = 0  # prompts issued again since the previous report
     refused: int = 0  # generator answers refused since the previous report (trainer.rl.wire.Refused)
+    policy: PolicyStats | None = None  # clip fraction, importance ratio, entropy, KL over the groups that reported
+    lengths: Lengths | None = None  # the batch's response lengths and truncation
 
 
 def rate(tokens: int, seconds: float) -> str:
@@ -55,11 +58,28 @@ def step_line(r: StepReport) -> str:
     ages = f"age max {max(r.ages)} mean {sum(r.ages) / len(r.ages):.1f}" if r.ages else "age n/a"
     parts += [ages, f"gen {rate(r.generated_tokens, r.generate_seconds)}"]
     parts += [f"train {rate(r.trained_tokens, r.train_seconds)}", f"sync {r.sync_seconds:.3f} s"]
+    parts += policy_fields(r.policy, r.lengths)
     if r.reissued > 0:
         parts.append(f"reissued {r.reissued}")
     if r.refused > 0:
         parts.append(f"refused {r.refused}")
     return "  ".join(parts)
+
+
+def policy_fields(policy: PolicyStats | None, lengths: Lengths | None) -> list[str]:
+    """The step line's view of what training did: clip fraction, importance ratio (mean and max), entropy, KL
+    (``ref``: the loss's, against the reference; ``gen``: the sampler against the trainer), lengths, truncation."""
+    parts = []
+    if policy is not None:
+        parts += [
+            f"clip {policy.clip_fraction:.1%}", f"ratio {policy.ratio_mean:.2f} max {policy.ratio_max:.2f}",
+            f"entropy {policy.entropy:.2f}", f"kl {'ref' if policy.kl_against == 'reference' else 'gen'} {policy.kl:.4f}",
+        ]  # fmt: skip
+        if policy.shares < policy.expected:  # a group's report never came: the numbers are the others'
+            parts.append(f"of {policy.shares}/{policy.expected} groups")
+    if lengths is not None and lengths.completions:
+        parts += [f"len {lengths.mean:.1f} max {lengths.max}", f"truncated {lengths.truncated:.0%}"]
+    return parts
 
 
 def check_state(state: str) -> str:

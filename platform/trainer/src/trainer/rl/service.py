@@ -85,9 +85,9 @@ class Service:
         if path == "/batch":
             return self.wait_for(lambda: c.batch(int(body["step"]))) or {"wait": True}
         if path == "/committed":
-            answer, first = self.call(c.committed, int(body["group"]), int(body["step"]), dict(body.get("stats", {})))
-            if first is not None:
-                self.on_commit(first)
+            answer, ready = self.call(c.committed, int(body["group"]), int(body["step"]), dict(body.get("stats", {})))
+            for committed in ready:
+                self.on_commit(committed)
             return answer
         if path == "/greedy":
             self.on_greedy(int(body["group"]), int(body["step"]), float(body["greedy"]), float(body["seconds"]))

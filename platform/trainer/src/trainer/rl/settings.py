@@ -16,6 +16,11 @@ from contract import codec, names
 from contract.codec import setting
 from contract.problem import Invalid
 
+# How per-token losses become the step's scalar (loss.Aggregation; verl's ``loss_agg_mode`` names,
+# verl/trainer/ppo/core_algos.py ``agg_loss``): GRPO's, DAPO's (arXiv:2503.14476), Dr. GRPO's (arXiv:2503.20783).
+SEQUENCE_MEAN, TOKEN_MEAN, TOKEN_SUM_NORM = "seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"
+LOSS_AGGS = (SEQUENCE_MEAN, TOKEN_MEAN, TOKEN_SUM_NORM)
+
 # Upper bounds: a typo of a few digits (a billion prompts a step) is one line at start, not an OOM later.
 MANY = 100_000_000
 DAY_S = 86_400.0
@@ -40,6 +45,13 @@ class RL:
     max_policy_age: int = setting(1, low=0, high=1000)  # a sample older than this many versions is never trained on
     clip_low: float = setting(0.2, low=0, below=1)
     clip_high: float = setting(0.2, low=0, high=100.0)
+    # Where A < 0 the loss stops growing at this ratio (dual-clip PPO; verl's clip_ratio_c): a bound on what one
+    # token a generator claims improbable can do to a step.
+    clip_dual: float = setting(3.0, above=1, high=1e6)
+    # How the step's per-token losses are summed (loss.Aggregation; verl's loss_agg_mode names): seq-mean-token-mean
+    # (GRPO, a mean per completion), token-mean (DAPO) or seq-mean-token-sum-norm (Dr. GRPO, over max_tokens).
+    loss_agg: str = SEQUENCE_MEAN
+    advantage_std: bool = True  # divide each group's advantages by its reward std (GRPO); false: Dr. GRPO's
     kl_beta: float = setting(0.0, low=0, high=100.0)  # 0: no reference model, no reference forward
     eval_every: int = setting(25, low=1, high=MANY)  # held-out greedy accuracy every this many steps (and the last)
     # The training prompts' order, as data.seed is pretraining's batches' (prompts.py: a pure function of
@@ -84,6 +96,13 @@ def check(settings: RL, where: str = "rl") -> RL:
         odd = next(s for s in settings.stop if not (s.isascii() and s.isdigit()))
         raise Invalid(
             [f"{where}.stop: {odd[:40]!r} is never sampled with allowed=digits; remove it or set {where}.allowed=''"]
+        )
+    if settings.loss_agg not in LOSS_AGGS:
+        choices = f"{', '.join(LOSS_AGGS[:-1])} or {LOSS_AGGS[-1]}"
+        raise Invalid(
+            [
+                f"{where}.loss_agg: {settings.loss_agg[:40]!r} is not a loss aggregation; set {where}.loss_agg to {choices}"
+            ]
         )
     if settings.engine not in names.RL_ENGINES:
         engines = " or ".join(names.RL_ENGINES)

@@ -13,12 +13,14 @@ import torch
 from torch import nn
 
 from trainer.rl.episode import Batch
-from trainer.rl.loss import Clip, grpo_loss, response_logprobs
+from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
+from trainer.rl.stats import PolicyStats, summarize
 
 
 @dataclass(frozen=True, kw_only=True)
 class StepSettings:
     clip: Clip = field(default_factory=Clip)
+    aggregation: Aggregation = field(default_factory=Aggregation)  # rl.loss_agg, its horizon rl.max_tokens
     beta: float = 0.0  # k3 KL weight against the reference model; 0: no reference forward at all
     temperature: float = 1.0  # the generator's: the trainer scores the distribution that was sampled
     grad_clip: float = 1.0  # total gradient norm; 0: off
@@ -29,9 +31,7 @@ class StepSettings:
 class StepStats:
     loss: float
     grad_norm: float
-    clipped_fraction: float
-    ratio_mean: float
-    kl_mean: float
+    policy: PolicyStats | None  # clip fraction, importance ratio, entropy, KL over the batch (None: no tokens)
     applied: bool  # False: the loss or gradient norm was not finite and the optimizer did not step
 
 
@@ -49,7 +49,8 @@ def rl_step(
     batch = batch.to(device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    logprobs = response_logprobs(model, batch.tokens, batch.mask, settings.allowed, settings.temperature)
+    distributions = token_logprobs(model, batch.tokens, settings.allowed, settings.temperature)
+    logprobs = picked(distributions, batch.tokens, batch.mask)
     ref_logprobs = None
     if settings.beta > 0:
         assert reference is not None
@@ -65,6 +66,8 @@ def rl_step(
         clip=settings.clip,
         beta=settings.beta,
         ref_logprobs=ref_logprobs,
+        aggregation=settings.aggregation,
+        entropy=entropies(distributions, batch.mask),
     )
     parts.loss.backward()  # type: ignore[no-untyped-call]
     limit = settings.grad_clip if settings.grad_clip > 0 else math.inf
@@ -77,8 +80,6 @@ def rl_step(
     return StepStats(
         loss=loss,
         grad_norm=grad_norm,
-        clipped_fraction=parts.clipped_fraction,
-        ratio_mean=parts.ratio_mean,
-        kl_mean=parts.kl_mean,
+        policy=summarize([parts.tally], expected=1),
         applied=applied,
     )

@@ -274,6 +274,7 @@ def rl_row(board: Board) -> Board:
             (_rate(RL.trained_tokens.name), f"{RUN_LEGEND} trained"),
         ],
     )
+    policy_panels(board)
     board.graph(
         "Generator-seconds by state",
         [(f"sum by (state) (rate({_run(RL.generator_seconds.name)}[{RATE}]))", "{{state}}")],
@@ -286,6 +287,40 @@ def rl_row(board: Board) -> Board:
         width=24,
     )
     return board
+
+
+def policy_panels(board: Board) -> None:
+    """What each RL step did to its whole batch: clipping, importance ratio, entropy, KL, lengths, truncation."""
+    board.graph(  # the clip binding on many tokens: samples too stale or a learning rate too high
+        "Clipped tokens and truncated completions",
+        [
+            (f"avg by ({RUN}) ({_run(RL.clip_fraction.name)})", f"{RUN_LEGEND} clipped"),
+            (f"avg by ({RUN}) ({_run(RL.truncated.name)})", f"{RUN_LEGEND} truncated"),
+        ],
+        unit="percentunit",
+    )
+    board.graph(
+        "Importance ratio (trainer / sampler)",
+        [
+            (f"avg by ({RUN}) ({_run(RL.importance_ratio_mean.name)})", f"{RUN_LEGEND} mean"),
+            (f"max by ({RUN}) ({_run(RL.importance_ratio_max.name)})", f"{RUN_LEGEND} max"),
+        ],
+    )
+    board.graph(  # entropy collapsing towards 0: the policy stopped exploring
+        "Entropy and KL (nats per token)",
+        [
+            (f"avg by ({RUN}) ({_run(RL.entropy.name)})", f"{RUN_LEGEND} entropy"),
+            (f"avg by ({RUN}) ({_run(RL.kl_sampler.name)})", f"{RUN_LEGEND} KL sampler"),
+            (f"avg by ({RUN}) ({_run(RL.kl_reference.name)})", f"{RUN_LEGEND} KL reference"),
+        ],
+    )
+    board.graph(
+        "Response length (tokens)",
+        [
+            (f"avg by ({RUN}) ({_run(RL.response_tokens_mean.name)})", f"{RUN_LEGEND} mean"),
+            (f"max by ({RUN}) ({_run(RL.response_tokens_max.name)})", f"{RUN_LEGEND} max"),
+        ],
+    )
 
 
 def warden_board() -> Board:
