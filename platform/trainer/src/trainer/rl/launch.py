@@ -24,7 +24,7 @@ from trainer.config import Config
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.grpo import make_task
 from trainer.rl.metrics import RLMetrics
-from trainer.rl.report import GeneratorTime, StepReport, step_line, with_generators
+from trainer.rl.report import GeneratorTime, StepReport, TrainerTime, step_line, with_generators
 from trainer.rl.service import Service
 
 log = logging.getLogger("trainer")
@@ -93,6 +93,7 @@ class RLSide:
         )  # seq_len: where a vLLM engine (max_model_len) ends a completion
         self.metrics = RLMetrics(cfg.run.name, cfg.ft.region, -1, max_policy_age=cfg.rl.max_policy_age)
         self.time: dict[str, GeneratorTime] = {}
+        self.trainer = TrainerTime()
         self.records = (out / "rl.jsonl").open("a")
         self.service = Service(
             self.controller, host=host, advertise=advertise, on_commit=self._committed, on_lease=self._booked,
@@ -156,7 +157,7 @@ class RLSide:
         self._record("finished", **counters)
         self.records.close()
         reports = [t.report() for t in self.time.values()]
-        return with_generators(summary, reports) | {"rl": counters}
+        return with_generators(summary, reports) | {"rl": counters, "trainer": self.trainer.report()}
 
     def _booked(self, generator: str, seconds: dict[str, float]) -> None:
         time_ = self.time.setdefault(generator, GeneratorTime())
@@ -175,6 +176,7 @@ class RLSide:
             reissued=c.window.reissued, refused=c.window.refused,
         )  # fmt: skip
         print(step_line(report), flush=True)
+        self.trainer.add(report.train_seconds, max(0.0, _number(t.get("wait_seconds")) or 0.0))
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
         self._record(

@@ -55,6 +55,7 @@ class PolicyTrainer(Trainer):
         self._batch_state = ""  # the state that the batch being trained brings once its step commits
         self.server: WeightServer | None = None
         self.trained_tokens = 0
+        self.wait_seconds = 0.0  # waiting for this step's batch, retries included
         self.step_began = time.perf_counter()
 
     def _load_hf(self, source: str) -> Any:
@@ -82,10 +83,12 @@ class PolicyTrainer(Trainer):
     # -- the step --------------------------------------------------------------------------------------
 
     def _inputs(self, index: int) -> list[Group] | None:
+        asked = time.perf_counter()
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
             if answer.get("done"):  # the run ended while this group was away (a late replacement)
                 return None
             # else "wait": the controller waited POLL_S for generators
+        self.wait_seconds += time.perf_counter() - asked  # the trainer idle for generation (report.TrainerTime)
         self._batch_state = str(answer["state"])
         self.step_began = time.perf_counter()
         return [group_from_json(g) for g in answer["groups"]]
@@ -138,8 +141,9 @@ class PolicyTrainer(Trainer):
             "train_seconds": train_seconds,
             "greedy": greedy,
             "sync_seconds": self.server.last_seconds,
+            "wait_seconds": self.wait_seconds,
         }
-        self.trained_tokens = 0
+        self.trained_tokens, self.wait_seconds = 0, 0.0
         self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
 
     def _snapshot(self) -> dict[str, torch.Tensor]:
