@@ -160,6 +160,8 @@ class RLSide:
         return with_generators(summary, reports) | {"rl": counters, "trainer": self.trainer.report()}
 
     def _booked(self, generator: str, seconds: dict[str, float]) -> None:
+        if generator not in self.time:  # its first ask: imported, engine built (start-up, scripts/bench_rl_startup.py)
+            self._record("generator_ready", generator=generator)
         time_ = self.time.setdefault(generator, GeneratorTime())
         for state, value in seconds.items():
             if state in GENERATOR_STATES and 0 <= value < 1e6:
