@@ -58,7 +58,7 @@ def prepare(folder: Path, seed: int, steps: int) -> Path:
     from trainer.rl.grpo import make_task
     from trainer.rl.hf import save_hf
 
-    cfg = compose(GRPO, [f"run.seed={seed}"])
+    cfg = compose(GRPO, ["run.name=bench", f"run.seed={seed}"])
     torch.manual_seed(seed)
     model = LanguageModel(cfg.model)
     save_hf(model.state_dict(), cfg.model, folder / "start")
@@ -98,7 +98,8 @@ def meridian(folder: Path, start: Path, steps: int, name: str) -> float | None:
                 reached = _reached(records)
                 if reached is not None:
                     return reached - began
-            return _reached(records) and _reached(records) - began  # type: ignore[operator]
+            reached = _reached(records)
+            return None if reached is None else reached - began
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)  # the launcher and the groups and generators it started
@@ -111,6 +112,9 @@ def _reached(records: Path) -> float | None:
     for line in records.read_text().splitlines():
         row = json.loads(line)
         if row.get("event") == "step" and (row.get("greedy") or 0.0) >= TARGET:
+            issued = max(1, int(row.get("issued", 0)))
+            print(f"  meridian: step {row['step']}, {row.get('evicted', 0)} of {issued} issued prompts evicted for age "
+                  f"({int(row.get('evicted', 0)) / issued:.1%})", flush=True)  # fmt: skip
             return float(row["time"])
     return None
 
