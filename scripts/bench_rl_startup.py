@@ -48,7 +48,8 @@ def one(folder: Path, name: str) -> dict[str, float]:
     groups = [r for g in (0, 1) for r in rows(folder / name / f"events-{g}.jsonl") if r["event"] == "started"]
 
     def last(found: list[dict[str, object]]) -> float:
-        return max(float(r["time"]) for r in found) - began  # type: ignore[arg-type]
+        """The slowest one's seconds; NaN when the run has no such record (a checkout before it was added)."""
+        return max((float(r["time"]) for r in found), default=float("nan")) - began  # type: ignore[arg-type]
 
     return {
         "launcher": min(float(r["time"]) for r in rl if r["event"] == "generator_started") - began,  # type: ignore[arg-type]
