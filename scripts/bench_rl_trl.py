@@ -160,25 +160,49 @@ def trl(folder: Path, start: Path, steps: int, name: str) -> float | None:
     return None if reached is None else float(reached) - began
 
 
-def trl_side(start: str, task_file: str, out: str, steps: int) -> None:
-    """Runs in TRL's virtualenv: GRPOTrainer on the task, stopped by the callback at held-out greedy TARGET."""
-    import torch
-    from datasets import Dataset  # type: ignore[import-not-found, unused-ignore]  # TRL's virtualenv only
+def _byte_tokenizer() -> Any:
+    """Byte tokens, as Meridian's ByteTokenizer: id = the character's byte (the prompts are ASCII); left padding."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer  # type: ignore[import-not-found, unused-ignore]
+    from transformers import PreTrainedTokenizerFast
 
-    torch.set_num_threads(1)
-    task = json.loads(Path(task_file).read_text())
-    # Byte tokens, as Meridian's ByteTokenizer: id = the character's byte (the prompts are ASCII).
-    vocab = {chr(i): i for i in range(256)}
-    fast = Tokenizer(models.WordLevel(vocab=vocab, unk_token=chr(0)))
+    fast = Tokenizer(models.WordLevel(vocab={chr(i): i for i in range(256)}, unk_token=chr(0)))
     fast.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     fast.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call, unused-ignore]
         tokenizer_object=fast, pad_token=chr(0), eos_token=chr(0), unk_token=chr(0)
     )
     tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def _trl_config(task: dict[str, Any], output: Path, steps: int, digits: list[int]) -> Any:
+    """GRPOConfig with Meridian's setting: one batch of prompts x samples a step, sampled once, trained once."""
+    from trl import GRPOConfig  # type: ignore[import-not-found, unused-ignore]
+
+    batch = task["prompts_per_step"] * task["group_size"]
+    config = GRPOConfig(
+        output_dir=str(output), use_cpu=True, use_vllm=False, bf16=False,
+        gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=EVAL_EVERY,
+        max_steps=steps, per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
+        num_generations=task["group_size"], max_completion_length=1, temperature=task["temperature"], top_k=0,
+        top_p=1.0, generation_kwargs={"suppress_tokens": [i for i in range(256) if i not in digits]},
+        learning_rate=task["lr"], lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9, adam_beta2=0.95,
+        weight_decay=0.0, max_grad_norm=1.0, epsilon=task["clip"], beta=0.0, num_iterations=1, loss_type="grpo",
+        scale_rewards="group", seed=task["seed"], dataloader_num_workers=0, shuffle_dataset=False,
+        disable_dropout=True,
+    )  # fmt: skip
+    return config
+
+
+def trl_side(start: str, task_file: str, out: str, steps: int) -> None:
+    """Runs in TRL's virtualenv: GRPOTrainer on the task, stopped by the callback at held-out greedy TARGET."""
+    import torch
+    from datasets import Dataset  # type: ignore[import-not-found, unused-ignore]  # TRL's virtualenv only
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOTrainer  # type: ignore[import-not-found, unused-ignore]
+
+    torch.set_num_threads(1)
+    task = json.loads(Path(task_file).read_text())
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
     digits = [ord(c) for c in DIGITS]
     result: dict[str, Any] = {"evaluations": [], "reached": None}
@@ -213,20 +237,9 @@ def trl_side(start: str, task_file: str, out: str, steps: int) -> None:
                     control.should_training_stop = True
             return control
 
-    batch = task["prompts_per_step"] * task["group_size"]
-    config = GRPOConfig(
-        output_dir=str(Path(out).parent / "trl-out"), use_cpu=True, use_vllm=False, bf16=False,
-        gradient_checkpointing=False, report_to="none", save_strategy="no", logging_steps=EVAL_EVERY,
-        max_steps=steps, per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
-        num_generations=task["group_size"], max_completion_length=1, temperature=task["temperature"], top_k=0,
-        top_p=1.0, generation_kwargs={"suppress_tokens": [i for i in range(256) if i not in digits]},
-        learning_rate=task["lr"], lr_scheduler_type="constant", warmup_steps=0, adam_beta1=0.9, adam_beta2=0.95,
-        weight_decay=0.0, max_grad_norm=1.0, epsilon=task["clip"], beta=0.0, num_iterations=1, loss_type="grpo",
-        scale_rewards="group", seed=task["seed"], dataloader_num_workers=0, shuffle_dataset=False,
-        disable_dropout=True,
-    )  # fmt: skip
+    config = _trl_config(task, Path(out).parent / "trl-out", steps, digits)
     trainer = GRPOTrainer(
-        model=model, reward_funcs=exact, args=config, processing_class=tokenizer,
+        model=model, reward_funcs=exact, args=config, processing_class=_byte_tokenizer(),
         train_dataset=Dataset.from_list(task["train"]), callbacks=[HeldOut()],
     )  # fmt: skip
     print(f"trl step 0  greedy {greedy():.2f}", flush=True)
