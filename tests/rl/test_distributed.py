@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,7 +82,12 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert summary["outcome"] == "completed"
     assert set(summary["generators"]["seconds"]) <= {"generating", "syncing", "waiting"}
     assert summary["generators"]["seconds"]["generating"] > 0
+    assert summary["trainer"]["steps"] == 8  # the first group to commit each step: training against waiting
+    final = out.strip().splitlines()[-1]  # both goodputs on the final line (issue 41)
+    assert re.search(r"; trainer: [0-9.]+% training .*; generators: [0-9.]+% generating ", final), final
     assert summary["rl"]["trained"] == 8 * 16
+    ready = {r["generator"] for r in records(tmp_path, "grpo") if r["event"] == "generator_ready"}
+    assert ready == {"generator-0.0", "generator-1.0"}  # each one's first ask: start-up's records
     # What the engine wrote is within wire.Bounds: no answer of a real generator is refused (issue 39).
     assert (summary["rl"]["rejected_results"], summary["rl"]["refused_answers"]) == (0, {})
     assert [r["refused"] for r in steps(tmp_path, "grpo")] == [0] * 8

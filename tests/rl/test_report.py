@@ -11,9 +11,11 @@ from trainer.observe.goodput import Goodput, combine
 from trainer.rl.report import (
     GeneratorTime,
     StepReport,
+    TrainerTime,
     combine_generators,
     generators_line,
     step_line,
+    trainer_line,
     with_generators,
 )
 from trainer.rl.stats import Lengths, PolicyStats
@@ -147,3 +149,31 @@ def test_the_summary_keeps_the_trainers_goodput_and_adds_the_generators(tmp_path
         f"(3.0s of 4.0s; syncing 0.5s, waiting 0.5s) over 1 generator(s); logs in {tmp_path}"
     )
     assert "generators" not in outcome_line("r", "completed", summary, tmp_path)  # a run that is not RL
+
+
+def test_the_trainers_time_splits_training_from_waiting_for_batches() -> None:
+    time = TrainerTime()
+    assert trainer_line(time.report()) == "trainer: n/a (no step committed)"
+    time.add(training=3.0, waiting=1.0)
+    time.add(training=3.0, waiting=0.0)
+    assert time.report() == {"seconds": {"training": 6.0, "waiting": 1.0}, "steps": 2, "training": 0.8571}
+    assert (
+        trainer_line(time.report()) == "trainer: 85.7% training (6.0s of 7.0s; waiting for batches 1.0s) over 2 step(s)"
+    )
+    with pytest.raises(ValueError, match="negative"):
+        time.add(training=-1.0, waiting=0.0)
+
+
+def test_the_final_line_has_the_groups_goodput_the_trainers_training_share_and_the_generators(tmp_path: Path) -> None:
+    trainer = Goodput(clock=lambda: 0.0)
+    trainer.step(4.0, committed=True, replayed=False)
+    time = TrainerTime()
+    time.add(training=3.0, waiting=1.0)
+    summary = with_generators(combine([trainer.report()]), [_generator(3.0, 0.5, 0.5)]) | {"trainer": time.report()}
+    line = outcome_line("r", "completed", summary, tmp_path)
+    assert line == (
+        "run r completed; goodput r: 100.0% over 1 replica group report(s); "
+        "trainer: 75.0% training (3.0s of 4.0s; waiting for batches 1.0s) over 1 step(s); "
+        "generators: 75.0% generating (3.0s of 4.0s; syncing 0.5s, waiting 0.5s) over 1 generator(s); "
+        f"logs in {tmp_path}"
+    )

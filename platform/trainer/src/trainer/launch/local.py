@@ -103,7 +103,8 @@ def _launch(cfg: Config, out: Path) -> int:
     if rl:
         from trainer.rl.launch import Processes
 
-        rl.start(Processes(out, config_json))
+        processes = cfg.ft.replica_groups * cfg.ft.group_size + cfg.rl.generators  # all of them share the cores
+        rl.start(Processes(out, config_json, threads=max(1, len(os.sched_getaffinity(0)) // processes)))
     _write_pids(out, procs)
     restarts = dict.fromkeys(procs, 0)
     due: dict[int, float] = {}  # dead groups -> when to start them again

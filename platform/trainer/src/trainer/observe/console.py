@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from trainer.model.flops import format_mfu
 from trainer.observe.runs import MAX_RESTARTS
-from trainer.rl.report import generators_line
+from trainer.rl.report import generators_line, trainer_line
 
 
 def group_log(out: Path, group: int) -> Path:
@@ -176,7 +176,8 @@ def read_new(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 def outcome_line(run: str, outcome: str, summary: dict[str, Any], out: Path) -> str:
     """The final report: completed / stopped: why / failed: why, and the goodput of this run's groups only.
 
-    An RL run's summary also holds its generators' time (``trainer.rl.report.with_generators``), shown after.
+    An RL run's summary also holds its trainer's split of step time (training against waiting for batches) and
+    its generators' time (``trainer.rl.report``), shown after.
     """
     reports = summary.get("replica_group_reports", 0)
     goodput = (
@@ -184,6 +185,8 @@ def outcome_line(run: str, outcome: str, summary: dict[str, Any], out: Path) -> 
         if reports
         else f"goodput {run}: n/a (no replica group finished)"
     )
+    if "trainer" in summary:
+        goodput += f"; {trainer_line(summary['trainer'])}"
     if "generators" in summary:
         goodput += f"; {generators_line(summary['generators'])}"
     return f"run {run} {outcome}; {goodput}; logs in {out}"

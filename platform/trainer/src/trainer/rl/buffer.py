@@ -106,6 +106,9 @@ class ReplayBuffer:
         self.evict_stale(version)
         if len(self._ready) < size:
             return None
+        # Oldest version first (stable: arrival order within a version): a group that can wait one more step
+        # leaves room to one that would be past the bound at the next.
+        self._ready.sort(key=lambda g: g.version)
         batch, self._ready = self._ready[:size], self._ready[size:]
         for group in batch:
             age = group.age(version)

@@ -32,6 +32,7 @@ from trainer.rl.advantages import score
 from trainer.rl.buffer import ReplayBuffer
 from trainer.rl.episode import Completion, Group
 from trainer.rl.grpo import Task, score_answers
+from trainer.rl.pacing import KeptShare, leasable, room
 from trainer.rl.settings import RL
 from trainer.rl.stats import Lengths, PolicyStats, Tally, lengths, summarize
 from trainer.rl.wire import Bounds, Refused, completions_from_result, group_to_json
@@ -120,6 +121,7 @@ class Controller:
         self.wants: dict[int, list[dict[str, Any]]] = {}  # trainer group -> transfers it is to serve
         self.pairs: dict[str, tuple[int, str, str]] = {}  # generator -> (group, token, pair id)
         self.window = Window()
+        self.kept = KeptShare()  # the share of scored prompts kept: what a prompt in flight is expected to bring
         self._serial = 0
         self.rejected = 0  # generator answers refused by wire.py's checks
         self.refusals: dict[tuple[str, str], int] = {}  # (generator or OTHER, reason) -> answers refused
@@ -256,11 +258,11 @@ class Controller:
             return {"sync": sync}
         if held < 0 or held < self.version - self.settings.max_policy_age:
             return {"wait": WAIT_S}  # its samples would be too old to train on: wait for weights
-        outstanding = sum(len(lease.prompts) for lease in self.leases.values())
-        if len(self.buffer) + outstanding >= self.settings.buffer_batches * self.settings.prompts_per_step:
+        count = self._leasable(held)
+        if count < 1:
             return {"wait": WAIT_S}
         before = self.buffer.counters.reissued
-        indices = self.buffer.issue(self.settings.lease_prompts, owner=generator)
+        indices = self.buffer.issue(count, owner=generator)
         self.window.reissued += self.buffer.counters.reissued - before
         prompts = {i: self.task.tokenizer.encode(self.task.prompts[i].prompt) for i in indices}
         lease = self._next()
@@ -268,6 +270,20 @@ class Controller:
             owner=generator, prompts=prompts, deadline=self.clock() + self.settings.lease_timeout_s, held=held
         )
         return {"lease": lease, "prompts": [[i, tokens] for i, tokens in prompts.items()], **self.sampling}
+
+    def _leasable(self, held: int) -> int:
+        """Prompts a generator holding ``held`` may take: at most ``rl.lease_prompts``, within ``rl.buffer_batches``
+        batches ready or in flight, and only what a step within the age bound can still train (pacing.py)."""
+        assert self.version is not None
+        s = self.settings
+        self.buffer.evict_stale(self.version)  # too old already: their prompts go to this lease, not a later one
+        outstanding = sum(len(lease.prompts) for lease in self.leases.values())
+        depth = s.buffer_batches * s.prompts_per_step - len(self.buffer) - outstanding
+        space = room(
+            held=held, version=self.version, max_policy_age=s.max_policy_age, prompts_per_step=s.prompts_per_step,
+            formed=self.batches, ready=len(self.buffer),
+        )  # fmt: skip
+        return min(s.lease_prompts, depth, leasable(room=space, in_flight=outstanding, keep=self.kept.share))
 
     def _sync(self, generator: str, held: int) -> dict[str, Any] | None:
         """A weight transfer to ``generator`` when a live group holds a newer snapshot than ``held``."""
@@ -299,6 +315,7 @@ class Controller:
             self.buffer.add(group)
         for index in scored.dropped_zero_advantage:
             self.buffer.drop_zero_advantage(index)
+        self.kept.add(len(scored.kept), len(scored.dropped_zero_advantage))
         self.window.generated_tokens += sum(len(c.response) for i in indices for c in got[i])
         seconds = data.get("seconds")
         if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:

@@ -59,6 +59,7 @@ class PolicyTrainer(Trainer):
         self.server: WeightServer | None = None
         self.tally: Tally | None = None  # this rank's share of the step being trained (None: a stand-in)
         self.participants = 1
+        self.wait_seconds = 0.0  # waiting for this step's batch, retries included
         self.step_began = time.perf_counter()
         self.evaluation = Evaluation(cfg.model, self.task, self._evaluated)
 
@@ -87,10 +88,12 @@ class PolicyTrainer(Trainer):
     # -- the step --------------------------------------------------------------------------------------
 
     def _inputs(self, index: int) -> list[Group] | None:
+        asked = time.perf_counter()
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
             if answer.get("done"):  # the run ended while this group was away (a late replacement)
                 return None
             # else "wait": the controller waited POLL_S for generators
+        self.wait_seconds += time.perf_counter() - asked  # the trainer idle for generation (report.TrainerTime)
         self._batch_state = str(answer["state"])
         self.step_began = time.perf_counter()
         return [group_from_json(g) for g in answer["groups"]]
@@ -174,7 +177,9 @@ class PolicyTrainer(Trainer):
             "participants": self.participants,
             "train_seconds": train_seconds,
             "sync_seconds": self.server.last_seconds,
+            "wait_seconds": self.wait_seconds,
         }
+        self.wait_seconds = 0.0
         answer = self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
         if evaluates(self.where.rank, bool(answer.get("sender")), step, self.cfg.rl.eval_every, self.target):
             self.evaluation.submit(step, weights)

@@ -154,3 +154,41 @@ def generators_line(combined: Mapping[str, Any]) -> str:
         f"generators: {combined['generating']:.1%} generating "
         f"({seconds['generating']:.1f}s of {combined['total_seconds']:.1f}s; {rest}) over {count} generator(s)"
     )
+
+
+@dataclass
+class TrainerTime:
+    """Where the trainer's steps went, as the first group to commit each step measured it: ``training`` (from its
+    batch to the commit) against ``waiting`` (for the controller to form the batch: generation not keeping up).
+    The groups' goodput books both as productive; this splits them."""
+
+    training: float = 0.0
+    waiting: float = 0.0
+    steps: int = 0
+
+    def add(self, training: float, waiting: float) -> None:
+        if training < 0 or waiting < 0:
+            raise ValueError(f"negative seconds: training {training}, waiting {waiting}")
+        self.training += training
+        self.waiting += waiting
+        self.steps += 1
+
+    def report(self) -> dict[str, Any]:
+        total = self.training + self.waiting
+        return {
+            "seconds": {"training": round(self.training, 3), "waiting": round(self.waiting, 3)},
+            "steps": self.steps,
+            "training": round(self.training / total, 4) if total else 0.0,  # the share spent training
+        }
+
+
+def trainer_line(report: Mapping[str, Any]) -> str:
+    """The trainer's part of the final console line, from ``TrainerTime.report``."""
+    if not report.get("steps"):
+        return "trainer: n/a (no step committed)"
+    seconds = report["seconds"]
+    total = seconds["training"] + seconds["waiting"]
+    return (
+        f"trainer: {report['training']:.1%} training ({seconds['training']:.1f}s of {total:.1f}s; "
+        f"waiting for batches {seconds['waiting']:.1f}s) over {report['steps']} step(s)"
+    )

@@ -61,7 +61,7 @@ class RL:
     lease_prompts: int = setting(8, low=1, high=MANY)  # prompts a generator takes at a time
     lease_timeout_s: float = setting(120.0, above=0, high=DAY_S)  # a lease not answered by then is issued again
     sync_timeout_s: float = setting(30.0, above=0, high=DAY_S)  # one weight transfer, trainer -> one generator
-    buffer_batches: int = setting(2, low=1, high=1000)  # generators wait while this many batches of groups are ready
+    buffer_batches: int = setting(2, low=1, high=1000)  # at most this many batches ready or in flight (pacing.py)
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
     # The generators' engine (contract.names.RL_ENGINES): "torch" (the trainer's model on one device, CPU or CUDA:
