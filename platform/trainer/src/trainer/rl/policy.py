@@ -11,7 +11,7 @@ What RL adds (loop/worker.py calls the hooks):
   prompt cursor and the prompts issued but not trained), so a checkpoint and a healing peer carry it;
   ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
 * ``after_commit``: held-out greedy accuracy when due, a snapshot of the weights for the generators
-  (pairs.py serves it on its own thread), and the step's numbers to the controller for its console line.
+  (the wire dtype, bucket by bucket, kept on rank 0 only; pairs.py serves it on its own thread), and the step's numbers to the controller for its console line.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from trainer.distributed.group import Rank
 from trainer.ft.manager import FaultTolerance
 from trainer.loop.trainer import Trainer
 from trainer.rl.episode import Group, make_batch
-from trainer.rl.generate import snapshot
 from trainer.rl.grpo import greedy_accuracy, make_task
 from trainer.rl.loss import Clip, grpo_loss, response_logprobs
-from trainer.rl.pairs import WeightServer
+from trainer.rl.pairs import WeightServer, wire
 from trainer.rl.service import Client
+from trainer.rl.weight_sync import Snapshot, WeightSync, layout, snapshot
 from trainer.rl.wire import group_from_json
 
 
@@ -54,6 +54,10 @@ class PolicyTrainer(Trainer):
         self.rl_state = ""  # the buffer state of the last committed step (JSON); "" before the first
         self._batch_state = ""  # the state that the batch being trained brings once its step commits
         self.server: WeightServer | None = None
+        # The sync's buckets (the whole model's names and shapes: a DTensor's shape is the global one), on every rank:
+        # a sharded group gathers them together; rank 0 keeps them and serves them.
+        self.wire, self.bucket_bytes = wire(self.device), s.sync_bucket_mb << 20
+        self.buckets, _ = layout(self.model.state_dict(), self.wire, self.bucket_bytes)
         self.trained_tokens = 0
         self.step_began = time.perf_counter()
 
@@ -117,8 +121,11 @@ class PolicyTrainer(Trainer):
         answer = self.client.post(
             "/start", {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None}
         )
+        sync = WeightSync(
+            self.model.state_dict(), src=0, dtype=self.wire, device=self.device, bucket_bytes=self.bucket_bytes
+        )
         self.server = WeightServer(
-            self.client, self.group, self.token, weights, store_port=int(answer["store"]),
+            self.client, self.group, self.token, sync, store_port=int(answer["store"]),
             timeout_s=self.cfg.rl.sync_timeout_s, device=self.device,
         )  # fmt: skip
         self.server.offer(self.step, weights)
@@ -142,11 +149,11 @@ class PolicyTrainer(Trainer):
         self.trained_tokens = 0
         self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
 
-    def _snapshot(self) -> dict[str, torch.Tensor]:
-        """A copy of the whole model's weights, taken between steps: what the generators get."""
-        if not self.where.sharded:
-            return snapshot(self.model)
-        return {name: tensor.detach().clone() for name, tensor in self.full_state().items()}
+    def _snapshot(self) -> Snapshot:
+        """The weights the generators get, taken between steps: the whole model in the wire dtype on rank 0, bucket
+        by bucket (a sharded group gathers each tensor in the wire dtype, every rank taking part); nothing kept on
+        the other ranks. Never a full fp32 copy (weight_sync.snapshot)."""
+        return snapshot(self.buckets, self.model.state_dict(), self.wire, keep=self.where.rank == 0)
 
     def close(self) -> None:
         if self.server is not None:
