@@ -94,7 +94,10 @@ class FakeModel:
                 raise AssertionError(f"{name}: {tuple(tensor.shape)} is not the checkpoint's {shapes[name]}")
             handed += tensor.numel() * tensor.element_size()
             part = tensor if self.cfg is None else tp_slice(name, tensor, self.rank, self.tp, self.cfg)
-            self.loaded[name] = part.clone()  # the worker's own parameter, never a view of what it was handed
+            if name in self.loaded:  # vLLM's parameters exist from its start: a load copies into them
+                self.loaded[name].copy_(part)
+            else:  # the first load makes the fake's parameter: its own memory, never a view of what it was handed
+                self.loaded[name] = part.clone()
         self.largest_call = max(self.largest_call, handed)
 
     @property

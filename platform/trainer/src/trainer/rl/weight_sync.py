@@ -33,7 +33,7 @@ from typing import cast
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend, PrefixStore
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, Shard
 
 from trainer.distributed.listen import store_on
 
@@ -90,8 +90,8 @@ def layout(
 @dataclass(frozen=True)
 class Snapshot:
     """What a sync sends, taken after a commit: each bucket's flat tensor in the wire dtype (empty on a sharded
-    group's other ranks), and the largest tensor the gather allocated on this rank (bytes), which the accounting
-    test and scripts/bench_rl_memory.py read."""
+    group's other ranks), and the most one gather allocated on this rank (bytes), which the accounting test and
+    scripts/bench_rl_memory.py read."""
 
     buckets: list[torch.Tensor]
     gathered_bytes: int = 0
@@ -103,10 +103,11 @@ def snapshot(
     """Every bucket of ``state`` cast to ``dtype``, in host memory (pinned on a CUDA host), one at a time.
 
     Taken after the commit, so nothing the optimizer writes later reaches a generator. A sharded tensor (a
-    DTensor of an FSDP2 group) is cast on each rank's shard, then gathered: every rank of the group calls this
-    for the same buckets in the same order (the gather is a collective) and holds one gathered tensor at a time,
-    freed before the next. Only the sending rank (``keep``) copies it into its buckets; the others hold nothing
-    afterwards. No rank ever holds the whole model in fp32 beside its own training state.
+    DTensor of an FSDP2 group) is gathered one tensor at a time, cast to ``dtype`` on each rank's shard first:
+    every rank of the group calls this for the same buckets in the same order (the gathers are collectives).
+    Only the sending rank (``keep``, the group's rank 0) receives each whole tensor and copies it into its
+    buckets; the others only send their shard, and hold nothing afterwards. No rank ever holds the whole model in
+    fp32 beside its own training state.
     """
     kept: list[torch.Tensor] = []
     gathered = 0
@@ -115,16 +116,45 @@ def snapshot(
             flat = torch.empty(bucket.numel, dtype=dtype, pin_memory=torch.cuda.is_available()) if keep else None
             for slot in bucket.slots:
                 tensor = state[slot.name].detach()
-                # A DTensor: the group's all-gather, of shards already cast to the wire dtype.
-                whole = cast(DTensor, tensor.to(dtype)).full_tensor() if isinstance(tensor, DTensor) else tensor
-                if whole is not tensor:
-                    gathered = max(gathered, whole.numel() * whole.element_size())
-                if flat is not None:
-                    flat[slot.start : slot.start + slot.numel].copy_(whole.reshape(-1))
-                del whole
+                out = None if flat is None else flat[slot.start : slot.start + slot.numel].view(slot.shape)
+                if isinstance(tensor, DTensor):
+                    gathered = max(gathered, gather(tensor, dtype, out))
+                elif out is not None:
+                    out.copy_(tensor)
             if flat is not None:
                 kept.append(flat)
     return Snapshot(kept, gathered)
+
+
+def gather(tensor: DTensor, dtype: torch.dtype, out: torch.Tensor | None) -> int:
+    """The whole of ``tensor`` in ``dtype`` into ``out`` on the group's rank 0 (the one passing ``out``), from every
+    rank's shard; returns the bytes this rank allocated for it: its shard cast and padded, and on rank 0 the
+    gathered chunks (one whole tensor, padded).
+
+    FSDP2 shards dim 0 as ``torch.chunk`` does (rank i: rows [i * c, (i + 1) * c), c = ceil(rows / n)); a gather to
+    one rank, not an all-gather, so that only the sending rank ever holds the whole tensor. Another placement
+    (not FSDP2's) is gathered whole on every rank (``full_tensor``).
+    """
+    if tensor.placements != (Shard(0),) or tensor.device_mesh.ndim != 1:
+        whole = cast(DTensor, tensor.to(dtype)).full_tensor()
+        if out is not None:
+            out.copy_(whole)
+        return whole.numel() * whole.element_size()
+    group = tensor.device_mesh.get_group()
+    ranks, rows = dist.get_world_size(group), tensor.shape[0]
+    chunk = -(-rows // ranks)
+    local = tensor.to_local()
+    padded = torch.zeros((chunk, *tensor.shape[1:]), dtype=dtype, device=local.device)
+    padded[: local.shape[0]].copy_(local)
+    chunks = [torch.empty_like(padded) for _ in range(ranks)] if out is not None else None
+    dist.gather(padded, chunks, dst=dist.get_global_rank(group, 0), group=group)
+    if out is not None:
+        assert chunks is not None
+        for i, part in enumerate(chunks):
+            take = max(0, min(chunk, rows - i * chunk))
+            out[i * chunk : i * chunk + take].copy_(part[:take])
+    size = padded.numel() * padded.element_size()
+    return size * (1 + ranks if out is not None else 1)
 
 
 def open_group(
