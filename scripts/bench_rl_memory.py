@@ -168,10 +168,12 @@ def measure(size: str, bucket_bytes: int) -> dict[str, Any]:
         os.environ.update(MALLOC)  # read by each spawned process's C library at its start
         for member in members:
             member.start()
-        for member in members:
+        codes = []
+        for member in members:  # the trainer ranks, then the generator
             member.join(timeout=600)
-        if any(m.exitcode != 0 for m in members):
-            sys.exit(f"bench_rl_memory: a process of the {size} run failed")
+            codes.append(member.exitcode)
+        if codes != [0] * len(members):
+            sys.exit(f"bench_rl_memory: the {size} run failed (exit codes {codes}: trainer ranks, generator)")
         ranks = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(GROUP)]
         generator = json.loads(Path(folder, "generator.json").read_text())
     return {"size": size, "bucket_bytes": bucket_bytes, "ranks": ranks, "generator": generator}
