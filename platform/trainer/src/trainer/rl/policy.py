@@ -11,7 +11,8 @@ What RL adds (loop/worker.py calls the hooks):
   prompt cursor and the prompts issued but not trained), so a checkpoint and a healing peer carry it;
   ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
 * ``after_commit``: held-out greedy accuracy when due, a snapshot of the weights for the generators
-  (the wire dtype, bucket by bucket, kept on rank 0 only; pairs.py serves it on its own thread), and the step's numbers to the controller for its console line.
+  (the wire dtype, bucket by bucket, kept on rank 0 only; pairs.py serves it on its own thread), and the
+  step's numbers to the controller for its console line.
 """
 
 from __future__ import annotations
