@@ -115,10 +115,12 @@ def _trainer(rank: int, size: str, bucket_bytes: int, store: str, port: int, out
 
 def _generator(size: str, bucket_bytes: int, port: int, folder: str, out: str) -> None:
     sys.path.insert(0, str(REPO))
+    from trainer.model.transformer import LanguageModel
+    from trainer.rl import hf
     from trainer.rl.pairs import prefix
     from trainer.rl.vllm_engine import VllmGenerator
 
-    from tests.rl.fake_vllm import Engine, fake_vllm, model_of
+    from tests.rl.fake_vllm import Engine, fake_vllm, model_of, tp_slice
 
     torch.set_num_threads(1)
     recorded = Engine()
@@ -139,7 +141,15 @@ def _generator(size: str, bucket_bytes: int, port: int, folder: str, out: str) -
         for w in recorded.workers
     ]
     grown = peak() - start - sum(w["held"] for w in workers)  # what the sync added beyond the weights
-    Path(out, "generator.json").write_text(json.dumps({"sync_peak": grown, "workers": workers}))
+    # The trainer's weights (seed 0, not trained here) cast to the wire dtype: each worker holds its slice of them.
+    torch.manual_seed(0)
+    sent = {hf.to_hf(k): v.to(WIRE) for k, v in LanguageModel(model_config(size)).state_dict().items()}
+    exact = all(
+        torch.equal(model_of(w).loaded[name], tp_slice(name, tensor, w.rank, TP, model_config(size)))
+        for w in recorded.workers
+        for name, tensor in sent.items()
+    )
+    Path(out, "generator.json").write_text(json.dumps({"sync_peak": grown, "workers": workers, "exact": exact}))
 
 
 # Every allocation of 64 KiB or more is its own mapping, returned to the system when freed: glibc's default raises

@@ -54,6 +54,7 @@ def test_no_rank_holds_more_than_a_tensor_beyond_its_own_shard_and_only_the_send
 def test_each_worker_keeps_its_slice_and_one_bucket(run: dict[str, Any]) -> None:
     params = run["ranks"][0]["params"]
     largest = max(BUCKET, 2 * 256 * 64)  # the embedding, bf16: it travels alone
+    assert run["generator"]["exact"]  # each worker's slices are the trainer's weights in bf16, bit for bit
     workers = run["generator"]["workers"]
     assert [w["rank"] for w in workers] == [0, 1]
     for worker in workers:
