@@ -6,8 +6,10 @@ README's table; they are not asserted here). Live: the run starts three processe
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,3 +63,40 @@ def test_each_worker_keeps_its_slice_and_one_bucket(run: dict[str, Any]) -> None
         assert worker["buffer"] <= largest
         assert worker["largest_load"] <= largest
         assert 2 * params / 2 <= worker["held"] < 1.01 * (2 * params / 2)  # half of the bf16 model, the norms whole
+
+
+def _uneven(rank: int, store: str, out: str) -> None:
+    """A rank of a group of 2 sharding tensors of 5 rows (3 and 2) and of 1 row (rank 1's shard is empty)."""
+    from torch import distributed as dist
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from trainer.rl.weight_sync import layout, snapshot
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.Linear(5, 1))
+    whole = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    fully_shard(model, mesh=init_device_mesh("cpu", (2,)))
+    buckets, _ = layout(model.state_dict(), torch.float32, 64)  # several buckets of whole tensors
+    taken = snapshot(buckets, model.state_dict(), torch.float32, keep=rank == 0)
+    if rank == 0:
+        got = {
+            s.name: flat[s.start : s.start + s.numel].view(s.shape)
+            for b, flat in zip(buckets, taken.buckets, strict=True)
+            for s in b.slots
+        }
+        Path(out).write_text(str(len(buckets) > 1 and all(torch.equal(got[k], v) for k, v in whole.items())))
+    dist.destroy_process_group()
+
+
+def test_a_gather_of_uneven_shards_is_the_whole_tensor(tmp_path: Path) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    ranks = [spawn.Process(target=_uneven, args=(r, str(tmp_path / "store"), str(tmp_path / "ok"))) for r in range(2)]
+    for rank in ranks:
+        rank.start()
+    for rank in ranks:
+        rank.join(timeout=120)
+    assert [r.exitcode for r in ranks] == [0, 0]
+    assert (tmp_path / "ok").read_text() == "True"
