@@ -32,7 +32,6 @@ def _member(rank: int, world: int, store: str, size: str, versions: int, out: st
     """Rank ``rank``: the sender (0) or a generator; ``pairs``: the port of the store the pairs meet in (0: broadcast)."""
     from trainer.config import Model
     from trainer.model.transformer import LanguageModel
-    from trainer.rl.generate import snapshot
     from trainer.rl.weight_sync import WeightSync, open_group
 
     torch.set_num_threads(1)
@@ -47,17 +46,17 @@ def _member(rank: int, world: int, store: str, size: str, versions: int, out: st
                                            prefix=f"pair/{generator}", host_store=False)  # fmt: skip
     seconds = []
     for version in range(1, versions + 1):
-        state = snapshot(model) if rank == 0 else None
+        state = sync.snapshot(model.state_dict()) if rank == 0 else None
         dist.barrier()
         start = time.perf_counter()
         if state is not None:
             for group in groups.values() or [None]:
                 sync.send(state, version, group=group)
         else:
-            sync.receive(group=groups.get(rank))
+            sync.receive(lambda bucket: None, group=groups.get(rank))  # the wire only: no engine to load into
         seconds.append(time.perf_counter() - start)
     if rank == 0:
-        Path(out).write_text(json.dumps({"seconds": seconds, "bytes": sync.buffer.numel() * 4}))
+        Path(out).write_text(json.dumps({"seconds": seconds, "bytes": sum(b.numel for b in sync.buckets) * 4}))
     dist.destroy_process_group()
 
 

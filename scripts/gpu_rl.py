@@ -212,7 +212,7 @@ def measure_sync(
     seconds = timed_versions(
         lambda v: sync.send(trainer_state, v, group=groups[0]), lambda: receive("next"), args.versions, failures
     )
-    size = sync.buffer.numel() * sync.buffer.element_size()
+    size = sum(b.numel for b in sync.buckets) * sync.buffer.element_size()
     median = statistics.median(seconds)
     emit(
         "sync",
@@ -245,9 +245,11 @@ def _receiver(
         if what == "open":
             groups.append(worker_group("127.0.0.1", port, 1, 2, backend=backend))
             return 0
-        version, got = sync.receive(group=groups[0])
-        if generator is not None:  # the dry run's whole path: into the generator, as the engine's load would
-            generator.load_weights({k: v.float() for k, v in got.items()}, version)
+        if not isinstance(generator, TorchGenerator):
+            return sync.receive(lambda bucket: None, group=groups[0])
+        # the dry run's whole path: each bucket into the generator, as the engine's load would
+        version = sync.receive(lambda bucket: generator.load_part({k: v.float() for k, v in bucket.items()}), groups[0])
+        generator.loaded(version)
         return version
 
     label = (

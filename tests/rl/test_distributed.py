@@ -119,6 +119,16 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert all("  clip " in line and "  truncated 100%" in line for line in lines)
 
 
+def test_sharded_trainer_groups_send_their_gathered_weights_to_the_generators(tmp_path: Path) -> None:
+    """ft.group_size 2: each group's ranks gather the sync's snapshot to their rank 0 tensor by tensor (weight_sync.
+    snapshot), which serves it; the generators load those versions and every step trains within the age bound."""
+    finish(start(tmp_path, "sharded", "run.steps=4", "ft.group_size=2", "rl.generators=1"), timeout=400)
+    assert_every_step_once_within_the_age_bound(tmp_path, "sharded", 1, 4)
+    started = [r["generator"] for r in records(tmp_path, "sharded") if r["event"] == "generator_started"]
+    logs = [(tmp_path / "runs" / "sharded" / f"{g.rsplit('.', 1)[0]}.log").read_text() for g in started]
+    assert any(f"holds version {v}" in log for log in logs for v in (2, 3)), logs  # later versions, from the groups
+
+
 def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> None:
     # The only generator: the run cannot finish without its replacement, whatever the timing.
     proc = start(tmp_path, "gen", "run.steps=12", "rl.generators=1")

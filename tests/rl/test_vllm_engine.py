@@ -24,7 +24,7 @@ from trainer.rl.vllm_worker import (
     template,
     to_hf_named,
 )
-from trainer.rl.weight_sync import layout
+from trainer.rl.weight_sync import BUCKET_MB, layout
 
 from tests.rl.conftest import model_config
 from tests.rl.fake_vllm import LOGPROB, Engine, RequestOutput, Sample, loaded
@@ -145,7 +145,7 @@ def test_receive_stamps_the_workers_version_and_refuses_disagreement(
     assert calls[0] == (
         "meridian_open_sync",
         ("10.0.0.1", 29600, 3, "/ckpt", "bfloat16"),
-        {"backend": "nccl", "prefix": PREFIX, "timeout_s": TIMEOUT_S},
+        {"backend": "nccl", "prefix": PREFIX, "timeout_s": TIMEOUT_S, "bucket_bytes": BUCKET_MB << 20},
     )
     assert generator.receive() == 5
     assert generator.version == 5

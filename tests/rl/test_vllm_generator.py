@@ -21,11 +21,12 @@ from trainer.rl.generate import snapshot
 from trainer.rl.pairs import WeightServer
 from trainer.rl.service import Client
 from trainer.rl.vllm_engine import VllmGenerator
+from trainer.rl.weight_sync import BUCKET_MB, WeightSync
 
 from contract.names import TENSOR_PARALLEL_ENV
 from tests.conftest import REPO
 from tests.rl.conftest import model_config
-from tests.rl.fake_vllm import Engine, loaded
+from tests.rl.fake_vllm import Engine, loaded, model_of, tp_slice
 
 GRPO = REPO / "platform/trainer/configs/grpo.yaml"
 
@@ -43,18 +44,20 @@ def weights(seed: int) -> dict[str, torch.Tensor]:
     return snapshot(LanguageModel(model_config("tiny", precision="fp32")))
 
 
-def sender(port: int, pair: str, world: int, versions: dict[int, dict[str, torch.Tensor]]) -> Callable[[], None]:
-    """The trainer group's side, in a thread: WeightServer sends each version over the pair of ``world``."""
-    template = next(iter(versions.values()))
+def sender(
+    port: int, pair: str, world: int, versions: dict[int, dict[str, torch.Tensor]], bucket_bytes: int = BUCKET_MB << 20
+) -> Callable[[], None]:
+    """The trainer group's side, in a thread: WeightServer sends each version's snapshot over the pair of ``world``."""
+    sync = WeightSync(next(iter(versions.values())), src=0, bucket_bytes=bucket_bytes)
     server = WeightServer(
-        Client("http://127.0.0.1:1"), 0, "t0", template, store_port=port, timeout_s=60.0, device=torch.device("cpu")
+        Client("http://127.0.0.1:1"), 0, "t0", sync, store_port=port, timeout_s=60.0, device=torch.device("cpu")
     )
     failures: list[BaseException] = []
 
     def send() -> None:
         try:
             for version, state in versions.items():
-                server.offer(version, state)
+                server.offer(version, sync.snapshot(state))
                 server._send(pair, world)
             assert server.sent == len(versions), "a transfer failed (WeightServer logged it)"
         except BaseException as error:  # surfaced by join, not lost in the thread
@@ -72,10 +75,13 @@ def sender(port: int, pair: str, world: int, versions: dict[int, dict[str, torch
 
 
 def holds(engine: Engine, state: dict[str, torch.Tensor]) -> bool:
-    """Every worker of the engine holds ``state`` (HF names), bit for bit."""
+    """Every worker of the engine holds its tensor-parallel slice of ``state`` (HF names), bit for bit."""
+    cfg, tp = model_config("tiny", precision="fp32"), len(engine.workers)
     return all(
         set(loaded(w)) == {hf.to_hf(k) for k in state}
-        and all(torch.equal(loaded(w)[hf.to_hf(k)], v) for k, v in state.items())
+        and all(
+            torch.equal(loaded(w)[hf.to_hf(k)], tp_slice(hf.to_hf(k), v, w.rank, tp, cfg)) for k, v in state.items()
+        )
         for w in engine.workers
     )
 
@@ -86,7 +92,9 @@ def test_every_tensor_parallel_worker_receives_the_senders_weights_bit_for_bit(
 ) -> None:
     hf.save_hf(weights(0), model_config("tiny", precision="fp32"), tmp_path, dtype=torch.bfloat16)
     generator = VllmGenerator(tmp_path, version=0, tensor_parallel_size=tp)
-    receiver = VllmReceiver(generator, host="127.0.0.1", timeout_s=60.0, device=torch.device("cpu"))
+    receiver = VllmReceiver(
+        generator, host="127.0.0.1", timeout_s=60.0, device=torch.device("cpu"), bucket_bytes=BUCKET_MB << 20
+    )
     assert (receiver.members, receiver.held) == (tp, -1)  # the exported folder's weights were never sent
     versions = {3: weights(1), 4: weights(2)}
     join = sender(store.port, "0.t0.g.1", 1 + tp, versions)
@@ -98,6 +106,34 @@ def test_every_tensor_parallel_worker_receives_the_senders_weights_bit_for_bit(
     assert engine.rpcs == ["meridian_open_sync", "meridian_receive", "meridian_receive"]  # the pair is kept
     assert engine.prefix_resets == 2
     assert not dist.is_initialized()
+
+
+def test_a_worker_holds_its_slice_and_at_most_one_bucket_beyond_it(engine: Engine, store: Any, tmp_path: Path) -> None:
+    """The accounting: with buckets smaller than the model, each of two tensor-parallel workers allocates one
+    bucket-sized receive buffer, is handed at most one bucket per load, and keeps only its slice."""
+    cfg = model_config("tiny", precision="fp32")
+    hf.save_hf(weights(0), cfg, tmp_path)
+    bucket = 32 << 10  # below the embedding (64 KiB at fp32): that one travels alone, the rest share buckets
+    generator = VllmGenerator(tmp_path, version=0, tensor_parallel_size=2)
+    receiver = VllmReceiver(
+        generator, host="127.0.0.1", timeout_s=60.0, device=torch.device("cpu"), bucket_bytes=bucket
+    )
+    state = weights(1)
+    join = sender(store.port, "0.t0.g.2", 3, {1: state}, bucket_bytes=bucket)
+    assert receiver.receive("0.t0.g.2", store.port) == 1
+    join()
+    assert holds(engine, state)
+    whole = sum(t.numel() * t.element_size() for t in state.values())
+    largest_tensor = max(t.numel() * t.element_size() for t in state.values())
+    bound = max(bucket, largest_tensor)  # a tensor larger than a bucket travels alone
+    for worker in engine.workers:
+        sync, _ = worker._meridian_sync
+        assert len(sync.buckets) >= 10  # the model really went in many buckets
+        assert sync.buffer_bytes <= bound  # the one receive buffer, reused for every bucket
+        assert model_of(worker).largest_call <= bound  # what one load_weights call was handed
+        slices = sum(tp_slice(hf.to_hf(k), v, worker.rank, 2, cfg).numel() * v.element_size() for k, v in state.items())
+        assert model_of(worker).held == slices < 0.52 * whole  # its slice: half, and the replicated norms
+    assert sum(model_of(w).held for w in engine.workers) >= whole  # together the whole model (norms twice)
 
 
 class Controller:

@@ -29,14 +29,23 @@ def digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def test_the_layout_is_the_models_names_and_shapes(tiny: Model) -> None:
+def test_the_layout_is_the_models_names_and_shapes_in_buckets_of_whole_tensors(tiny: Model) -> None:
     a = LanguageModel(tiny).state_dict()
-    slots, digest_a = layout(a)
-    assert [s.name for s in slots] == sorted(a)
-    assert sum(s.numel for s in slots) == sum(t.numel() for t in a.values())
+    buckets, digest_a = layout(a)
+    assert len(buckets) == 1  # 0.5 MB: one bucket at the default size
+    assert [s.name for s in buckets[0].slots] == sorted(a)
+    assert buckets[0].numel == sum(t.numel() for t in a.values())
     wider = LanguageModel(replace(tiny, d_model=128)).state_dict()
     assert layout(wider)[1] != digest_a
     assert layout(a, torch.bfloat16)[1] != digest_a  # the same tensors cast for the wire are another layout
+    small, digest_small = layout(a, torch.float32, 20_000)
+    assert digest_small != digest_a  # another bucket size is another layout: the sides must cut the same buckets
+    assert [s.name for b in small for s in b.slots] == sorted(a)  # every tensor once, whole, in order
+    for bucket in small:
+        ends = [s.start + s.numel for s in bucket.slots]
+        assert [s.start for s in bucket.slots] == [0, *ends[:-1]]
+        assert ends[-1] == bucket.numel
+        assert bucket.numel * 4 <= 20_000 or len(bucket.slots) == 1  # only a tensor larger than a bucket is alone
 
 
 def test_a_state_of_another_model_is_refused_before_anything_is_sent(tiny: Model) -> None:
@@ -46,29 +55,38 @@ def test_a_state_of_another_model_is_refused_before_anything_is_sent(tiny: Model
     state.pop("head.weight")
     with pytest.raises(LayoutError, match=r"names differ .*missing \['head\.weight'\]"):
         sync.send(state, 1)
+    with pytest.raises(LayoutError, match="snapshot's buckets are not this sync's layout"):
+        sync.send(WeightSync(state, src=0, bucket_bytes=4096).snapshot(state), 1)
     assert not dist.is_initialized()  # refused before any collective
 
 
-def test_pack_unpack_is_bit_exact_and_the_header_refuses_another_layout(tiny: Model) -> None:
+def test_a_snapshot_is_the_model_cast_bucket_by_bucket_and_the_header_refuses_another_layout(tiny: Model) -> None:
     torch.manual_seed(1)
     state = snapshot(LanguageModel(tiny))
-    sender, receiver = WeightSync(state, src=0), WeightSync(state, src=0)
-    sender.pack(state, 5)
-    receiver.header.copy_(sender.header)  # what the two broadcasts carry
-    receiver.buffer.copy_(sender.buffer)
-    assert receiver.check() == 5
-    back = receiver.unpack()
-    assert set(back) == set(state)
-    assert all(torch.equal(back[k].view(torch.int32), state[k].view(torch.int32)) for k in state)  # bit for bit
-    assert all(back[s.name].data_ptr() == receiver.buffer[s.start :].data_ptr() for s in receiver.slots)  # views
-    wider = WeightSync(LanguageModel(replace(tiny, d_model=128)).state_dict(), src=0)
-    wider.header.copy_(sender.header)
-    with pytest.raises(LayoutError, match="version 5: the sender's layout") as error:
-        wider.check()
+    sender = WeightSync(state, src=0, dtype=torch.bfloat16, bucket_bytes=40_000)
+    taken = sender.snapshot(state)
+    assert [t.numel() for t in taken.buckets] == [b.numel for b in sender.buckets]
+    assert all(t.dtype == torch.bfloat16 for t in taken.buckets)
+    assert taken.gathered_bytes == 0  # nothing sharded, nothing gathered
+    for index, flat in enumerate(taken.buckets):
+        views = sender.views(index, flat)
+        assert all(torch.equal(v, state[k].to(torch.bfloat16)) for k, v in views.items())
+        assert torch.equal(sender.pack(index, state), flat)  # the other way to send: cast into the one buffer
+    assert sender.buffer_bytes == 2 * max(b.numel for b in sender.buckets)  # one bucket, not the model
+    assert sender.snapshot(state, keep=False).buckets == []  # a sharded group's other ranks keep nothing
+    receiver = WeightSync(state, src=0, dtype=torch.bfloat16, bucket_bytes=40_000)
+    receiver.header.copy_(torch.tensor([5, 1, sender.buckets[1].numel, sender.digest]))  # bucket 1's header
+    assert receiver.check(1, 5) == 5
+    with pytest.raises(LayoutError, match="is not this member's bucket 0"):
+        receiver.check(0, None)  # out of turn
+    with pytest.raises(LayoutError, match="version 5"):
+        receiver.check(1, 4)  # another version than the first bucket's
+    wider_model = LanguageModel(replace(tiny, d_model=128)).state_dict()
+    wider = WeightSync(wider_model, src=0, dtype=torch.bfloat16, bucket_bytes=40_000)
+    wider.header.copy_(receiver.header)
+    with pytest.raises(LayoutError, match="version 5: the sender's bucket 1") as error:
+        wider.check(1, None)
     assert "\n" not in str(error.value)
-    cast = WeightSync(state, src=0, dtype=torch.bfloat16)  # another wire dtype: the same elements, cast
-    cast.pack(state, 6)
-    assert all(torch.equal(cast.unpack()[k], state[k].to(torch.bfloat16)) for k in state)
 
 
 def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny: Model) -> None:
@@ -96,9 +114,10 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
     sender.start()
     group = pair_group("127.0.0.1", store.port, "g0-a", 1, 60.0, cpu, world=2)
     receiver = WeightSync(state, src=0)
+    got: dict[str, torch.Tensor] = {}
     for version in (1, 2):
-        got_version, got = receiver.receive(group=group)
-        assert got_version == version
+        got.clear()
+        assert receiver.receive(lambda bucket: got.update({k: v.clone() for k, v in bucket.items()}), group) == version
         assert all(torch.equal(got[k], state[k] * version) for k in state)
     sender.join(timeout=60)
     assert failures == []

@@ -18,6 +18,7 @@ from tests.rl.conftest import model_config
 from tests.rl.test_weight_sync import VERSIONS, digest
 
 pytestmark = pytest.mark.live  # the group's processes
+BUCKET = 64 << 10  # below the model's 0.5 MB: several buckets per version
 
 
 def _member(rank: int, world: int, store: str, out: str) -> None:
@@ -28,23 +29,22 @@ def _member(rank: int, world: int, store: str, out: str) -> None:
     record: list[dict[str, object]] = []
     if rank == 0:  # the trainer's sending rank: a "step" changes the weights, then a snapshot is sent
         model = LanguageModel(cfg)
-        sync = WeightSync(model.state_dict(), src=0)
+        sync = WeightSync(model.state_dict(), src=0, bucket_bytes=BUCKET)
         for version in range(1, VERSIONS + 1):
             with torch.no_grad():
                 for p in model.parameters():
                     p.add_(torch.randn_like(p) * 0.01)
             sent = snapshot(model)
-            sync.send(sent, version)
+            sync.send(sync.snapshot(sent), version)
             with torch.no_grad():  # the optimizer writing after the send changes nothing already received
                 for p in model.parameters():
                     p.mul_(2.0)
             record.append({"version": version, "digest": digest(sent)})
     else:
         generator = TorchGenerator(cfg, seed=rank, device="cpu")
-        sync = WeightSync(generator.model.state_dict(), src=0)
+        sync = WeightSync(generator.model.state_dict(), src=0, bucket_bytes=BUCKET)
         for _ in range(VERSIONS):
-            version, state = sync.receive()
-            generator.load_weights(state, version)
+            generator.loaded(sync.receive(generator.load_part))
             record.append({
                 "version": generator.version,
                 "digest": digest(generator.model.state_dict()),

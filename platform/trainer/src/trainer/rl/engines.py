@@ -6,8 +6,8 @@ controller sizes the pair 1 + members, the sender is rank 0), the version it got
 (``held``, -1 before the first), and how to receive one over the pair the controller names.
 
 - torch: ``TorchGenerator`` in this process, one member (pairs.WeightReceiver);
-- vllm: ``VllmGenerator``, whose tensor-parallel workers are the members (ranks 1..TP, each receiving the
-  whole model, vllm_worker.MeridianWorker). The engine starts from an exported folder (its architecture
+- vllm: ``VllmGenerator``, whose tensor-parallel workers are the members (ranks 1..TP, each receiving every
+  bucket and keeping its own tensor-parallel slice, vllm_worker.MeridianWorker). The engine starts from an exported folder (its architecture
   and shapes matter, not its values) and reports -1 until the trainer's first version arrives, so the
   controller never leases it prompts for weights the trainer did not send.
 """
@@ -53,23 +53,29 @@ class Receiver(Protocol):
 class TorchReceiver:
     members = 1
 
-    def __init__(self, engine: TorchGenerator, *, host: str, timeout_s: float, device: torch.device) -> None:
+    def __init__(
+        self, engine: TorchGenerator, *, host: str, timeout_s: float, device: torch.device, bucket_bytes: int
+    ) -> None:
         self.engine = engine
-        self.pairs = WeightReceiver(engine.model.state_dict(), host=host, timeout_s=timeout_s, device=device)
+        self.pairs = WeightReceiver(
+            engine.model.state_dict(), host=host, timeout_s=timeout_s, device=device, bucket_bytes=bucket_bytes
+        )
 
     @property
     def held(self) -> int:
         return self.engine.version
 
     def receive(self, pair: str, store_port: int) -> int:
-        version, state = self.pairs.receive(pair, store_port)
-        self.engine.load_weights(state, version)
+        version = self.pairs.receive(pair, store_port, self.engine.load_part)  # each bucket into the engine
+        self.engine.loaded(version)
         return version
 
 
 class VllmReceiver:
-    def __init__(self, engine: VllmGenerator, *, host: str, timeout_s: float, device: torch.device) -> None:
-        self.engine, self.host, self.timeout_s = engine, host, timeout_s
+    def __init__(
+        self, engine: VllmGenerator, *, host: str, timeout_s: float, device: torch.device, bucket_bytes: int
+    ) -> None:
+        self.engine, self.host, self.timeout_s, self.bucket_bytes = engine, host, timeout_s, bucket_bytes
         self.backend, self.wire = backend_for(device), str(wire(device)).removeprefix("torch.")
         self.members = engine.workers
         self.pair: str | None = None  # the pair the workers' group belongs to
@@ -85,12 +91,13 @@ class VllmReceiver:
                 self.pair = None
                 self.engine.open_sync(
                     self.host, store_port, backend=self.backend, prefix=prefix(pair),
-                    wire_dtype=self.wire, timeout_s=self.timeout_s,
+                    wire_dtype=self.wire, timeout_s=self.timeout_s, bucket_bytes=self.bucket_bytes,
                 )  # fmt: skip
                 self.pair = pair
             version = self.engine.receive()
         except Exception:
             self.pair = None  # half set up, or the sender died: a fresh group with the next pair
+            self.received = False  # some buckets may be in: the engine holds no whole version until the next
             raise
         self.received = True
         return version
@@ -117,12 +124,16 @@ def start_folder(cfg: Config, scratch: Path) -> Path:
 def build(cfg: Config, *, seed: int, host: str, scratch: Path, environ: Mapping[str, str] = os.environ) -> Engine:
     """The engine ``cfg.rl.engine`` names, with its receiver; ``scratch`` lives as long as the engine."""
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
-    timeout_s = cfg.rl.sync_timeout_s
+    timeout_s, bucket_bytes = cfg.rl.sync_timeout_s, cfg.rl.sync_bucket_mb << 20
     if cfg.rl.engine == names.VLLM_ENGINE:
         engine = VllmGenerator(
             start_folder(cfg, scratch), version=0, tensor_parallel_size=tensor_parallel(environ),
             gpu_memory_utilization=cfg.rl.gpu_memory_utilization, seed=seed,
         )  # fmt: skip
-        return Engine(engine, VllmReceiver(engine, host=host, timeout_s=timeout_s, device=device))
+        receiver = VllmReceiver(engine, host=host, timeout_s=timeout_s, device=device, bucket_bytes=bucket_bytes)
+        return Engine(engine, receiver)
     torch_engine = TorchGenerator(cfg.model, seed=seed, device=device)
-    return Engine(torch_engine, TorchReceiver(torch_engine, host=host, timeout_s=timeout_s, device=device))
+    torch_receiver = TorchReceiver(
+        torch_engine, host=host, timeout_s=timeout_s, device=device, bucket_bytes=bucket_bytes
+    )
+    return Engine(torch_engine, torch_receiver)

@@ -4,7 +4,8 @@ Only the rank 0 of the group the controller names the weights' sender for a step
 live group: exactly one per step) evaluates, and it evaluates the snapshot it just took for the
 generators, not the (possibly sharded) training model, on a thread of its own: the next step starts at
 once, and no other group or rank spends anything on it. Costs: the thread shares the rank's cores or
-GPU with training while it runs; the snapshot it reads stays alive until it is done (one more copy of
+GPU with training while it runs (and, on a GPU, one copy of the model in the wire dtype, bf16: the snapshot
+is in host memory, and the evaluation reads the weights the generators get); the snapshot it reads stays alive until it is done (one more copy of
 the weights at most, when a newer snapshot is offered meanwhile); a new evaluation waits for the one
 before it (on the critical path only when one evaluation takes longer than ``rl.eval_every`` steps).
 """
@@ -40,8 +41,8 @@ def evaluates(rank: int, sender: bool, step: int, every: int, last: int) -> bool
 class Evaluation:
     """Greedy accuracy of snapshots on the held-out problems, one at a time, on a thread; ``report`` gets each."""
 
-    def __init__(self, cfg: Model, task: Task, report: Report) -> None:
-        self.cfg, self.task, self.report = cfg, task, report
+    def __init__(self, cfg: Model, task: Task, report: Report, device: str | torch.device = "cpu") -> None:
+        self.cfg, self.task, self.report, self.device = cfg, task, report, torch.device(device)
         self.thread: threading.Thread | None = None
 
     def submit(self, step: int, weights: Mapping[str, torch.Tensor]) -> None:
@@ -60,7 +61,10 @@ class Evaluation:
         try:
             with torch.device("meta"):
                 model = LanguageModel(self.cfg)
-            model.load_state_dict(dict(weights), assign=True)  # the snapshot's own tensors: no copy
+            model.load_state_dict(dict(weights), assign=True)  # the snapshot's own tensors: no copy on the CPU
+            # The snapshot is in host memory (weight_sync.snapshot): on a GPU rank the evaluation takes one copy of
+            # the model in the wire dtype (bf16: 16 GB at 8B) on the device for its duration.
+            model = model.to(self.device)
             accuracy = greedy_accuracy(model.eval(), self.task.prompts.held_out, self.task)
             self.report(step, accuracy, time.perf_counter() - began)
         except Exception as error:  # a thread's failure must not pass silently, nor stop training

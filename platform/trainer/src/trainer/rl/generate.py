@@ -119,19 +119,32 @@ class TorchGenerator:
     def version(self) -> int:
         return self._version
 
-    @torch.no_grad()
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         own = self.model.state_dict()
         if set(state) != set(own):
             missing, unknown = sorted(set(own) - set(state)), sorted(set(state) - set(own))
             raise ValueError(f"weights for version {version}: missing {missing[:3]}, unknown {unknown[:3]}")
-        for name, tensor in own.items():
-            if state[name].shape != tensor.shape:
-                raise ValueError(
-                    f"weights for version {version}: {name} is {tuple(state[name].shape)}, "
-                    f"the model's is {tuple(tensor.shape)}"
-                )
-            tensor.copy_(state[name])  # into the generator's own memory: never an alias of the trainer's
+        self.load_part(state, f"weights for version {version}")
+        self._version = version
+
+    @torch.no_grad()
+    def load_part(self, state: Mapping[str, torch.Tensor], what: str = "a bucket of weights") -> None:
+        """Copy some of the weights (a sync's bucket) into the engine's own memory, never an alias of the sender's.
+
+        Refused whole (nothing copied) when a name or shape is not the model's. Once copying, the engine holds no
+        version until ``loaded``: a sync that fails half-way leaves weights of two versions, stamped as neither."""
+        own = self.model.state_dict()
+        for name, tensor in state.items():
+            if name not in own:
+                raise ValueError(f"{what}: {name!r} is not a parameter of the model")
+            if tensor.shape != own[name].shape:
+                raise ValueError(f"{what}: {name} is {tuple(tensor.shape)}, the model's is {tuple(own[name].shape)}")
+        self._version = -1
+        for name, tensor in state.items():
+            own[name].copy_(tensor)
+
+    def loaded(self, version: int) -> None:
+        """Every bucket of ``version`` is in (load_part): completions carry it from now on."""
         self._version = version
 
     def generate(

@@ -6,7 +6,8 @@ versions: the sender (rank 0) and the generator's receiving processes (ranks 1..
 each tensor-parallel worker for vLLM, engines.py), ``world`` members in all, as the controller says. A pair, not one group over all generators, so that a generator that dies or restarts
 breaks only its own transfer (and a new pair is named), never the others'; the cost is that the sender
 sends once per generator (README, "Weight sync"). The sender serves from a snapshot taken after the
-commit (``offer``), on its own thread, so training goes on while it sends.
+commit (``offer``; weight_sync.Snapshot: the model in the wire dtype, in host memory, on the group's rank 0
+only), on its own thread, so training goes on while it sends, bucket by bucket.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch._C._distributed_c10d import Backend
 
 from trainer.rl.service import Client
-from trainer.rl.weight_sync import WeightSync, open_group
+from trainer.rl.weight_sync import Snapshot, WeightSync, open_group
 
 log = logging.getLogger("trainer.rl")
 
@@ -52,13 +53,14 @@ def pair_group(
 class WeightServer:
     """Rank 0 of a trainer group: serves the newest snapshot to the generators the controller sends it."""
 
-    def __init__(self, client: Client, group: int, token: str, template: Mapping[str, torch.Tensor], *,
+    def __init__(self, client: Client, group: int, token: str, sync: WeightSync, *,
                  store_port: int, timeout_s: float, device: torch.device) -> None:  # fmt: skip
+        """``sync``: the group's layout (rank 0's, whose snapshots it serves)."""
         self.client, self.group, self.token, self.store_port = client, group, token, store_port
         self.timeout_s, self.device = timeout_s, device
-        self.sync = WeightSync(template, src=0, dtype=wire(device), device=device)
+        self.sync = sync
         self.pairs: dict[str, Backend] = {}
-        self.latest: tuple[int, dict[str, torch.Tensor]] | None = None
+        self.latest: tuple[int, Snapshot] | None = None
         self.lock = threading.Lock()
         self.last_seconds = 0.0  # the last transfer's
         self.sent = 0
@@ -68,7 +70,8 @@ class WeightServer:
     def start(self) -> None:
         self.thread.start()
 
-    def offer(self, version: int, snapshot: dict[str, torch.Tensor]) -> None:
+    def offer(self, version: int, snapshot: Snapshot) -> None:
+        """The newest version to serve; one being sent goes on with the previous snapshot, freed after it."""
         with self.lock:
             self.latest = (version, snapshot)
 
@@ -109,17 +112,19 @@ class WeightServer:
 class WeightReceiver:
     """A generator's side with one receiving process (TorchGenerator's): the pair is of two."""
 
-    def __init__(self, template: Mapping[str, torch.Tensor], *, host: str, timeout_s: float, device: torch.device):
+    def __init__(self, template: Mapping[str, torch.Tensor], *, host: str, timeout_s: float, device: torch.device,
+                 bucket_bytes: int) -> None:  # fmt: skip
         self.host, self.timeout_s, self.device = host, timeout_s, device
-        self.sync = WeightSync(template, src=0, dtype=wire(device), device=device)
+        self.sync = WeightSync(template, src=0, dtype=wire(device), device=device, bucket_bytes=bucket_bytes)
         self.pair: tuple[str, Backend] | None = None
 
-    def receive(self, pair: str, store_port: int) -> tuple[int, dict[str, torch.Tensor]]:
-        """(version, state views); raises when the sender fails (the controller then names a new pair)."""
+    def receive(self, pair: str, store_port: int, load: Callable[[dict[str, torch.Tensor]], None]) -> int:
+        """The version received, each bucket handed to ``load``; raises when the sender fails (the controller then
+        names a new pair)."""
         if self.pair is None or self.pair[0] != pair:
             self.pair = (pair, pair_group(self.host, store_port, pair, 1, self.timeout_s, self.device, world=2))
         try:
-            return self.sync.receive(group=self.pair[1])
+            return self.sync.receive(load, group=self.pair[1])
         except Exception:
             self.pair = None
             raise

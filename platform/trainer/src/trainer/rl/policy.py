@@ -10,9 +10,10 @@ What RL adds (loop/worker.py calls the hooks):
 * the state: ``state_dict()["rl"]`` is the controller's buffer state as of the last committed step (the
   prompt cursor and the prompts issued but not trained), so a checkpoint and a healing peer carry it;
   ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
-* ``after_commit``: a snapshot of the weights for the generators (pairs.py serves it on its own thread),
-  the step's numbers to the controller for its console line, and, in the one group the controller names
-  the step's sender, held-out greedy accuracy of that snapshot on a thread of rank 0 (evaluation.py).
+* ``after_commit``: a snapshot of the weights for the generators (the wire dtype, bucket by bucket, kept on
+  rank 0 only; pairs.py serves it on its own thread), the step's numbers to the controller for its console
+  line, and, in the one group the controller names the step's sender, held-out greedy accuracy of that
+  snapshot on a thread of rank 0 (evaluation.py).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from trainer.ft.manager import FaultTolerance
 from trainer.loop.trainer import Trainer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.evaluation import Evaluation, evaluates
-from trainer.rl.generate import snapshot
 from trainer.rl.grpo import make_task
 from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
-from trainer.rl.pairs import WeightServer
+from trainer.rl.pairs import WeightServer, wire
 from trainer.rl.service import Client
 from trainer.rl.stats import Tally
+from trainer.rl.weight_sync import Snapshot, WeightSync, layout, named, snapshot
 from trainer.rl.wire import group_from_json
 
 
@@ -60,8 +61,12 @@ class PolicyTrainer(Trainer):
         self.tally: Tally | None = None  # this rank's share of the step being trained (None: a stand-in)
         self.participants = 1
         self.wait_seconds = 0.0  # waiting for this step's batch, retries included
+        # The sync's buckets (the whole model's names and shapes: a DTensor's shape is the global one), on every rank:
+        # a sharded group gathers them together; rank 0 keeps them and serves them.
+        self.wire, self.bucket_bytes = wire(self.device), s.sync_bucket_mb << 20
+        self.buckets, _ = layout(self.model.state_dict(), self.wire, self.bucket_bytes)
         self.step_began = time.perf_counter()
-        self.evaluation = Evaluation(cfg.model, self.task, self._evaluated)
+        self.evaluation = Evaluation(cfg.model, self.task, self._evaluated, self.device)
 
     def _load_hf(self, source: str) -> Any:
         from trainer.rl.hf import differences, fetch, load_hf, load_tokenizer
@@ -157,8 +162,11 @@ class PolicyTrainer(Trainer):
         answer = self.client.post(
             "/start", {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None}
         )
+        sync = WeightSync(
+            self.model.state_dict(), src=0, dtype=self.wire, device=self.device, bucket_bytes=self.bucket_bytes
+        )
         self.server = WeightServer(
-            self.client, self.group, self.token, weights, store_port=int(answer["store"]),
+            self.client, self.group, self.token, sync, store_port=int(answer["store"]),
             timeout_s=self.cfg.rl.sync_timeout_s, device=self.device,
         )  # fmt: skip
         self.server.offer(self.step, weights)
@@ -182,17 +190,17 @@ class PolicyTrainer(Trainer):
         self.wait_seconds = 0.0
         answer = self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
         if evaluates(self.where.rank, bool(answer.get("sender")), step, self.cfg.rl.eval_every, self.target):
-            self.evaluation.submit(step, weights)
+            self.evaluation.submit(step, named(self.buckets, weights))
 
     def _evaluated(self, step: int, greedy: float, seconds: float) -> None:
         """The evaluation thread's result, to the controller (its console line; launch.py)."""
         self.client.post("/greedy", {"group": self.group, "step": step, "greedy": greedy, "seconds": seconds})
 
-    def _snapshot(self) -> dict[str, torch.Tensor]:
-        """A copy of the whole model's weights, taken between steps: what the generators get."""
-        if not self.where.sharded:
-            return snapshot(self.model)
-        return {name: tensor.detach().clone() for name, tensor in self.full_state().items()}
+    def _snapshot(self) -> Snapshot:
+        """The weights the generators get, taken between steps: the whole model in the wire dtype on rank 0, bucket
+        by bucket (a sharded group gathers each tensor in the wire dtype, every rank taking part); nothing kept on
+        the other ranks. Never a full fp32 copy (weight_sync.snapshot)."""
+        return snapshot(self.buckets, self.model.state_dict(), self.wire, keep=self.where.rank == 0)
 
     def close(self) -> None:
         self.evaluation.wait()  # the last step's accuracy reaches the controller before this group leaves

@@ -61,6 +61,9 @@ class RL:
     lease_prompts: int = setting(8, low=1, high=MANY)  # prompts a generator takes at a time
     lease_timeout_s: float = setting(120.0, above=0, high=DAY_S)  # a lease not answered by then is issued again
     sync_timeout_s: float = setting(30.0, above=0, high=DAY_S)  # one weight transfer, trainer -> one generator
+    # The weight sync's bucket (whole tensors, in the wire dtype): the most a generator holds beyond its weights,
+    # and each trainer rank beyond its shard, during a sync (README, "Memory"); 1 GiB holds 8B's largest tensor.
+    sync_bucket_mb: int = setting(1024, low=1, high=1 << 20)
     buffer_batches: int = setting(2, low=1, high=1000)  # at most this many batches ready or in flight (pacing.py)
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)

@@ -39,6 +39,7 @@ import torch
 
 from trainer.rl.episode import Completion
 from trainer.rl.vllm_worker import EXTENSION, PREFIX, TIMEOUT_S, to_hf_named
+from trainer.rl.weight_sync import BUCKET_MB
 
 MISSING = (
     "vllm is not installed here: VllmGenerator runs in the generator image "
@@ -165,7 +166,8 @@ class VllmGenerator:
 
     @property
     def workers(self) -> int:
-        """vLLM's worker processes (tensor parallel x pipeline parallel): each one receives the whole model."""
+        """vLLM's worker processes (tensor parallel x pipeline parallel): each receives every bucket and keeps its
+        own slice (vllm_worker.MeridianWorker)."""
         return int(self.llm.llm_engine.vllm_config.parallel_config.world_size)
 
     def open_sync(
@@ -177,24 +179,32 @@ class VllmGenerator:
         prefix: str = PREFIX,
         wire_dtype: str | None = None,
         timeout_s: float = TIMEOUT_S,
+        bucket_bytes: int = BUCKET_MB << 20,
     ) -> int:
         """Join a weight-sync group whose rank 0 sends: the trainer's (vllm_worker.trainer_group, the default
         prefix) or a pair's sender over the controller's store (``prefix`` = the pair's, engines.py).
 
         Returns the group's size, 1 + ``workers``. Blocks until the sender has joined too: call its side
-        from another thread or process. ``wire_dtype``: the sender's (default: the engine's dtype).
+        from another thread or process. ``wire_dtype`` and ``bucket_bytes``: the sender's (default: the engine's
+        dtype, weight_sync's bucket).
         """
         world = 1 + self.workers
         self.llm.collective_rpc(
             "meridian_open_sync",
             args=(host, port, world, self.folder, wire_dtype or self.dtype),
-            kwargs={"backend": backend, "prefix": prefix, "timeout_s": timeout_s},
+            kwargs={"backend": backend, "prefix": prefix, "timeout_s": timeout_s, "bucket_bytes": bucket_bytes},
         )
         return world
 
     def receive(self) -> int:
-        """Receive one version the trainer broadcasts (WeightSync.send over that group), load it, and return it."""
-        versions = set(self.llm.collective_rpc("meridian_receive"))
+        """Receive one version the trainer broadcasts (WeightSync.send over that group), load it, and return it.
+
+        Each bucket is loaded as it arrives: when this raises, some may be in, and the engine holds no version."""
+        try:
+            versions = set(self.llm.collective_rpc("meridian_receive"))
+        except Exception:
+            self._version = -1
+            raise
         if len(versions) != 1:
             raise RuntimeError(f"the workers received different versions: {sorted(versions)}")
         version = int(versions.pop())

@@ -5,16 +5,30 @@ worker through ``LLM.collective_rpc(name, args=...)`` (the pattern of vLLM's exa
 rlhf_utils.py; https://docs.vllm.ai/en/latest/training/weight_transfer/). This module imports no vllm:
 the attributes it uses (``model_runner``, ``rank``, ``device``) are the worker's own.
 
-Two paths, both ending in the model's ``load_weights`` with HF names (vLLM's Llama fuses q/k/v and
-gate/up and slices for tensor parallelism itself, so every worker is handed the full tensors):
+Two paths, both ending in the model's ``load_weights`` with HF names:
 
 - ``meridian_load``: tensors passed through the RPC (pickled across vLLM's process boundary): for tests
   and small models;
-- ``meridian_open_sync`` then ``meridian_receive`` per version: ``WeightSync`` (a header, one flat
-  buffer) broadcast from the trainer over NCCL, through a standalone group (``weight_sync.open_group``)
+- ``meridian_open_sync`` then ``meridian_receive`` per version: ``WeightSync`` (per bucket a header and one
+  flat buffer) broadcast from the trainer over NCCL, through a standalone group (``weight_sync.open_group``)
   whose TCP store the trainer hosts (``trainer_group``), or, in the distributed run, a pair over the
   controller's store (``prefix`` = the pair's, pairs.py; engines.py): vLLM's workers already belong to
   vLLM's own default group, so they cannot join the trainer's registered one.
+
+What a tensor-parallel worker holds: its own slice of the weights, plus one bucket while a version arrives.
+Every worker receives every bucket (a broadcast) and hands it to ``load_weights`` before the next, and vLLM's
+loaders keep the worker's slice: ``LlamaForCausalLM.load_weights`` maps q/k/v into ``qkv_proj`` and gate/up
+into ``gate_up_proj`` (``stacked_params_mapping``, vllm/model_executor/models/llama.py), and each parameter's
+``weight_loader`` narrows the whole tensor to its rank's part (vllm/model_executor/layers/linear.py: column-
+parallel q/k/v/gate/up on the output dim 0, k/v by KV head with heads replicated when tensor parallel exceeds
+them, ``tp_rank // num_kv_head_replicas``; row-parallel o/down on the input dim 1;
+vllm/model_executor/layers/vocab_parallel_embedding.py: embeddings and lm_head on the vocab dim 0). vLLM's
+RLHF example loads one tensor per call the same way (examples/offline_inference/rlhf_utils.py). Sending each
+worker its slice instead would halve the bytes each GPU receives at TP2, but the trainer would have to repeat
+those rules (and their padding of the vocab) and vLLM's loaders would have to take pre-cut tensors; receiving
+whole buckets keeps the slicing where vLLM defines it, at a bounded cost in memory (one bucket), and the cost
+in wire time is in the README's cost model. tests/rl/fake_vllm.py cuts the same slices and checks the shapes
+vLLM's loaders would.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ import torch
 from torch._C._distributed_c10d import Backend
 
 from trainer.rl import hf
-from trainer.rl.weight_sync import WeightSync, open_group
+from trainer.rl.weight_sync import BUCKET_MB, WeightSync, open_group
 
 EXTENSION = "trainer.rl.vllm_worker.MeridianWorker"
 PREFIX = "meridian-weights"  # the sync group's keys in the trainer's store
@@ -104,8 +118,10 @@ class MeridianWorker:
         backend: str = "nccl",
         prefix: str = PREFIX,
         timeout_s: float = TIMEOUT_S,
+        bucket_bytes: int = BUCKET_MB << 20,
     ) -> int:
-        """Join a sync group as rank ``rank_offset + rank``; returns that rank. ``dtype``: the wire's.
+        """Join a sync group as rank ``rank_offset + rank``; returns that rank. ``dtype``, ``bucket_bytes``: the
+        wire's (the sender's).
 
         The sender (rank 0) must join with the same host, port, world and prefix at the same time (the
         trainer's ``trainer_group``, or a pair's sender, pairs.pair_group): the group meets once all are in.
@@ -114,13 +130,12 @@ class MeridianWorker:
         group = worker_group(host, port, rank, world, backend=backend, prefix=prefix, timeout_s=timeout_s)
         torch_dtype = getattr(torch, dtype)
         device = getattr(self, "device", torch.device("cpu"))
-        sync = WeightSync(template(folder, torch_dtype), src=0, dtype=torch_dtype, device=device)
+        layout = template(folder, torch_dtype)
+        sync = WeightSync(layout, src=0, dtype=torch_dtype, device=device, bucket_bytes=bucket_bytes)
         self._meridian_sync = (sync, group)
         return rank
 
     def meridian_receive(self) -> int:
-        """Receive one version from the trainer and load it; returns the version."""
+        """Receive one version from the trainer, loading each bucket as it arrives; returns the version."""
         sync, group = self._meridian_sync
-        version, state = sync.receive(group=group)
-        self._load(to_hf_named(state))
-        return version
+        return sync.receive(lambda bucket: self._load(to_hf_named(bucket)), group=group)
