@@ -119,14 +119,22 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert all("  clip " in line and "  truncated 100%" in line for line in lines)
 
 
-def test_sharded_trainer_groups_send_their_gathered_weights_to_the_generators(tmp_path: Path) -> None:
-    """ft.group_size 2: each group's ranks gather the sync's snapshot to their rank 0 tensor by tensor (weight_sync.
-    snapshot), which serves it; the generators load those versions and every step trains within the age bound."""
-    finish(start(tmp_path, "sharded", "run.steps=4", "ft.group_size=2", "rl.generators=1"), timeout=400)
-    assert_every_step_once_within_the_age_bound(tmp_path, "sharded", 1, 4)
-    started = [r["generator"] for r in records(tmp_path, "sharded") if r["event"] == "generator_started"]
-    logs = [(tmp_path / "runs" / "sharded" / f"{g.rsplit('.', 1)[0]}.log").read_text() for g in started]
-    assert any(f"holds version {v}" in log for log in logs for v in (2, 3)), logs  # later versions, from the groups
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One group of two ranks (FSDP2) and one generator, 4 steps: read by the sync's and the statistics' tests."""
+    path = tmp_path_factory.mktemp("sharded")
+    extra = ("run.steps=4", "ft.group_size=2", "ft.replica_groups=1", "rl.generators=1")
+    finish(start(path, "sharded", *extra), timeout=400)
+    return path
+
+
+def test_sharded_trainer_groups_send_their_gathered_weights_to_the_generators(sharded: Path) -> None:
+    """ft.group_size 2: the group's ranks gather the sync's snapshot to their rank 0 tensor by tensor (weight_sync.
+    snapshot), which serves it; the generator loads those versions and every step trains within the age bound."""
+    assert_every_step_once_within_the_age_bound(sharded, "sharded", 1, 4)
+    started = [r["generator"] for r in records(sharded, "sharded") if r["event"] == "generator_started"]
+    logs = [(sharded / "runs" / "sharded" / f"{g.rsplit('.', 1)[0]}.log").read_text() for g in started]
+    assert any(f"holds version {v}" in log for log in logs for v in (2, 3)), logs  # later versions, from the group
 
 
 def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> None:
@@ -194,9 +202,8 @@ def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(
     assert generation == {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1}
 
 
-def test_a_sharded_groups_statistics_cover_both_of_its_ranks(tmp_path: Path) -> None:
+def test_a_sharded_groups_statistics_cover_both_of_its_ranks(sharded: Path) -> None:
     """One group of two ranks (FSDP2), each training half of the batch: the step's tally is their sum (issue 41)."""
-    finish(start(tmp_path, "shard", "run.steps=2", "ft.group_size=2", "ft.replica_groups=1", "rl.generators=1"))
-    done = steps(tmp_path, "shard")
-    assert [r["step"] for r in done] == [1, 2]
-    assert [(r["trained_tokens"], r["policy"]["tokens"], r["policy"]["shares"]) for r in done] == [(128, 128, 1)] * 2
+    done = steps(sharded, "sharded")
+    assert [r["step"] for r in done] == [1, 2, 3, 4]
+    assert [(r["trained_tokens"], r["policy"]["tokens"], r["policy"]["shares"]) for r in done] == [(128, 128, 1)] * 4
