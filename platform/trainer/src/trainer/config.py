@@ -353,6 +353,7 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    _refuse_moved(overrides)
     overrides = [*_shape_from_environment(overrides), *overrides]
     path = Path(config_file).resolve()
     if not path.is_file():
@@ -372,6 +373,19 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
     assert isinstance(data, dict)
     data = environment_defaults({str(k): v for k, v in data.items()}, os.environ)
     return peak_from_env(from_dict(data), os.environ)
+
+
+def _refuse_moved(overrides: list[str]) -> None:
+    """An override of a key the RL run takes from elsewhere (rl.lr: optim.lr) is one line naming that key."""
+    from trainer.rl.settings import MOVED
+
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in MOVED:
+            value = override.split("=", 1)[1] if "=" in override else "<value>"
+            new = MOVED[key].split()[-1]
+            fix = f"set {new}={value}" if "." in new else "drop it"
+            raise ConfigError(f"{key}: not a key; {MOVED[key]}: {fix}")
 
 
 def _shape_from_environment(overrides: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from trainer.config import Config, to_dict
 from trainer.ft.manager import start_lighthouse
-from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.observe.goodput import combine, dumps
 from trainer.observe.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
@@ -99,52 +99,63 @@ def _launch(cfg: Config, out: Path) -> int:
     server = start_lighthouse(cfg)
     address = server.address()
     (out / "lighthouse").write_text(address)
-    procs = {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
-    if rl:
-        from trainer.rl.launch import Processes
+    procs: dict[int, list[subprocess.Popen[bytes]]] = {}
+    try:
+        procs |= {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
+        if rl:
+            from trainer.rl.launch import Processes
 
-        rl.start(Processes(out, config_json))
-    _write_pids(out, procs)
-    restarts = dict.fromkeys(procs, 0)
-    due: dict[int, float] = {}  # dead groups -> when to start them again
-    failed = False
-    final = 0  # a group's exit code that no restart can fix: the run's exit code
-    while procs or due:
-        time.sleep(0.2)
-        console.poll()
-        if rl and rl.poll():
-            due.clear()  # the run's last step committed: a dead group is not replaced
-        for group, when in list(due.items()):
-            if time.monotonic() >= when:
-                del due[group]
-                procs[group] = spawn(config_json, group, address, cfg)
-                _write_pids(out, procs)
-        for group, ranks in list(procs.items()):
-            code = _exit_code(ranks)
-            if code is None:
-                continue
-            _stop(ranks)  # a rank that died takes its whole group down
-            del procs[group]
-            if rl:
-                rl.group_gone(group)
-            if code == 0:
-                continue
-            verdict = after_death(cfg.ft.restart_failed, restarts[group], code)
-            why = why or _why(verdict, group, code, restarts[group], out)
-            if verdict == "final":
-                log.error("replica group %d exited with %d: final, not restarting it", group, code)
-                final = final or code
-            elif verdict == "restart":
-                restarts[group] += 1
-                console.restarted(group, f"exited with {code}", cfg.ft.restart_delay_s, restarts[group])
-                due[group] = time.monotonic() + cfg.ft.restart_delay_s
-            else:
-                log.error("replica group %d exited with %d", group, code)
-                failed = True
+            rl.start(Processes(out, config_json))
+        _write_pids(out, procs)
+        restarts = dict.fromkeys(procs, 0)
+        due: dict[int, float] = {}  # dead groups -> when to start them again
+        failed = False
+        final = 0  # a group's exit code that no restart can fix: the run's exit code
+        while procs or due:
+            time.sleep(0.2)
+            console.poll()
+            if rl and rl.poll():
+                due.clear()  # the run's last step committed: a dead group is not replaced
+            for group, when in list(due.items()):
+                if time.monotonic() >= when:
+                    del due[group]
+                    procs[group] = spawn(config_json, group, address, cfg)
+                    _write_pids(out, procs)
+            for group, ranks in list(procs.items()):
+                code = _exit_code(ranks)
+                if code is None:
+                    continue
+                _stop(ranks)  # a rank that died takes its whole group down
+                del procs[group]
+                if rl:
+                    rl.group_gone(group)
+                if code == 0:
+                    continue
+                verdict = after_death(cfg.ft.restart_failed, restarts[group], code)
+                why = why or _why(verdict, group, code, restarts[group], out)
+                if verdict == "final":
+                    log.error("replica group %d exited with %d: final, not restarting it", group, code)
+                    final = final or code
+                elif verdict == "restart":
+                    restarts[group] += 1
+                    console.restarted(group, f"exited with {code}", cfg.ft.restart_delay_s, restarts[group])
+                    due[group] = time.monotonic() + cfg.ft.restart_delay_s
+                else:
+                    log.error("replica group %d exited with %d", group, code)
+                    failed = True
+    except KeyboardInterrupt:  # Ctrl-C: nothing of the run may outlive its launcher (train.py says how to resume)
+        for ranks in procs.values():
+            _stop(ranks)
+        if rl:
+            rl.interrupted()
+        server.shutdown()
+        raise
     server.shutdown()
     console.poll()
     code = final or (1 if failed else 0)
     outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
+    if rl:
+        code, outcome = rl.outcome(code, outcome)
     _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
     return code
 

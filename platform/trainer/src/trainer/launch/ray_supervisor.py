@@ -39,8 +39,8 @@ from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.distributed.regions import manager_port
 from trainer.launch.local import after_death
+from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.launch.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
-from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, read_new
 from trainer.observe.runs import EventLog
 

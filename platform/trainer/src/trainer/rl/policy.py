@@ -83,7 +83,7 @@ class PolicyTrainer(Trainer):
 
     def _inputs(self, index: int) -> list[Group] | None:
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
-            if answer.get("done"):  # the run ended while this group was away (a late replacement)
+            if answer.get("done") or answer.get("stop"):  # the run ended (or stopped: the launcher says why)
                 return None
             # else "wait": the controller waited POLL_S for generators
         self._batch_state = str(answer["state"])
@@ -112,11 +112,16 @@ class PolicyTrainer(Trainer):
 
     def started(self, resumed: int | None) -> None:
         weights = self._snapshot()  # a collective in a sharded group: every rank takes part
+        baseline = None  # a fresh run's held-out greedy accuracy before training: the console's step-0 line
+        if self.step == 0 and self.group == 0 and self.task.prompts.held_out:
+            baseline = greedy_accuracy(self.model, self.task.prompts.held_out, self.task)
         if self.where.rank != 0:
             return
         answer = self.client.post(
-            "/start", {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None}
-        )
+            "/start",
+            {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None,
+             "greedy": baseline},
+        )  # fmt: skip
         self.server = WeightServer(
             self.client, self.group, self.token, weights, store_port=int(answer["store"]),
             timeout_s=self.cfg.rl.sync_timeout_s, device=self.device,

@@ -39,6 +39,8 @@ class StepReport:
     sync_seconds: float  # the last weight sync
     reissued: int = 0  # prompts issued again since the previous report
     refused: int = 0  # generator answers refused since the previous report (trainer.rl.wire.Refused)
+    elapsed_s: float | None = None  # since the launcher started
+    eta_s: float | None = None  # to the last step, at this launch's pace since its first committed step
 
 
 def rate(tokens: int, seconds: float) -> str:
@@ -59,7 +61,29 @@ def step_line(r: StepReport) -> str:
         parts.append(f"reissued {r.reissued}")
     if r.refused > 0:
         parts.append(f"refused {r.refused}")
+    if r.elapsed_s is not None:
+        parts.append(f"elapsed {duration(r.elapsed_s)}")
+    if r.eta_s is not None:
+        parts.append(f"eta {duration(r.eta_s)}")
     return "  ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``2m05s``, ``1h02m``: a console's elapsed time or ETA."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def eta(now: float, first: tuple[float, int], step: int, steps: int) -> float | None:
+    """Seconds to step ``steps`` at the pace since ``first`` (when, step); None before a second step committed."""
+    when, at = first
+    if step <= at:
+        return None
+    return (now - when) / (step - at) * max(0, steps - step)
 
 
 def check_state(state: str) -> str:
