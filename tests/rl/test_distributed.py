@@ -66,12 +66,22 @@ def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first
 
 
 def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> None:
-    out = finish(start(tmp_path, "grpo", "run.steps=8"))
+    out = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8"))
     assert_every_step_once_within_the_age_bound(tmp_path, "grpo", 1, 8)
     lines = [line for line in out.splitlines() if line.startswith("rl step ")]
     assert [line.split()[2] for line in lines] == [f"{i}/8" for i in range(1, 9)]
     assert "greedy" in lines[-1]
     assert "reward" in lines[0]
+    # No silence at start (issue 41): what was started and what it waits for, then the held-out baseline.
+    console = out.splitlines()
+    assert console[0].startswith("rl: controller at http://")
+    assert console[0].endswith("started 2 generator(s) and 2 trainer group(s); waiting for a trainer group to load "
+                               "its checkpoint or initial weights")  # fmt: skip
+    assert "rl: a trainer group is up, starting at step 0; waiting for the generators' first scored groups" in console
+    assert any(line.startswith("rl baseline  greedy ") for line in console[: console.index(lines[0])])
+    assert all(" elapsed " in line for line in lines)
+    assert all(" eta " in line for line in lines[1:])  # a pace from the second committed step on
+    assert "Traceback" not in out
     summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
     assert summary["outcome"] == "completed"
     assert set(summary["generators"]["seconds"]) <= {"generating", "syncing", "waiting"}
@@ -84,6 +94,11 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     for group in (0, 1):
         commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]
         assert [e["step"] for e in commits] == list(range(1, 9))
+    # Run again, it has nothing to do: it says so and leaves the summary as it was (issue 41).
+    written = (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes()
+    again = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8"), timeout=120)
+    assert again.strip() == "nothing to do: run grpo already completed step 8 of 8; raise run.steps to train on"
+    assert (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes() == written
 
 
 def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> None:
@@ -92,7 +107,8 @@ def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> N
     wait_for_step(proc, tmp_path, "gen", 4)
     first = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_started")
     os.kill(first["pid"], signal.SIGKILL)
-    finish(proc)
+    out = finish(proc)
+    assert "Traceback" not in out  # its requests cut short are a log line of the controller's (issue 41)
     exited = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_exited")
     assert exited["generator"] == first["generator"]
     assert exited["code"] == -signal.SIGKILL

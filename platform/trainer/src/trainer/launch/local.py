@@ -20,8 +20,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainer.config import Config, to_dict
 from trainer.ft.manager import start_lighthouse
@@ -100,7 +102,7 @@ def _launch(cfg: Config, out: Path) -> int:
     address = server.address()
     (out / "lighthouse").write_text(address)
     procs: dict[int, list[subprocess.Popen[bytes]]] = {}
-    try:
+    with _ended_on_interrupt(procs, rl, server):
         procs |= {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
         if rl:
             from trainer.rl.launch import Processes
@@ -143,21 +145,34 @@ def _launch(cfg: Config, out: Path) -> int:
                 else:
                     log.error("replica group %d exited with %d", group, code)
                     failed = True
-    except KeyboardInterrupt:  # Ctrl-C: nothing of the run may outlive its launcher (train.py says how to resume)
+    server.shutdown()
+    console.poll()
+    code, outcome = _outcome(final, failed, why, rl)
+    _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
+    return code
+
+
+@contextmanager
+def _ended_on_interrupt(
+    procs: dict[int, list[subprocess.Popen[bytes]]], rl: RLSide | None, server: Any
+) -> Iterator[None]:
+    """Ctrl-C: nothing of the run may outlive its launcher (train.py says how to resume)."""
+    try:
+        yield
+    except KeyboardInterrupt:
         for ranks in procs.values():
             _stop(ranks)
         if rl:
             rl.interrupted()
         server.shutdown()
         raise
-    server.shutdown()
-    console.poll()
+
+
+def _outcome(final: int, failed: bool, why: str, rl: RLSide | None) -> tuple[int, str]:
+    """The run's exit code and the outcome its final line and summary give."""
     code = final or (1 if failed else 0)
     outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
-    if rl:
-        code, outcome = rl.outcome(code, outcome)
-    _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
-    return code
+    return rl.outcome(code, outcome) if rl else (code, outcome)
 
 
 def _summarize(cfg: Config, out: Path, outcome: str, started: float, restarts: int, rl: RLSide | None) -> None:
