@@ -109,6 +109,7 @@ def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> N
     os.kill(first["pid"], signal.SIGKILL)
     out = finish(proc)
     assert "Traceback" not in out  # its requests cut short are a log line of the controller's (issue 41)
+    assert f"rl: {first['generator']} exited with -9; restarting it in 2 s" in out.splitlines()
     exited = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_exited")
     assert exited["generator"] == first["generator"]
     assert exited["code"] == -signal.SIGKILL

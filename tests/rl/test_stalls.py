@@ -144,7 +144,12 @@ def test_a_generator_that_keeps_failing_stops_the_run_with_its_last_error_line(
     assert rl.controller.stopped == why
     assert rl.outcome(0, "completed") == (1, f"failed: {why}")
     assert rl.outcome(3, "stopped: non-finite") == (3, "stopped: non-finite")  # a group's final code comes first
-    assert capsys.readouterr().out.startswith("rl: controller at http://")  # what it started, at once
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("rl: controller at http://")  # what it started, at once
+    assert out[1:] == [
+        "rl: generator-0.0 exited with 1; restarting it in 0.001 s (1 of 2 in a row without an answer kept)",
+        "rl: generator-0.1 exited with 1; restarting it in 0.001 s (2 of 2 in a row without an answer kept)",
+    ]
 
 
 def test_a_generator_that_refuses_to_start_stops_the_run_at_once_with_exit_2(tmp_path: Path) -> None:

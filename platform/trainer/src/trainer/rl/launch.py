@@ -189,7 +189,10 @@ class RLSide:
         self.failures[index] = 0 if kept else self.failures.get(index, 0) + 1
         verdict = generator_verdict(code, self.failures[index], self.cfg.rl.max_restarts)
         if verdict == "restart":
-            self.due[index] = time.monotonic() + self.cfg.ft.restart_delay_s
+            delay, failures = self.cfg.ft.restart_delay_s, self.failures[index]
+            self.due[index] = time.monotonic() + delay
+            row = f" ({failures} of {self.cfg.rl.max_restarts} in a row without an answer kept)" if failures else ""
+            say(f"rl: {name} exited with {code}; restarting it in {delay:g} s{row}")
             return
         error = self.runner.last_error(index) or "no output"
         if verdict == "refused":
