@@ -5,6 +5,7 @@ their replacement, the step line has its elapsed time and ETA. The runs themselv
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from dataclasses import dataclass, field
@@ -14,7 +15,9 @@ from typing import Any
 import pytest
 from trainer import cli, preconditions
 from trainer.config import ConfigError, compose
+from trainer.launch.local import after_death
 from trainer.launch.process import EXIT_REFUSED, EXIT_STOPPED
+from trainer.observe.console import Console
 from trainer.rl.controller import WAIT_NOTICE_S
 from trainer.rl.launch import RLSide, generator_verdict, last_line
 from trainer.rl.report import StepReport, duration, eta, step_line
@@ -94,6 +97,16 @@ def test_a_generator_restarts_until_it_failed_max_restarts_times_in_a_row(
     code: int, failures: int, verdict: str
 ) -> None:
     assert generator_verdict(code, failures, 3) == verdict
+
+
+def test_a_replica_group_restarts_at_most_ft_max_restarts_times(tmp_path: Path) -> None:
+    assert compose(CONFIG, ["run.name=x"]).ft.max_restarts == 3
+    assert after_death(True, 4, 1, limit=5) == "restart"
+    assert after_death(True, 5, 1, limit=5) == "fail"
+    assert after_death(True, 0, 1, limit=0) == "fail"
+    stream = io.StringIO()
+    Console(tmp_path, 10, stream).restarted(1, "exited with -9", 2.0, 4, limit=5)
+    assert stream.getvalue() == "replica group 1: exited with -9; restarting it in 2 s (restart 4 of 5)\n"
 
 
 @dataclass

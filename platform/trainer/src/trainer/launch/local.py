@@ -25,12 +25,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from trainer.config import Config, to_dict
+from trainer.config import MAX_RESTARTS, Config, to_dict
 from trainer.ft.manager import start_lighthouse
 from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.observe.goodput import combine, dumps
-from trainer.observe.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
+from trainer.observe.runs import committed_target, final_reports, inner_per_commit, run_dir
 
 if TYPE_CHECKING:
     from trainer.rl.launch import RLSide
@@ -133,14 +133,15 @@ def _launch(cfg: Config, out: Path) -> int:
                     rl.group_gone(group)
                 if code == 0:
                     continue
-                verdict = after_death(cfg.ft.restart_failed, restarts[group], code)
+                verdict = after_death(cfg.ft.restart_failed, restarts[group], code, cfg.ft.max_restarts)
                 why = why or _why(verdict, group, code, restarts[group], out)
                 if verdict == "final":
                     log.error("replica group %d exited with %d: final, not restarting it", group, code)
                     final = final or code
                 elif verdict == "restart":
                     restarts[group] += 1
-                    console.restarted(group, f"exited with {code}", cfg.ft.restart_delay_s, restarts[group])
+                    delay, limit = cfg.ft.restart_delay_s, cfg.ft.max_restarts
+                    console.restarted(group, f"exited with {code}", delay, restarts[group], limit)
                     due[group] = time.monotonic() + cfg.ft.restart_delay_s
                 else:
                     log.error("replica group %d exited with %d", group, code)
@@ -183,11 +184,13 @@ def _summarize(cfg: Config, out: Path, outcome: str, started: float, restarts: i
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
 
 
-def after_death(restart_failed: bool, restarts: int, code: int) -> Literal["restart", "final", "fail"]:
+def after_death(
+    restart_failed: bool, restarts: int, code: int, limit: int = MAX_RESTARTS
+) -> Literal["restart", "final", "fail"]:
     """What a group that ended with ``code`` (non-zero) gets: a restart, or the run ends (final: no restart can help)."""
     if code in (EXIT_REFUSED, EXIT_NONFINITE):
         return "final"
-    return "restart" if restart_failed and restarts < MAX_RESTARTS else "fail"
+    return "restart" if restart_failed and restarts < limit else "fail"
 
 
 def _why(verdict: str, group: int, code: int, restarts: int, out: Path) -> str:

@@ -50,7 +50,7 @@ class RL:
     # learning test's runs fill a batch within 2 rollouts until the prompts are solved (rl/README.md).
     max_rollouts: int = setting(20, low=1, high=MANY)
     # A generator that exits this many times in a row without an answer the controller kept stops the run, with
-    # its last error line (launch.py). 3, as a replica group's restarts (observe/runs.MAX_RESTARTS): a generator
+    # its last error line (launch.py). 3, as a replica group's restarts (ft.max_restarts): a generator
     # holds no state, so a crash that repeats at once is a bug or a broken image, not a fault to ride out.
     max_restarts: int = setting(3, low=0, high=1000)
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
