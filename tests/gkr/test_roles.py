@@ -91,13 +91,13 @@ def test_cpu_example_runs_both_roles_on_the_cpu_pool() -> None:
 
 def test_kueue_admits_the_roles_as_one_workload_within_its_podset_limit(fleet: Any) -> None:
     """KubeRay's Kueue integration makes a PodSet of the head and of each worker group, in one Workload."""
-    from fleet.gitops.validate import crd_folders, crd_roots
+    from fleet.gitops.validate import crd_folders, crd_roots, read_crd
 
     folder = crd_folders(fleet)["kueue.x-k8s.io"]
     found = [p for root in crd_roots(REPO) if (p := root / folder / "kueue.x-k8s.io_workloads.yaml").exists()]
     if not found:
         pytest.skip("the pinned Kueue CRDs are not here (../shared/crds or .cache/crds)")
-    crd = yaml.safe_load(found[0].read_text())
+    crd = read_crd(found[0])
     limits = {
         v["name"]: v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["podSets"]["maxItems"]
         for v in crd["spec"]["versions"]

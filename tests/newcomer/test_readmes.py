@@ -124,6 +124,9 @@ COMMANDS: dict[str, Run | Skip] = {
     "python platform/trainer/train.py platform/trainer/configs/config.yaml run.name=dl optim=diloco "
     "optim.sync_every=50": Skip(TRAINING),
     "python platform/trainer/train.py platform/trainer/configs/config.yaml run.name=demo run.steps=600": Skip(TRAINING),
+    "python platform/trainer/train.py export platform/trainer/configs/config.yaml run.name=demo --out /tmp/demo-hf": Skip(
+        "exports the demo run's checkpoint, which that training run commits; tests/rl/test_export.py runs the command"
+    ),
     # platform/warden/README.md
     "warden serve [--config /etc/warden/config.json] [--dry-run] [--kubeconfig F] [--once] [--round-seconds 30] "
     "[--resync-seconds 300] [--qps 20 --burst 40]": Skip(SYNOPSIS),

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainer.loop.trainer import digest
+from trainer.rl.hf import load_hf
 
 from tests.conftest import REPO
-from tests.trainer.conftest import TRAIN, events, overrides
+from tests.trainer.conftest import TRAIN, events, final, overrides
 from tests.waiting import until
 
 pytestmark = pytest.mark.live  # GRPO runs of the driver, killed and healed
@@ -66,11 +68,14 @@ def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first
 
 
 def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> None:
-    out = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8"))
+    out = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8", "rl.eval_every=4"))
     assert_every_step_once_within_the_age_bound(tmp_path, "grpo", 1, 8)
     lines = [line for line in out.splitlines() if line.startswith("rl step ")]
     assert [line.split()[2] for line in lines] == [f"{i}/8" for i in range(1, 9)]
-    assert "greedy" in lines[-1]
+    assert [i for i, line in enumerate(lines, 1) if "greedy" in line] == [4, 8]  # due steps wait for theirs
+    # One place evaluates each due step (rank 0 of the sender group, evaluation.py), not every group.
+    evaluated = [(r["step"], r["group"]) for r in records(tmp_path, "grpo") if r["event"] == "greedy"]
+    assert [step for step, _ in evaluated] == [0, 4, 8]  # 0: the baseline before training (issue 41)
     assert "reward" in lines[0]
     # No silence at start (issue 41): what was started and what it waits for, then the held-out baseline.
     console = out.splitlines()
@@ -78,7 +83,7 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     assert console[0].endswith("started 2 generator(s) and 2 trainer group(s); waiting for a trainer group to load "
                                "its checkpoint or initial weights")  # fmt: skip
     assert "rl: a trainer group is up, starting at step 0; waiting for the generators' first scored groups" in console
-    assert any(line.startswith("rl baseline  greedy ") for line in console[: console.index(lines[0])])
+    assert sum(line.startswith("rl baseline  greedy ") for line in console) == 1  # evaluated on its own thread
     assert all(" elapsed " in line for line in lines)
     assert all(" eta " in line for line in lines[1:])  # a pace from the second committed step on
     assert "Traceback" not in out
@@ -90,13 +95,16 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     # What the engine wrote is within wire.Bounds: no answer of a real generator is refused (issue 39).
     assert (summary["rl"]["rejected_results"], summary["rl"]["refused_answers"]) == (0, {})
     assert [r["refused"] for r in steps(tmp_path, "grpo")] == [0] * 8
+    # Byte tokens have no end of sequence and the task sets no rl.stop: every completion runs to max_tokens.
+    assert all(r["truncated"] == r["completions"] for r in steps(tmp_path, "grpo"))
+    assert sum(r["completions"] for r in steps(tmp_path, "grpo")) > 0
     # Both groups committed every step together: the batch was split between them.
     for group in (0, 1):
         commits = [e for e in events(tmp_path, "grpo", group) if e["event"] == "commit"]
         assert [e["step"] for e in commits] == list(range(1, 9))
     # Run again, it has nothing to do: it says so and leaves the summary as it was (issue 41).
     written = (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes()
-    again = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8"), timeout=120)
+    again = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8", "rl.eval_every=4"), timeout=120)
     assert again.strip() == "nothing to do: run grpo already completed step 8 of 8; raise run.steps to train on"
     assert (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes() == written
 
@@ -156,3 +164,13 @@ def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(
     assert f"rl step {resumed['version'] + 1}/20" in out
     group_events = events(tmp_path, "head", 0) + events(tmp_path, "head", 1)
     assert any(e["event"] == "resumed" and e["step"] == resumed["version"] for e in group_events)
+    # Its last checkpoint exported for serving (train.py export): the policy the groups ended with, and the
+    # sampling it was trained at.
+    run = overrides(tmp_path, "head", *SMALL, "run.steps=20", "checkpoint.every=5")
+    export = [sys.executable, str(TRAIN), "export", str(GRPO), *run, "--out", str(tmp_path / "hf"), "--dtype", "fp32"]
+    done = subprocess.run(export, check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exported step 20 of run head (group-0)" in done.stdout
+    assert digest(load_hf(tmp_path / "hf")[1]) == final(tmp_path, "head", 0)["weights"]
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert generation == {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1}

@@ -21,20 +21,23 @@ def _generator(cfg: Model, seed: int = 0) -> tuple[LanguageModel, TorchGenerator
     return policy, generator
 
 
-@pytest.mark.parametrize(("allowed", "temperature", "stop"), [(None, 1.0, None), ("digits", 0.7, ord("7"))])
+@pytest.mark.parametrize(
+    ("allowed", "temperature", "ends"), [(None, 1.0, ()), ("digits", 0.7, (ord("7"),)), ("digits", 0.7, (48, 55))]
+)
 def test_generator_and_trainer_logprobs_agree(
-    tiny: Model, allowed: str | None, temperature: float, stop: int | None
+    tiny: Model, allowed: str | None, temperature: float, ends: tuple[int, ...]
 ) -> None:
     policy, generator = _generator(tiny)
     mask = allowed_mask(tiny.vocab, DIGITS) if allowed else None
-    groups = generator.generate(PROMPTS, 4, max_tokens=5, temperature=temperature, allowed=mask, stop=stop)
+    groups = generator.generate(PROMPTS, 4, max_tokens=5, temperature=temperature, allowed=mask, ends=ends)
     assert [len(g) for g in groups] == [4, 4, 4]
     completions = [c for g in groups for c in g]
     if mask is not None:
         assert all(t in DIGITS for c in completions for t in c.response)
-    if stop is not None:
-        assert all(c.response[-1] == stop or len(c.response) == 5 for c in completions)
-        assert all(stop not in c.response[:-1] for c in completions)
+    if ends:
+        assert all(c.response[-1] in ends or len(c.response) == 5 for c in completions)
+        assert not any(t in ends for c in completions for t in c.response[:-1])
+        assert any(len(c.response) < 5 for c in completions)  # some did end early: the test is not vacuous
     rewards = [[float(i % 2) for i in range(4)] for _ in groups]  # any non-constant rewards: every group kept
     batch = make_batch(score([0, 1, 2], groups, rewards).kept)
     with torch.no_grad():

@@ -62,7 +62,7 @@ def test_generate_converts_requests_and_outputs(engine: Engine) -> None:
     generator = VllmGenerator("/ckpt", version=4)
     allowed = torch.zeros(16, dtype=torch.bool)
     allowed[[3, 5, 11]] = True
-    got = generator.generate([[1, 2], [9]], 2, max_tokens=5, temperature=0.7, allowed=allowed, stop=11)
+    got = generator.generate([[1, 2], [9]], 2, max_tokens=5, temperature=0.7, allowed=allowed, ends=(11,))
     assert engine.params == [
         {
             "n": 2,
@@ -91,7 +91,7 @@ def test_generate_converts_requests_and_outputs(engine: Engine) -> None:
     assert lp[0] != LOGPROB  # the float32 value, not vLLM's float64
 
 
-def test_generate_without_mask_or_stop(engine: Engine) -> None:
+def test_generate_without_mask_or_ends(engine: Engine) -> None:
     VllmGenerator("/ckpt", version=0).generate([[1]], 1, max_tokens=2, temperature=1.0)
     assert engine.params[0]["allowed_token_ids"] is None
     assert engine.params[0]["stop_token_ids"] is None

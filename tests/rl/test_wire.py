@@ -1,7 +1,7 @@
 """Bounds on a generator's answer (issue 39, item 6): what neither engine can produce is refused, counted, told.
 
 TorchGenerator (generate.sample) and vLLM (vllm_engine: ``allowed_token_ids``, ``ignore_eos``, ``stop_token_ids``)
-sample only allowed tokens, write exactly ``max_tokens`` of them unless ``stop`` ends a completion early (vLLM
+sample only allowed tokens, write exactly ``max_tokens`` of them unless an end-of-sequence id ends a completion early (vLLM
 also at the end of its context), and stamp one version per call: the one the generator held when it asked.
 """
 
@@ -35,8 +35,8 @@ from tests.rl.test_controller import SETTINGS, Clock, answer, started
 THREE = dataclasses.replace(SETTINGS, max_tokens=3)
 
 
-def controller(settings: RL = SETTINGS, *, context: int | None = None, stop: int | None = None) -> Controller:
-    task = dataclasses.replace(make_task(settings, 256), stop=stop)
+def controller(settings: RL = SETTINGS, *, context: int | None = None, ends: tuple[int, ...] = ()) -> Controller:
+    task = dataclasses.replace(make_task(settings, 256), ends=ends)
     return Controller(settings, task, vocab=256, steps=10, clock=Clock(), context=context)
 
 
@@ -76,8 +76,8 @@ def test_a_token_outside_the_allowed_set_is_refused() -> None:
     refused(c, "g", forged, "token", "outside the allowed tokens")
 
 
-def test_a_completion_is_exactly_max_tokens_long_without_a_stop_token() -> None:
-    """No stop token (the distributed run passes none; vLLM ignores EOS): every completion is max_tokens long."""
+def test_a_completion_is_exactly_max_tokens_long_without_an_end_token() -> None:
+    """No end-of-sequence id (byte tokens have none): every completion is max_tokens long."""
     c = controller(THREE)
     started(c)
     short = with_responses(c, c.lease("g", 0), 0, lambda p, j: [48 + j])
@@ -100,16 +100,16 @@ def test_vllms_context_may_end_a_completion_early() -> None:
     refused(c, "g", too_short, "length", "tokens")
 
 
-def test_a_stop_token_ends_a_completion_and_only_at_its_end() -> None:
+def test_an_end_token_ends_a_completion_and_only_at_its_end() -> None:
     nine = ord("9")
-    c = controller(THREE, stop=nine)
+    c = controller(THREE, ends=(nine,))
     started(c)
     stopped = with_responses(c, c.lease("g", 0), 0, lambda p, j: [48 + j, nine])
     accepted(c, "g", stopped)
     unstopped = with_responses(c, c.lease("g", 0), 0, lambda p, j: [48 + j, 49])
     refused(c, "g", unstopped, "length", "tokens")
     inside = with_responses(c, c.lease("g", 0), 0, lambda p, j: [nine, 48 + j, 49])
-    refused(c, "g", inside, "length", "stop token")
+    refused(c, "g", inside, "length", "end token 57 before the end")
 
 
 def test_a_completion_carries_the_version_its_generator_held_when_leased() -> None:

@@ -12,8 +12,10 @@ import pytest
 import torch
 from trainer import preconditions
 from trainer.config import Config, compose
+from trainer.rl.prompts import Problem
 
 from contract import names
+from tests.rl.bpe import train_bpe
 from tests.trainer.conftest import CONFIG, TRAIN
 
 GRPO = CONFIG.parent / "grpo.yaml"
@@ -128,3 +130,36 @@ def test_the_driver_refuses_tensor_parallel_for_the_torch_engine_at_start(tmp_pa
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"train.py: {TORCH_TP}\n"
     assert not (tmp_path / "ck").exists()  # refused before the checkpoint probe writes anything
+
+
+def test_rl_allowed_must_be_expressible_in_the_runs_tokenizer(tmp_path: Path) -> None:
+    """rl.allowed=digits in the tokenizer's own ids, refused at start when it has none or they do not fit the model."""
+    check = preconditions.rl_tokens_expressible
+    base = ["run.name=x", f"checkpoint.dir={tmp_path / 'ck'}"]
+    assert check(compose(str(GRPO), base)) is None  # byte tokens: 48-57
+    small = compose(str(GRPO), [*base, "model.vocab=40"])
+    assert check(small) == (
+        "rl.allowed: digits: token 57 is past the model's vocab 40; set model.vocab to the tokenizer's"
+    )
+    assert preconditions.first_problem(small) == check(small)
+    letters = train_bpe([Problem(prompt="ab+cd=", answer="x")], tmp_path / "hf", vocab_size=12)
+    from_letters = compose(str(GRPO), [*base, f"rl.hf_checkpoint={letters}"])
+    assert check(from_letters) == "rl.allowed: digits: no token of the tokenizer is digits; set rl.allowed=''"
+    assert check(compose(str(GRPO), [*base, f"rl.hf_checkpoint={letters}", "rl.allowed="])) is None
+
+
+@pytest.mark.scenario
+def test_the_driver_refuses_digits_the_tokenizer_cannot_express_at_start(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        str(TRAIN),
+        str(GRPO),
+        "run.name=x",
+        f"checkpoint.dir={tmp_path / 'ck'}",
+        "model.vocab=40",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "train.py: rl.allowed: digits: token 57 is past the model's vocab 40; set model.vocab to the tokenizer's\n"
+    )

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from trainer.distributed.mtls import Identity
 from trainer.distributed.tls_pg import TlsRingProcessGroup
-from trainer.distributed.tls_ring import MAX_PENDING_PER_PEER, RENDEZVOUS_OFFSET, RingError, RingServer, pair_ports
+from trainer.distributed.tls_ring import MAX_PENDING_PER_PEER, RENDEZVOUS_OFFSET, RingServer, pair_ports
 
 from contract.names import ADVERTISE_HOST_ENV
 from gkr.run_tls import mint
@@ -105,54 +105,6 @@ def test_the_ring_sums_and_averages_as_torchft_and_the_trainer_ask(member: Path)
         assert torch.equal(got, torch.full((5,), 3.0, dtype=torch.bfloat16))
     assert all(torch.equal(t, torch.tensor([3.0])) for t in tiny)
     assert [pg.size() for pg in pgs] == [3, 3, 3]
-
-
-def test_a_lost_peer_fails_the_collective_and_the_next_configure_heals_the_ring(member: Path) -> None:
-    """A peer that dies mid-collective or stays silent fails the work within torchft's timeout, never hangs it."""
-    with rings(member, 2, timeout=timedelta(seconds=2)) as (pgs, address):
-        pgs[1].abort()  # its links close: rank 0's collective sees the ring broken
-        with pytest.raises(RingError):
-            reduce(pgs[0], torch.ones(1 << 20))
-        assert pgs[0].errored() is not None  # torchft's should_commit reads this: the step does not commit
-        again = address.replace("/1/0", "/2/0")  # the next quorum's store prefix
-        assert together(*[lambda i=i: pgs[i].configure(again, "victim", i, 2) for i in range(2)]) == [None, None]
-        assert pgs[0].errored() is None
-        with pytest.raises(TimeoutError):  # rank 1 alive but never joins the collective
-            reduce(pgs[0], torch.ones(4))
-
-
-def attempt(pg: Any, address: str, rank: int, value: float) -> torch.Tensor:
-    pg.configure(address, "someone", rank, 2)
-    return reduce(pg, torch.full((4,), value))
-
-
-@pytest.mark.parametrize("attacker", ["torchft's plain gloo", "another run's certificate"])
-def test_a_process_without_the_run_s_certificate_cannot_join_the_ring(
-    tmp_path: Path, attacker: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The attacker knows the quorum's store address (torchft hands it out in the clear) and asks to be rank 1."""
-    from torchft.process_group import ProcessGroupGloo
-
-    pod = "127.0.0.3"  # the honest group's store outlives the test (torchft's Manager holds it): its own address
-    monkeypatch.setenv(ADVERTISE_HOST_ENV, pod)
-    with guarded_lighthouse(tmp_path, min_replicas=1) as (lighthouse, _, member):
-        ft = honest_group(lighthouse, tmp_path / "honest", f"ft.lighthouse_tls={member}", "ft.timeout_s=3")
-        address = f"{pod}:{ft.store.port}/torchft/1/0"  # what torchft's configure gives the quorum's members
-        if attacker == "torchft's plain gloo":
-            foreign: Any = ProcessGroupGloo(timeout=timedelta(seconds=3))
-        else:
-            foreign = ring(identity_folder(tmp_path / "other", mint("victim"), "member"), timeout=timedelta(seconds=3))
-        try:
-            honest, stolen = together(
-                lambda: attempt(ft.pg, address, 0, 1.0), lambda: attempt(foreign, address, 1, 1e6)
-            )
-        finally:
-            ft.shutdown()
-            foreign.shutdown()
-    assert isinstance(honest, Exception)  # nobody of the run joined: the honest group's collective fails ...
-    assert isinstance(stolen, Exception)  # ... and the attacker neither sent nor received a byte of gradients
-    if attacker == "another run's certificate":
-        assert ft.pg.ring.server.refused >= 1  # refused at the handshake
 
 
 def exchange(tls: ssl.SSLSocket, line: bytes) -> bytes:

@@ -314,7 +314,8 @@ def test_no_write_leaves_without_the_lease(cluster: Cluster) -> None:
 
 def test_serve_renews_the_lease_from_its_own_thread_during_a_long_round(cluster: Cluster) -> None:
     faulty(cluster, [f"n-{i:02d}" for i in range(8)], code=48)
-    cluster.api.slow = {"/api/v1/nodes/n-0": 0.25}  # eight slow nodes: a round of 4 s or more (real time)
+    # eight slow nodes: a round of 1.6 s or more (real time), eight renewal periods of 0.2 s
+    cluster.api.slow = {"/api/v1/nodes/n-0": 0.1}
     policy = replace(POLICY, unhealthy_share_limit=1.0)
     elector = Elector(cluster.kube(token="lease-a"), "warden", "warden-a", retry_period_s=0.2)
     kube, metrics = cluster.kube(token="replica-a", guard=elector.check), WardenMetrics()

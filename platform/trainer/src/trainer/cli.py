@@ -1,4 +1,4 @@
-"""`python train.py CONFIG [overrides...]` (also `meridian-train`): compose the config, then launch."""
+"""`python train.py CONFIG [overrides...]` (also `meridian-train`): compose the config, then launch; `train.py export`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from trainer.config import Config, ConfigError, compose
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
-USAGE = "usage: train.py CONFIG.yaml [key=value ...] [+new.key=value ...]"
+USAGE = (
+    "usage: train.py CONFIG.yaml [key=value ...] [+new.key=value ...]\n"
+    "       train.py export CONFIG.yaml [key=value ...] --out DIR  (a committed checkpoint for transformers and vLLM)"
+)
 KEYS = "configuration keys (key=value overrides them; defaults are the schema's, CONFIG.yaml may set others):"
 
 
@@ -28,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print(USAGE, file=sys.stderr)
         return 2
+    if args[0] == "export":  # a committed checkpoint as a Hugging Face folder (export.py)
+        from trainer.export import main as export
+
+        return export(args[1:])
     if any(a in ("-h", "--help") for a in args):
         print(usage())
         return 0

@@ -272,8 +272,6 @@ def _rl_checks(config: Config) -> None:
             f"rl.prompts_per_step: {config.rl.prompts_per_step} < {ranks} ranks (each trains on its share of the "
             "step's prompts); raise it"
         )
-    if config.rl.allowed == "digits" and config.model.vocab < 58:
-        raise ConfigError(f"model.vocab: {config.model.vocab} has no digit bytes (48-57) for rl.allowed=digits")
 
 
 def _link_checks(config: Config) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from contract import names
+from contract.problem import Invalid
 from trainer.config import Config
 
 Check = Callable[[Config], str | None]
@@ -162,6 +163,22 @@ def hf_checkpoint_fits(cfg: Config) -> str | None:
     return start_problem(source, cfg.model)
 
 
+def rl_tokens_expressible(cfg: Config) -> str | None:
+    """RL: ``rl.allowed`` in the run's tokenizer (a local checkpoint's, else byte tokens), before any process starts."""
+    source = cfg.rl.hf_checkpoint
+    if cfg.run.mode != "rl" or "://" in source:  # a bucket's tokenizer is read by the groups that fetch it
+        return None
+    from trainer.rl.grpo import tokens_problem
+    from trainer.rl.hf import load_tokenizer
+    from trainer.rl.tokens import ByteTokenizer
+
+    try:
+        tokenizer = load_tokenizer(source, cfg.model.vocab) if source else ByteTokenizer()
+    except Invalid as error:
+        return error.lines[0]
+    return tokens_problem(cfg.rl, cfg.model.vocab, tokenizer)
+
+
 CHECKS: list[Check] = [
     device_exists,
     data_path_exists,
@@ -170,6 +187,7 @@ CHECKS: list[Check] = [
     engine_installed_here,
     task_loads,
     hf_checkpoint_fits,
+    rl_tokens_expressible,
     checkpoint_dir_writable,
     wandb_installed,
 ]

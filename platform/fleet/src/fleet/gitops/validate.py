@@ -104,6 +104,12 @@ def _parsed_crd(file: Path, mtime_ns: int, size: int) -> Any:
     return yaml.load(file.read_text(encoding="utf-8"), Loader=_Loader)
 
 
+def read_crd(file: Path) -> Any:
+    """A pinned CRD file, parsed once per process while it stays as it was (read only)."""
+    stat = file.stat()
+    return _parsed_crd(file, stat.st_mtime_ns, stat.st_size)
+
+
 class CrdSchemas:
     """openAPIV3Schemas of the pinned CRDs, loaded per API group on first use."""
 
@@ -129,8 +135,7 @@ class CrdSchemas:
             return {}
         schemas = {}
         for file in sorted(folder.glob("*.yaml")):
-            stat = file.stat()
-            crd = _parsed_crd(file, stat.st_mtime_ns, stat.st_size)
+            crd = read_crd(file)
             if crd.get("spec", {}).get("group") != group:
                 continue
             kind = crd["spec"]["names"]["kind"]

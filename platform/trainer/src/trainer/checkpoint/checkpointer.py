@@ -26,11 +26,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.staging import StagingOptions
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse, async_save
 
-from trainer.checkpoint.dcp_pickle import SafePlanner
+from trainer.checkpoint.dcp_pickle import SafePlanner, read_metadata
 from trainer.checkpoint.finite import nonfinite_tensors
 from trainer.checkpoint.manifest import encode_marker
 from trainer.checkpoint.staging import Stager, staging_options
@@ -235,6 +236,17 @@ class Checkpointer:
         if reason is None:
             self._verified[step] = raw
         return reason
+
+    def tensors(self, step: int) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Each tensor of committed ``step``: its name as DCP flattened it (``model.embed.weight``), whole shape and dtype.
+
+        Read from ``.metadata`` by the restricted unpickler (dcp_pickle.py); call it after ``verify``.
+        """
+        with self._store.open(step, ".metadata") as stream:
+            entries = read_metadata(stream).state_dict_metadata
+        return {
+            k: (tuple(v.size), v.properties.dtype) for k, v in entries.items() if isinstance(v, TensorStorageMetadata)
+        }
 
     def load(self, step: int, state: dict[str, Any]) -> None:
         """Load committed ``step`` in place into ``state``, after verifying it (CheckpointError if it fails).

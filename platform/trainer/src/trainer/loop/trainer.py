@@ -192,7 +192,7 @@ class Trainer(Stateful):
         return dict(get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True)))
 
     def weights_digest(self) -> str:
-        return _digest(self.full_state())
+        return digest(self.full_state())
 
     @torch.no_grad()
     def fragment_digest(self, index: int) -> str:
@@ -202,7 +202,7 @@ class Trainer(Stateful):
         it (a collective in a sharded group: every rank of the group calls it at the same step).
         """
         names = {id(p): name for name, p in self.model.named_parameters()}
-        return _digest({names[id(p)]: _full(p) for p in self.fragments[index].parameters()})
+        return digest({names[id(p)]: _full(p) for p in self.fragments[index].parameters()})
 
     @torch.no_grad()
     def eval_loss(self) -> float:
@@ -215,9 +215,10 @@ def _full(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
-def _digest(tensors: dict[str, torch.Tensor]) -> str:
-    digest = hashlib.sha256()
+def digest(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over the sorted names and their tensors' bytes: the ``weights`` of a group's final report."""
+    found = hashlib.sha256()
     for name, tensor in sorted(tensors.items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
+        found.update(name.encode())
+        found.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return found.hexdigest()

@@ -7,11 +7,16 @@ would belong to two streaming-DiLoCo fragments (the first and the last) and two 
 bf16 autocast on CUDA by default (``model.precision``); activation checkpointing per block
 (``model.activation_checkpointing``). The sizes live in configs/model/*.yaml; model/flops.py counts
 their parameters and FLOPs from the same settings.
+
+Generation passes a ``KVCache``: the prompt is run once (prefill), then one token per call, each
+attending over the keys and values cached so far at its own rotary position. Without a cache (training,
+the loss, evaluation of whole sequences) the forward is the one above, unchanged.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
@@ -42,6 +47,54 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return (x * cos + rotated * sin).to(x.dtype)
 
 
+class KVCache:
+    """The keys and values of every token a generating model has seen, per layer, allocated once.
+
+    ``capacity``: the most tokens it holds (prompt + new tokens). ``length`` tokens are cached; the next
+    forward's tokens sit at positions ``length ..``, and ``LanguageModel.forward`` moves it on after all
+    layers stored theirs. The buffers are allocated at the first layer's first write, with the shapes,
+    dtype and device of its keys (bf16 under CUDA autocast). ``angles``: the rotary cos and sin of all its
+    positions, computed once (a step slices its own: one step in 16 was spent recomputing them, measured).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.length = 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.angles: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Store layer ``layer``'s new keys and values, then attend ``q`` over all cached ones, causally."""
+        b, heads, t, dim = k.shape
+        start, end = self.length, self.length + t
+        if layer == len(self.keys):
+            self.keys.append(k.new_empty(b, heads, self.capacity, dim))
+            self.values.append(v.new_empty(b, heads, self.capacity, dim))
+        self.keys[layer][:, :, start:end] = k
+        self.values[layer][:, :, start:end] = v
+        keys, values = self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+        if t == 1:  # one new token sees every cached one: no mask
+            return F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        if start == 0:  # the prefill: the training path's own causal attention
+            return F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=True)
+        mask = torch.ones(t, end, dtype=torch.bool, device=q.device).tril(diagonal=start)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+
+    def rotary(
+        self, tokens: int, table: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    ) -> tuple[torch.Tensor, ...]:
+        """cos and sin of the next ``tokens`` positions, sliced from ``table(capacity)`` (computed at the first call)."""
+        if self.length + tokens > self.capacity:
+            raise ValueError(f"KV cache: {self.length + tokens} tokens do not fit its capacity of {self.capacity}")
+        if self.angles is None:
+            self.angles = table(self.capacity)
+        return tuple(a[self.length : self.length + tokens] for a in self.angles)
+
+    def advance(self, tokens: int) -> None:
+        self.length += tokens
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: Model) -> None:
         super().__init__()
@@ -52,15 +105,20 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.d_model, self.kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(self.heads * self.head_dim, cfg.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: tuple[KVCache, int] | None = None
+    ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.wq(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0, enable_gqa=True
-        )
+        if cache is not None:
+            out = cache[0].attend(cache[1], q, k, v)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0, enable_gqa=True
+            )
         result: torch.Tensor = self.wo(out.transpose(1, 2).reshape(b, t, -1))
         return result
 
@@ -88,8 +146,10 @@ class Block(nn.Module):
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: tuple[KVCache, int] | None = None
+    ) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, cache)
         out: torch.Tensor = x + self.feed_forward(self.ffn_norm(x))
         return out
 
@@ -121,17 +181,26 @@ class LanguageModel(nn.Module):
             return torch.autocast(device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        length = tokens.shape[1]
-        cos, sin = rope(length, self.cfg.d_model // self.cfg.heads, self.cfg.rope_theta, tokens.device)
+    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of ``tokens`` (B, T). With ``cache``: ``tokens`` follow the cached ones (their
+        positions start at ``cache.length``), their keys and values join the cache, and they attend to it."""
+        length, head_dim = tokens.shape[1], self.cfg.d_model // self.cfg.heads
+        if cache is None:
+            cos, sin = rope(length, head_dim, self.cfg.rope_theta, tokens.device)
+        else:  # the new tokens' positions go on from the cache's length
+            cos, sin = cache.rotary(length, lambda n: rope(n, head_dim, self.cfg.rope_theta, tokens.device))
         with self._autocast(tokens.device):
             x = self.embed(tokens)
-            for block in self.blocks:
-                if self.cfg.activation_checkpointing and self.training and torch.is_grad_enabled():
+            for layer, block in enumerate(self.blocks):
+                if cache is not None:
+                    x = block(x, cos, sin, (cache, layer))
+                elif self.cfg.activation_checkpointing and self.training and torch.is_grad_enabled():
                     x = checkpoint(block, x, cos, sin, use_reentrant=False)
                 else:
                     x = block(x, cos, sin)
             logits: torch.Tensor = self.head(self.norm(x))
+        if cache is not None:
+            cache.advance(length)
         return logits
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:

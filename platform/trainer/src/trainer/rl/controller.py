@@ -36,7 +36,7 @@ from contract.problem import Invalid
 from trainer.rl.advantages import score
 from trainer.rl.buffer import ReplayBuffer
 from trainer.rl.episode import Completion, Group
-from trainer.rl.grpo import Task
+from trainer.rl.grpo import Task, score_answers
 from trainer.rl.settings import RL
 from trainer.rl.wire import Bounds, Refused, completions_from_result, group_to_json
 
@@ -69,6 +69,8 @@ class Window:
     generate_seconds: float = 0.0
     reissued: int = 0
     refused: int = 0  # generator answers refused (wire.Refused)
+    completions: int = 0  # completions scored
+    truncated: int = 0  # of them, those that ran to max_tokens with no end (ends.py)
     rewards: list[float] = field(default_factory=list)  # every scored completion's reward
 
 
@@ -98,6 +100,8 @@ class Controller:
         self.settings, self.task, self.vocab, self.steps, self.clock = settings, task, vocab, steps, clock
         self.context = context
         self.allowed = None if task.allowed is None else frozenset(task.allowed.nonzero().flatten().tolist())
+        # What a generator samples under, sent with each lease: the task (its tokenizer) is the controller's alone.
+        self.sampling = {"allowed": None if self.allowed is None else sorted(self.allowed), "ends": list(task.ends)}
         self.buffer = ReplayBuffer(max_policy_age=settings.max_policy_age)
         self.version: int | None = None  # committed steps = the newest policy version; None until started
         self.batches: dict[int, Formed] = {}
@@ -113,7 +117,6 @@ class Controller:
         self.refusals: dict[tuple[str, str], int] = {}  # (generator or OTHER, reason) -> answers refused
         self.askers: set[str] = set()  # every generator name that asked for work: the refusals' series
         self.started_from: dict[str, Any] | None = None  # the version and prompt stream it started from
-        self.baseline: float | None = None  # held-out greedy accuracy before the first step (a fresh run's)
         self.scored = 0  # prompts scored since the last batch was formed (or since the start)
         self.alike = 0  # of them, groups whose rewards were all equal (nothing to train)
         self.stopped = ""  # why the run stopped before its last step (one line); "" while it goes on
@@ -132,13 +135,8 @@ class Controller:
 
     # -- trainer groups ------------------------------------------------------------------------------
 
-    def start(
-        self, group: int, token: str, step: int, state: str | None, greedy: float | None = None
-    ) -> dict[str, Any]:
-        """A trainer group's process is up at committed ``step`` (its resume point), with its buffer state;
-        ``greedy``: its held-out greedy accuracy before training (a fresh run's first group measures it)."""
-        if self.baseline is None and greedy is not None and step == 0:
-            self.baseline = greedy
+    def start(self, group: int, token: str, step: int, state: str | None) -> dict[str, Any]:
+        """A trainer group's process is up at committed ``step`` (its resume point), with its buffer state."""
         if self.version is None:
             self.version = step
             if state:
@@ -279,7 +277,7 @@ class Controller:
         self.leases[lease] = Lease(
             owner=generator, prompts=prompts, deadline=self.clock() + self.settings.lease_timeout_s, held=held
         )
-        return {"lease": lease, "prompts": [[i, tokens] for i, tokens in prompts.items()]}
+        return {"lease": lease, "prompts": [[i, tokens] for i, tokens in prompts.items()], **self.sampling}
 
     def _sync(self, generator: str, held: int) -> dict[str, Any] | None:
         """A weight transfer to ``generator`` when a live group holds a newer snapshot than ``held``."""
@@ -305,10 +303,9 @@ class Controller:
             raise self._refused(generator, error) from None
         self.delivered.add(generator)
         indices = list(got)
-        rewards = [
-            [self._reward(i, c.response) for c in got[i]] for i in indices
-        ]  # fmt: skip
-        scored = score(indices, [got[i] for i in indices], rewards)
+        answers = score_answers(self.task, [self.task.prompts[i] for i in indices], [got[i] for i in indices])
+        rewards = answers.rewards
+        scored = score(indices, answers.groups, rewards)
         for group in scored.kept:
             self.buffer.add(group)
         for index in scored.dropped_zero_advantage:
@@ -320,6 +317,8 @@ class Controller:
         if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
             self.window.generate_seconds += float(seconds)
         self.window.rewards += [r for row in rewards for r in row]
+        self.window.completions += sum(len(row) for row in rewards)
+        self.window.truncated += answers.truncated
         return len(scored.kept)
 
     def _checked(self, generator: str, data: Any) -> dict[int, list[Completion]]:
@@ -334,7 +333,7 @@ class Controller:
         assert self.version is not None
         bounds = Bounds(
             n=self.settings.group_size, max_tokens=self.task.max_tokens, vocab=self.vocab, allowed=self.allowed,
-            stop=self.task.stop, context=self.context, held=lease.held, newest=self.version,
+            ends=frozenset(self.task.ends), context=self.context, held=lease.held, newest=self.version,
         )  # fmt: skip
         try:
             return completions_from_result(data, lease.prompts, bounds)
@@ -351,10 +350,6 @@ class Controller:
         self.window.refused += 1
         count = sum(n for (g, _), n in self.refusals.items() if g == name)
         return Refused(error.reason, error.lines[0], generator=name, count=count)
-
-    def _reward(self, index: int, response: tuple[int, ...]) -> float:
-        problem = self.task.prompts[index]
-        return self.task.rewards(problem.prompt, self.task.tokenizer.decode(list(response)), problem.answer)
 
     def generator_gone(self, generator: str) -> int:
         """A generator's process ended: its leased prompts are issued again. Returns how many."""

@@ -35,6 +35,14 @@ class Completion:
         if self.version < 0:
             raise ValueError(f"policy version {self.version} < 0")
 
+    def cut(self, length: int) -> Completion:
+        """The first ``length`` response tokens and their logprobs: the completion up to its end (ends.py)."""
+        if length == len(self.response):
+            return self
+        return Completion(
+            prompt=self.prompt, response=self.response[:length], logprobs=self.logprobs[:length], version=self.version
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class Group:

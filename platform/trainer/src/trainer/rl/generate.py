@@ -1,7 +1,7 @@
 """Generation: the interface every engine implements, and the trainer's own model as one engine.
 
-``TorchGenerator`` samples with ``LanguageModel`` itself, recomputing the whole sequence for each new
-token (no KV cache: cheap for ``tiny`` and ``small``, not meant for ``8b``). Its logprobs are those of
+``TorchGenerator`` samples with ``LanguageModel`` itself and its KV cache: the prompt runs once, then one
+token per step (``sample``). Its logprobs are those of
 the distribution it sampled from, temperature and token mask included (loss.masked_logits, the same
 function the trainer's loss uses), so at equal weights the trainer's recompute agrees with them to fp32
 rounding and the GRPO ratio is 1.
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from trainer.config import Model
-from trainer.model.transformer import LanguageModel
+from trainer.model.transformer import KVCache, LanguageModel
 from trainer.rl.episode import Completion
 from trainer.rl.loss import masked_logits
 
@@ -38,9 +38,11 @@ class Generator(Protocol):
         max_tokens: int,
         temperature: float,
         allowed: torch.Tensor | None = None,
-        stop: int | None = None,
+        ends: Sequence[int] = (),
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt, each with its sampling logprobs and the version that sampled it."""
+        """``n`` completions per prompt, each with its sampling logprobs and the version that sampled it.
+
+        A completion ends on the first of ``ends`` it samples (kept as its last token), else at ``max_tokens``."""
         ...
 
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
@@ -50,9 +52,9 @@ class Generator(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Sampled:
-    tokens: torch.Tensor  # (B, max_tokens) long; positions after a row's stop token are padding
+    tokens: torch.Tensor  # (B, max_tokens) long; positions after a row's end token are padding
     logprobs: torch.Tensor  # (B, max_tokens) float32
-    lengths: torch.Tensor  # (B,) long: response length of each row, its stop token included
+    lengths: torch.Tensor  # (B,) long: response length of each row, its end token included
 
 
 @torch.no_grad()
@@ -64,17 +66,26 @@ def sample(
     temperature: float,
     allowed: torch.Tensor | None,
     rng: torch.Generator | None,
-    stop: int | None = None,
+    ends: Sequence[int] = (),
 ) -> Sampled:
-    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy."""
+    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy.
+
+    A row ends at the first of ``ends`` (end-of-sequence ids) it samples; sampling stops once every row has.
+
+    ``model`` is a ``LanguageModel`` (or one wrapped in place, as FSDP does): the prompt is prefilled into a
+    ``KVCache`` once, then each step feeds only the token just drawn (the same logits as a full recompute,
+    to fp32 rounding: tests/rl/test_kv_cache.py).
+    """
     b = prompts.shape[0]
-    sequence = prompts
+    end_ids = torch.tensor(list(ends), dtype=torch.long, device=prompts.device)
+    cache = KVCache(prompts.shape[1] + max_tokens)
+    fed = prompts  # what the model has not seen yet: the prompt, then the last token drawn
     out = torch.zeros(b, max_tokens, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros(b, max_tokens, dtype=torch.float32, device=prompts.device)
     lengths = torch.full((b,), max_tokens, dtype=torch.long, device=prompts.device)
     done = torch.zeros(b, dtype=torch.bool, device=prompts.device)
     for t in range(max_tokens):
-        logits = model(sequence)[:, -1]
+        logits = model(fed, cache=cache)[:, -1]
         scaled = masked_logits(logits, allowed, temperature)
         if temperature > 0:
             token = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=rng).squeeze(-1)
@@ -83,13 +94,13 @@ def sample(
         logp = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
         out[:, t] = torch.where(done, torch.zeros_like(token), token)
         logprobs[:, t] = torch.where(done, torch.zeros_like(logp), logp)
-        if stop is not None:
-            ended = (token == stop) & ~done
+        if ends:
+            ended = torch.isin(token, end_ids) & ~done
             lengths = torch.where(ended, torch.full_like(lengths, t + 1), lengths)
             done |= ended
             if bool(done.all()):
                 break
-        sequence = torch.cat([sequence, out[:, t : t + 1]], dim=1)
+        fed = out[:, t : t + 1]
     return Sampled(tokens=out, logprobs=logprobs, lengths=lengths)
 
 
@@ -131,7 +142,7 @@ class TorchGenerator:
         max_tokens: int,
         temperature: float,
         allowed: torch.Tensor | None = None,
-        stop: int | None = None,
+        ends: Sequence[int] = (),
     ) -> list[list[Completion]]:
         if self._version < 0:
             raise RuntimeError("no weights loaded: call load_weights first")
@@ -152,7 +163,7 @@ class TorchGenerator:
                 temperature=temperature,
                 allowed=allowed,
                 rng=self.rng,
-                stop=stop,
+                ends=ends,
             )
             tokens, logprobs, lengths = drawn.tokens.tolist(), drawn.logprobs.tolist(), drawn.lengths.tolist()
             for row, i in enumerate(rows):

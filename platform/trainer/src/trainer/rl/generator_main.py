@@ -24,7 +24,7 @@ from trainer.preconditions import engine_installed
 from trainer.rl.engines import Engine, build
 from trainer.rl.report import GeneratorTime
 from trainer.rl.service import Client, RequestFailed
-from trainer.rl.tokens import DIGITS, allowed_mask
+from trainer.rl.tokens import allowed_mask
 
 log = logging.getLogger("trainer.rl")
 
@@ -43,6 +43,23 @@ class Ticker:
         return {k: v for k, v in out.items() if v > 0}
 
 
+class Masks:
+    """The allowed-token mask of the ids a lease names (the controller's task: rl.allowed in its tokenizer's ids),
+    built once per distinct set."""
+
+    def __init__(self, vocab: int, device: torch.device) -> None:
+        self.vocab, self.device = vocab, device
+        self.built: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def get(self, ids: list[int] | None) -> torch.Tensor | None:
+        if ids is None:
+            return None
+        key = tuple(ids)
+        if key not in self.built:
+            self.built[key] = allowed_mask(self.vocab, list(key)).to(self.device)
+        return self.built[key]
+
+
 def run(cfg: Config, index: int, incarnation: int) -> int:
     problem = engine_installed(cfg)  # its image, not the driver's: checked here as well as at start
     if problem is not None:
@@ -59,7 +76,7 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
     """Ask, then do, until the controller says the run is done."""
     s, generator, receiver = cfg.rl, engine.generator, engine.receiver
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
-    allowed = allowed_mask(cfg.model.vocab, DIGITS).to(device) if s.allowed == "digits" else None
+    masks = Masks(cfg.model.vocab, device)
     ticker, sync_failed, refused = Ticker(), False, 0
     while True:
         ask = {"generator": name, "held": receiver.held, "members": receiver.members, "sync_failed": sync_failed,
@@ -82,7 +99,7 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
                 prompts = [(int(i), [int(t) for t in tokens]) for i, tokens in answer["prompts"]]
                 drawn = generator.generate(
                     [tokens for _, tokens in prompts], s.group_size, max_tokens=s.max_tokens,
-                    temperature=s.temperature, allowed=allowed,
+                    temperature=s.temperature, allowed=masks.get(answer.get("allowed")), ends=answer.get("ends") or (),
                 )  # fmt: skip
                 groups = [
                     {"index": i, "completions": [

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,28 +118,33 @@ def shapes(cfg: Model) -> dict[str, tuple[int, ...]]:
     return out | {"norm.weight": (d,), "head.weight": (cfg.vocab, d)}
 
 
-def hf_config(cfg: Model, dtype: torch.dtype) -> dict[str, Any]:
-    """config.json for LlamaForCausalLM (what transformers and vLLM read)."""
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": cfg.vocab,
-        "hidden_size": cfg.d_model,
-        "intermediate_size": ffn_width(cfg),
-        "num_hidden_layers": cfg.layers,
-        "num_attention_heads": cfg.heads,
-        "num_key_value_heads": cfg.kv_heads or cfg.heads,
-        "head_dim": cfg.d_model // cfg.heads,
-        "max_position_embeddings": cfg.seq_len,
-        "rope_theta": cfg.rope_theta,
-        "rope_scaling": None,
-        "rms_norm_eps": cfg.norm_eps,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": False,
-        "torch_dtype": str(dtype).removeprefix("torch."),
-    }
+def hf_config(cfg: Model, dtype: torch.dtype, ends: tuple[int, ...] = (), bos: int | None = None) -> dict[str, Any]:
+    """config.json for LlamaForCausalLM (what transformers and vLLM read); ``ends``/``bos``: the tokenizer's ids."""
+    tokens: dict[str, Any] = {"eos_token_id": ends[0] if len(ends) == 1 else list(ends)} if ends else {}
+    return (
+        tokens
+        | ({"bos_token_id": bos} if bos is not None else {})
+        | {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "vocab_size": cfg.vocab,
+            "hidden_size": cfg.d_model,
+            "intermediate_size": ffn_width(cfg),
+            "num_hidden_layers": cfg.layers,
+            "num_attention_heads": cfg.heads,
+            "num_key_value_heads": cfg.kv_heads or cfg.heads,
+            "head_dim": cfg.d_model // cfg.heads,
+            "max_position_embeddings": cfg.seq_len,
+            "rope_theta": cfg.rope_theta,
+            "rope_scaling": None,
+            "rms_norm_eps": cfg.norm_eps,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "mlp_bias": False,
+            "tie_word_embeddings": False,
+            "torch_dtype": str(dtype).removeprefix("torch."),
+        }
+    )
 
 
 def _refuse(where: str, what: str, fix: str) -> Invalid:
@@ -212,7 +217,7 @@ def differences(checkpoint: Model, cfg: Model) -> list[str]:
 def start_problem(source: str, cfg: Model, where: str = "rl.hf_checkpoint") -> str | None:
     """One line when the checkpoint folder at ``source`` is unreadable or not the run's model; None when it fits."""
     try:
-        checkpoint, _ = model_config(_read_json(Path(source) / CONFIG), f"{where}: {Path(source) / CONFIG}")
+        checkpoint, _ = model_config(read_json(Path(source) / CONFIG), f"{where}: {Path(source) / CONFIG}")
     except Invalid as error:
         return error.lines[0]
     changes = differences(checkpoint, cfg)
@@ -221,7 +226,7 @@ def start_problem(source: str, cfg: Model, where: str = "rl.hf_checkpoint") -> s
     return None
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
     try:
         if path.stat().st_size > MAX_JSON:
             raise _refuse(str(path), f"larger than {MAX_JSON} bytes", "this is not a checkpoint's JSON file")
@@ -233,7 +238,7 @@ def _read_json(path: Path) -> Any:
 def _weight_files(folder: Path) -> dict[str, list[str]]:
     """File name -> the tensor names the index puts in it (a single file: [] means all it holds)."""
     if (folder / INDEX).is_file():
-        index = _read_json(folder / INDEX)
+        index = read_json(folder / INDEX)
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             raise _refuse(str(folder / INDEX), "no weight_map", "restore the index from the checkpoint")
@@ -293,7 +298,7 @@ def load_hf(folder: str | Path) -> tuple[Model, dict[str, torch.Tensor]]:
     implies and finite values; anything else is one line (Invalid), never a traceback.
     """
     folder = Path(folder)
-    cfg, tied = model_config(_read_json(folder / CONFIG), str(folder / CONFIG))
+    cfg, tied = model_config(read_json(folder / CONFIG), str(folder / CONFIG))
     state: dict[str, torch.Tensor] = {}
     for file, listed in _weight_files(folder).items():
         for name, tensor in _read_tensors(folder, file, listed, cfg).items():
@@ -313,31 +318,74 @@ def save_hf(
     state: Mapping[str, torch.Tensor], cfg: Model, folder: str | Path, dtype: torch.dtype | None = None
 ) -> None:
     """config.json and model.safetensors that LlamaForCausalLM (transformers, vLLM) loads; ``dtype``: cast first."""
-    from safetensors.torch import save_file  # imported here: only checkpoint export needs it
-
     expected = shapes(cfg)
     if set(state) != set(expected) or any(tuple(state[k].shape) != v for k, v in expected.items()):
         raise ValueError("state does not match the model config (names or shapes)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    first = next(iter(state.values()))
-    dtype = dtype or first.dtype
-    tensors = {to_hf(k): v.detach().to("cpu", dtype).contiguous() for k, v in state.items()}
-    partial = folder / f".{WEIGHTS}.partial"
-    save_file(tensors, str(partial), metadata={"format": "pt"})
-    os.replace(partial, folder / WEIGHTS)  # a reader sees the old file or the whole new one, never half
+    dtype = dtype or next(iter(state.values())).dtype
+    write_weights(folder, [list(state)], lambda names: state, dtype)
     (folder / CONFIG).write_text(json.dumps(hf_config(cfg, dtype), indent=2, sort_keys=True) + "\n")
 
 
+def shard_plan(sizes: Mapping[str, int], max_bytes: int) -> list[list[str]]:
+    """The names in order, packed into files of at most ``max_bytes`` (a larger tensor gets a file to itself)."""
+    plan: list[list[str]] = [[]]
+    used = 0
+    for name, size in sizes.items():
+        if plan[-1] and used + size > max_bytes:
+            plan.append([])
+            used = 0
+        plan[-1].append(name)
+        used += size
+    return plan
+
+
+def weight_files(count: int) -> list[str]:
+    """The file names of ``count`` weight files, as transformers' save_pretrained names them."""
+    return [WEIGHTS] if count == 1 else [f"model-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+
+
+def write_weights(
+    folder: Path, plan: list[list[str]], read: Callable[[list[str]], Mapping[str, torch.Tensor]], dtype: torch.dtype
+) -> int:
+    """Write each file of ``plan`` (``read(names)`` gives its trainer-named tensors), then the index; the bytes written.
+
+    One file's tensors are in memory at a time. More than one file: ``model.safetensors.index.json`` maps each HF
+    name to its file, as ``load_hf`` and transformers read it.
+    """
+    from safetensors.torch import save_file  # imported here: only checkpoint export needs it
+
+    weight_map: dict[str, str] = {}
+    total = 0
+    for file, names in zip(weight_files(len(plan)), plan, strict=True):
+        state = read(names)
+        if set(state) != set(names):
+            raise ValueError(f"{file}: read {sorted(state)[:3]}..., expected {names[:3]}...")
+        tensors = {to_hf(k): v.detach().to("cpu", dtype).contiguous() for k, v in state.items()}
+        partial = folder / f".{file}.partial"
+        save_file(tensors, str(partial), metadata={"format": "pt"})
+        os.replace(partial, folder / file)  # a reader sees the old file or the whole new one, never half
+        weight_map |= dict.fromkeys(tensors, file)
+        total += sum(t.numel() * t.element_size() for t in tensors.values())
+    if len(plan) > 1:
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (folder / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return total
+
+
 def load_tokenizer(folder: str | Path, vocab: int) -> Tokenizer:
-    """The checkpoint's tokenizer.json when it has one (its ids must fit the model's vocab), else byte tokens."""
+    """The checkpoint's tokenizer.json when it has one (its ids must fit the model's vocab; its end-of-sequence ids
+    from the folder's generation_config.json or tokenizer_config.json), else byte tokens."""
     path = Path(folder) / TOKENIZER
     if not path.is_file():
         if vocab < 256:
             raise _refuse(str(folder), f"no {TOKENIZER} and vocab {vocab} < 256 byte tokens", "add the tokenizer")
         return ByteTokenizer()
     try:
-        tokenizer = HFTokenizer(path)
+        tokenizer = HFTokenizer.from_folder(Path(folder))
+    except Invalid:
+        raise
     except Exception as e:  # the tokenizers library raises its own exception type for a bad file
         raise _refuse(str(path), f"not a tokenizer ({str(e)[:120]})", "restore tokenizer.json") from None
     if tokenizer.vocab_size > vocab:
@@ -345,8 +393,11 @@ def load_tokenizer(folder: str | Path, vocab: int) -> Tokenizer:
     return tokenizer
 
 
-def fetch(url: str, dest: str | Path) -> Path:
-    """Copy a checkpoint folder from a bucket (``gs://...``, any fsspec URL) to ``dest``; a local path is returned as is."""
+def fetch(url: str, dest: str | Path, only: tuple[str, ...] = ()) -> Path:
+    """Copy a checkpoint folder from a bucket (``gs://...``, any fsspec URL) to ``dest``; a local path is returned as is.
+
+    ``only``: just these files (the export takes a checkpoint's tokenizer files, not its weights).
+    """
     if "://" not in url:
         return Path(url)
     import fsspec  # type: ignore[import-untyped]  # imported here: local checkpoints never need it
@@ -358,7 +409,8 @@ def fetch(url: str, dest: str | Path) -> Path:
         wanted = [
             p
             for p in fs.ls(root, detail=False)
-            if Path(p).name in (CONFIG, INDEX, TOKENIZER) or str(p).endswith(".safetensors")
+            if (Path(p).name in only)
+            or (not only and (Path(p).name in (CONFIG, INDEX, TOKENIZER) or str(p).endswith(".safetensors")))
         ]
         for remote in wanted:
             fs.get(remote, str(dest / Path(remote).name))

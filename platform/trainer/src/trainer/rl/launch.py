@@ -7,7 +7,9 @@ new generator; after ``rl.max_restarts`` exits in a row without a kept answer, o
 start: its engine is missing), the run stops with its last error line), ``outcome`` (why the run stopped early,
 and its exit code), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and
 the buffer's counters in the run's summary). Each committed step is one console line and one record in
-``<run>/rl.jsonl`` (what the tests read).
+``<run>/rl.jsonl`` (what the tests read). A step due for held-out evaluation (evaluation.py: one group
+evaluates it on a thread) waits for its accuracy before its line goes out, so the line carries it; a
+later step's commit sends it without (its accuracy, when it comes, is a line of its own).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -25,6 +28,7 @@ from contract.metrics import GENERATOR_STATES
 from trainer.config import Config
 from trainer.launch.process import EXIT_REFUSED, EXIT_STOPPED
 from trainer.rl.controller import Committed, Controller
+from trainer.rl.evaluation import due
 from trainer.rl.grpo import make_task
 from trainer.rl.metrics import RLMetrics
 from trainer.rl.report import GeneratorTime, StepReport, eta, step_line, with_generators
@@ -106,8 +110,10 @@ class RLSide:
         self.records = (out / "rl.jsonl").open("a")
         self.service = Service(
             self.controller, host=host, advertise=advertise, on_commit=self._committed, on_lease=self._booked,
-            metrics=self.metrics,
+            on_greedy=self._evaluated, metrics=self.metrics,
         )  # fmt: skip
+        self.lines = threading.Lock()  # commits and evaluations arrive on the service's threads
+        self.pending: dict[int, tuple[StepReport, Committed]] = {}  # due steps waiting for their evaluation
         self.runner: Runner | None = None
         self.running: set[int] = set()
         self.incarnation: dict[int, int] = {}
@@ -116,7 +122,7 @@ class RLSide:
         self.stop_code = 0  # the run's exit code once ``controller.stopped`` says why it cannot go on
         self.started = time.monotonic()
         self.first_commit: tuple[float, int] | None = None  # (when, step): the pace the ETA assumes
-        self.announced = self.baseline_said = False
+        self.announced = False
         self.asked: set[str] = set()  # generators that asked for work (each said once on the console)
 
     def config(self, cfg: Config) -> Config:
@@ -156,9 +162,6 @@ class RLSide:
             self.announced = True
             self._record("controller_started", **c.started_from)
             self._started_lines(c.started_from)
-        if c.baseline is not None and not self.baseline_said:
-            self.baseline_said = True
-            say(f"rl baseline  greedy {c.baseline:.2f}  (held out, at step 0 before training)")
         for name in sorted(self.service.call(lambda: set(c.members)) - self.asked):
             self.asked.add(name)
             say(f"rl: {name} is asking for work")
@@ -222,6 +225,8 @@ class RLSide:
         if self.runner is not None:
             self.runner.stop(10)  # they see "done" at their next ask
         self.service.close()
+        with self.lines:
+            self._flush(None)  # an evaluation that never came (its group died): the step's line without it
         refused = {f"{g}/{reason}": n for (g, reason), n in sorted(self.controller.refusals.items())}
         counters = asdict(self.controller.buffer.counters) | {"rejected_results": self.controller.rejected}
         counters["refused_answers"] = refused
@@ -241,19 +246,43 @@ class RLSide:
         t, now = c.trainer, time.monotonic()
         self.first_commit = self.first_commit or (now, c.step)
         report = StepReport(
-            step=c.step, steps=self.cfg.run.steps, reward=c.reward, greedy=_number(t.get("greedy")),
+            step=c.step, steps=self.cfg.run.steps, reward=c.reward,
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
             trained_tokens=int(_number(t.get("trained_tokens")) or 0), generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
             reissued=c.window.reissued, refused=c.window.refused, elapsed_s=now - self.started,
             eta_s=eta(now, self.first_commit, c.step, self.cfg.run.steps),
         )  # fmt: skip
+        with self.lines:
+            self._flush(c.step)
+            if due(c.step, self.cfg.rl.eval_every, self.cfg.run.steps):
+                self.pending[c.step] = (report, c)
+            else:
+                self._show(report, c)
+
+    def _evaluated(self, group: int, step: int, greedy: float, seconds: float) -> None:
+        with self.lines:
+            self._record("greedy", step=step, group=group, greedy=greedy, seconds=round(seconds, 3))
+            if step in self.pending:
+                report, c = self.pending.pop(step)
+                self._show(replace(report, greedy=greedy), c)
+            elif step == 0:  # a fresh run's policy before training (policy.started)
+                say(f"rl baseline  greedy {greedy:.2f}  (held out, at step 0 before training; {seconds:.2f} s)")
+            else:  # its step's line went out already: the evaluation took longer than a step
+                say(f"rl greedy {greedy:.2f} at step {step} (group {group}, {seconds:.2f} s)")
+
+    def _flush(self, before: int | None) -> None:
+        """The lines of due steps before ``before`` (None: all) still waiting for their evaluation, without it."""
+        for step in sorted(s for s in self.pending if before is None or s < before):
+            self._show(*self.pending.pop(step))
+
+    def _show(self, report: StepReport, c: Committed) -> None:
         say(step_line(report))
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
         self._record(
             "step", step=c.step, ages=list(c.ages), reward=c.reward, greedy=report.greedy, reissued=c.window.reissued,
-            refused=c.window.refused,
+            refused=c.window.refused, completions=c.window.completions, truncated=c.window.truncated,
             age_violations=counters.age_violations, max_sampled_age=counters.max_sampled_age,
         )  # fmt: skip
 
@@ -282,9 +311,14 @@ def last_line(path: Path, tail: int = 8192) -> str:
     return lines[-1][:300] if lines else ""
 
 
+_SAYING = threading.Lock()  # lines come from the launcher's loop and the service's threads: never interleaved
+
+
 def say(line: str) -> None:
-    """One console line of the run (the launcher's stdout, as the step lines)."""
-    print(line, flush=True)
+    """One console line of the run (the launcher's stdout, as the step lines), written whole."""
+    with _SAYING:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _number(value: Any) -> float | None:

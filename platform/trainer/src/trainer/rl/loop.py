@@ -22,7 +22,7 @@ from trainer.rl.advantages import score
 from trainer.rl.buffer import Counters, ReplayBuffer
 from trainer.rl.episode import Group, make_batch
 from trainer.rl.generate import Generator, TorchGenerator, snapshot
-from trainer.rl.grpo import Task, greedy_accuracy, make_task
+from trainer.rl.grpo import Task, greedy_accuracy, make_task, score_answers
 from trainer.rl.loss import Clip
 from trainer.rl.settings import RL
 from trainer.rl.step import StepSettings, StepStats, rl_step
@@ -52,6 +52,7 @@ class Rollout:
     groups: int  # prompts whose groups were scored
     reward_mean: float  # over every completion, dropped groups included
     tokens: int  # response tokens generated
+    truncated: int  # completions that ran to max_tokens with no end
 
 
 def rollout(generator: Generator, buffer: ReplayBuffer, task: Task, settings: RL, count: int) -> Rollout:
@@ -61,13 +62,11 @@ def rollout(generator: Generator, buffer: ReplayBuffer, task: Task, settings: RL
     encoded = [task.tokenizer.encode(p.prompt) for p in problems]
     completions = generator.generate(
         encoded, settings.group_size, max_tokens=task.max_tokens, temperature=settings.temperature,
-        allowed=task.allowed, stop=task.stop,
+        allowed=task.allowed, ends=task.ends,
     )  # fmt: skip
-    rewards = [
-        [task.rewards(p.prompt, task.tokenizer.decode(list(c.response)), p.answer) for c in group]
-        for p, group in zip(problems, completions, strict=True)
-    ]
-    scored = score(indices, completions, rewards)
+    answers = score_answers(task, problems, completions)
+    rewards = answers.rewards
+    scored = score(indices, answers.groups, rewards)
     for group in scored.kept:
         buffer.add(group)
     for index in scored.dropped_zero_advantage:
@@ -77,6 +76,7 @@ def rollout(generator: Generator, buffer: ReplayBuffer, task: Task, settings: RL
         groups=len(indices),
         reward_mean=sum(flat) / len(flat),
         tokens=sum(len(c.response) for group in completions for c in group),
+        truncated=answers.truncated,
     )
 
 
@@ -85,6 +85,7 @@ class History:
     rewards: list[float] = field(default_factory=list)  # per training step: mean sampled reward of its rollouts
     ages: list[list[int]] = field(default_factory=list)  # per step: the age of every group trained on
     steps: list[StepStats] = field(default_factory=list)
+    truncated: list[int] = field(default_factory=list)  # per step: completions of its rollouts with no end
     greedy: list[tuple[int, float]] = field(default_factory=list)  # (version, held-out greedy accuracy)
     counters: Counters = field(default_factory=Counters)
     reward_failures: int = 0
@@ -150,6 +151,7 @@ def run(
     history.greedy.append((0, greedy_accuracy(policy.model, task.prompts.held_out, task)))
     for _ in range(loop.steps):
         rewards: list[float] = []
+        truncated = 0
         while (groups := buffer.sample(policy.version, settings.prompts_per_step)) is None:
             if len(rewards) == loop.max_rollouts:
                 break
@@ -157,11 +159,13 @@ def run(
             # only the shortfall would take many small rollouts; the surplus waits, at most one version old
             done = rollout(policy.generator, buffer, task, settings, settings.prompts_per_step)
             rewards.append(done.reward_mean)
+            truncated += done.truncated
         if groups is None:  # every group scored alike: the training prompts are solved (or hopeless)
             history.saturated = True
             break
         # NaN for a step whose whole batch was the previous step's surplus: it generated nothing
         history.rewards.append(sum(rewards) / len(rewards) if rewards else float("nan"))
+        history.truncated.append(truncated)
         history.ages.append([g.age(policy.version) for g in groups])
         history.steps.append(policy.train(groups, step))
         buffer.trained(groups)

@@ -10,8 +10,9 @@ What RL adds (loop/worker.py calls the hooks):
 * the state: ``state_dict()["rl"]`` is the controller's buffer state as of the last committed step (the
   prompt cursor and the prompts issued but not trained), so a checkpoint and a healing peer carry it;
   ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
-* ``after_commit``: held-out greedy accuracy when due, a snapshot of the weights for the generators
-  (pairs.py serves it on its own thread), and the step's numbers to the controller for its console line.
+* ``after_commit``: a snapshot of the weights for the generators (pairs.py serves it on its own thread),
+  the step's numbers to the controller for its console line, and, in the one group the controller names
+  the step's sender, held-out greedy accuracy of that snapshot on a thread of rank 0 (evaluation.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from trainer.distributed.group import Rank
 from trainer.ft.manager import FaultTolerance
 from trainer.loop.trainer import Trainer
 from trainer.rl.episode import Group, make_batch
+from trainer.rl.evaluation import Evaluation, evaluates
 from trainer.rl.generate import snapshot
-from trainer.rl.grpo import greedy_accuracy, make_task
+from trainer.rl.grpo import make_task
 from trainer.rl.loss import Clip, grpo_loss, response_logprobs
 from trainer.rl.pairs import WeightServer
 from trainer.rl.service import Client
@@ -56,6 +58,7 @@ class PolicyTrainer(Trainer):
         self.server: WeightServer | None = None
         self.trained_tokens = 0
         self.step_began = time.perf_counter()
+        self.evaluation = Evaluation(cfg.model, self.task, self._evaluated)
 
     def _load_hf(self, source: str) -> Any:
         from trainer.rl.hf import differences, fetch, load_hf, load_tokenizer
@@ -112,28 +115,23 @@ class PolicyTrainer(Trainer):
 
     def started(self, resumed: int | None) -> None:
         weights = self._snapshot()  # a collective in a sharded group: every rank takes part
-        baseline = None  # a fresh run's held-out greedy accuracy before training: the console's step-0 line
-        if self.step == 0 and self.group == 0 and self.task.prompts.held_out:
-            baseline = greedy_accuracy(self.model, self.task.prompts.held_out, self.task)
         if self.where.rank != 0:
             return
         answer = self.client.post(
-            "/start",
-            {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None,
-             "greedy": baseline},
-        )  # fmt: skip
+            "/start", {"group": self.group, "token": self.token, "step": self.step, "state": self.rl_state or None}
+        )
         self.server = WeightServer(
             self.client, self.group, self.token, weights, store_port=int(answer["store"]),
             timeout_s=self.cfg.rl.sync_timeout_s, device=self.device,
         )  # fmt: skip
         self.server.offer(self.step, weights)
         self.server.start()
+        if self.step == 0 and self.group == 0 and self.task.prompts.held_out:  # a fresh run's baseline, on a thread
+            self.evaluation.submit(0, weights)
 
     def after_commit(self, step: int) -> None:
         self.rl_state = self._batch_state
         train_seconds = time.perf_counter() - self.step_began
-        due = step % self.cfg.rl.eval_every == 0 or step == self.target
-        greedy = greedy_accuracy(self.model, self.task.prompts.held_out, self.task) if due else None
         weights = self._snapshot()
         if self.where.rank != 0 or self.server is None:
             return
@@ -141,11 +139,16 @@ class PolicyTrainer(Trainer):
         stats = {
             "trained_tokens": self.trained_tokens * self.where.size,
             "train_seconds": train_seconds,
-            "greedy": greedy,
             "sync_seconds": self.server.last_seconds,
         }
         self.trained_tokens = 0
-        self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
+        answer = self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
+        if evaluates(self.where.rank, bool(answer.get("sender")), step, self.cfg.rl.eval_every, self.target):
+            self.evaluation.submit(step, weights)
+
+    def _evaluated(self, step: int, greedy: float, seconds: float) -> None:
+        """The evaluation thread's result, to the controller (its console line; launch.py)."""
+        self.client.post("/greedy", {"group": self.group, "step": step, "greedy": greedy, "seconds": seconds})
 
     def _snapshot(self) -> dict[str, torch.Tensor]:
         """A copy of the whole model's weights, taken between steps: what the generators get."""
@@ -154,5 +157,6 @@ class PolicyTrainer(Trainer):
         return {name: tensor.detach().clone() for name, tensor in self.full_state().items()}
 
     def close(self) -> None:
+        self.evaluation.wait()  # the last step's accuracy reaches the controller before this group leaves
         if self.server is not None:
             self.server.stop()

@@ -43,11 +43,13 @@ class Service:
         advertise: str = "",
         on_commit: Callable[[Committed], None] = lambda c: None,
         on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
+        on_greedy: Callable[[int, int, float, float], None] = lambda g, s, a, t: None,
         metrics: RLMetrics | None = None,
     ) -> None:
         from trainer.distributed.listen import store_on
 
         self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
+        self.on_greedy = on_greedy  # (group, step, held-out greedy accuracy, seconds): evaluation.py's result
         self.advertise = advertise  # the address others reach it at, when it listens on every interface
         self.changed = threading.Condition()
         self.store = store_on(host, timeout=timedelta(seconds=60))  # where the server listens, nowhere else
@@ -78,10 +80,7 @@ class Service:
     def handle(self, path: str, body: dict[str, Any]) -> Any:
         c = self.controller
         if path == "/start":
-            greedy = body.get("greedy")
-            greedy = float(greedy) if isinstance(greedy, (int, float)) and 0 <= greedy <= 1 else None
-            up = (int(body["group"]), str(body["token"]), int(body["step"]), body.get("state"), greedy)
-            started = self.call(c.start, *up)
+            started = self.call(c.start, int(body["group"]), str(body["token"]), int(body["step"]), body.get("state"))
             return started | {"store": self.store.port}
         if path == "/batch":
             return self.wait_for(lambda: c.batch(int(body["step"]))) or {"wait": True}
@@ -90,6 +89,9 @@ class Service:
             if first is not None:
                 self.on_commit(first)
             return answer
+        if path == "/greedy":
+            self.on_greedy(int(body["group"]), int(body["step"]), float(body["greedy"]), float(body["seconds"]))
+            return {}
         if path == "/transfers":
             group, token = int(body["group"]), str(body["token"])
             return {"transfers": self.wait_for(lambda: c.transfers(group, token) or None) or []}

@@ -27,10 +27,15 @@ class RL:
     task: str = "arithmetic"
     reward: str = "exact"  # exact, math, or module:function (rewards.py)
     held_out: int = setting(44, low=0, high=MANY)  # problems kept out of training for greedy evaluation
-    allowed: str = "digits"  # constrained decoding: "digits" (bytes 0-9) or "" (the whole vocabulary)
+    # Constrained decoding: "digits" (the tokens whose text is digits, and the tokenizer's end-of-sequence) or ""
+    # (the whole vocabulary).
+    allowed: str = "digits"
     group_size: int = setting(16, low=2, high=4096)  # completions per prompt: GRPO's baseline is the group's own mean
     prompts_per_step: int = setting(32, low=1, high=MANY)  # groups in one training batch
-    max_tokens: int = setting(1, low=1, high=1 << 20)
+    max_tokens: int = setting(1, low=1, high=1 << 20)  # a completion with no end by then is cut there (truncated)
+    # Strings that end a completion besides the tokenizer's end-of-sequence: the response is cut after the
+    # token that completes the first one, which the reward does not see (ends.py).
+    stop: tuple[str, ...] = ()
     temperature: float = setting(1.0, above=0, high=100.0)
     max_policy_age: int = setting(1, low=0, high=1000)  # a sample older than this many versions is never trained on
     clip_low: float = setting(0.2, low=0, below=1)
@@ -99,6 +104,13 @@ def check(settings: RL, where: str = "rl") -> RL:
         )
     if settings.allowed not in ("digits", ""):
         raise Invalid([f"{where}: allowed: {settings.allowed!r} is not a token set; set allowed to digits or ''"])
+    if any(not s for s in settings.stop):
+        raise Invalid([f"{where}.stop: an empty string ends every completion at once; remove it"])
+    if settings.allowed == "digits" and any(not (s.isascii() and s.isdigit()) for s in settings.stop):
+        odd = next(s for s in settings.stop if not (s.isascii() and s.isdigit()))
+        raise Invalid(
+            [f"{where}.stop: {odd[:40]!r} is never sampled with allowed=digits; remove it or set {where}.allowed=''"]
+        )
     if settings.engine not in names.RL_ENGINES:
         engines = " or ".join(names.RL_ENGINES)
         raise Invalid([f"{where}.engine: {settings.engine[:40]!r} is not an engine; set {where}.engine to {engines}"])

@@ -15,7 +15,14 @@ https://github.com/vllm-project/vllm/blob/main/vllm/v1/sample/sampler.py):
 - ``logprobs=0``: only the sampled token's logprob comes back, ``outputs[i].logprobs[j][token_ids[j]]``;
 - ``generation_config="vllm"`` and ``top_p=1``: a checkpoint's generation_config.json (Llama's sets top_p
   0.9) must not truncate the distribution behind the loss's back;
-- ``ignore_eos=True``: only ``stop`` ends a completion, as in TorchGenerator;
+- ``stop_token_ids=ends`` (the tokenizer's end-of-sequence ids, which the caller passes) and ``ignore_eos=True``:
+  a completion ends on one of those ids or at ``max_tokens`` (or ``max_model_len``), as in TorchGenerator.
+  vLLM's own EOS would come from its tokenizer, which is not loaded (``skip_tokenizer_init``), and
+  ``generation_config="vllm"`` keeps the checkpoint's from being read: the ends are the run's, passed
+  explicitly. The V1 scheduler checks the last output token after appending it (``check_stop`` in
+  ``vllm/v1/core/sched/utils.py``: ``last_token_id in stop_token_ids``), so the end id is the last of
+  ``token_ids``, as TorchGenerator keeps it. Stop strings are not vLLM's here (they need its detokenizer:
+  ``SamplingParams`` refuses ``stop`` with ``detokenize=False``); the controller cuts at them (ends.py);
 - after every weight load the prefix cache is reset: cached KV of a prompt was computed by the old weights.
 
 Seeds: the engine seed (``LLM(seed=)``) makes a run reproducible; no per-request seed is set, since a
@@ -99,7 +106,7 @@ class VllmGenerator:
         return self._version
 
     def _params(
-        self, n: int, max_tokens: int, temperature: float, allowed: torch.Tensor | None, stop: int | None
+        self, n: int, max_tokens: int, temperature: float, allowed: torch.Tensor | None, ends: Sequence[int]
     ) -> Any:
         allowed_ids = None if allowed is None else [int(i) for i in allowed.nonzero().flatten().tolist()]
         if allowed_ids is not None and not allowed_ids:
@@ -111,7 +118,7 @@ class VllmGenerator:
             max_tokens=max_tokens,
             logprobs=0,
             allowed_token_ids=allowed_ids,
-            stop_token_ids=None if stop is None else [stop],
+            stop_token_ids=[int(i) for i in ends] or None,
             ignore_eos=True,
             detokenize=False,
         )
@@ -124,12 +131,12 @@ class VllmGenerator:
         max_tokens: int,
         temperature: float,
         allowed: torch.Tensor | None = None,
-        stop: int | None = None,
+        ends: Sequence[int] = (),
     ) -> list[list[Completion]]:
         if n < 1 or max_tokens < 1:
             raise ValueError("n and max_tokens must be at least 1")
         version = self._version  # weights change only between calls (load_weights runs in this thread)
-        params = self._params(n, max_tokens, temperature, allowed, stop)
+        params = self._params(n, max_tokens, temperature, allowed, ends)
         requests = [{"prompt_token_ids": [int(t) for t in p]} for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         if len(outputs) != len(prompts):

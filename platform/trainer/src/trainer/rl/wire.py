@@ -2,7 +2,7 @@
 
 A generator's answer is input from another process: every field is checked against what the run's engines
 (TorchGenerator and vLLM, ``Bounds``) can write for that lease: one group of ``n`` completions per leased
-prompt, only allowed token ids, exactly ``max_tokens`` of them unless the stop token (last, never before) or
+prompt, only allowed token ids, exactly ``max_tokens`` of them unless an end-of-sequence id (last, never before) or
 vLLM's context ends a completion, one log-probability per token that a float32 softmax could have sampled,
 and the version the generator held when it asked. Anything else is ``Refused`` with a reason (the
 refused-answers metric's label) before anything is scored; the controller counts it by generator and the
@@ -84,8 +84,8 @@ class Bounds:
     """What the run's engines can answer to one lease: TorchGenerator (generate.sample) and vLLM alike.
 
     Both sample only ``allowed`` tokens (a -inf mask; vLLM's ``allowed_token_ids``), write ``max_tokens``
-    of them unless ``stop`` ends a completion (vLLM ignores EOS: ``ignore_eos=True``) or, in vLLM only, the
-    context does (its scheduler finishes a request at ``max_model_len``, the exported ``seq_len``), and
+    of them unless one of ``ends`` does (the tokenizer's end-of-sequence ids: vLLM's ``stop_token_ids``, its own
+    EOS ignored) or, in vLLM only, the context does (its scheduler finishes a request at ``max_model_len``, the exported ``seq_len``), and
     stamp every completion of one call with the version the engine holds, the one its lease ask carried.
     vLLM's stop rule: vllm-project/vllm ``vllm/v1/core/sched/utils.py`` ``check_stop`` (length-capped at
     ``num_tokens >= max_model_len`` or ``num_output_tokens >= max_tokens``; EOS only without ``ignore_eos``;
@@ -96,14 +96,14 @@ class Bounds:
     max_tokens: int
     vocab: int
     allowed: frozenset[int] | None = None  # None: the whole vocabulary
-    stop: int | None = None
+    ends: frozenset[int] = frozenset()  # end-of-sequence ids: a completion ends on one, kept as its last token
     context: int | None = None  # vLLM's max_model_len; None: no engine of the run stops there
     held: int  # the version the generator held when it was leased
     newest: int  # the newest policy version that exists
 
     def lengths(self, prompt: int) -> tuple[int, int]:
         """The response lengths an engine can write after a prompt of ``prompt`` tokens."""
-        if self.stop is not None:
+        if self.ends:
             return 1, self.max_tokens
         if self.context is not None:
             return max(1, min(self.max_tokens, self.context - prompt)), self.max_tokens
@@ -168,18 +168,22 @@ def _completion(data: Any, prompt: Sequence[int], where: str, b: Bounds) -> Comp
 
 
 def _length(response: list[Any], prompt: int, where: str, b: Bounds) -> None:
-    """A response length the engines write after ``prompt`` tokens, with ``stop`` (if any) only at its end."""
+    """A response length the engines write after ``prompt`` tokens, with an end id only at its end.
+
+    A response shorter than ``max_tokens`` ends on an end id, or where vLLM's context ran out: an answer that
+    stops early on its own would be trained on as if the policy had chosen to end there."""
     low, high = b.lengths(prompt)
     if not low <= len(response) <= high:
         raise Refused("length", f"result: {where}: {len(response)} tokens; the engines write {low}..{high} here")
-    if b.stop is None:
+    if not b.ends:
         return
-    if b.stop in response[:-1]:
-        raise Refused("length", f"result: {where}: the stop token {b.stop} before the end (generation ends at it)")
+    inside = next((t for t in response[:-1] if t in b.ends), None)
+    if inside is not None:
+        raise Refused("length", f"result: {where}: the end token {inside} before the end (generation ends at it)")
     capped = b.context is not None and prompt + len(response) >= b.context
-    if len(response) < high and response[-1] != b.stop and not capped:
+    if len(response) < high and response[-1] not in b.ends and not capped:
         raise Refused(
-            "length", f"result: {where}: {len(response)} tokens, fewer than {high}, not ended by the stop token"
+            "length", f"result: {where}: {len(response)} tokens, fewer than {high}, not ended by an end token"
         )
 
 
