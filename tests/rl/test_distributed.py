@@ -69,15 +69,25 @@ def assert_every_step_once_within_the_age_bound(tmp_path: Path, name: str, first
 
 
 def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> None:
-    out = finish(start(tmp_path, "grpo", "run.steps=8", "rl.eval_every=4"))
+    out = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8", "rl.eval_every=4"))
     assert_every_step_once_within_the_age_bound(tmp_path, "grpo", 1, 8)
     lines = [line for line in out.splitlines() if line.startswith("rl step ")]
     assert [line.split()[2] for line in lines] == [f"{i}/8" for i in range(1, 9)]
     assert [i for i, line in enumerate(lines, 1) if "greedy" in line] == [4, 8]  # due steps wait for theirs
     # One place evaluates each due step (rank 0 of the sender group, evaluation.py), not every group.
     evaluated = [(r["step"], r["group"]) for r in records(tmp_path, "grpo") if r["event"] == "greedy"]
-    assert [step for step, _ in evaluated] == [4, 8]
+    assert [step for step, _ in evaluated] == [0, 4, 8]  # 0: the baseline before training (issue 41)
     assert "reward" in lines[0]
+    # No silence at start (issue 41): what was started and what it waits for, then the held-out baseline.
+    console = out.splitlines()
+    assert console[0].startswith("rl: controller at http://")
+    assert console[0].endswith("started 2 generator(s) and 2 trainer group(s); waiting for a trainer group to load "
+                               "its checkpoint or initial weights")  # fmt: skip
+    assert "rl: a trainer group is up, starting at step 0; waiting for the generators' first scored groups" in console
+    assert sum(line.startswith("rl baseline  greedy ") for line in console) == 1  # evaluated on its own thread
+    assert all(" elapsed " in line for line in lines)
+    assert all(" eta " in line for line in lines[1:])  # a pace from the second committed step on
+    assert "Traceback" not in out
     summary = json.loads((tmp_path / "runs" / "grpo" / "goodput.json").read_text())
     assert summary["outcome"] == "completed"
     assert set(summary["generators"]["seconds"]) <= {"generating", "syncing", "waiting"}
@@ -117,6 +127,11 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
         assert 0 < p["entropy"] <= 2.31  # ln 10: rl.allowed is the ten digits
         assert p["ratio_max"] >= p["ratio_mean"] > 0
     assert all("  clip " in line and "  truncated 100%" in line for line in lines)
+    # Run again, it has nothing to do: it says so and leaves the summary as it was (issue 41).
+    written = (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes()
+    again = finish(start(tmp_path, "grpo", "run.steps=8", "checkpoint.every=8", "rl.eval_every=4"), timeout=120)
+    assert again.strip() == "nothing to do: run grpo already completed step 8 of 8; raise run.steps to train on"
+    assert (tmp_path / "runs" / "grpo" / "goodput.json").read_bytes() == written
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +158,9 @@ def test_a_killed_generator_is_replaced_and_no_step_is_lost(tmp_path: Path) -> N
     wait_for_step(proc, tmp_path, "gen", 4)
     first = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_started")
     os.kill(first["pid"], signal.SIGKILL)
-    finish(proc)
+    out = finish(proc)
+    assert "Traceback" not in out  # its requests cut short are a log line of the controller's (issue 41)
+    assert f"rl: {first['generator']} exited with -9; restarting it in 2 s" in out.splitlines()
     exited = next(r for r in records(tmp_path, "gen") if r["event"] == "generator_exited")
     assert exited["generator"] == first["generator"]
     assert exited["code"] == -signal.SIGKILL

@@ -114,6 +114,28 @@ def test_grpo_under_ray_runs_generators_as_actors_beside_the_groups(local_ray: N
     assert [final(tmp_path, "grpo", group)["step"] for group in (0, 1)] == [6, 6]
 
 
+def test_a_generator_actor_without_its_engine_stops_the_run_with_its_line(local_ray: None, tmp_path: Path) -> None:
+    """rl.engine=vllm under Ray: the driver's image need not have vLLM, the generators' must; an actor without it
+    refuses to start (exit 2) and the run stops at once with its line, not a restart every few seconds (issue 41)."""
+    cfg = compose(
+        REPO / "platform/trainer/configs/grpo.yaml",
+        [
+            "run.name=novllm",
+            "run.launcher=ray",
+            "rl.engine=vllm",
+            f"run.report_dir={tmp_path / 'runs'}",
+            f"checkpoint.dir={tmp_path / 'checkpoints'}",
+            "run.steps=6",
+        ],
+    )
+    assert launch(cfg) == 2
+    records = [json.loads(line) for line in (tmp_path / "runs" / "novllm" / "rl.jsonl").read_text().splitlines()]
+    assert sum(r["event"] == "generator_started" for r in records) == 2  # neither started again
+    outcome = json.loads((tmp_path / "runs" / "novllm" / "goodput.json").read_text())["outcome"]
+    assert outcome.startswith("stopped: generator-"), outcome
+    assert ".0 refused to start (exit 2): rl.engine: vllm is not installed for " in outcome
+
+
 def test_a_run_a_local_ray_cannot_hold_is_one_line() -> None:
     from trainer.launch.ray_train import capacity_problem
 

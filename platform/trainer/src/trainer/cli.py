@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 
-from trainer.config import ConfigError, compose
+from trainer.config import Config, ConfigError, compose
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
 USAGE = (
     "usage: train.py CONFIG.yaml [key=value ...] [+new.key=value ...]\n"
@@ -15,10 +18,10 @@ KEYS = "configuration keys (key=value overrides them; defaults are the schema's,
 
 def usage() -> str:
     """The usage line and every configuration key with its default, type and bounds (trainer/keys.py)."""
-    from trainer.config import Config
     from trainer.keys import table
+    from trainer.rl.settings import HELP
 
-    return f"{USAGE}\n\n{KEYS}\n{table(Config)}"
+    return f"{USAGE}\n\n{KEYS}\n{table(Config)}\n\n{textwrap.fill(HELP, 110)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train.py: {line}", file=sys.stderr)
         return 2
     from trainer.checkpoint.resume import start_state
-    from trainer.loop.worker import EXIT_REFUSED
+    from trainer.launch.process import EXIT_REFUSED
     from trainer.observe.runs import committed_target, inner_per_commit
     from trainer.preconditions import first_problem
 
@@ -52,16 +55,35 @@ def main(argv: list[str] | None = None) -> int:
     if refusal is not None:
         print(f"train.py: {refusal}", file=sys.stderr)
         return EXIT_REFUSED
-    if cfg.run.mode == "pretrain" and newest is not None and newest >= committed_target(cfg):
+    if newest is not None and newest >= committed_target(cfg):
         # Its groups would resume at the end and report nothing ("goodput 0.0%"): say so instead of starting them.
         done = newest * inner_per_commit(cfg)
         print(f"nothing to do: run {cfg.run.name} already completed step {done} of {cfg.run.steps}; "
               "raise run.steps to train on")  # fmt: skip
         return 0
-    if cfg.run.launcher == "ray":
-        from trainer.launch.ray_train import launch as ray_launch
+    try:
+        if cfg.run.launcher == "ray":
+            from trainer.launch.ray_train import launch as ray_launch
 
-        return ray_launch(cfg)
-    from trainer.launch.local import launch
+            return ray_launch(cfg)
+        from trainer.launch.local import launch
 
-    return launch(cfg)
+        return launch(cfg)
+    except KeyboardInterrupt:  # the launcher ended what it started; one line instead of the traceback
+        print(interrupted(cfg), file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def interrupted(cfg: Config) -> str:
+    """What Ctrl-C did, and how to go on from where the run's checkpoints are."""
+    from trainer.checkpoint.resume import start_state
+
+    try:
+        _, newest = start_state(cfg)
+    except Exception:  # a checkpoint half written when the run was stopped: the next start sorts it out
+        newest = None
+    where = f"its newest checkpoint (step {newest})" if newest is not None else "the start (no checkpoint yet)"
+    return (
+        f"train.py: run {cfg.run.name} stopped by Ctrl-C (SIGINT), its processes ended; run the same command "
+        f"again to resume from {where}"
+    )

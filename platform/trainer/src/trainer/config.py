@@ -31,6 +31,9 @@ MAX_WIDTH = 1 << 16  # model.d_model
 MAX_WAIT_S = 86_400.0  # any timeout or delay: a day
 MAX_LR = 100.0
 MAX_SEED = (1 << 32) - 1  # what every RNG the trainer seeds takes
+# ft.max_restarts' default: a group restarted 3 times in one run rides out a node loss, a preemption and a bad
+# host; one that keeps dying is a bug, not a fault to ride out (an RL generator's bound, rl.max_restarts, is the same).
+MAX_RESTARTS = 3
 
 
 class ConfigError(Exception):
@@ -73,6 +76,9 @@ class FaultTolerance:
     group_size: int = setting(1, low=1, high=MAX_GROUP_SIZE)
     min_replicas: int = setting(1, low=1, high=MAX_GROUPS)
     restart_failed: bool = True
+    max_restarts: int = setting(
+        MAX_RESTARTS, low=0, high=1000
+    )  # per replica group, by either launcher; then the run fails
     timeout_s: float = setting(30, above=0, high=MAX_WAIT_S)
     quorum_timeout_s: float = setting(60, above=0, high=MAX_WAIT_S)
     heartbeat_timeout_ms: int = setting(5000, low=1, high=MAX_WAIT_S * 1000)
@@ -351,6 +357,7 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    _refuse_moved(overrides)
     overrides = [*_shape_from_environment(overrides), *overrides]
     path = Path(config_file).resolve()
     if not path.is_file():
@@ -370,6 +377,19 @@ def compose(config_file: str | Path, overrides: list[str]) -> Config:
     assert isinstance(data, dict)
     data = environment_defaults({str(k): v for k, v in data.items()}, os.environ)
     return peak_from_env(from_dict(data), os.environ)
+
+
+def _refuse_moved(overrides: list[str]) -> None:
+    """An override of a key the RL run takes from elsewhere (rl.lr: optim.lr) is one line naming that key."""
+    from trainer.rl.settings import MOVED
+
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in MOVED:
+            value = override.split("=", 1)[1] if "=" in override else "<value>"
+            new = MOVED[key].split()[-1]
+            fix = f"set {new}={value}" if "." in new else "drop it"
+            raise ConfigError(f"{key}: not a key; {MOVED[key]}: {fix}")
 
 
 def _shape_from_environment(overrides: list[str]) -> list[str]:

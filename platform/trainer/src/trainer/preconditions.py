@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -113,6 +114,45 @@ def engine_uses_its_gpus(cfg: Config, environ: Mapping[str, str] = os.environ) -
     )
 
 
+def importable(module: str) -> bool:
+    """Whether ``import module`` finds it (already imported counts: a test's stand-in has no spec)."""
+    return module in sys.modules or importlib.util.find_spec(module) is not None
+
+
+def engine_installed(cfg: Config, found: Callable[[str], bool] = importable) -> str | None:
+    """RL: the engine's package is importable here (generator_main asks it too, on the generators' pods)."""
+    if cfg.run.mode != "rl" or cfg.rl.engine != names.VLLM_ENGINE or found("vllm"):
+        return None
+    return (
+        f"{names.ENGINE_OVERRIDE}: {names.VLLM_ENGINE} is not installed for {sys.executable}; run the generators "
+        f"from the generator image (platform/trainer/Dockerfile.generator) or set "
+        f"{names.ENGINE_OVERRIDE}={names.TORCH_ENGINE}"
+    )
+
+
+def engine_installed_here(cfg: Config) -> str | None:
+    """The local launcher's generators run here; a Ray run's on the generator pods (their image, not the driver's)."""
+    return None if cfg.run.launcher == "ray" else engine_installed(cfg)
+
+
+def task_loads(cfg: Config) -> str | None:
+    """RL: rl.task's prompts read and split, rl.reward's function found (an import error or a missing file is one
+    line here, before any process starts, instead of the controller's traceback)."""
+    if cfg.run.mode != "rl":
+        return None
+    from contract.problem import Invalid
+    from trainer.rl.grpo import make_task
+
+    try:
+        make_task(cfg.rl, cfg.model.vocab)
+    except Invalid as error:  # rewards.py names its key; prompts.py its file
+        line = error.lines[0]
+        return line if line.startswith("rl.") else f"rl.task: {line}"
+    except ValueError as error:  # prompts.split: held_out leaves no training problem
+        return f"rl.held_out: {error}; lower rl.held_out or add problems to rl.task"
+    return None
+
+
 def hf_checkpoint_fits(cfg: Config) -> str | None:
     """RL from a Hugging Face checkpoint on this machine's disk: readable, and the run's model architecture."""
     source = cfg.rl.hf_checkpoint
@@ -144,6 +184,8 @@ CHECKS: list[Check] = [
     data_path_exists,
     shape_divides,
     engine_uses_its_gpus,
+    engine_installed_here,
+    task_loads,
     hf_checkpoint_fits,
     rl_tokens_expressible,
     checkpoint_dir_writable,

@@ -20,15 +20,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from trainer.config import Config, to_dict
+from trainer.config import MAX_RESTARTS, Config, to_dict
 from trainer.ft.manager import start_lighthouse
-from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
+from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.observe.goodput import combine, dumps
-from trainer.observe.runs import MAX_RESTARTS, committed_target, final_reports, inner_per_commit, run_dir
+from trainer.observe.runs import committed_target, final_reports, inner_per_commit, run_dir
 
 if TYPE_CHECKING:
     from trainer.rl.launch import RLSide
@@ -99,55 +101,80 @@ def _launch(cfg: Config, out: Path) -> int:
     server = start_lighthouse(cfg)
     address = server.address()
     (out / "lighthouse").write_text(address)
-    procs = {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
-    if rl:
-        from trainer.rl.launch import Processes
+    procs: dict[int, list[subprocess.Popen[bytes]]] = {}
+    with _ended_on_interrupt(procs, rl, server):
+        procs |= {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
+        if rl:
+            from trainer.rl.launch import Processes
 
-        processes = cfg.ft.replica_groups * cfg.ft.group_size + cfg.rl.generators  # all of them share the cores
-        rl.start(Processes(out, config_json, threads=max(1, len(os.sched_getaffinity(0)) // processes)))
-    _write_pids(out, procs)
-    restarts = dict.fromkeys(procs, 0)
-    due: dict[int, float] = {}  # dead groups -> when to start them again
-    failed = False
-    final = 0  # a group's exit code that no restart can fix: the run's exit code
-    while procs or due:
-        time.sleep(0.2)
-        console.poll()
-        if rl and rl.poll():
-            due.clear()  # the run's last step committed: a dead group is not replaced
-        for group, when in list(due.items()):
-            if time.monotonic() >= when:
-                del due[group]
-                procs[group] = spawn(config_json, group, address, cfg)
-                _write_pids(out, procs)
-        for group, ranks in list(procs.items()):
-            code = _exit_code(ranks)
-            if code is None:
-                continue
-            _stop(ranks)  # a rank that died takes its whole group down
-            del procs[group]
-            if rl:
-                rl.group_gone(group)
-            if code == 0:
-                continue
-            verdict = after_death(cfg.ft.restart_failed, restarts[group], code)
-            why = why or _why(verdict, group, code, restarts[group], out)
-            if verdict == "final":
-                log.error("replica group %d exited with %d: final, not restarting it", group, code)
-                final = final or code
-            elif verdict == "restart":
-                restarts[group] += 1
-                console.restarted(group, f"exited with {code}", cfg.ft.restart_delay_s, restarts[group])
-                due[group] = time.monotonic() + cfg.ft.restart_delay_s
-            else:
-                log.error("replica group %d exited with %d", group, code)
-                failed = True
+            processes = cfg.ft.replica_groups * cfg.ft.group_size + cfg.rl.generators  # all of them share the cores
+            rl.start(Processes(out, config_json, threads=max(1, len(os.sched_getaffinity(0)) // processes)))
+        _write_pids(out, procs)
+        restarts = dict.fromkeys(procs, 0)
+        due: dict[int, float] = {}  # dead groups -> when to start them again
+        failed = False
+        final = 0  # a group's exit code that no restart can fix: the run's exit code
+        while procs or due:
+            time.sleep(0.2)
+            console.poll()
+            if rl and rl.poll():
+                due.clear()  # the run's last step committed: a dead group is not replaced
+            for group, when in list(due.items()):
+                if time.monotonic() >= when:
+                    del due[group]
+                    procs[group] = spawn(config_json, group, address, cfg)
+                    _write_pids(out, procs)
+            for group, ranks in list(procs.items()):
+                code = _exit_code(ranks)
+                if code is None:
+                    continue
+                _stop(ranks)  # a rank that died takes its whole group down
+                del procs[group]
+                if rl:
+                    rl.group_gone(group)
+                if code == 0:
+                    continue
+                verdict = after_death(cfg.ft.restart_failed, restarts[group], code, cfg.ft.max_restarts)
+                why = why or _why(verdict, group, code, restarts[group], out)
+                if verdict == "final":
+                    log.error("replica group %d exited with %d: final, not restarting it", group, code)
+                    final = final or code
+                elif verdict == "restart":
+                    restarts[group] += 1
+                    delay, limit = cfg.ft.restart_delay_s, cfg.ft.max_restarts
+                    console.restarted(group, f"exited with {code}", delay, restarts[group], limit)
+                    due[group] = time.monotonic() + cfg.ft.restart_delay_s
+                else:
+                    log.error("replica group %d exited with %d", group, code)
+                    failed = True
     server.shutdown()
     console.poll()
-    code = final or (1 if failed else 0)
-    outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
+    code, outcome = _outcome(final, failed, why, rl)
     _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
     return code
+
+
+@contextmanager
+def _ended_on_interrupt(
+    procs: dict[int, list[subprocess.Popen[bytes]]], rl: RLSide | None, server: Any
+) -> Iterator[None]:
+    """Ctrl-C: nothing of the run may outlive its launcher (train.py says how to resume)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for ranks in procs.values():
+            _stop(ranks)
+        if rl:
+            rl.interrupted()
+        server.shutdown()
+        raise
+
+
+def _outcome(final: int, failed: bool, why: str, rl: RLSide | None) -> tuple[int, str]:
+    """The run's exit code and the outcome its final line and summary give."""
+    code = final or (1 if failed else 0)
+    outcome = "completed" if code == 0 else f"{'stopped' if final else 'failed'}: {why}"
+    return rl.outcome(code, outcome) if rl else (code, outcome)
 
 
 def _summarize(cfg: Config, out: Path, outcome: str, started: float, restarts: int, rl: RLSide | None) -> None:
@@ -158,11 +185,13 @@ def _summarize(cfg: Config, out: Path, outcome: str, started: float, restarts: i
     print(outcome_line(cfg.run.name, outcome, summary, out), flush=True)
 
 
-def after_death(restart_failed: bool, restarts: int, code: int) -> Literal["restart", "final", "fail"]:
+def after_death(
+    restart_failed: bool, restarts: int, code: int, limit: int = MAX_RESTARTS
+) -> Literal["restart", "final", "fail"]:
     """What a group that ended with ``code`` (non-zero) gets: a restart, or the run ends (final: no restart can help)."""
     if code in (EXIT_REFUSED, EXIT_NONFINITE):
         return "final"
-    return "restart" if restart_failed and restarts < MAX_RESTARTS else "fail"
+    return "restart" if restart_failed and restarts < limit else "fail"
 
 
 def _why(verdict: str, group: int, code: int, restarts: int, out: Path) -> str:

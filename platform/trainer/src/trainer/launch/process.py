@@ -14,6 +14,12 @@ import gc
 import sys
 from typing import NoReturn
 
+# Exit codes of a replica-group (or generator) process that the launchers treat as final (never restarted):
+# restarting would only repeat them.
+EXIT_REFUSED = 2  # checkpoint.dir has step data but nothing that verifies (also train.py's own exit)
+EXIT_NONFINITE = 3  # non-finite loss or gradient norm for run.max_nonfinite_steps attempts in a row
+EXIT_STOPPED = 4  # the launcher's: an RL run that cannot go on (no batch can be formed: rl/controller.py)
+
 
 def exit_process(code: int | None) -> NoReturn:
     """``sys.exit(code)`` without the final collection of this process's objects."""

@@ -39,8 +39,8 @@ from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.distributed.regions import manager_port
 from trainer.launch.local import after_death
+from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.launch.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
-from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, read_new
 from trainer.observe.runs import EventLog
 
@@ -447,7 +447,7 @@ class Supervisor:
         del self.groups[group]
         if self.rl is not None:
             self.rl.group_gone(group)
-        verdict = after_death(self.cfg.ft.restart_failed, self.restarts[group], code)
+        verdict = after_death(self.cfg.ft.restart_failed, self.restarts[group], code, self.cfg.ft.max_restarts)
         if verdict == "final":
             self.final = self.final or code
             self.why = self.why or f"replica group {group}: {reason}"
@@ -475,7 +475,8 @@ class Supervisor:
         else:
             self.groups[group] = self._place(group, due)
         where = "a spare" if spare is not None else "a new placement"
-        self.console.restarted(group, f"lost ({reason}) on {where}", self.cfg.ft.restart_delay_s, self.restarts[group])
+        delay, limit = self.cfg.ft.restart_delay_s, self.cfg.ft.max_restarts
+        self.console.restarted(group, f"lost ({reason}) on {where}", delay, self.restarts[group], limit)
 
     def _record(self) -> None:
         """placement.json: where each group trains (node, address, pids, metrics port), for operators and tests."""

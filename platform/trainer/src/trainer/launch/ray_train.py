@@ -62,6 +62,8 @@ def launch(cfg: Config) -> int:
     supervisor = Supervisor(cfg, console, out, rl=rl)
     code = supervisor.run()
     outcome = "completed" if code == 0 else f"{'stopped' if supervisor.final else 'failed'}: {supervisor.why}"
+    if rl:
+        code, outcome = rl.outcome(code, outcome)
     reports = [r["goodput"] for r in supervisor.reports.values()]
     summary = combine(reports) | {"restarts": sum(supervisor.restarts.values()), "outcome": outcome}
     summary = rl.finish(summary) if rl else summary

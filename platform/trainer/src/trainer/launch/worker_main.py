@@ -8,9 +8,9 @@ import sys
 
 from contract.problem import Invalid
 from trainer.config import from_dict
-from trainer.launch.process import exit_process
+from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED, exit_process
 from trainer.loop.nonfinite import NonFiniteStop
-from trainer.loop.worker import EXIT_NONFINITE, EXIT_REFUSED, train
+from trainer.loop.worker import train
 from trainer.observe.runs import EventLog, run_dir
 
 

@@ -33,11 +33,6 @@ from trainer.observe.runs import EventLog, high_water
 
 log = logging.getLogger("trainer")
 
-# Exit codes of a replica-group process that the local launcher treats as final (never restarted):
-# restarting would only repeat them.
-EXIT_REFUSED = 2  # checkpoint.dir has step data but nothing that verifies (also train.py's own exit)
-EXIT_NONFINITE = 3  # non-finite loss or gradient norm for run.max_nonfinite_steps attempts in a row
-
 
 def train(cfg: Config, group: int, lighthouse: str) -> dict[str, Any]:
     """Train as replica group `group` until the run's last step commits; returns this group's report."""

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainer.config import MAX_RESTARTS
 from trainer.model.flops import format_mfu
-from trainer.observe.runs import MAX_RESTARTS
 from trainer.rl.report import generators_line, trainer_line
 
 
@@ -106,12 +106,10 @@ class Console:
         for line in lines:
             self.print(line)
 
-    def restarted(self, group: int, why: str, delay_s: float, restarts: int) -> None:
+    def restarted(self, group: int, why: str, delay_s: float, restarts: int, limit: int = MAX_RESTARTS) -> None:
         """A launcher restarts ``group``: say so, and explain the goodput dip when it rejoins."""
         self.recovering.add(group)
-        self.print(
-            f"replica group {group}: {why}; restarting it in {delay_s:g} s (restart {restarts} of {MAX_RESTARTS})"
-        )
+        self.print(f"replica group {group}: {why}; restarting it in {delay_s:g} s (restart {restarts} of {limit})")
 
     def _counter(self, step: int) -> str:
         if self.per == 1:

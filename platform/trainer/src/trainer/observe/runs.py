@@ -20,9 +20,6 @@ def run_dir(cfg: Config) -> Path:
     return Path(cfg.run.report_dir) / cfg.run.name
 
 
-MAX_RESTARTS = 3  # per group, by either launcher: a group that keeps dying is a bug, not a fault to ride out
-
-
 def inner_per_commit(cfg: Config) -> int:
     """Inner steps per committed step: a DiLoCo step is a sync (sync_every / fragments inner steps); DDP's is one."""
     return cfg.optim.sync_every // cfg.optim.fragments if cfg.optim.algorithm == "diloco" else 1

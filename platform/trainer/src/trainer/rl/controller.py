@@ -14,6 +14,11 @@ decides, per request, with no I/O of its own (service.py serves it over HTTP, on
 * a trainer group reports a commit (``committed``): the buffer marks the batch trained, the version
   moves on, and the lowest-numbered live group is told to snapshot its weights for the generators.
 
+A step whose batch cannot be formed stops the run (``stopped``, one line saying why) once
+``rl.max_rollouts`` rollouts of ``rl.prompts_per_step`` prompts were scored since the last batch without
+filling one with groups whose rewards differ: the single-process loop's ``History.saturated``. Until then
+``waiting`` says, once per step after ``WAIT_NOTICE_S``, what the step waits for.
+
 A dead generator (``generator_gone``, or a lease past ``rl.lease_timeout_s``) has its prompts issued
 again; a dead trainer group (``group_gone``) stops being asked for weights. A fresh controller waits for
 the first trainer group's ``start``, which brings the buffer state of the checkpoint it resumed from.
@@ -38,6 +43,7 @@ from trainer.rl.stats import Lengths, PolicyStats, Tally, lengths, summarize
 from trainer.rl.wire import Bounds, Refused, completions_from_result, group_to_json
 
 WAIT_S = 0.2  # how long a generator waits before asking again
+WAIT_NOTICE_S = 10.0  # a step that waits this long for its batch says so on the console, once
 OTHER = "other"  # the series a refused answer from a name that never asked for work is counted under
 
 
@@ -127,10 +133,17 @@ class Controller:
         self.refusals: dict[tuple[str, str], int] = {}  # (generator or OTHER, reason) -> answers refused
         self.askers: set[str] = set()  # every generator name that asked for work: the refusals' series
         self.started_from: dict[str, Any] | None = None  # the version and prompt stream it started from
+        self.scored = 0  # prompts scored since the last batch was formed (or since the start)
+        self.alike = 0  # of them, groups whose rewards were all equal (nothing to train)
+        self.stopped = ""  # why the run stopped before its last step (one line); "" while it goes on
+        self.asked: dict[int, float] = {}  # step -> when a trainer group first asked for its batch (not formed yet)
+        self.told: set[int] = set()  # steps whose wait was said on the console
+        self.delivered: set[str] = set()  # generators with an answer kept (one that keeps failing has none)
 
     @property
     def done(self) -> bool:
-        return self.version is not None and self.version >= self.steps
+        """The run is over: its last step committed, or it stopped (``stopped`` says why)."""
+        return bool(self.stopped) or (self.version is not None and self.version >= self.steps)
 
     def _next(self) -> int:
         self._serial += 1
@@ -159,6 +172,8 @@ class Controller:
         """Step ``step``'s batch (formed at its first ask); None while too few groups are ready."""
         if self.version is None:
             return None
+        if self.stopped:
+            return {"stop": self.stopped}
         if self.done:
             return {"done": True}
         if step < self.version and step not in self.batches:  # a group about to heal: its gradients are zeroed
@@ -168,7 +183,11 @@ class Controller:
                 raise Invalid([f"batch: step {step} is ahead of the committed version {self.version}"])
             groups = self.buffer.sample(step, self.settings.prompts_per_step)
             if groups is None:
-                return None
+                self.asked.setdefault(step, self.clock())
+                self.stopped = self._saturated(step)
+                return {"stop": self.stopped} if self.stopped else None
+            self.scored = self.alike = 0
+            self.asked.pop(step, None)
             state = self.buffer.state_dict()
             trained = {g.prompt_index for g in groups}
             state["pending"] = [i for i in state["pending"] if i not in trained]
@@ -226,6 +245,42 @@ class Controller:
     @staticmethod
     def _complete(pending: Reporting) -> Committed:
         return replace(pending.committed, policy=summarize(pending.tallies, pending.expected))
+
+    def stop(self, why: str) -> None:
+        """End the run before its last step: generators are told "done", trainer groups "stop" (``why``)."""
+        self.stopped = self.stopped or why
+
+    def _saturated(self, step: int) -> str:
+        """Why step ``step`` can never get a batch (one line), or "" while it still may."""
+        s = self.settings
+        bound = s.max_rollouts * s.prompts_per_step
+        if self.scored < bound:
+            return ""
+        return (
+            f"no batch for step {step + 1}: {self.scored} prompts scored since the last batch (rl.max_rollouts="
+            f"{s.max_rollouts} x rl.prompts_per_step={s.prompts_per_step}) and {self.alike} of them scored alike, "
+            f"{len(self.buffer)} of {s.prompts_per_step} groups with differing rewards ready: the training prompts "
+            "are solved or the policy is certain of its answers (check rl.reward and rl.task's answers, or raise "
+            "rl.temperature)"
+        )
+
+    def waiting(self) -> str | None:
+        """Once per step, when a trainer group has waited ``WAIT_NOTICE_S`` for its batch: what it waits for."""
+        step = self.version
+        if step is None or step not in self.asked or step in self.told or self.done:
+            return None
+        waited = self.clock() - self.asked[step]
+        if waited < WAIT_NOTICE_S:
+            return None
+        self.told.add(step)
+        s = self.settings
+        outstanding = sum(len(lease.prompts) for lease in self.leases.values())
+        return (
+            f"rl step {step + 1}: waiting {waited:.0f} s for its batch: {len(self.buffer)} of {s.prompts_per_step} "
+            f"groups with differing rewards ready, {outstanding} prompts out with {len(self.members)} generator(s); "
+            f"{self.scored} scored since the last batch, {self.alike} alike (the run stops at "
+            f"{s.max_rollouts * s.prompts_per_step}, rl.max_rollouts)"
+        )
 
     def _sender(self) -> int | None:
         return min(self.servers, default=None)
@@ -307,6 +362,7 @@ class Controller:
             got = self._checked(generator, data)
         except Refused as error:
             raise self._refused(generator, error) from None
+        self.delivered.add(generator)
         indices = list(got)
         answers = score_answers(self.task, [self.task.prompts[i] for i in indices], [got[i] for i in indices])
         rewards = answers.rewards
@@ -316,6 +372,8 @@ class Controller:
         for index in scored.dropped_zero_advantage:
             self.buffer.drop_zero_advantage(index)
         self.kept.add(len(scored.kept), len(scored.dropped_zero_advantage))
+        self.scored += len(indices)
+        self.alike += len(scored.dropped_zero_advantage)
         self.window.generated_tokens += sum(len(c.response) for i in indices for c in got[i])
         seconds = data.get("seconds")
         if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from trainer.config import Config, from_dict
-from trainer.launch.process import exit_process
+from trainer.launch.process import EXIT_REFUSED, exit_process
+from trainer.preconditions import engine_installed
 from trainer.rl.engines import Engine, build
 from trainer.rl.report import GeneratorTime
 from trainer.rl.service import Client, RequestFailed
@@ -60,6 +61,10 @@ class Masks:
 
 
 def run(cfg: Config, index: int, incarnation: int) -> int:
+    problem = engine_installed(cfg)  # its image, not the driver's: checked here as well as at start
+    if problem is not None:
+        log.error("generator-%d.%d: %s", index, incarnation, problem)
+        return EXIT_REFUSED  # final: the launcher stops the run with this line instead of restarting it
     client = Client(cfg.rl.controller)
     seed = cfg.run.seed + 7919 * (index + 1) + incarnation
     with tempfile.TemporaryDirectory(prefix="meridian-generator-") as scratch:  # vLLM's starting folder

@@ -3,7 +3,9 @@
 launch/local.py starts the replica groups as for pretraining and calls this: ``config`` (the groups' and the
 generators' configuration, with the controller's address), ``poll`` (a generator that exited is gone
 to the controller, which issues its prompts again, and starts again after ``ft.restart_delay_s`` as a
-new generator), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and
+new generator; after ``rl.max_restarts`` exits in a row without a kept answer, or an exit 2 (it refused to
+start: its engine is missing), the run stops with its last error line), ``outcome`` (why the run stopped early,
+and its exit code), ``group_gone`` (a dead group serves no weights), ``finish`` (the generators' goodput and
 the buffer's counters in the run's summary). Each committed step is one console line and one record in
 ``<run>/rl.jsonl`` (what the tests read). A step due for held-out evaluation (evaluation.py: one group
 evaluates it on a thread) waits for its accuracy before its line goes out, so the line carries it; a
@@ -25,11 +27,12 @@ from typing import Any, Protocol
 
 from contract.metrics import GENERATOR_STATES
 from trainer.config import Config
+from trainer.launch.process import EXIT_REFUSED, EXIT_STOPPED
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.evaluation import due
 from trainer.rl.grpo import make_task
 from trainer.rl.metrics import RLMetrics
-from trainer.rl.report import GeneratorTime, StepReport, TrainerTime, step_line, with_generators
+from trainer.rl.report import GeneratorTime, StepReport, TrainerTime, eta, step_line, with_generators
 from trainer.rl.service import Service
 
 log = logging.getLogger("trainer")
@@ -48,6 +51,10 @@ class Runner(Protocol):
 
     def stop(self, deadline_s: float) -> None:
         """Let the ones still running see "done" until the deadline, then end them."""
+        ...
+
+    def last_error(self, index: int) -> str:
+        """The last line generator ``index`` wrote before it exited (its error), "" when none."""
         ...
 
 
@@ -79,6 +86,9 @@ class Processes:
 
     def exited(self, index: int) -> int | None:
         return self.procs[index].poll()
+
+    def last_error(self, index: int) -> str:
+        return last_line(self.out / f"generator-{index}.log")
 
     def stop(self, deadline_s: float) -> None:
         deadline = time.monotonic() + deadline_s
@@ -116,7 +126,12 @@ class RLSide:
         self.running: set[int] = set()
         self.incarnation: dict[int, int] = {}
         self.due: dict[int, float] = {}
+        self.failures: dict[int, int] = {}  # generator index -> exits in a row without a kept answer
+        self.stop_code = 0  # the run's exit code once ``controller.stopped`` says why it cannot go on
+        self.started = time.monotonic()
+        self.first_commit: tuple[float, int] | None = None  # (when, step): the pace the ETA assumes
         self.announced = False
+        self.asked: set[str] = set()  # generators that asked for work (each said once on the console)
 
     def config(self, cfg: Config) -> Config:
         """The configuration every process of the run reads: with the controller's address."""
@@ -126,6 +141,18 @@ class RLSide:
         self.runner = runner
         for index in range(self.cfg.rl.generators):
             self._spawn(index)
+        groups = self.cfg.ft.replica_groups
+        say(f"rl: controller at {self.service.address}; started {self.cfg.rl.generators} generator(s) and "
+            f"{groups} trainer group(s); waiting for a trainer group to load its checkpoint or initial weights")  # fmt: skip
+
+    def outcome(self, code: int, outcome: str) -> tuple[int, str]:
+        """The run's exit code and outcome: the launcher's, unless its groups ended cleanly because the run
+        stopped (no batch: EXIT_STOPPED; a generator that keeps failing: 1; one that refused to start: 2)."""
+        why = self.controller.stopped
+        if code or not why:
+            return code, outcome
+        code = self.stop_code or EXIT_STOPPED
+        return code, f"{'failed' if code == 1 else 'stopped'}: {why}"
 
     def _spawn(self, index: int) -> None:
         assert self.runner is not None
@@ -138,24 +165,66 @@ class RLSide:
     def poll(self) -> bool:
         """Generators that exited are gone; they start again once their delay passed. True: the run is done."""
         assert self.runner is not None
-        if self.controller.started_from is not None and not self.announced:
+        c = self.controller
+        if c.started_from is not None and not self.announced:
             self.announced = True
-            self._record("controller_started", **self.controller.started_from)
+            self._record("controller_started", **c.started_from)
+            self._started_lines(c.started_from)
+        for name in sorted(self.service.call(lambda: set(c.members)) - self.asked):
+            self.asked.add(name)
+            say(f"rl: {name} is asking for work")
         for index in sorted(self.running):
             code = self.runner.exited(index)
             if code is None:
                 continue
             self.running.discard(index)
-            name = f"generator-{index}.{self.incarnation[index]}"
-            lost = self.service.call(self.controller.generator_gone, name)
-            self._record("generator_exited", generator=name, code=code, reissued=lost)
-            if not self.controller.done:
-                self.due[index] = time.monotonic() + self.cfg.ft.restart_delay_s
+            self._exited(index, code)
+        waiting = self.service.call(c.waiting)
+        if waiting is not None:
+            say(waiting)
         for index, when in list(self.due.items()):
             if time.monotonic() >= when and not self.controller.done:
                 del self.due[index]
                 self._spawn(index)
         return self.controller.done
+
+    def _exited(self, index: int, code: int) -> None:
+        """Generator ``index`` ended: its prompts go out again; it starts again, unless it keeps failing."""
+        assert self.runner is not None
+        name = f"generator-{index}.{self.incarnation[index]}"
+        lost = self.service.call(self.controller.generator_gone, name)
+        self._record("generator_exited", generator=name, code=code, reissued=lost)
+        if self.controller.done:
+            return
+        kept = name in self.controller.delivered
+        self.failures[index] = 0 if kept else self.failures.get(index, 0) + 1
+        verdict = generator_verdict(code, self.failures[index], self.cfg.rl.max_restarts)
+        if verdict == "restart":
+            delay, failures = self.cfg.ft.restart_delay_s, self.failures[index]
+            self.due[index] = time.monotonic() + delay
+            row = f" ({failures} of {self.cfg.rl.max_restarts} in a row without an answer kept)" if failures else ""
+            say(f"rl: {name} exited with {code}; restarting it in {delay:g} s{row}")
+            return
+        error = self.runner.last_error(index) or "no output"
+        if verdict == "refused":
+            why = f"{name} refused to start (exit {code}): {error}"
+        else:
+            why = f"{name} exited {self.failures[index]} time(s) in a row without an answer kept (exit {code}; " \
+                  f"rl.max_restarts={self.cfg.rl.max_restarts}): {error}"  # fmt: skip
+        self.stop_code = EXIT_REFUSED if verdict == "refused" else 1
+        self.service.call(self.controller.stop, why)
+
+    def _started_lines(self, started_from: dict[str, Any]) -> None:
+        version, pending = started_from["version"], len(started_from["pending"])
+        where = f"resumed at step {version} ({pending} prompt(s) to issue again)" if version else "starting at step 0"
+        say(f"rl: a trainer group is up, {where}; waiting for the generators' first scored groups")
+
+    def interrupted(self) -> None:
+        """Ctrl-C: end the generators now and stop serving (the launcher ends the groups)."""
+        if self.runner is not None:
+            self.runner.stop(0)
+        self.service.close()
+        self.records.close()
 
     def group_gone(self, group: int) -> None:
         self.service.call(self.controller.group_gone, group)
@@ -186,13 +255,15 @@ class RLSide:
                 self.metrics.generator(state, value, generator)
 
     def _committed(self, c: Committed) -> None:
-        t = c.trainer
+        t, now = c.trainer, time.monotonic()
+        self.first_commit = self.first_commit or (now, c.step)
         report = StepReport(
             step=c.step, steps=self.cfg.run.steps, reward=c.reward,
             version=c.step - 1, ages=c.ages, generated_tokens=c.window.generated_tokens,
             trained_tokens=c.lengths.tokens, generate_seconds=c.window.generate_seconds,
             train_seconds=_number(t.get("train_seconds")) or 0.0, sync_seconds=_number(t.get("sync_seconds")) or 0.0,
             reissued=c.window.reissued, refused=c.window.refused, policy=c.policy, lengths=c.lengths,
+            elapsed_s=now - self.started, eta_s=eta(now, self.first_commit, c.step, self.cfg.run.steps),
         )  # fmt: skip
         with self.lines:
             self._flush(c.step)
@@ -207,8 +278,10 @@ class RLSide:
             if step in self.pending:
                 report, c = self.pending.pop(step)
                 self._show(replace(report, greedy=greedy), c)
+            elif step == 0:  # a fresh run's policy before training (policy.started)
+                say(f"rl baseline  greedy {greedy:.2f}  (held out, at step 0 before training; {seconds:.2f} s)")
             else:  # its step's line went out already: the evaluation took longer than a step
-                print(f"rl greedy {greedy:.2f} at step {step} (group {group}, {seconds:.2f} s)", flush=True)
+                say(f"rl greedy {greedy:.2f} at step {step} (group {group}, {seconds:.2f} s)")
 
     def _flush(self, before: int | None) -> None:
         """The lines of due steps before ``before`` (None: all) still waiting for their evaluation, without it."""
@@ -216,7 +289,7 @@ class RLSide:
             self._show(*self.pending.pop(step))
 
     def _show(self, report: StepReport, c: Committed) -> None:
-        print(step_line(report), flush=True)
+        say(step_line(report))
         self.trainer.add(report.train_seconds, max(0.0, _number(c.trainer.get("wait_seconds")) or 0.0))
         self.metrics.observe(report)
         counters = self.controller.buffer.counters
@@ -232,6 +305,36 @@ class RLSide:
     def _record(self, kind: str, **fields: Any) -> None:
         self.records.write(json.dumps({"event": kind, "time": round(time.time(), 3), **fields}) + "\n")
         self.records.flush()
+
+
+def generator_verdict(code: int, failures: int, max_restarts: int) -> str:
+    """What a generator that exited with ``code`` gets: "restart", "refused" (exit 2: its engine cannot run here,
+    final) or "failed" (``failures`` exits in a row without a kept answer, past ``max_restarts``)."""
+    if code == EXIT_REFUSED:
+        return "refused"
+    return "restart" if failures <= max_restarts else "failed"
+
+
+def last_line(path: Path, tail: int = 8192) -> str:
+    """The last non-empty line of a log file (its error, when the process died of one); "" if none."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, 2) - tail))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+_SAYING = threading.Lock()  # lines come from the launcher's loop and the service's threads: never interleaved
+
+
+def say(line: str) -> None:
+    """One console line of the run (the launcher's stdout, as the step lines), written whole."""
+    with _SAYING:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _number(value: Any) -> float | None:

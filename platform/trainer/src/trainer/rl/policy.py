@@ -95,7 +95,7 @@ class PolicyTrainer(Trainer):
     def _inputs(self, index: int) -> list[Group] | None:
         asked = time.perf_counter()
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
-            if answer.get("done"):  # the run ended while this group was away (a late replacement)
+            if answer.get("done") or answer.get("stop"):  # the run ended (or stopped: the launcher says why)
                 return None
             # else "wait": the controller waited POLL_S for generators
         self.wait_seconds += time.perf_counter() - asked  # the trainer idle for generation (report.TrainerTime)
@@ -171,6 +171,8 @@ class PolicyTrainer(Trainer):
         )  # fmt: skip
         self.server.offer(self.step, weights)
         self.server.start()
+        if self.step == 0 and self.group == 0 and self.task.prompts.held_out:  # a fresh run's baseline, on a thread
+            self.evaluation.submit(0, named(self.buckets, weights))
 
     def after_commit(self, step: int) -> None:
         self.rl_state = self._batch_state

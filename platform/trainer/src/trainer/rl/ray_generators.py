@@ -23,10 +23,14 @@ class GeneratorActor:
     def __init__(self) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    def run(self, config: dict[str, Any], index: int, incarnation: int) -> int:
+    def run(self, config: dict[str, Any], index: int, incarnation: int) -> tuple[int, str]:
+        """Its exit code, and the line that says why when it refused to start (its pod's log is not the driver's)."""
+        from trainer.preconditions import engine_installed
         from trainer.rl.generator_main import run
 
-        return run(from_dict(config), index, incarnation)
+        cfg = from_dict(config)
+        problem = engine_installed(cfg)
+        return (run(cfg, index, incarnation), problem or "")
 
 
 def tensor_parallel(environ: Mapping[str, str]) -> int:
@@ -49,6 +53,7 @@ class RayGenerators:
         self.actor_class = ray.remote(GeneratorActor)
         self.actors: dict[int, Any] = {}
         self.runs: dict[int, Any] = {}
+        self.errors: dict[int, str] = {}  # generator -> the last line of the error it died of
 
     def spawn(self, index: int, incarnation: int) -> int | None:
         actor = self.actor_class.options(**self.options).remote()
@@ -61,9 +66,17 @@ class RayGenerators:
         if not self.ray.wait([ref], timeout=0)[0]:
             return None
         try:
-            return int(self.ray.get(ref))
-        except self.ray.exceptions.RayError:  # the actor, its process or its node died
+            code, error = self.ray.get(ref)
+            if error:
+                self.errors[index] = str(error)[:300]
+            return int(code)
+        except self.ray.exceptions.RayError as error:  # the actor, its process or its node died
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            self.errors[index] = lines[-1][:300] if lines else type(error).__name__
             return 1
+
+    def last_error(self, index: int) -> str:
+        return self.errors.get(index, "")
 
     def stop(self, deadline_s: float) -> None:
         deadline = time.monotonic() + deadline_s

@@ -42,6 +42,8 @@ class StepReport:
     refused: int = 0  # generator answers refused since the previous report (trainer.rl.wire.Refused)
     policy: PolicyStats | None = None  # clip fraction, importance ratio, entropy, KL over the groups that reported
     lengths: Lengths | None = None  # the batch's response lengths and truncation
+    elapsed_s: float | None = None  # since the launcher started
+    eta_s: float | None = None  # to the last step, at this launch's pace since its first committed step
 
 
 def rate(tokens: int, seconds: float) -> str:
@@ -63,6 +65,10 @@ def step_line(r: StepReport) -> str:
         parts.append(f"reissued {r.reissued}")
     if r.refused > 0:
         parts.append(f"refused {r.refused}")
+    if r.elapsed_s is not None:
+        parts.append(f"elapsed {duration(r.elapsed_s)}")
+    if r.eta_s is not None:
+        parts.append(f"eta {duration(r.eta_s)}")
     return "  ".join(parts)
 
 
@@ -80,6 +86,24 @@ def policy_fields(policy: PolicyStats | None, lengths: Lengths | None) -> list[s
     if lengths is not None and lengths.completions:
         parts += [f"len {lengths.mean:.1f} max {lengths.max}", f"truncated {lengths.truncated:.0%}"]
     return parts
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``2m05s``, ``1h02m``: a console's elapsed time or ETA."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def eta(now: float, first: tuple[float, int], step: int, steps: int) -> float | None:
+    """Seconds to step ``steps`` at the pace since ``first`` (when, step); None before a second step committed."""
+    when, at = first
+    if step <= at:
+        return None
+    return (now - when) / (step - at) * max(0, steps - step)
 
 
 def check_state(state: str) -> str:

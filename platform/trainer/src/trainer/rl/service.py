@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 import urllib.error
@@ -52,8 +53,7 @@ class Service:
         self.advertise = advertise  # the address others reach it at, when it listens on every interface
         self.changed = threading.Condition()
         self.store = store_on(host, timeout=timedelta(seconds=60))  # where the server listens, nowhere else
-        self.server = ThreadingHTTPServer((host, port), _handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server((host, port), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, name="rl-controller", daemon=True)
         self.thread.start()
 
@@ -116,6 +116,19 @@ class Service:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A peer that went away mid-request (a killed generator or group: the launcher already says so) is one
+        log line, not socketserver's traceback on the console; anything else is a bug and keeps its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            log.info("controller: %s went away mid-request (%s)", client_address[0], type(error).__name__)
+            return
+        super().handle_error(request, client_address)
 
 
 def _members(body: dict[str, Any]) -> int:

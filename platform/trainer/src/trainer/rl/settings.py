@@ -65,6 +65,14 @@ class RL:
     # and each trainer rank beyond its shard, during a sync (README, "Memory"); 1 GiB holds 8B's largest tensor.
     sync_bucket_mb: int = setting(1024, low=1, high=1 << 20)
     buffer_batches: int = setting(2, low=1, high=1000)  # at most this many batches ready or in flight (pacing.py)
+    # Rollouts of prompts_per_step prompts a step may score without filling its batch with groups whose rewards
+    # differ; then the run stops, saying so (controller.py; the single-process loop's History.saturated). 20: the
+    # learning test's runs fill a batch within 2 rollouts until the prompts are solved (rl/README.md).
+    max_rollouts: int = setting(20, low=1, high=MANY)
+    # A generator that exits this many times in a row without an answer the controller kept stops the run, with
+    # its last error line (launch.py). 3, as a replica group's restarts (ft.max_restarts): a generator
+    # holds no state, so a crash that repeats at once is a bug or a broken image, not a fault to ride out.
+    max_restarts: int = setting(3, low=0, high=1000)
     hf_checkpoint: str = ""  # a Hugging Face folder (or gs:// URL) to start from; "": the seeded init
     controller: str = ""  # the controller's http://host:port for processes started elsewhere (launcher sets it)
     # The generators' engine (contract.names.RL_ENGINES): "torch" (the trainer's model on one device, CPU or CUDA:
@@ -72,6 +80,24 @@ class RL:
     # parallel per engine from $MERIDIAN_TP).
     engine: str = names.TORCH_ENGINE
     gpu_memory_utilization: float = setting(0.85, above=0, below=1)  # vLLM's share of each GPU (weights + KV)
+
+
+# Keys the single-process loop had and the distributed run takes from elsewhere (issue 40 removed them): an
+# override of one is refused in one line naming the key that does it (config.compose), never silently ignored.
+MOVED = {
+    "rl.lr": "the RL step's learning rate is optim.lr",
+    "rl.steps": "the run's policy updates are run.steps",
+    "rl.weight_decay": "the RL step's weight decay is optim.weight_decay",
+    "rl.grad_clip": "the RL step's gradient clip is optim.grad_clip",
+    "rl.staleness": "the generators' lag is real here, and rl.max_policy_age bounds it",
+}
+# What `train.py --help` says under its table about the keys an RL run reads (cli.usage).
+HELP = (
+    "run.mode=rl (trainer/rl/README.md) reads run.steps (policy updates), optim.lr, optim.weight_decay and "
+    "optim.grad_clip (its optimizer), run.seed (the model's initialization and the generators' sampling) and the "
+    "rl.* keys; rl.seed orders the training prompts only. There is no rl.lr, rl.steps, rl.weight_decay, "
+    "rl.grad_clip or rl.staleness."
+)
 
 
 _ADDRESS = re.compile(r"http://[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}")
