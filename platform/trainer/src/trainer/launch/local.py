@@ -107,8 +107,7 @@ def _launch(cfg: Config, out: Path) -> int:
         if rl:
             from trainer.rl.launch import Processes
 
-            processes = cfg.ft.replica_groups * cfg.ft.group_size + cfg.rl.generators  # all of them share the cores
-            rl.start(Processes(out, config_json, threads=max(1, len(os.sched_getaffinity(0)) // processes)))
+            rl.start(Processes(out, config_json, threads=_generator_threads(cfg)))
         _write_pids(out, procs)
         restarts = dict.fromkeys(procs, 0)
         due: dict[int, float] = {}  # dead groups -> when to start them again
@@ -152,6 +151,12 @@ def _launch(cfg: Config, out: Path) -> int:
     code, outcome = _outcome(final, failed, why, rl)
     _summarize(cfg, out, outcome, started, sum(restarts.values()), rl)
     return code
+
+
+def _generator_threads(cfg: Config) -> int:
+    """Each generator's share of the cores: every rank and generator of the run shares them."""
+    processes = cfg.ft.replica_groups * cfg.ft.group_size + cfg.rl.generators
+    return max(1, len(os.sched_getaffinity(0)) // processes)
 
 
 @contextmanager
