@@ -37,7 +37,9 @@ def test_other_submission_modes_and_existing_clusters() -> None:
     assert [p.name for p in http.podsets] == ["head", "workers"]  # type: ignore[union-attr]
     custom = rayjob(pod(), submitterPodTemplate=pod(gpus=0, cpu="1", memory="1Gi", selector={POOL: "cpu"}))
     assert workload(custom).podsets[-1].spec["nodeSelector"] == {POOL: "cpu"}  # type: ignore[union-attr]
-    assert workload(rayjob(pod(), clusterSelector={"ray.io/cluster": "x"})) is None
+    existing = rayjob(pod(), clusterSelector={"ray.io/cluster": "x"})
+    del existing["spec"]["rayClusterSpec"]
+    assert workload(existing) is None  # Kueue skips it (rayjob_controller.go:116 Skip)
 
 
 def test_a_deployments_pods_carry_its_queue_name() -> None:

@@ -25,6 +25,13 @@ def test_a_kueue_rayjob_must_delete_its_cluster_and_not_autoscale() -> None:
     assert _why(auto) == ["enableInTreeAutoscaling: a Kueue job autoscales only with workload slicing; turn it off"]
 
 
+def test_a_kueue_rayjob_with_both_a_cluster_selector_and_a_cluster_spec_is_refused() -> None:
+    """rayjob_webhook.go:117 refuses it before the controller's Skip (rayjob_controller.go:116) could apply."""
+    assert _why(rayjob(pod(), clusterSelector={"ray.io/cluster": "x"})) == [
+        "clusterSelector with rayClusterSpec: a Kueue job may not use an existing cluster"
+    ]
+
+
 def test_at_most_seventeen_worker_groups_and_none_named_head() -> None:
     many = rayjob(pod())
     groups = many["spec"]["rayClusterSpec"]["workerGroupSpecs"]
