@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ import pytest
 import fleet.goodput.simulate as simulate_module
 from contract.warden import Config
 from fleet.cli import main
+from fleet.controllers import sources, versions
+from fleet.goodput import nodeloss
 from fleet.goodput.costs import Costs
 from fleet.goodput.failures import CAUSES
 from fleet.goodput.jobs import Effect, Job
@@ -136,3 +139,20 @@ def test_cli_shows_the_node_loss_path(capsys: pytest.CaptureFixture[str]) -> Non
     assert [s["layer"] for s in path["node"]][:4] == ["Kubernetes", "Kubernetes", "KubeRay", "Kueue"]
     assert {r["name"]: r["kueue"] for r in data["rows"]}[FAIL_FAST] == "fail-fast"
     assert data["fleet"][FAIL_FAST] < data["fleet"][SHIPPED]
+
+
+def test_the_health_check_timings_are_the_pinned_rays() -> None:
+    """The three defaults as the installed Ray reports them: the lock's build of the version the model read."""
+    import ray
+    from ray._raylet import Config as RayConfig
+
+    costs = Costs()
+    assert ray.__version__ == versions.READ_AT["ray"]
+    assert RayConfig.health_check_failure_threshold() == costs.ray_health_check_failures
+    assert RayConfig.health_check_timeout_ms() == costs.ray_health_check_timeout_s * 1000
+    assert RayConfig.health_check_period_ms() == costs.ray_health_check_period_s * 1000
+
+
+def test_every_layer_names_its_cited_sources() -> None:
+    cited = set(re.findall(r"\[([a-z-]+)\]", nodeloss.__doc__ or ""))
+    assert cited == {k for k in sources.BEHAVIOURS if k.startswith(("ray-", "kuberay-", "kueue-"))}

@@ -254,8 +254,8 @@ def _images(fleet: Fleet) -> Iterator[Problem]:
 
 def _upstream(fleet: Fleet) -> Iterator[Problem]:
     """What each pinned upstream release needs written down, one line per release: the commit its tag names
-    (Argo CD syncs that, fleet.upstream), for Argo CD its helper images (fleet.images.ARGOCD_HELPERS), and for
-    Kueue and KubeRay a reading of their sources by the rules in fleet.controllers."""
+    (Argo CD syncs that, fleet.upstream), for Argo CD its helper images (fleet.images.ARGOCD_HELPERS), and a
+    reading of its sources at that version (fleet.controllers.versions); so too for the Ray every image runs."""
     for release in upstream.UPSTREAMS:
         pinned = upstream.version(release, fleet)
         missing = []
@@ -267,13 +267,17 @@ def _upstream(fleet: Fleet) -> Iterator[Problem]:
             )
         if pinned not in release.commits:
             missing.append(upstream.missing(release, pinned))
-        unread = versions.unread(release.field, pinned)  # the controllers' rules (fleet.controllers.versions)
+        unread = versions.unread(release.field, pinned)  # what was read at the pin (fleet.controllers.versions)
         if unread is not None:
             missing.append(unread)
         if missing:
             yield Problem(
                 path=("versions", release.field), message=f"{release.name} {pinned}: {'; and '.join(missing)}"
             )
+    ray = name_rules.RAY_VERSION  # not fleet.yaml's: the requirements lock pins it (tests/contract)
+    unread = versions.unread("ray", ray)
+    if unread is not None:
+        yield Problem(path=("versions",), message=f"Ray {ray} (contract.names.RAY_VERSION): {unread}")
 
 
 # (what, rule, shortest, longest, whose rules). Every name the platform derives is checked against the API

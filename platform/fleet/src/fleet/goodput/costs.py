@@ -59,9 +59,10 @@ class Costs:
     faulty_report_wait_s: float = HOST_REPORT_S
     # A node lost under a running RayJob (issue 38; fleet.goodput.nodeloss has every stage and its source).
     # Ray: the GCS marks a node dead after health_check_failure_threshold (5) failed checks, each waiting out
-    # health_check_timeout_ms (10 s) when the host no longer answers, health_check_period_ms (3 s) apart
-    # (ray-project/ray src/ray/common/ray_config_def.h; src/ray/gcs/gcs_health_check_manager.cc schedules the
-    # next check period_ms after a failed one).
+    # health_check_timeout_ms (10 s) when the host no longer answers, health_check_period_ms (3 s) apart. The
+    # three defaults as the pinned Ray (fleet.controllers.versions.READ_AT) reports them, ray._raylet.Config
+    # (tests/fleet/test_goodput_nodeloss.py reads them from the installed build); the schedule as
+    # fleet.controllers.sources.BEHAVIOURS["ray-node-death"] cites it.
     ray_health_check_period_s: float = 3.0
     ray_health_check_timeout_s: float = 10.0
     ray_health_check_failures: int = 5

@@ -6,6 +6,7 @@ checked, telemetry.exposition.table). Pure.
 
 from __future__ import annotations
 
+from fleet.controllers.versions import READ_AT
 from fleet.goodput.costs import Costs
 
 ASSUMED = "**assumed**"
@@ -69,7 +70,7 @@ def _rows(c: Costs) -> list[tuple[str, str, str]]:
         (
             "Ray's detection of a vanished host",
             f"up to {c.ray_node_death_s:g} s",
-            f"Ray {c.ray_version} (`ray._raylet.Config`; `src/ray/gcs/gcs_health_check_manager.cc`):"
+            f"Ray {READ_AT['ray']}'s defaults (`ray._raylet.Config`) and `gcs_health_check_manager.cc`:"
             f" {c.ray_health_check_failures} checks x ({c.ray_health_check_timeout_s:g} s timeout"
             f" + {c.ray_health_check_period_s:g} s period)",
         ),

@@ -4,10 +4,13 @@ What each layer does when a GPU host vanishes (it stops answering, without
 resetting connections: a dead power supply, board or CPU), read from the
 sources at the versions Meridian pins:
 
-- Ray (ray-project/ray `src/ray/common/ray_config_def.h` at commit 0006bd6c and
-  `src/ray/gcs/gcs_health_check_manager.cc` at 2a48f197, the stored snapshot:
-  the repository was too large to fetch, so the tag of contract.names.RAY_VERSION
-  was not compared): the GCS marks the node dead
+Each layer's sources, file and line at the pinned release, are in
+fleet.controllers.sources.BEHAVIOURS (the key in brackets below).
+
+- Ray 2.60.0 ([ray-node-death]; its defaults as the pinned build reports them,
+  `ray._raylet.Config`, and `src/ray/gcs/gcs_health_check_manager.cc`
+  `StartHealthCheck` at the stored commit 2a48f197, the snapshot holding no
+  tag): the GCS marks the node dead
   after `health_check_failure_threshold` (5) failed checks, each waiting out
   `health_check_timeout_ms` (10 s), the next sent `health_check_period_ms` (3 s)
   after a failure: up to 65 s. The trainer's supervisor then sees its group's
@@ -20,12 +23,13 @@ sources at the versions Meridian pins:
   (kubernetes.io "Taints and Tolerations", Taint based evictions). With the
   kubelet unreachable the pod stays Terminating until its node is recreated or
   deleted.
-- KubeRay v1.7.0 (`ray-operator/controllers/ray/raycluster_controller.go`):
+- KubeRay v1.7.0 ([kuberay-terminating-pod], [kuberay-ready-once]):
   `reconcilePods` counts every listed worker pod, Terminating ones included,
   as running unless `shouldDeletePod` deleted it in that pass (it deletes only
   pods that failed or whose Ray container ended), so `diff` is 0 and no
   replacement pod is made while the old one exists.
-- Kueue v0.19.2 (`pkg/controller/tas/node_controller.go`): a NotReady node is
+- Kueue v0.19.2 ([kueue-node-failed], [kueue-fail-fast], [kueue-second-node],
+  [kueue-pods-ready]; `pkg/controller/tas/node_controller.go`): a NotReady node is
   marked failed for a workload once that workload's pods on it stop
   progressing (`getWorkloadStatus`, `checkPodsOnNode`, `hasProgressingPods`:
   TASReplaceNodeOnPodTermination, Beta, on), i.e. at the taint eviction.
