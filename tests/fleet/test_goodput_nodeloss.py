@@ -144,7 +144,7 @@ def test_cli_shows_the_node_loss_path(capsys: pytest.CaptureFixture[str]) -> Non
 def test_the_health_check_timings_are_the_pinned_rays() -> None:
     """The three defaults as the installed Ray reports them: the lock's build of the version the model read."""
     import ray
-    from ray._raylet import Config as RayConfig
+    from ray._raylet import Config as RayConfig  # type: ignore[attr-defined]  # compiled: no stub names it
 
     costs = Costs()
     assert ray.__version__ == versions.READ_AT["ray"]

@@ -144,10 +144,11 @@ COMMANDS: dict[str, Run | Skip] = {
 }
 
 
-def sh_commands(markdown: str) -> list[str]:
-    """The commands of every ```sh block: continuation lines joined, trailing `# comments` dropped."""
+def sh_commands(markdown: str, info: str = "sh") -> list[str]:
+    """The commands of every ```sh block (`info`: a pattern of the blocks' info strings): continuation lines
+    joined, trailing `# comments` dropped."""
     commands = []
-    for block in re.findall(r"^```sh\n(.*?)^```", markdown, re.S | re.M):
+    for block in re.findall(rf"^```(?:{info})\n(.*?)^```", markdown, re.S | re.M):
         for line in re.sub(r"\\\n\s*", "", block).splitlines():
             command = re.sub(r"\s+#\s.*$", "", line).strip()
             if command and not command.startswith("#"):

@@ -10,7 +10,8 @@ topology request (pure).
   ray-operator/apis/ray/v1/rayjob_types.go `SubmissionMode`) a `submitter` PodSet of one pod: the
   `submitterPodTemplate`, or KubeRay's default submitter (the head's image, requests 500m CPU and 200Mi,
   limits 1 CPU and 1Gi: `defaultSubmitterResources`) with no node selector. In SidecarMode the submitter's
-  default resources join the head instead. A RayJob with a `clusterSelector` and no `rayClusterSpec` is not Kueue's (`Skip`); with both, the webhook refuses it.
+  default resources join the head instead. A RayJob with a `clusterSelector` and no `rayClusterSpec` is not
+  Kueue's (`Skip`); with both, the webhook refuses it.
 - RayCluster (`pkg/controller/jobs/raycluster/raycluster_controller.go` `PodSets`): head and worker groups.
 - Pod, and each pod of a Deployment (`pkg/controller/jobs/deployment`: the webhook passes the queue name to
   the pods, which the pod integration admits one by one): one PodSet `main` of one pod.

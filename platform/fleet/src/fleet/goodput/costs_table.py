@@ -13,6 +13,7 @@ ASSUMED = "**assumed**"
 
 
 def _rows(c: Costs) -> list[tuple[str, str, str]]:
+    """The state, checkpoints and a group's recovery."""
     gbps = c.heal_bytes_per_s * 8 / 1e9
     return [
         (
@@ -45,6 +46,12 @@ def _rows(c: Costs) -> list[tuple[str, str, str]]:
             f"{ASSUMED}: {c.group_restart_s:g} s for its pods on a ready node, then {c.state_gib_per_gpu:.1f} GiB"
             f" from a peer at {gbps:g} Gb/s (CPU bench: 9 s)",
         ),
+    ]
+
+
+def _repair_rows(c: Costs) -> list[tuple[str, str, str]]:
+    """A node's repair and a lost node's path."""
+    return [
         (
             "whole-job restart",
             f"{c.job_restart_s:g} s",
@@ -90,5 +97,5 @@ def _rows(c: Costs) -> list[tuple[str, str, str]]:
 def table(costs: Costs) -> str:
     """The README's costs table (Markdown), each value from `costs`."""
     lines = ["| cost | value | source |", "|---|---|---|"]
-    lines += [f"| {name} | {value} | {source} |" for name, value, source in _rows(costs)]
+    lines += [f"| {name} | {value} | {source} |" for name, value, source in [*_rows(costs), *_repair_rows(costs)]]
     return "\n".join(lines) + "\n"
