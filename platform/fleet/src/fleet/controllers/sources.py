@@ -12,7 +12,7 @@ node-loss path of fleet.goodput.nodeloss, the pause of Argo CD's automated sync 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -39,6 +39,11 @@ def _kueue(path: str, line: int, what: str, test: str = "") -> Source:
 
 def _kuberay(path: str, line: int, what: str, test: str = "") -> Source:
     return Source("kuberay", "1.7.0", f"ray-operator/controllers/ray/{path}", line, what, test)
+
+
+def _in(make: Callable[[str, int, str], Source], path: str, *lines: tuple[int, str]) -> tuple[Source, ...]:
+    """Several lines of one file."""
+    return tuple(make(path, line, what) for line, what in lines)
 
 
 def _argocd(path: str, line: int, what: str) -> Source:
@@ -70,9 +75,13 @@ RULES: Mapping[str, tuple[Source, ...]] = MappingProxyType(
             _kueue("pkg/controller/jobs/rayjob/rayjob_webhook.go", 107, "validateCreate"),
             _kueue("pkg/controller/jobs/raycluster/common.go", 298, "ValidateCreate"),
             _kueue("pkg/controller/jobframework/constants.go", 21, "MaxPodSets = 18"),
-            _kueue("pkg/controller/jobframework/tas_validation.go", 34, "ValidateTASPodSetRequest"),
-            _kueue("pkg/controller/jobframework/tas_validation.go", 170, "ValidateSliceSizeAnnotationUpperBound"),
-            _kueue("pkg/controller/jobframework/tas_validation.go", 214, "ValidatePodSetGroupingTopology"),
+            *_in(
+                _kueue,
+                "pkg/controller/jobframework/tas_validation.go",
+                (34, "ValidateTASPodSetRequest"),
+                (170, "ValidateSliceSizeAnnotationUpperBound"),
+                (214, "ValidatePodSetGroupingTopology"),
+            ),
         ),
         "never-admitted": (
             _kueue(
@@ -139,14 +148,22 @@ RULES: Mapping[str, tuple[Source, ...]] = MappingProxyType(
         "kuberay": (
             _kuberay("utils/validation.go", 533, "ValidateRayJobMetadata", "utils/validation_test.go:2025"),
             _kuberay("utils/validation.go", 543, "ValidateRayJobSpec", "utils/validation_test.go:1236"),
-            _kuberay("utils/validation.go", 752, "validateDeletionConfiguration"),
-            _kuberay("utils/validation.go", 32, "ValidateRayClusterMetadata"),
             _kuberay("utils/validation.go", 103, "ValidateRayClusterSpec", "utils/validation_test.go:505"),
             _kuberay("utils/validation.go", 60, "validateRayGroupResources", "utils/validation_test.go:932"),
             _kuberay("utils/validation.go", 72, "validateRayGroupLabels", "utils/validation_test.go:1015"),
-            _kuberay("utils/constant.go", 375, "MaxRayClusterNameLength = 53"),
-            _kuberay("utils/constant.go", 381, "MaxRayJobNameLength = MaxRayClusterNameLength - 6"),
             _kuberay("common/pod.go", 721, "supportsUnifiedHealthCheck (2.53.0)"),
+            *_in(
+                _kuberay,
+                "utils/constant.go",
+                (375, "MaxRayClusterNameLength = 53"),
+                (381, "MaxRayJobNameLength = MaxRayClusterNameLength - 6"),
+            ),
+            *_in(
+                _kuberay,
+                "utils/validation.go",
+                (752, "validateDeletionConfiguration"),
+                (32, "ValidateRayClusterMetadata"),
+            ),
         ),
     }
 )
@@ -173,23 +190,35 @@ BEHAVIOURS: Mapping[str, tuple[Source, ...]] = MappingProxyType(
             ),
         ),
         "kuberay-terminating-pod": (
-            _kuberay("raycluster_controller.go", 931, "reconcilePods"),
-            _kuberay("raycluster_controller.go", 1167, "diff := numExpectedWorkerPods - len(runningPods.Items)"),
-            _kuberay("raycluster_controller.go", 1512, "shouldDeletePod"),
+            *_in(
+                _kuberay,
+                "raycluster_controller.go",
+                (931, "reconcilePods"),
+                (1167, "diff := numExpectedWorkerPods - len(runningPods.Items)"),
+                (1512, "shouldDeletePod"),
+            ),
         ),
         "kuberay-ready-once": (_kuberay("raycluster_controller.go", 2019, "State = rayv1.Ready (calculateStatus)"),),
         "kueue-pods-ready": (_kueue("pkg/controller/jobs/rayjob/rayjob_controller.go", 229, "PodsReady"),),
         "kueue-node-failed": (
-            _kueue("pkg/controller/tas/node_controller.go", 361, "getWorkloadStatus"),
-            _kueue("pkg/controller/tas/node_controller.go", 461, "checkPodsOnNode"),
-            _kueue("pkg/controller/tas/node_controller.go", 713, "hasProgressingPods"),
+            *_in(
+                _kueue,
+                "pkg/controller/tas/node_controller.go",
+                (361, "getWorkloadStatus"),
+                (461, "checkPodsOnNode"),
+                (713, "hasProgressingPods"),
+            ),
             _kueue("pkg/controller/tas/constants.go", 30, "NodeFailureDelay = 30 * time.Second"),
             _kueue("pkg/features/kube_features.go", 730, "TASReplaceNodeDueToNotReadyOverFixedTime: deprecated, off"),
         ),
         "kueue-fail-fast": (
-            _kueue("pkg/scheduler/scheduler.go", 391, "processEntry"),
-            _kueue("pkg/scheduler/scheduler.go", 524, "handleFailedTASReplacement"),
-            _kueue("pkg/scheduler/scheduler.go", 910, "evictWorkloadAfterFailedTASReplacement"),
+            *_in(
+                _kueue,
+                "pkg/scheduler/scheduler.go",
+                (391, "processEntry"),
+                (524, "handleFailedTASReplacement"),
+                (910, "evictWorkloadAfterFailedTASReplacement"),
+            ),
             _kueue("pkg/features/kube_features.go", 719, "TASFailedNodeReplacementFailFast: Beta, on"),
         ),
         "kueue-second-node": (
