@@ -10,6 +10,7 @@ Not modelled: `authorizer`, parameter objects, audit annotations, type checking.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,8 +123,14 @@ def expressions(policy: Obj) -> list[str]:
     return found
 
 
-def _evaluate(expression: str, context: Obj) -> Any:
-    return cel.evaluate(expression, context)
+def _evaluate(expression: str, context: Any) -> Any:
+    return _program(expression).execute(context)
+
+
+@functools.cache
+def _program(expression: str) -> Any:
+    """Each expression compiled once (cel.evaluate compiled it again on every call: a third of the tenancy tests' time)."""
+    return cel.compile(expression)
 
 
 def evaluate(
@@ -141,23 +148,25 @@ def evaluate(
         return None
     if not any(_resources_match(b["spec"].get("matchResources"), request, namespace) for b in bindings):
         return None
-    context: Obj = {
-        "object": obj,
-        "oldObject": old,
-        "request": request.as_cel(),
-        "params": None,
-        "namespaceObject": namespace,
-        "variables": {},
-    }
+    # One cel.Context for the request: it converts the objects to CEL values once, not once per expression.
+    context = cel.Context(
+        variables={
+            "object": obj,
+            "oldObject": old,
+            "request": request.as_cel(),
+            "params": None,
+            "namespaceObject": namespace,
+            "variables": {},
+        }
+    )
+    variables: Obj = {}
     try:
         for condition in spec.get("matchConditions", []):
             if _evaluate(condition["expression"], context) is not True:
                 return None
         for variable in spec.get("variables", []):
-            context["variables"] = {
-                **context["variables"],
-                variable["name"]: _evaluate(variable["expression"], context),
-            }
+            variables = {**variables, variable["name"]: _evaluate(variable["expression"], context)}
+            context.add_variable("variables", variables)
         for validation in spec["validations"]:
             if _evaluate(validation["expression"], context) is True:
                 continue
