@@ -15,7 +15,7 @@ from trainer.loop.ledger import Ledger, Sync
 from trainer.loop.progress import Progress, open_reports
 from trainer.loop.trainer import Step
 from trainer.observe.goodput import Goodput
-from trainer.observe.runs import high_water, read_events
+from trainer.observe.runs import high_water, raise_high_water, read_events
 
 from tests.trainer.conftest import CONFIG, overrides
 
@@ -159,3 +159,24 @@ def test_diloco_logs_inner_steps_between_syncs_and_log_every_counts_inner_steps(
     assert [s for s in range(1, 5) if found.should_log(s)] == [1, 2, 3, 4]
     found.cfg = compose(CONFIG, overrides(tmp_path, "loop", "run.log_every=12"))
     assert [s for s in range(1, 5) if found.should_log(s)] == [3, 4]  # inner 12 is in outer 3; 4 is the last
+
+
+def test_a_group_killed_while_raising_its_high_water_mark_still_reads_the_last_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL between opening the progress file and writing it (seen under load: the restarted group then failed
+    to read an empty file three times and the run failed): the last mark stays readable, the new one is lost."""
+    found, _, _ = progress(tmp_path)
+    raise_high_water(found.cfg, 0, 5)
+
+    def killed_mid_write(path: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        path.open("w").close()  # opened for writing, so truncated: the process dies before its bytes land
+        raise SystemExit("SIGKILL")
+
+    monkeypatch.setattr(Path, "write_text", killed_mid_write)
+    with pytest.raises(SystemExit):
+        raise_high_water(found.cfg, 0, 6)
+    monkeypatch.undo()
+    assert high_water(found.cfg, 0) == 5
+    raise_high_water(found.cfg, 0, 6)
+    assert high_water(found.cfg, 0) == 6

@@ -8,6 +8,7 @@ logged, which tells replayed steps from new ones after a resume.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,4 +75,9 @@ def high_water(cfg: Config, group: int) -> int:
 
 def raise_high_water(cfg: Config, group: int, step: int) -> None:
     if step > high_water(cfg, group):
-        (run_dir(cfg) / f"progress-{group}.json").write_text(json.dumps({"step": step}))
+        path = run_dir(cfg) / f"progress-{group}.json"
+        # Written beside and renamed: a group killed mid-write (every step writes) left an empty file that its
+        # restarts then failed to read, until the run gave up on the group.
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(json.dumps({"step": step}))
+        os.replace(partial, path)
