@@ -71,8 +71,9 @@ typecheck: $(ENV) ## mypy --strict
 	$(BIN)/mypy
 
 # The tiers (markers in pyproject.toml, checked by tests/test_tiers.py). Unit tests and scenarios run on two
-# workers, a file per worker (--dist loadfile: a module's fixtures are built once); live runs bind port ranges and
-# spawn process trees, so they run one at a time.
+# workers, a file per worker (--dist loadfile: a module's fixtures are built once). Live runs go two at a time (one
+# run uses about one of two cores): a module per worker, and the modules whose runs would collide (a local Ray,
+# fixed TLS ports) on one worker (--dist loadgroup; the groups are in tests/tiers.py).
 PYTEST_PARALLEL := -n 2 --dist loadfile
 
 unit: $(ENV) crds ## the fast tier: every test that is neither live nor a scenario (the alert rules need promtool)
@@ -82,8 +83,8 @@ unit: $(ENV) crds ## the fast tier: every test that is neither live nor a scenar
 scenario: $(ENV) crds ## the review's sandbox scenarios, make and CLI runs of the whole fleet, simulations
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "scenario and not twin"
 
-live: $(ENV) crds ## training, RL and Ray runs, one at a time
-	$(BIN)/pytest -p no:xdist -m "live and not twin"
+live: $(ENV) crds ## training, RL and Ray runs, two at a time (runs that would collide on one worker)
+	$(BIN)/pytest -n 2 --dist loadgroup -m "live and not twin"
 
 twin: $(ENV) ## the cluster twin: build every image as a CPU twin with podman and run the rendered pods in it (platform/twin)
 	@bash scripts/twin_setup.sh

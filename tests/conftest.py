@@ -27,6 +27,16 @@ SHIPPED_SPEC: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
 RUNNING_TIERS: set[str] = set()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Live modules on one xdist worker each, and those that would collide on one shared (tests/tiers.py)."""
+    from tests.tiers import live_group
+
+    for item in items:
+        if item.get_closest_marker("live"):
+            module = item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(live_group(module)))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     RUNNING_TIERS.clear()
     RUNNING_TIERS.update(mark.name for mark in item.iter_markers() if mark.name in ("live", "scenario"))

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.conftest import REPO
-from tests.tiers import Suite, modules_of
+from tests.tiers import Suite, missing_live_groups, modules_of
 
 
 def test_every_test_that_starts_a_run_carries_its_tier() -> None:
@@ -60,3 +61,18 @@ def test_an_unmarked_live_or_scenario_test_is_caught_through_helpers_fixtures_an
     assert str(next(iter(suite.unmarked("tests.review.test_other")))).startswith(
         "tests/review/test_other.py::test_imports_a_helper_that_runs starts a live run: move it to a module marked"
     )
+
+
+def test_live_runs_that_would_collide_share_a_worker() -> None:
+    """make live runs two modules at once: a local Ray, or fixed TLS ports, in a module outside its group would
+    meet another such run."""
+    marked = re.compile(r"^pytestmark = pytest\.mark\.live", re.M)
+    live = [p for p in sorted((REPO / "tests").rglob("test_*.py")) if marked.search(p.read_text())]
+    assert len(live) > 20
+    missing = {str(p.relative_to(REPO)): missing_live_groups(str(p.relative_to(REPO)), p.read_text()) for p in live}
+    assert {m: g for m, g in missing.items() if g} == {}
+    new = "pytestmark = pytest.mark.live\n\ndef test_x():\n    ray.init(address=names.ray_address(os.environ))\n"
+    assert missing_live_groups("tests/trainer/test_new_ray.py", new) == ["ray"]
+    assert missing_live_groups("tests/trainer/test_ray.py", new) == []
+    tls = 'start(tmp_path, "r", f"ft.lighthouse_tls={member}")'
+    assert missing_live_groups("tests/rl/test_new.py", tls) == ["fixed-ports"]

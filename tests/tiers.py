@@ -15,6 +15,7 @@ that hold unit tests. A scenario may be marked on the test (``@pytest.mark.scena
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,34 @@ STARTERS = {
     ("trainer.rl.loop", "run"): "live",
 }
 FIXTURES = {"sandbox": "scenario"}  # conftest fixtures that start a run
+
+# Live modules run two at a time (make live: --dist loadgroup), a module's tests on one worker. Runs that would
+# collide if two ran at once share a worker: a local Ray each (Ray's session directory and ray_current_cluster
+# file), and runs across regions or with the run's TLS, whose ports contract.names fixes (HEAL_TLS_PORTS,
+# MANAGER_PORTS, RING_TLS_PORTS). tests/test_tiers.py fails on a live module that needs a group and is not in it.
+SHARED_LIVE_GROUPS = {
+    "ray": (
+        "tests/trainer/test_ray.py",
+        "tests/trainer/test_ray_groups_recovery.py",
+        "tests/trainer/test_ray_subblocks.py",
+        "tests/preflight/test_ray_collective.py",
+    ),
+    "fixed-ports": ("tests/trainer/test_cross_region.py", "tests/trainer/test_strangers.py"),
+}
+_NEEDS_GROUP = {
+    "ray": re.compile(r"\bray\.init\(|ray\.cluster_utils|\blocal_cluster\(|launcher=ray"),
+    "fixed-ports": re.compile(r"lighthouse_tls=|trainer\.distributed\.(mtls|tls_ring)|trainer\.ft\.heal_tls"),
+}
+
+
+def live_group(module: str) -> str:
+    """The xdist group of a live module (its path relative to the repository): a shared one, else its own."""
+    return next((group for group, modules in SHARED_LIVE_GROUPS.items() if module in modules), module)
+
+
+def missing_live_groups(module: str, source: str) -> list[str]:
+    """The shared groups a live module's source needs and is not in."""
+    return [g for g, pattern in _NEEDS_GROUP.items() if pattern.search(source) and live_group(module) != g]
 
 
 @dataclass(frozen=True)
