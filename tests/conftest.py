@@ -27,10 +27,12 @@ SHIPPED_SPEC: dict[str, Any] = yaml.safe_load(SHIPPED.read_text())
 RUNNING_TIERS: set[str] = set()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Live modules on one xdist worker each, and those that would collide on one shared (tests/tiers.py)."""
     from tests.tiers import live_group
 
+    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: one at a time, and no xdist_group marker
+        return
     for item in items:
         if item.get_closest_marker("live"):
             module = item.nodeid.split("::")[0]
