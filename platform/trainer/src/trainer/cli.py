@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.launch.ray_train import launch as ray_launch
 
             return ray_launch(cfg)
+        from trainer.launch import forked
+        from trainer.observe.runs import run_dir
+
+        forked.prestart(run_dir(cfg) / "forkserver.log")
         from trainer.launch.local import launch
 
         return launch(cfg)

@@ -17,8 +17,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from trainer.config import MAX_RESTARTS, Config, to_dict
 from trainer.ft.manager import start_lighthouse
+from trainer.launch import forked
+from trainer.launch.forked import Forked
 from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.observe.goodput import combine, dumps
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("trainer")
 
 
-def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[subprocess.Popen[bytes]]:
+def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[Forked]:
     """Start the ``ft.group_size`` ranks of replica group ``group``, with a store of their own (a fresh port)."""
     size = cfg.ft.group_size
     # The ranks share this machine's cores: each gets its share of torch's threads. With torch's default (all
@@ -47,14 +47,13 @@ def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[subp
     port = str(_free_port()) if size > 1 else ""
     procs = []
     for rank in range(size):
-        command = [sys.executable, "-m", "trainer.launch.worker_main", str(config_json), str(group), address]
         # torchft's INFO logs (every quorum) and everything else the ranks print go to the group's log file.
         env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
         if size > 1:  # torch.distributed's rendezvous inside the group (distributed/group.py)
             group_env = {"MASTER_ADDR": "localhost", "MASTER_PORT": port, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             env |= group_env | {"WORLD_SIZE": str(size)}
-        with group_log(config_json.parent, group).open("ab") as log:
-            procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+        args = [str(config_json), str(group), address]
+        procs.append(forked.start("trainer.launch.worker_main", args, env, group_log(config_json.parent, group)))
     return procs
 
 
@@ -65,7 +64,7 @@ def _free_port() -> int:
         return port
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+def _stop(procs: list[Forked]) -> None:
     """A group lives and dies whole: its other ranks would only hang in the group's next collective."""
     for proc in procs:
         if proc.poll() is None:
@@ -74,7 +73,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.wait()
 
 
-def _exit_code(procs: list[subprocess.Popen[bytes]]) -> int | None:
+def _exit_code(procs: list[Forked]) -> int | None:
     """The group's exit code: None while it runs; a rank's failure as soon as one fails; 0 when all finished."""
     codes = [p.poll() for p in procs]
     failed = [c for c in codes if c not in (None, 0)]
@@ -87,8 +86,11 @@ def _exit_code(procs: list[subprocess.Popen[bytes]]) -> int | None:
 def launch(cfg: Config) -> int:
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    with native_stderr_to(out / "lighthouse.log"):  # the Lighthouse logs from Rust to fd 2
-        return _launch(cfg, out)
+    try:
+        with native_stderr_to(out / "lighthouse.log"):  # the Lighthouse logs from Rust to fd 2
+            return _launch(cfg, out)
+    finally:
+        forked.stop()
 
 
 def _launch(cfg: Config, out: Path) -> int:
@@ -101,7 +103,7 @@ def _launch(cfg: Config, out: Path) -> int:
     server = start_lighthouse(cfg)
     address = server.address()
     (out / "lighthouse").write_text(address)
-    procs: dict[int, list[subprocess.Popen[bytes]]] = {}
+    procs: dict[int, list[Forked]] = {}
     with _ended_on_interrupt(procs, rl, server):
         procs |= {g: spawn(config_json, g, address, cfg) for g in range(cfg.ft.replica_groups)}
         if rl:
@@ -160,9 +162,7 @@ def _generator_threads(cfg: Config) -> int:
 
 
 @contextmanager
-def _ended_on_interrupt(
-    procs: dict[int, list[subprocess.Popen[bytes]]], rl: RLSide | None, server: Any
-) -> Iterator[None]:
+def _ended_on_interrupt(procs: dict[int, list[Forked]], rl: RLSide | None, server: Any) -> Iterator[None]:
     """Ctrl-C: nothing of the run may outlive its launcher (train.py says how to resume)."""
     try:
         yield
@@ -215,7 +215,7 @@ def _rl_side(cfg: Config, out: Path) -> RLSide | None:
     return RLSide(cfg, out)
 
 
-def _write_pids(out: Path, procs: dict[int, list[subprocess.Popen[bytes]]]) -> None:
+def _write_pids(out: Path, procs: dict[int, list[Forked]]) -> None:
     """Which process is which group (pids.json: rank 0's; ranks.json: every rank's): for operators, tests, benchmarks."""
     (out / "pids.json").write_text(json.dumps({g: p[0].pid for g, p in procs.items()}))
     (out / "ranks.json").write_text(json.dumps({g: [r.pid for r in p] for g, p in procs.items()}))

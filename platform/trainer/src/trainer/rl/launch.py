@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +26,8 @@ from typing import Any, Protocol
 
 from contract.metrics import GENERATOR_STATES
 from trainer.config import Config
+from trainer.launch import forked
+from trainer.launch.forked import Forked
 from trainer.launch.process import EXIT_REFUSED, EXIT_STOPPED
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.evaluation import due
@@ -39,7 +40,7 @@ log = logging.getLogger("trainer")
 
 
 class Runner(Protocol):
-    """Where generator processes run: here (subprocesses) or on a Ray cluster (actors on generator pods)."""
+    """Where generator processes run: here (forked processes) or on a Ray cluster (actors on generator pods)."""
 
     def spawn(self, index: int, incarnation: int) -> int | None:
         """Start generator ``index``; its pid when it runs here."""
@@ -68,20 +69,13 @@ class Processes:
 
     def __init__(self, out: Path, config_json: Path, threads: int = 1) -> None:
         self.out, self.config_json, self.threads = out, config_json, threads
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.procs: dict[int, Forked] = {}
 
     def spawn(self, index: int, incarnation: int) -> int | None:
-        command = [
-            sys.executable,
-            "-m",
-            "trainer.rl.generator_main",
-            str(self.config_json),
-            str(index),
-            str(incarnation),
-        ]
         env = {"OMP_NUM_THREADS": str(self.threads)} | dict(os.environ)
-        with (self.out / f"generator-{index}.log").open("ab") as log_file:
-            self.procs[index] = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        args = [str(self.config_json), str(index), str(incarnation)]
+        log = self.out / f"generator-{index}.log"
+        self.procs[index] = forked.start("trainer.rl.generator_main", args, env, log)
         return self.procs[index].pid
 
     def exited(self, index: int) -> int | None:

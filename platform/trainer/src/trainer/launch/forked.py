@@ -1,0 +1,129 @@
+"""A local run's processes, forked from one that imported the trainer once (Python's forkserver).
+
+Started as ``python -m <entry point>``, every replica-group rank and RL generator imported torch, torchft and
+the trainer again: 2.5-3 s of a core each, more than a short run trains, and again at every restart. Here one
+process per run (multiprocessing's forkserver, started by the launcher before its Lighthouse) imports the entry
+points once, and each rank or generator is a fork of it. The forkserver has run no torch operation, so no thread
+pool or collective exists to be copied half-made into a fork; each fork sets its own torch threads, environment
+and log file, then runs the entry point's ``main`` as ``python -m`` would.
+
+What a fork does not get, compared with a fresh interpreter: settings read only at import time come from the
+forkserver's environment (the launcher's, plus ``SERVER_ENVIRON``: torchft's Rust log level), and ``atexit``
+handlers do not run (multiprocessing ends a fork with ``os._exit``; event logs are line-buffered and flushed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from trainer.launch.process import exit_process
+
+ENTRY_POINTS = ("trainer.launch.worker_main", "trainer.rl.generator_main")
+# Read once, when torchft's Rust extension is imported (its logger): the ranks' torchft INFO lines (every quorum)
+# go to their group's log.
+SERVER_ENVIRON = {"RUST_LOG": "info"}
+
+
+class Forked:
+    """What the launchers use of ``subprocess.Popen``, for a forked process: pid, poll, kill, wait."""
+
+    def __init__(self, process: Any) -> None:
+        self._process = process
+        self.pid: int = process.pid
+
+    def poll(self) -> int | None:
+        """The exit code (negative: the signal that ended it), None while it runs."""
+        code: int | None = self._process.exitcode
+        return code
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self._process.join(timeout)
+        return self.poll()
+
+
+def start(module: str, args: list[str], environ: Mapping[str, str], log: Path) -> Forked:
+    """Run ``python -m module *args`` with ``environ`` (the whole environment), its output appended to ``log``."""
+    if module not in ENTRY_POINTS:
+        raise ValueError(f"{module} is not an entry point the forkserver imported: {ENTRY_POINTS}")
+    process = _context().Process(target=_run, args=(module, args, dict(environ), str(log)), name=module)
+    process.start()
+    return Forked(process)
+
+
+def prestart(log: Path) -> None:
+    """Start the forkserver now, its output to ``log``: its imports run on another core while the launcher imports
+    its own and starts the Lighthouse (the first rank otherwise waited for them: about 3 s per launch)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(fd, 1)  # what the forkserver prints (an import's warning) stays off the run's console
+        os.dup2(fd, 2)
+        _context()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for kept in (fd, *saved):
+            os.close(kept)
+
+
+def stop() -> None:
+    """End the forkserver and multiprocessing's resource tracker with the launch, and wait for them: nothing of a
+    run may outlive its launcher (on their own they end once they notice it exited). ``_stop`` is how CPython's
+    own tests stop them (3.11-3.13); without it, they end on their own as before."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for server in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        getattr(server, "_stop", lambda: None)()
+
+
+def _context() -> Any:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(ENTRY_POINTS))
+    with _environ(SERVER_ENVIRON):
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()  # once per launcher: the entry points are imported once
+    return context
+
+
+@contextmanager
+def _environ(defaults: Mapping[str, str]) -> Iterator[None]:
+    """``defaults`` where the environment has none, for what this process starts inside (the forkserver)."""
+    added = {k: v for k, v in defaults.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            del os.environ[key]
+
+
+def _run(module: str, args: list[str], environ: dict[str, str], log: str) -> None:
+    """In the fork: its log on stdout and stderr, its environment and threads, then the entry point."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(environ)
+    if environ.get("OMP_NUM_THREADS"):  # read by torch at import, which the forkserver did: set it again
+        import torch
+
+        torch.set_num_threads(int(environ["OMP_NUM_THREADS"]))
+    sys.argv = [module, *args]
+    exit_process(importlib.import_module(module).main())
