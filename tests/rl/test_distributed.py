@@ -194,6 +194,10 @@ def test_a_killed_trainer_group_heals_and_the_run_goes_on(tmp_path: Path) -> Non
 def test_a_killed_controller_resumes_from_the_checkpoint_with_its_prompt_stream(tmp_path: Path) -> None:
     proc = start(tmp_path, "head", "run.steps=20", "checkpoint.every=5")
     wait_for_step(proc, tmp_path, "head", 7)
+    # Killed once a checkpoint is durable (step 7 alone did not mean that: with two live runs at once the step-5
+    # checkpoint was still being written, and the resume rightly refused a directory with nothing that verifies).
+    until(lambda: any(e["event"] == "checkpoint_durable" for g in (0, 1) for e in events(tmp_path, "head", g)),
+          120, "a durable checkpoint", proc)  # fmt: skip
     os.killpg(proc.pid, signal.SIGKILL)  # the launcher (the controller) and everything it started
     proc.communicate()
     before = steps(tmp_path, "head")[-1]["step"]
