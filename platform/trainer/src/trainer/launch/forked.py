@@ -64,18 +64,14 @@ def prestart(log: Path) -> None:
     """Start the forkserver now, its output to ``log``: its imports run on another core while the launcher imports
     its own and starts the Lighthouse (the first rank otherwise waited for them: about 3 s per launch)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.dup2(fd, 1)  # what the forkserver prints (an import's warning) stays off the run's console
-        os.dup2(fd, 2)
+        _output_to(log)  # what the forkserver prints (an import's warning) stays off the run's console
         _context()
     finally:
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        for kept in (fd, *saved):
+        for kept in saved:
             os.close(kept)
 
 
@@ -111,14 +107,19 @@ def _environ(defaults: Mapping[str, str]) -> Iterator[None]:
             del os.environ[key]
 
 
-def _run(module: str, args: list[str], environ: dict[str, str], log: str) -> None:
-    """In the fork: its log on stdout and stderr, its environment and threads, then the entry point."""
+def _output_to(log: Path) -> None:
+    """File descriptors 1 and 2 (Python's and native code's output) appended to ``log``."""
     sys.stdout.flush()
     sys.stderr.flush()
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+def _run(module: str, args: list[str], environ: dict[str, str], log: str) -> None:
+    """In the fork: its log on stdout and stderr, its environment and threads, then the entry point."""
+    _output_to(Path(log))
     os.environ.clear()
     os.environ.update(environ)
     if environ.get("OMP_NUM_THREADS"):  # read by torch at import, which the forkserver did: set it again

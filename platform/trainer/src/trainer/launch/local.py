@@ -48,7 +48,7 @@ def spawn(config_json: Path, group: int, address: str, cfg: Config) -> list[Fork
     procs = []
     for rank in range(size):
         # torchft's INFO logs (every quorum) and everything else the ranks print go to the group's log file.
-        env = {"RUST_LOG": "info", "OMP_NUM_THREADS": threads} | dict(os.environ)
+        env = forked.SERVER_ENVIRON | {"OMP_NUM_THREADS": threads} | dict(os.environ)
         if size > 1:  # torch.distributed's rendezvous inside the group (distributed/group.py)
             group_env = {"MASTER_ADDR": "localhost", "MASTER_PORT": port, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             env |= group_env | {"WORLD_SIZE": str(size)}
