@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from trainer.rl.service import Client, RequestFailed, Service
 from trainer.rl.settings import RL
 
 from contract.metrics import RL as CATALOG
+from tests.waiting import until
 
 SETTINGS = RL(group_size=2, prompts_per_step=2, lease_prompts=2)
 
@@ -23,7 +25,7 @@ SETTINGS = RL(group_size=2, prompts_per_step=2, lease_prompts=2)
 def service() -> Iterator[Service]:
     controller = Controller(SETTINGS, make_task(SETTINGS, 256), vocab=256, steps=4)
     metrics = RLMetrics("run", "", -1, max_policy_age=1)
-    served = Service(controller, metrics=metrics)
+    served = Service(controller, metrics=metrics, poll_s=0.05)  # an ask with nothing to do answers "wait" at once
     yield served
     served.close()
 
@@ -94,3 +96,26 @@ def test_a_refused_answer_tells_the_generator_why_and_is_counted_per_generator(s
     with urllib.request.urlopen(service.address + "/metrics", timeout=10) as response:
         text = response.read().decode()
     assert f'{CATALOG.refused_answers.name}{{generator="g",group="-1",reason="token",region="",run="run"}} 1.0' in text
+
+
+def test_a_generator_waiting_for_work_gets_it_when_the_state_changes_not_at_its_next_ask() -> None:
+    """A lease ask with nothing to do waits on the controller's state (a long poll, as /batch does): the run's
+    start, a commit or a formed batch answers it at once. A generator told "wait" slept WAIT_S (0.2 s) and asked
+    again: longer than a step of the arithmetic task (0.12-0.14 s), so trainer and generators took turns
+    waiting for each other (issue 41: the trainer 53% waiting, the generators 79%)."""
+    controller = Controller(SETTINGS, make_task(SETTINGS, 256), vocab=256, steps=4)
+    service = Service(controller, poll_s=60.0)
+    answers: list[dict[str, object]] = []
+    try:
+        asking = threading.Thread(
+            target=lambda: answers.append(Client(service.address).post("/lease", {"generator": "g", "held": 0}))
+        )
+        asking.start()
+        until(lambda: "g" in controller.askers, 10, "the ask reached the controller")
+        assert not answers  # nothing to lease before a trainer group started: the ask waits, it is not told to sleep
+        service.call(controller.start, 0, "t0", 0, None)
+        asking.join(timeout=30)
+        assert not asking.is_alive()
+        assert "lease" in answers[0], answers[0]
+    finally:
+        service.close()

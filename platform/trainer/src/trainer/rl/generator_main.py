@@ -81,7 +81,8 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
     while True:
         ask = {"generator": name, "held": receiver.held, "members": receiver.members, "sync_failed": sync_failed,
                "seconds": ticker.delta()}  # fmt: skip
-        answer, sync_failed = client.post("/lease", ask), False
+        with ticker.time.timed("waiting"):  # the controller holds an ask with nothing to do until there is (service.py)
+            answer, sync_failed = client.post("/lease", ask), False
         if answer.get("done"):
             log.info("%s: the run is done", name)
             return 0

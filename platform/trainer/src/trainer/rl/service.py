@@ -1,8 +1,10 @@
 """The controller over HTTP (JSON bodies), the TCP store the weight pairs meet in, and the client for both sides.
 
-One lock around the controller: every call is short (scoring a lease's groups is the longest). The two
-calls that wait (a step's batch, a group's transfers) wait outside it, on a condition that every change
-signals, and answer "wait" after ``POLL_S`` so that no request outlives a dead peer by long. A request
+One lock around the controller: every call is short (scoring a lease's groups is the longest). The calls
+that wait (a step's batch, a group's transfers, a generator's lease) wait outside it, on a condition that every
+change signals, and answer "wait" after ``POLL_S`` so that no request outlives a dead peer by long. A lease
+waits too: a generator told to come back later slept 0.2 s and asked again, longer than a step of the
+arithmetic task, so the trainer and the generators took turns waiting for each other (issue 41). A request
 that is not one of ours (unknown path, body over ``MAX_BODY``, not JSON, a refused generator answer)
 gets a 4xx with one line, and is one log line here: the run goes on.
 """
@@ -45,12 +47,14 @@ class Service:
         on_lease: Callable[[str, dict[str, float]], None] = lambda g, s: None,
         on_greedy: Callable[[int, int, float, float], None] = lambda g, s, a, t: None,
         metrics: RLMetrics | None = None,
+        poll_s: float = POLL_S,
     ) -> None:
         from trainer.distributed.listen import store_on
 
         self.controller, self.on_commit, self.on_lease, self.metrics = controller, on_commit, on_lease, metrics
         self.on_greedy = on_greedy  # (group, step, held-out greedy accuracy, seconds): evaluation.py's result
         self.advertise = advertise  # the address others reach it at, when it listens on every interface
+        self.poll_s = poll_s  # how long a waiting call waits for a change before it answers "wait"
         self.changed = threading.Condition()
         self.store = store_on(host, timeout=timedelta(seconds=60))  # where the server listens, nowhere else
         self.server = _Server((host, port), _handler(self))
@@ -70,11 +74,15 @@ class Service:
             return result
 
     def wait_for(self, ask: Callable[[], Any]) -> Any:
-        """``ask()`` under the lock until it is not None or POLL_S passed (then None)."""
-        deadline = time.monotonic() + POLL_S
+        """``ask()`` under the lock until it is not None or ``poll_s`` passed (then None). An answer may have changed
+        the state (a batch formed leaves room for leases; a lease issued prompts): the other waiters look again.
+        The 0.5 s bound on each wait is for what changes with time alone (a lease expiring)."""
+        deadline = time.monotonic() + self.poll_s
         with self.changed:
             while (answer := ask()) is None and (left := deadline - time.monotonic()) > 0:
                 self.changed.wait(min(left, 0.5))
+            if answer is not None:
+                self.changed.notify_all()
             return answer
 
     def handle(self, path: str, body: dict[str, Any]) -> Any:
@@ -98,8 +106,17 @@ class Service:
         if path == "/lease":
             generator = str(body["generator"])[:200]
             self.on_lease(generator, {k: float(v) for k, v in dict(body.get("seconds", {})).items()})
-            ask = (generator, int(body["held"]), bool(body.get("sync_failed", False)), _members(body))
-            return self.call(c.lease, *ask) | {"store": self.store.port}
+            held, members, failed = int(body["held"]), _members(body), [bool(body.get("sync_failed", False))]
+            waits: list[dict[str, Any]] = []
+
+            def leased() -> dict[str, Any] | None:
+                answer: dict[str, Any] = c.lease(generator, held, failed.pop() if failed else False, members)
+                if "wait" in answer:  # a failed sync is said once, at the first look
+                    waits.append(answer)
+                    return None
+                return answer
+
+            return (self.wait_for(leased) or waits[-1]) | {"store": self.store.port}
         if path == "/result":
             return {"kept": self.call(c.result, str(body["generator"])[:200], body)}
         raise Invalid([f"{path[:80]}: no such endpoint"])
