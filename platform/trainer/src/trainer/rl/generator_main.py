@@ -81,7 +81,7 @@ def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
     while True:
         ask = {"generator": name, "held": receiver.held, "members": receiver.members, "sync_failed": sync_failed,
                "seconds": ticker.delta()}  # fmt: skip
-        with ticker.time.timed("waiting"):  # the controller holds an ask with nothing to do until there is (service.py)
+        with ticker.time.timed("waiting"):  # an ask with nothing to do is held until there is (service.py)
             answer, sync_failed = client.post("/lease", ask), False
         if answer.get("done"):
             log.info("%s: the run is done", name)

@@ -2,9 +2,9 @@
 
 One lock around the controller: every call is short (scoring a lease's groups is the longest). The calls
 that wait (a step's batch, a group's transfers, a generator's lease) wait outside it, on a condition that every
-change signals, and answer "wait" after ``POLL_S`` so that no request outlives a dead peer by long. A lease
-waits too: a generator told to come back later slept 0.2 s and asked again, longer than a step of the
-arithmetic task, so the trainer and the generators took turns waiting for each other (issue 41). A request
+change signals, and answer "wait" after ``POLL_S`` so that no request outlives a dead peer by long. (A generator
+once slept 0.2 s between asks, longer than a step of the arithmetic task: trainer and generators took turns
+waiting for each other, issue 41.) A request
 that is not one of ours (unknown path, body over ``MAX_BODY``, not JSON, a refused generator answer)
 gets a 4xx with one line, and is one log line here: the run goes on.
 """
@@ -106,17 +106,11 @@ class Service:
         if path == "/lease":
             generator = str(body["generator"])[:200]
             self.on_lease(generator, {k: float(v) for k, v in dict(body.get("seconds", {})).items()})
-            held, members, failed = int(body["held"]), _members(body), [bool(body.get("sync_failed", False))]
-            waits: list[dict[str, Any]] = []
-
-            def leased() -> dict[str, Any] | None:
-                answer: dict[str, Any] = c.lease(generator, held, failed.pop() if failed else False, members)
-                if "wait" in answer:  # a failed sync is said once, at the first look
-                    waits.append(answer)
-                    return None
-                return answer
-
-            return (self.wait_for(leased) or waits[-1]) | {"store": self.store.port}
+            held, members = int(body["held"]), _members(body)
+            answer = self.call(c.lease, generator, held, bool(body.get("sync_failed", False)), members)
+            if "wait" in answer:  # hold the ask until there is work (its failed sync, if any, was taken above)
+                answer = self.wait_for(lambda: _work(c.lease(generator, held, False, members))) or answer
+            return answer | {"store": self.store.port}
         if path == "/result":
             return {"kept": self.call(c.result, str(body["generator"])[:200], body)}
         raise Invalid([f"{path[:80]}: no such endpoint"])
@@ -146,6 +140,11 @@ class _Server(ThreadingHTTPServer):
             log.info("controller: %s went away mid-request (%s)", client_address[0], type(error).__name__)
             return
         super().handle_error(request, client_address)
+
+
+def _work(answer: dict[str, Any]) -> dict[str, Any] | None:
+    """A lease answer that gives the generator something to do; None for "wait"."""
+    return None if "wait" in answer else answer
 
 
 def _members(body: dict[str, Any]) -> int:
