@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from trainer.rl.controller import Controller
@@ -119,3 +121,71 @@ def test_a_generator_waiting_for_work_gets_it_when_the_state_changes_not_at_its_
         assert "lease" in answers[0], answers[0]
     finally:
         service.close()
+
+
+def counted_connections(service: Service) -> tuple[list[object], list[object]]:
+    """The connections the service accepted and those it closed, as its server records them."""
+    opened: list[object] = []
+    closed: list[object] = []
+    accept, close = service.server.process_request, service.server.shutdown_request
+
+    def process_request(request: Any, client_address: Any) -> None:
+        opened.append(client_address)
+        accept(request, client_address)
+
+    def shutdown_request(request: Any) -> None:
+        closed.append(request)
+        close(request)
+
+    service.server.process_request = process_request  # type: ignore[method-assign]
+    service.server.shutdown_request = shutdown_request  # type: ignore[method-assign]
+    return opened, closed
+
+
+def test_a_client_sends_every_request_over_one_connection(service: Service) -> None:
+    """A connection and a server thread per request were 7-10% of the controller's CPU (issue 41)."""
+    opened, _ = counted_connections(service)
+    client = Client(service.address)
+    service.controller.start(0, "t0", 0, None)
+    for _ in range(20):
+        client.post("/committed", {"group": 0, "step": 0, "stats": {}})
+    with pytest.raises(RequestFailed, match="no such endpoint"):  # a refusal keeps the connection too
+        client.post("/nowhere", {})
+    client.post("/committed", {"group": 0, "step": 0, "stats": {}})
+    assert len(opened) == 1
+
+
+def test_a_connection_the_controller_closed_while_idle_is_opened_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("trainer.rl.service.IDLE_S", 0.2)
+    controller = Controller(SETTINGS, make_task(SETTINGS, 256), vocab=256, steps=4)
+    service = Service(controller, poll_s=0.05)
+    try:
+        opened, closed = counted_connections(service)
+        client = Client(service.address)
+        controller.start(0, "t0", 0, None)
+        client.post("/committed", {"group": 0, "step": 0, "stats": {}})
+        until(lambda: closed, 10, "the idle connection closed by the controller")
+        assert client.post("/committed", {"group": 0, "step": 0, "stats": {}})["version"] == 0
+        assert len(opened) == 2
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize(
+    ("length", "code", "says"),
+    [("abc", 400, "is not a byte count"), ("-5", 400, "is not a byte count"), ("9" * 5000, 413, "at most")],
+)
+def test_a_content_length_that_is_no_byte_count_is_one_line(
+    service: Service, length: str, code: int, says: str
+) -> None:
+    connection = http.client.HTTPConnection("localhost", int(service.address.rsplit(":", 1)[1]), timeout=10)
+    connection.putrequest("POST", "/lease")
+    connection.putheader("Content-Length", length)
+    connection.endheaders()
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    assert response.status == code
+    assert says in answer["error"]
+    assert response.will_close  # the body was never read: the connection is not used again
+    connection.close()
+    assert Client(service.address).post("/lease", {"generator": "g", "held": -1})["wait"]

@@ -61,18 +61,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nothing to do: run {cfg.run.name} already completed step {done} of {cfg.run.steps}; "
               "raise run.steps to train on")  # fmt: skip
         return 0
+    from trainer.launch.interrupt import recorded
+
     try:
-        if cfg.run.launcher == "ray":
-            from trainer.launch.ray_train import launch as ray_launch
+        with recorded():  # a Ctrl-C CPython drops inside a finalizer still reaches the launcher's loop
+            if cfg.run.launcher == "ray":
+                from trainer.launch.ray_train import launch as ray_launch
 
-            return ray_launch(cfg)
-        from trainer.launch import forked
-        from trainer.observe.runs import run_dir
+                return ray_launch(cfg)
+            from trainer.launch import forked
+            from trainer.observe.runs import run_dir
 
-        forked.prestart(run_dir(cfg) / "forkserver.log")
-        from trainer.launch.local import launch
+            forked.prestart(run_dir(cfg) / "forkserver.log")
+            from trainer.launch.local import launch
 
-        return launch(cfg)
+            return launch(cfg)
     except KeyboardInterrupt:  # the launcher ended what it started; one line instead of the traceback
         print(interrupted(cfg), file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
