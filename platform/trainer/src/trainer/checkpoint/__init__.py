@@ -11,12 +11,25 @@ One module per job:
 * ``finite.py``: the NaN and infinity check a state passes before it is saved.
 """
 
-from trainer.checkpoint.checkpointer import Checkpointer, CheckpointError, CheckpointEvent
-from trainer.checkpoint.finite import nonfinite_tensors
-from trainer.checkpoint.manifest import MARKER, SCHEMA, FileDigest, InvalidCheckpoint, parse_marker
-from trainer.checkpoint.staging import staging_options
-from trainer.checkpoint.store import step_dir
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.checkpoint.checkpointer import Checkpointer, CheckpointError, CheckpointEvent
+    from trainer.checkpoint.finite import nonfinite_tensors
+    from trainer.checkpoint.manifest import MARKER, SCHEMA, FileDigest, InvalidCheckpoint, parse_marker
+    from trainer.checkpoint.staging import staging_options
+    from trainer.checkpoint.store import step_dir
+
+# Each name from its module when first asked for: importing this package (for resume.py's listing, which a
+# launcher runs before it starts anything) must not import torch's DCP, 2 s of a run's start on one core.
+_MODULES = {
+    "Checkpointer": "checkpointer", "CheckpointError": "checkpointer", "CheckpointEvent": "checkpointer",
+    "nonfinite_tensors": "finite", "MARKER": "manifest", "SCHEMA": "manifest", "FileDigest": "manifest",
+    "InvalidCheckpoint": "manifest", "parse_marker": "manifest", "staging_options": "staging", "step_dir": "store",
+}  # fmt: skip
 __all__ = [
     "MARKER",
     "SCHEMA",
@@ -30,3 +43,9 @@ __all__ = [
     "staging_options",
     "step_dir",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)

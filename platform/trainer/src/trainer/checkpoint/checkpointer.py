@@ -217,10 +217,6 @@ class Checkpointer:
         """Steps with a commit marker, oldest first, verified or not."""
         return self._store.committed_steps()
 
-    def has_step_data(self) -> bool:
-        """Whether any step directory exists (committed or not)."""
-        return bool(self._store.step_dirs())
-
     def verify(self, step: int) -> str | None:
         """None when committed ``step`` can be trusted, else the one-line reason it cannot (verify.py).
 

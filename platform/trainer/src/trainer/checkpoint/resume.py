@@ -23,11 +23,14 @@ import os
 import posixpath
 import re
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from contract.names import CHECKPOINT_DIR_ENV, CHECKPOINT_ROOTS_ENV, is_bucket_name
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoint.store import StepStore
 from trainer.config import Config
+
+if TYPE_CHECKING:  # imported where a step is verified: a run with nothing saved starts without torch's DCP
+    from trainer.checkpoint.checkpointer import Checkpointer
 
 log = logging.getLogger("trainer")
 _GROUP_DIR = re.compile(r"group-(\d{1,6})")
@@ -74,6 +77,8 @@ def newest_verified(cfg: Config, on_skip: Callable[[Root, int, str], None]) -> t
 
     The caller closes the Checkpointer it gets.
     """
+    from trainer.checkpoint.checkpointer import Checkpointer
+
     roots = group_roots(cfg) + other_regions(cfg)
     checkpointers = [Checkpointer(root.url) for root in roots]
     candidates = sorted(((s, i) for i, c in enumerate(checkpointers) for s in _committed(c, roots[i])), reverse=True)
@@ -114,6 +119,8 @@ def start_state(cfg: Config) -> tuple[str | None, int | None]:
     outside = location_problem(cfg, os.environ)
     if outside is not None:
         return outside, None
+    if not any(_has_step_data(root.url, unreadable=True) for root in group_roots(cfg) + other_regions(cfg)):
+        return None, None  # nothing saved anywhere: nothing to verify, and nothing to refuse
     skipped: list[str] = []
     found = newest_verified(cfg, lambda root, s, r: skipped.append(f"{_label(cfg, root)} step {s}: {r}"))
     if found is not None:
@@ -133,9 +140,14 @@ def _label(cfg: Config, root: Root) -> str:
     return f"group-{root.group}" if root.base == cfg.checkpoint.dir else root.url
 
 
-def _has_step_data(root: str) -> bool:
-    with Checkpointer(root) as checkpointer:
-        return checkpointer.has_step_data()
+def _has_step_data(root: str, unreadable: bool = False) -> bool:
+    """Whether any step directory exists under ``root``, committed or not; ``unreadable`` where it cannot be listed."""
+    try:
+        return bool(StepStore(root).step_dirs())
+    except Exception:  # another region's bucket: newest_verified warns and skips it
+        if unreadable:
+            return True
+        raise
 
 
 _ROOT = re.compile(r"gs://([^/]+)/(?:[A-Za-z0-9_.-]+/)+")  # a bucket (contract.names' rule), then whole folders

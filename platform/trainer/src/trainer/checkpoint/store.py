@@ -12,16 +12,16 @@ import contextlib
 import hashlib
 import posixpath
 import re
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import fsspec  # type: ignore[import-untyped]
 
-# DCP's fsspec storage is not re-exported by torch.distributed.checkpoint in torch 2.13; it is what
-# dcp.save picks itself for URLs, but only this way can fsspec storage options be passed to it.
-from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
-
-from trainer.checkpoint.dcp_pickle import SafeReader
 from trainer.checkpoint.manifest import MARKER, MAX_MARKER_BYTES, FileDigest
+
+if TYPE_CHECKING:  # torch's DCP is imported where a step is written or read: listing steps needs no torch
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+    from trainer.checkpoint.dcp_pickle import SafeReader
 
 _STEP_DIR = re.compile(r"step-(\d+)")
 _READ_CHUNK = 8 << 20
@@ -104,11 +104,17 @@ class StepStore:
     # -- DCP's view -------------------------------------------------------------------------------
 
     def writer(self, step: int, threads: int) -> FsspecWriter:
+        # DCP's fsspec storage is not re-exported by torch.distributed.checkpoint in torch 2.13; it is what
+        # dcp.save picks itself for URLs, but only this way can fsspec storage options be passed to it.
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
         # fsync only means something on a local disk; for other filesystems DCP would fall back to
         # os.sync() of the whole host, while an object store commits a file when it is closed.
         return FsspecWriter(self.step_url(step), sync_files=self.is_local(), thread_count=threads, **self.options)
 
     def reader(self, step: int) -> SafeReader:
+        from trainer.checkpoint.dcp_pickle import SafeReader
+
         return SafeReader(self.step_url(step), **self.options)
 
     # -- paths ------------------------------------------------------------------------------------
