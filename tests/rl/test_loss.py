@@ -94,6 +94,27 @@ def test_response_logprobs_score_each_response_token_given_what_precedes_it(tiny
     assert float(got[~mask].abs().sum()) == 0.0
 
 
+def test_the_head_at_the_response_positions_only_gives_the_full_forwards_values_and_gradients(tiny: Model) -> None:
+    torch.manual_seed(0)
+    model = LanguageModel(tiny)
+    tokens, mask = _batch()
+    digits = allowed_mask(tiny.vocab, [*DIGITS, 10])
+
+    def gradients(logprobs: torch.Tensor) -> list[torch.Tensor]:
+        model.zero_grad()
+        (logprobs * torch.arange(1.0, 1.0 + logprobs.numel()).view(logprobs.shape)).sum().backward()  # type: ignore[no-untyped-call]
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    whole = torch.log_softmax(model(tokens[:, :-1]).float().masked_fill(~digits, float("-inf")), -1)
+    chosen = whole.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
+    want = torch.where(mask, chosen, torch.zeros_like(chosen))  # every position's head, then the mask
+    expected = gradients(want)
+    got = response_logprobs(model, tokens, mask, digits)
+    assert torch.allclose(got, want.detach(), atol=1e-6)
+    assert len(expected) == len(list(model.parameters()))
+    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(gradients(got), expected, strict=True))
+
+
 def test_a_token_mask_renormalizes_and_never_makes_nan(tiny: Model) -> None:
     torch.manual_seed(0)
     model = LanguageModel(tiny)
@@ -256,11 +277,11 @@ def test_the_entropy_is_the_masked_distributions(tiny: Model, monkeypatch: pytes
     model = LanguageModel(tiny).eval()
     tokens, mask = _batch()
     digits = allowed_mask(tiny.vocab, [*DIGITS, 10])
-    entropy = entropies(token_logprobs(model, tokens, digits, 0.7), mask)
+    entropy = entropies(token_logprobs(model, tokens, mask, digits, 0.7), mask)
     p = torch.softmax((model(tokens[:1, :4])[0, -1].float() / 0.7).masked_fill(~digits, float("-inf")), -1)
     want = -(p[digits] * p[digits].log()).sum()
     assert float(entropy[0, 3]) == pytest.approx(float(want), rel=1e-5)
     assert 0 < float(entropy[0, 3]) <= math.log(11)  # at most uniform over the 11 allowed tokens
     assert float(entropy[~mask].abs().sum()) == 0.0
     monkeypatch.setattr(loss, "ENTROPY_CHUNK", 1)  # a position at a time: the same numbers
-    assert torch.equal(entropies(token_logprobs(model, tokens, digits, 0.7), mask), entropy)
+    assert torch.equal(entropies(token_logprobs(model, tokens, mask, digits, 0.7), mask), entropy)

@@ -29,6 +29,7 @@ from trainer.rl.step import StepSettings, rl_step
 from trainer.rl.tokens import DIGITS, allowed_mask
 from trainer.rl.wire import MIN_LOGPROB, Refused
 
+from contract.problem import Invalid
 from tests.conftest import REPO
 from tests.rl.test_controller import SETTINGS, Clock, answer, started
 
@@ -206,3 +207,29 @@ def test_a_negative_advantage_loses_at_most_dual_times_its_size_with_no_gradient
     assert float(parts.loss.detach()) == pytest.approx(clip.dual)
     assert logprobs.grad is not None
     assert float(logprobs.grad) == 0.0
+
+
+def test_a_sent_batch_counts_the_whole_batch_and_refuses_one_it_cannot_count() -> None:
+    from trainer.rl.wire import group_from_json, group_to_json, sent_batch
+
+    def group(i: int) -> Group:
+        completion = Completion(prompt=(1, 2), response=(3,) * (i + 1), logprobs=(-0.5,) * (i + 1), version=0)
+        return Group(prompt_index=i, rewards=(1.0, 0.0), advantages=(0.7, -0.7), completions=(completion,) * 2)
+
+    groups = [group(i) for i in range(3)]
+    sent = sent_batch([group_to_json(g) for g in groups])
+    assert (sent.sequences, sent.tokens) == (6, 2 * (1 + 2 + 3))  # what loss.Aggregation weighs every share by
+    assert [group_from_json(g) for g in sent.groups] == groups  # a rank rebuilds only its share, unchanged
+    with pytest.raises(Invalid, match="a group is malformed"):
+        sent_batch([{"completions": [{"prompt": [1]}]}])
+
+
+def test_a_batch_is_right_padded_with_each_logprob_at_its_tokens_target_position() -> None:
+    short = Completion(prompt=(5, 6), response=(7,), logprobs=(-0.5,), version=0)
+    long = Completion(prompt=(5, 6, 8), response=(9, 4), logprobs=(-0.25, -0.75), version=1)
+    batch = make_batch([Group(prompt_index=3, rewards=(1.0, 0.0), advantages=(1.0, -1.0), completions=(short, long))])
+    assert batch.tokens.tolist() == [[5, 6, 7, 0, 0], [5, 6, 8, 9, 4]]
+    assert batch.sampler_logprobs.tolist() == [[0.0, -0.5, 0.0, 0.0], [0.0, 0.0, -0.25, -0.75]]
+    assert batch.mask.tolist() == [[False, True, False, False], [False, False, True, True]]
+    assert batch.advantages.tolist() == [1.0, -1.0]
+    assert batch.versions.tolist() == [0, 1]

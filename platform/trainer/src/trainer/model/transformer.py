@@ -181,9 +181,13 @@ class LanguageModel(nn.Module):
             return torch.autocast(device.type, dtype=torch.bfloat16)
         return nullcontext()
 
-    def forward(self, tokens: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, cache: KVCache | None = None, at: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits (B, T, V) of ``tokens`` (B, T). With ``cache``: ``tokens`` follow the cached ones (their
-        positions start at ``cache.length``), their keys and values join the cache, and they attend to it."""
+        positions start at ``cache.length``), their keys and values join the cache, and they attend to it.
+        With ``at`` ((B, T) bool): logits only where it is true, (N, V) in row-major order; the output head is
+        the model's widest layer (a 128k vocabulary), and RL's loss reads the response positions only."""
         length, head_dim = tokens.shape[1], self.cfg.d_model // self.cfg.heads
         if cache is None:
             cos, sin = rope(length, head_dim, self.cfg.rope_theta, tokens.device)
@@ -198,7 +202,7 @@ class LanguageModel(nn.Module):
                     x = checkpoint(block, x, cos, sin, use_reentrant=False)
                 else:
                     x = block(x, cos, sin)
-            logits: torch.Tensor = self.head(self.norm(x))
+            logits: torch.Tensor = self.head(self.norm(x if at is None else x[at]))
         if cache is not None:
             cache.advance(length)
         return logits

@@ -61,6 +61,7 @@ class Formed:
 
     groups: list[Group]
     state: str  # the buffer's state_dict (JSON) as it is once this batch is trained
+    sent: list[dict[str, Any]]  # the groups as every trainer group gets them (wire.group_to_json, made once)
 
 
 @dataclass(kw_only=True)
@@ -192,9 +193,10 @@ class Controller:
             trained = {g.prompt_index for g in groups}
             state["pending"] = [i for i in state["pending"] if i not in trained]
             state["counters"]["trained"] += len(groups)
-            self.batches[step] = Formed(groups=groups, state=json.dumps(state, sort_keys=True))
+            sent = [group_to_json(g) for g in groups]
+            self.batches[step] = Formed(groups=groups, state=json.dumps(state, sort_keys=True), sent=sent)
         formed = self.batches[step]
-        return {"step": step, "groups": [group_to_json(g) for g in formed.groups], "state": formed.state}
+        return {"step": step, "groups": formed.sent, "state": formed.state}
 
     def committed(self, group: int, step: int, stats: dict[str, Any]) -> tuple[dict[str, Any], list[Committed]]:
         """Group ``group`` committed and now holds version ``step``; the first report of a step moves the run on.

@@ -109,17 +109,18 @@ def make_batch(groups: Sequence[Group], pad_id: int = 0) -> Batch:
     if not rows:
         raise ValueError("an empty batch")
     length = max(len(c.prompt) + len(c.response) for _, c, _ in rows)
-    tokens = torch.full((len(rows), length), pad_id, dtype=torch.long)
-    sampler = torch.zeros(len(rows), length - 1, dtype=torch.float32)
-    for b, (_, c, _) in enumerate(rows):
-        p, r = len(c.prompt), len(c.response)
-        tokens[b, : p + r] = torch.tensor(c.prompt + c.response)
-        sampler[b, p - 1 : p - 1 + r] = torch.tensor(c.logprobs, dtype=torch.float32)
+    # Whole rows in Python, then one tensor each: a tensor and a slice assignment per row were 4 torch calls a
+    # row, a tenth of a trainer group's step on a 512-completion batch.
+    tokens = [[*c.prompt, *c.response, *[pad_id] * (length - len(c.prompt) - len(c.response))] for _, c, _ in rows]
+    sampler = [
+        [*[0.0] * (len(c.prompt) - 1), *c.logprobs, *[0.0] * (length - len(c.prompt) - len(c.response))]
+        for _, c, _ in rows
+    ]
     mask = response_mask([len(c.prompt) for _, c, _ in rows], [len(c.response) for _, c, _ in rows], length - 1)
     return Batch(
-        tokens=tokens,
+        tokens=torch.tensor(tokens, dtype=torch.long),
         mask=mask,
-        sampler_logprobs=sampler,
+        sampler_logprobs=torch.tensor(sampler, dtype=torch.float32),
         advantages=torch.tensor([a for _, _, a in rows], dtype=torch.float32),
         versions=torch.tensor([c.version for _, c, _ in rows], dtype=torch.long),
         prompt_indices=tuple(g.prompt_index for g, _, _ in rows),

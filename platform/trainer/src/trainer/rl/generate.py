@@ -85,7 +85,9 @@ def sample(
     lengths = torch.full((b,), max_tokens, dtype=torch.long, device=prompts.device)
     done = torch.zeros(b, dtype=torch.bool, device=prompts.device)
     for t in range(max_tokens):
-        logits = model(fed, cache=cache)[:, -1]
+        last = torch.zeros(fed.shape, dtype=torch.bool, device=fed.device)
+        last[:, -1] = True  # the head at each row's last position only: the prompt's others are never read
+        logits = model(fed, cache=cache, at=last)
         scaled = masked_logits(logits, allowed, temperature)
         if temperature > 0:
             token = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=rng).squeeze(-1)

@@ -48,17 +48,22 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None, temperatur
 
 
 def token_logprobs(
-    model: nn.Module, tokens: torch.Tensor, allowed: torch.Tensor | None = None, temperature: float = 1.0
+    model: nn.Module,
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    allowed: torch.Tensor | None = None,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
-    """(B, T - 1, V) float32: the log-distribution each next token is drawn from (``picked`` and ``entropies``)."""
-    return torch.log_softmax(masked_logits(model(tokens[:, :-1]), allowed, temperature), dim=-1)
+    """(N, V) float32: the log-distribution each response token (``mask``'s N positions of ``tokens[:, 1:]``,
+    row-major) is drawn from, for ``picked`` and ``entropies``. The head and the softmax run at those positions
+    only: a prompt position's distribution is never read."""
+    return torch.log_softmax(masked_logits(model(tokens[:, :-1], at=mask), allowed, temperature), dim=-1)
 
 
 def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T - 1): each target token's logprob in ``token_logprobs``' distributions where ``mask``, 0 elsewhere."""
-    chosen = distributions.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1)
-    # where, not a product: a prompt or pad token outside the allowed set has logprob -inf, and -inf * 0 is NaN
-    return torch.where(mask, chosen, torch.zeros_like(chosen))
+    chosen = distributions.gather(-1, tokens[:, 1:][mask].unsqueeze(-1)).squeeze(-1)
+    return chosen.new_zeros(mask.shape).masked_scatter(mask, chosen)
 
 
 ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of float32 per temporary (two live)
@@ -67,14 +72,12 @@ ENTROPY_CHUNK = 1024  # positions at a time: at a 128k vocabulary, 0.5 GB of flo
 @torch.no_grad()
 def entropies(distributions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T - 1) nats, no gradient: each masked position's entropy, 0 elsewhere. entr(p) = -p log p is 0 at
-    p = 0, so a disallowed token's -inf logprob adds nothing. Only response positions, a chunk at a time: the
-    whole (B, T - 1, V) at once would be another copy of the logits, twice."""
-    flat = distributions.reshape(-1, distributions.shape[-1])
-    where = mask.reshape(-1).nonzero().squeeze(1)
-    entropy = torch.zeros(flat.shape[0], dtype=flat.dtype, device=flat.device)
-    for positions in torch.split(where, ENTROPY_CHUNK):
-        entropy[positions] = torch.special.entr(flat.index_select(0, positions).exp()).sum(-1)
-    return entropy.view(mask.shape)
+    p = 0, so a disallowed token's -inf logprob adds nothing. A chunk of positions at a time: the whole (N, V)
+    at once would be another copy of the logits, twice."""
+    entropy = distributions.new_zeros(distributions.shape[0])
+    for rows in torch.split(torch.arange(distributions.shape[0], device=distributions.device), ENTROPY_CHUNK):
+        entropy[rows] = torch.special.entr(distributions.index_select(0, rows).exp()).sum(-1)
+    return entropy.new_zeros(mask.shape).masked_scatter(mask, entropy)
 
 
 def response_logprobs(
@@ -85,7 +88,7 @@ def response_logprobs(
     temperature: float = 1.0,
 ) -> torch.Tensor:
     """(B, T - 1) float32: log p(tokens[:, t + 1] | tokens[:, : t + 1]) where ``mask``, 0 elsewhere."""
-    return picked(token_logprobs(model, tokens, allowed, temperature), tokens, mask)
+    return picked(token_logprobs(model, tokens, mask, allowed, temperature), tokens, mask)
 
 
 LOG_RATIO = 20.0  # |logp - q| past this is no sample of the policy: e^20 = 4.9e8, and exp stays finite

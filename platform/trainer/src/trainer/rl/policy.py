@@ -31,7 +31,7 @@ from trainer.config import Config
 from trainer.distributed.group import Rank
 from trainer.ft.manager import FaultTolerance
 from trainer.loop.trainer import Trainer
-from trainer.rl.episode import Group, make_batch
+from trainer.rl.episode import make_batch
 from trainer.rl.evaluation import Evaluation, evaluates
 from trainer.rl.grpo import make_task
 from trainer.rl.loss import Aggregation, Clip, entropies, grpo_loss, picked, response_logprobs, token_logprobs
@@ -39,7 +39,7 @@ from trainer.rl.pairs import WeightServer, wire
 from trainer.rl.service import Client
 from trainer.rl.stats import Tally
 from trainer.rl.weight_sync import Snapshot, WeightSync, layout, named, snapshot
-from trainer.rl.wire import group_from_json
+from trainer.rl.wire import Sent, group_from_json, sent_batch
 
 
 class PolicyTrainer(Trainer):
@@ -92,7 +92,7 @@ class PolicyTrainer(Trainer):
 
     # -- the step --------------------------------------------------------------------------------------
 
-    def _inputs(self, index: int) -> list[Group] | None:
+    def _inputs(self, index: int) -> Sent | None:
         asked = time.perf_counter()
         while "groups" not in (answer := self.client.post("/batch", {"step": self.step})):
             if answer.get("done") or answer.get("stop"):  # the run ended (or stopped: the launcher says why)
@@ -101,25 +101,24 @@ class PolicyTrainer(Trainer):
         self.wait_seconds += time.perf_counter() - asked  # the trainer idle for generation (report.TrainerTime)
         self._batch_state = str(answer["state"])
         self.step_began = time.perf_counter()
-        return [group_from_json(g) for g in answer["groups"]]
+        return sent_batch(answer["groups"])
 
-    def _loss(self, inputs: list[Group]) -> torch.Tensor:
+    def _loss(self, inputs: Sent) -> torch.Tensor:
         place, participants = self.ft.participation()
-        share = inputs[place::participants] if place is not None else []
-        mine = share[self.where.rank :: self.where.size]
+        share = inputs.groups[place::participants] if place is not None else []
+        mine = [group_from_json(g) for g in share[self.where.rank :: self.where.size]]
         s = self.cfg.rl
         # The loss is the whole batch's (loss.Aggregation): each share weighed so that the average of the shares'
         # gradients (torchft over the groups, FSDP over a group's ranks) is the batch's. A group healing (torchft
         # zeroes its gradients) or a rank with no group of its own runs a stand-in that weighs nothing: its
         # collectives need the forward and backward.
         aggregation = Aggregation(
-            mode=s.loss_agg, horizon=self.task.max_tokens, sequences=sum(len(g.completions) for g in inputs),
-            tokens=sum(len(c.response) for g in inputs for c in g.completions),
+            mode=s.loss_agg, horizon=self.task.max_tokens, sequences=inputs.sequences, tokens=inputs.tokens,
             shares=participants * self.where.size if mine else 0,
         )  # fmt: skip
-        batch = make_batch(mine or inputs[:1]).to(self.device)
+        batch = make_batch(mine or [group_from_json(inputs.groups[0])]).to(self.device)
         temperature, allowed = s.temperature, self.allowed
-        distributions = token_logprobs(self.model, batch.tokens, allowed, temperature)
+        distributions = token_logprobs(self.model, batch.tokens, batch.mask, allowed, temperature)
         logprobs = picked(distributions, batch.tokens, batch.mask)
         reference = None
         if self.reference is not None:

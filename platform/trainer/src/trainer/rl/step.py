@@ -49,7 +49,7 @@ def rl_step(
     batch = batch.to(device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    distributions = token_logprobs(model, batch.tokens, settings.allowed, settings.temperature)
+    distributions = token_logprobs(model, batch.tokens, batch.mask, settings.allowed, settings.temperature)
     logprobs = picked(distributions, batch.tokens, batch.mask)
     ref_logprobs = None
     if settings.beta > 0:

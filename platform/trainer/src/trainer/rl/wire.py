@@ -42,6 +42,30 @@ def group_to_json(group: Group) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Sent:
+    """A step's batch as the controller sent it. Every group gets every group of the batch, and the loss weighs
+    each share against the whole (loss.Aggregation): the whole batch's counts are read at once, but a group is
+    rebuilt (``group_from_json``) only by the rank that trains it, half the batch or less of each."""
+
+    groups: list[Any]
+    sequences: int  # completions in the batch
+    tokens: int  # their response tokens
+
+
+def sent_batch(groups: Any) -> Sent:
+    """The controller's ``groups`` with the counts the loss needs; Invalid when they cannot be counted."""
+    try:
+        completions = [c for g in groups for c in g["completions"]]
+        return Sent(
+            groups=list(groups), sequences=len(completions), tokens=sum(len(c["response"]) for c in completions)
+        )
+    except (KeyError, TypeError) as error:
+        raise Invalid(
+            [f"batch from the controller: a group is malformed ({error}); the controller is not ours"]
+        ) from None
+
+
 def group_from_json(data: Any) -> Group:
     """A group the controller sent (trusted, but rebuilt through the checked types)."""
     try:
