@@ -11,6 +11,8 @@ import torch
 
 def main() -> int:
     print(f"threads {torch.get_num_threads()} mark {os.environ.get('MARK')} argv {sys.argv[1:]}", flush=True)
+    if sys.argv[1] == "modules":  # what the fork got imported by the forkserver
+        print(f"torch._dynamo {'torch._dynamo' in sys.modules}", flush=True)
     if sys.argv[1] == "sleep":
         time.sleep(600)
     return int(sys.argv[2])

@@ -34,6 +34,14 @@ def test_a_fork_has_its_environment_threads_and_log_and_exits_with_its_code(tmp_
     assert log.read_text() == "threads 1 mark group-0 argv ['exit', '3']\n"
 
 
+def test_a_fork_starts_with_what_every_optimizer_imports_already_imported(tmp_path: Path) -> None:
+    """torch.optim imports torch._dynamo at an optimizer's first call: once in the forkserver, not in every rank."""
+    log = tmp_path / "group-2.log"
+    proc = forked.start(ENTRY, ["modules", "0"], dict(os.environ), log)
+    assert proc.wait(timeout=120) == 0
+    assert log.read_text().splitlines()[1] == "torch._dynamo True"
+
+
 def test_a_killed_fork_reports_the_signal_as_popen_does(tmp_path: Path) -> None:
     log = tmp_path / "group-1.log"
     proc = forked.start(ENTRY, ["sleep"], dict(os.environ), log)

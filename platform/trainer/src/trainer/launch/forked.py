@@ -26,6 +26,10 @@ from typing import Any
 from trainer.launch.process import exit_process
 
 ENTRY_POINTS = ("trainer.launch.worker_main", "trainer.rl.generator_main")
+# Imported by the forkserver too, though no entry point imports it: torch.optim imports torch._dynamo at an
+# optimizer's first method call (its torch._disable_dynamo wrappers), 1.4 s of CPU in every rank, a restarted
+# one included, while its group was starting.
+SHARED_IMPORTS = ("torch._dynamo",)
 # Read once, when torchft's Rust extension is imported (its logger): the ranks' torchft INFO lines (every quorum)
 # go to their group's log.
 SERVER_ENVIRON = {"RUST_LOG": "info"}
@@ -87,7 +91,7 @@ def stop() -> None:
 
 def _context() -> Any:
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(ENTRY_POINTS))
+    context.set_forkserver_preload([*ENTRY_POINTS, *SHARED_IMPORTS])
     with _environ(SERVER_ENVIRON):
         from multiprocessing import forkserver
 
