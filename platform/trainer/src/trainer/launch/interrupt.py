@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -33,6 +34,12 @@ def raise_if_interrupted() -> None:
     """For a launcher's loop: the Ctrl-C its handler recorded, even where CPython dropped the first raise."""
     if _Record.pending:
         raise KeyboardInterrupt
+
+
+def pause(seconds: float) -> None:
+    """A launcher loop's wait: ``seconds`` of sleep (a Ctrl-C that raises ends it early), then the recorded one."""
+    time.sleep(seconds)
+    raise_if_interrupted()
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from trainer.config import MAX_RESTARTS, Config, to_dict
 from trainer.ft.manager import start_lighthouse
 from trainer.launch import forked
 from trainer.launch.forked import Forked
-from trainer.launch.interrupt import raise_if_interrupted
+from trainer.launch.interrupt import pause
 from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.observe.console import Console, group_log, native_stderr_to, outcome_line
 from trainer.observe.goodput import combine, dumps
@@ -117,8 +117,7 @@ def _launch(cfg: Config, out: Path) -> int:
         failed = False
         final = 0  # a group's exit code that no restart can fix: the run's exit code
         while procs or due:
-            time.sleep(0.2)
-            raise_if_interrupted()
+            pause(0.2)
             console.poll()
             if rl and rl.poll():
                 due.clear()  # the run's last step committed: a dead group is not replaced

@@ -38,7 +38,7 @@ from contract.names import ROLE_RESOURCES
 from contract.problem import Invalid
 from trainer.config import Config, from_dict, to_dict
 from trainer.distributed.regions import manager_port
-from trainer.launch.interrupt import raise_if_interrupted
+from trainer.launch.interrupt import pause
 from trainer.launch.local import after_death
 from trainer.launch.process import EXIT_NONFINITE, EXIT_REFUSED
 from trainer.launch.subblocks import NODE_ID_LABEL, Choice, NodeTopology, RayNode, choose, slots
@@ -247,8 +247,7 @@ class Supervisor:
             if self.rl is not None:
                 self._start_generators(self.rl)
             while self.groups:
-                time.sleep(POLL_S)
-                raise_if_interrupted()
+                pause(POLL_S)
                 if self.rl is not None:
                     self.rl.poll()
                 for slot in [*self.groups.values(), *self.spares]:

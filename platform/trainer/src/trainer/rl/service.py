@@ -160,10 +160,8 @@ def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep the connection: every answer has its Content-Length
         timeout = IDLE_S
-        # An answer's headers and body go out in one write: buffered here, sent by http.server's flush after each
-        # request. Two writes cost twice the loopback's per-packet work (the sender's send() runs the receiver's TCP
-        # too), and on a kept connection Nagle's algorithm held the second until the client acknowledged the first,
-        # which it delays: 40 ms per request. TCP_NODELAY stays for an answer larger than the buffer.
+        # Headers and body in one write (http.server flushes after each request): two writes were two loopback
+        # packets, and Nagle held the second for the client's delayed ACK, 40 ms. NODELAY: for larger answers.
         wbufsize = 64 * 2**10
         disable_nagle_algorithm = True
 
