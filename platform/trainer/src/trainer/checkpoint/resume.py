@@ -119,8 +119,8 @@ def start_state(cfg: Config) -> tuple[str | None, int | None]:
     outside = location_problem(cfg, os.environ)
     if outside is not None:
         return outside, None
-    if not any(_has_step_data(root.url, unreadable=True) for root in group_roots(cfg) + other_regions(cfg)):
-        return None, None  # nothing saved anywhere: nothing to verify, and nothing to refuse
+    if not _saved_anywhere(cfg):
+        return None, None  # nothing to verify, and nothing to refuse
     skipped: list[str] = []
     found = newest_verified(cfg, lambda root, s, r: skipped.append(f"{_label(cfg, root)} step {s}: {r}"))
     if found is not None:
@@ -140,14 +140,21 @@ def _label(cfg: Config, root: Root) -> str:
     return f"group-{root.group}" if root.base == cfg.checkpoint.dir else root.url
 
 
-def _has_step_data(root: str, unreadable: bool = False) -> bool:
-    """Whether any step directory exists under ``root``, committed or not; ``unreadable`` where it cannot be listed."""
-    try:
-        return bool(StepStore(root).step_dirs())
-    except Exception:  # another region's bucket: newest_verified warns and skips it
-        if unreadable:
+def _has_step_data(root: str) -> bool:
+    """Whether any step directory exists under ``root``, committed or not."""
+    return bool(StepStore(root).step_dirs())
+
+
+def _saved_anywhere(cfg: Config) -> bool:
+    """Whether any group directory, this run's or another region's, may hold a checkpoint: a listing needs no
+    torch, a verification does. One that cannot be listed counts (newest_verified warns and skips it)."""
+    for root in group_roots(cfg) + other_regions(cfg):
+        try:
+            if _has_step_data(root.url):
+                return True
+        except Exception:
             return True
-        raise
+    return False
 
 
 _ROOT = re.compile(r"gs://([^/]+)/(?:[A-Za-z0-9_.-]+/)+")  # a bucket (contract.names' rule), then whole folders

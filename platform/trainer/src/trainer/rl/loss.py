@@ -74,9 +74,10 @@ def entropies(distributions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T - 1) nats, no gradient: each masked position's entropy, 0 elsewhere. entr(p) = -p log p is 0 at
     p = 0, so a disallowed token's -inf logprob adds nothing. A chunk of positions at a time: the whole (N, V)
     at once would be another copy of the logits, twice."""
-    entropy = distributions.new_zeros(distributions.shape[0])
-    for rows in torch.split(torch.arange(distributions.shape[0], device=distributions.device), ENTROPY_CHUNK):
-        entropy[rows] = torch.special.entr(distributions.index_select(0, rows).exp()).sum(-1)
+    entropy = distributions.new_empty(distributions.shape[0])
+    chunks = zip(torch.split(distributions, ENTROPY_CHUNK), torch.split(entropy, ENTROPY_CHUNK), strict=True)
+    for rows, out in chunks:
+        out.copy_(torch.special.entr(rows.exp()).sum(-1))
     return entropy.new_zeros(mask.shape).masked_scatter(mask, entropy)
 
 

@@ -148,6 +148,14 @@ def _work(answer: dict[str, Any]) -> dict[str, Any] | None:
     return None if "wait" in answer else answer
 
 
+def _byte_count(said: str) -> int:
+    """A Content-Length as a number: -1 where it is not digits, MAX_BODY + 1 past 12 of them (int() of 5,000
+    digits raises)."""
+    if not (said.isascii() and said.isdigit()):
+        return -1
+    return int(said) if len(said) <= 12 else MAX_BODY + 1
+
+
 def _members(body: dict[str, Any]) -> int:
     """A generator's receiving processes (its pair is 1 + this): an int 1..64 (MERIDIAN_TP's bounds)."""
     members = body.get("members", 1)
@@ -179,8 +187,7 @@ def _handler(service: Service) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             said = str(self.headers.get("Content-Length") or "0")
-            number = said.isascii() and said.isdigit()
-            length = (int(said) if len(said) <= 12 else MAX_BODY + 1) if number else -1  # int() of 5,000 digits raises
+            length = _byte_count(said)
             if not 0 <= length <= MAX_BODY:
                 self.close_connection = True  # the body stays unread: it must not be taken for the next request
                 if length < 0:
