@@ -109,14 +109,16 @@ def meridian(folder: Path, start: Path, steps: int, name: str) -> float | None:
 def _reached(records: Path) -> float | None:
     if not records.is_file():
         return None
-    for line in records.read_text().splitlines():
-        row = json.loads(line)
-        if row.get("event") == "step" and (row.get("greedy") or 0.0) >= TARGET:
-            issued = max(1, int(row.get("issued", 0)))
-            print(f"  meridian: step {row['step']}, {row.get('evicted', 0)} of {issued} issued prompts evicted for age "
-                  f"({int(row.get('evicted', 0)) / issued:.1%})", flush=True)  # fmt: skip
-            return float(row["time"])
-    return None
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    # The evaluation's own record: a step's line (and record) carries it only when it came before the next commit.
+    reached = [r for r in rows if r.get("event") == "greedy" and r.get("step", 0) > 0 and r["greedy"] >= TARGET]
+    if not reached:
+        return None
+    last = ([r for r in rows if r.get("event") == "step"] or [{}])[-1]
+    issued = max(1, int(last.get("issued", 0)))
+    print(f"  meridian: step {reached[0]['step']}, {last.get('evicted', 0)} of {issued} issued prompts evicted for "
+          f"age by step {last.get('step', 0)} ({int(last.get('evicted', 0)) / issued:.1%})", flush=True)  # fmt: skip
+    return float(reached[0]["time"])
 
 
 # -- TRL ------------------------------------------------------------------------------------------------------

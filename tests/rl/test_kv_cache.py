@@ -30,6 +30,7 @@ def _recompute(model: torch.nn.Module, prompts: torch.Tensor, **options: Any) ->
     for every token. No stop token: every row runs to ``max_tokens``."""
     assert options.get("stop") is None
     max_tokens, temperature, allowed, rng = (options[k] for k in ("max_tokens", "temperature", "allowed", "rng"))
+    prompts = prompts.repeat_interleave(options.get("n", 1), dim=0)  # each prompt's rows, each run whole
     sequence = prompts
     tokens, logprobs = [], []
     for _ in range(max_tokens):
@@ -103,6 +104,21 @@ def test_sample_draws_what_the_full_recompute_draws_from_the_same_seed(
     assert torch.equal(cached.tokens, full.tokens)
     assert float((cached.logprobs - full.logprobs).abs().max()) < FP32
     assert len(set(map(tuple, cached.tokens.tolist()))) > (temperature > 0)  # the rows are not all one sample
+
+
+@pytest.mark.parametrize("max_tokens", [1, 6])
+def test_n_rows_of_one_prefill_draw_what_n_prefills_of_the_prompt_draw(tiny: Model, max_tokens: int) -> None:
+    """A GRPO group's rows share their prompt's one prefill: its first distribution for their first tokens,
+    its cached keys and values for the rest. The same seed draws the same tokens as the prompt run per row."""
+    model = _model(tiny)
+    prompts = torch.tensor([PROMPTS[0], PROMPTS[2]])
+    kw: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 1.0, "allowed": None}
+    shared = sample(model, prompts, rng=torch.Generator().manual_seed(3), n=8, **kw)
+    each = sample(model, prompts.repeat_interleave(8, dim=0), rng=torch.Generator().manual_seed(3), **kw)
+    assert shared.tokens.shape == (16, max_tokens)
+    assert torch.equal(shared.tokens, each.tokens)
+    assert float((shared.logprobs - each.logprobs).abs().max()) < FP32
+    assert len(set(map(tuple, shared.tokens[:8].tolist()))) > 1  # one prompt's rows are not one sample
 
 
 def test_torch_generator_per_length_batches_match_the_full_recompute(

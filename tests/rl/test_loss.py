@@ -112,7 +112,8 @@ def test_the_head_at_the_response_positions_only_gives_the_full_forwards_values_
     got = response_logprobs(model, tokens, mask, digits)
     assert torch.allclose(got, want.detach(), atol=1e-6)
     assert len(expected) == len(list(model.parameters()))
-    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(gradients(got), expected, strict=True))
+    for g, e in zip(gradients(got), expected, strict=True):  # fp32 rounding at the gradients' scale (up to ~20)
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
 def test_a_token_mask_renormalizes_and_never_makes_nan(tiny: Model) -> None:

@@ -67,16 +67,20 @@ def sample(
     allowed: torch.Tensor | None,
     rng: torch.Generator | None,
     ends: Sequence[int] = (),
+    n: int = 1,
 ) -> Sampled:
-    """Autoregressive sampling from ``prompts`` (B, L), all of one length; temperature 0 is greedy.
+    """Autoregressive sampling of ``n`` rows per prompt of ``prompts`` (P, L), all of one length: row
+    ``i * n + k`` is prompt i's k-th; temperature 0 is greedy.
 
     A row ends at the first of ``ends`` (end-of-sequence ids) it samples; sampling stops once every row has.
 
     ``model`` is a ``LanguageModel`` (or one wrapped in place, as FSDP does): the prompt is prefilled into a
     ``KVCache`` once, then each step feeds only the token just drawn (the same logits as a full recompute,
-    to fp32 rounding: tests/rl/test_kv_cache.py).
+    to fp32 rounding: tests/rl/test_kv_cache.py). Each prompt is prefilled once, not ``n`` times: its first
+    distribution is repeated for its rows, and its cached keys and values before their second token.
     """
-    b = prompts.shape[0]
+    b = prompts.shape[0] * n
+    repeat = torch.arange(prompts.shape[0], device=prompts.device).repeat_interleave(n)
     end_ids = torch.tensor(list(ends), dtype=torch.long, device=prompts.device)
     cache = KVCache(prompts.shape[1] + max_tokens)
     fed = prompts  # what the model has not seen yet: the prompt, then the last token drawn
@@ -89,6 +93,8 @@ def sample(
         last[:, -1] = True  # the head at each row's last position only: the prompt's others are never read
         logits = model(fed, cache=cache, at=last)
         scaled = masked_logits(logits, allowed, temperature)
+        if t == 0 and n > 1:
+            scaled = scaled.index_select(0, repeat)
         if temperature > 0:
             token = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=rng).squeeze(-1)
         else:
@@ -102,6 +108,8 @@ def sample(
             done |= ended
             if bool(done.all()):
                 break
+        if t == 0 and n > 1 and max_tokens > 1:
+            cache = cache.rows(repeat)
         fed = out[:, t : t + 1]
     return Sampled(tokens=out, logprobs=logprobs, lengths=lengths)
 
@@ -169,8 +177,8 @@ class TorchGenerator:
         for i, prompt in enumerate(prompts):
             by_length.setdefault(len(prompt), []).append(i)
         for length in sorted(by_length):  # one batch per prompt length: no padding inside a sampled row
-            rows = [i for i in by_length[length] for _ in range(n)]
-            batch = torch.tensor([list(prompts[i]) for i in rows], dtype=torch.long, device=self.device)
+            rows = [i for i in by_length[length] for _ in range(n)]  # sample's row order: n per prompt
+            batch = torch.tensor([list(prompts[i]) for i in by_length[length]], dtype=torch.long, device=self.device)
             drawn = sample(
                 self.model,
                 batch,
@@ -179,6 +187,7 @@ class TorchGenerator:
                 allowed=allowed,
                 rng=self.rng,
                 ends=ends,
+                n=n,
             )
             tokens, logprobs, lengths = drawn.tokens.tolist(), drawn.logprobs.tolist(), drawn.lengths.tolist()
             for row, i in enumerate(rows):

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer.config import Model
+from trainer.model.prefix import shared_logits
 from trainer.rl.settings import LOSS_AGGS, SEQUENCE_MEAN, TOKEN_MEAN
 from trainer.rl.stats import Tally
 
@@ -56,8 +58,20 @@ def token_logprobs(
 ) -> torch.Tensor:
     """(N, V) float32: the log-distribution each response token (``mask``'s N positions of ``tokens[:, 1:]``,
     row-major) is drawn from, for ``picked`` and ``entropies``. The head and the softmax run at those positions
-    only: a prompt position's distribution is never read."""
-    return torch.log_softmax(masked_logits(model(tokens[:, :-1], at=mask), allowed, temperature), dim=-1)
+    only: a prompt position's distribution is never read. Rows that share a prompt (a GRPO group) run it
+    once (model/prefix.py), unless the model recomputes or drops activations in training (checkpointing,
+    dropout), which the cached prefix does not."""
+    if not _shares_prompts(model):
+        return torch.log_softmax(masked_logits(model(tokens[:, :-1], at=mask), allowed, temperature), dim=-1)
+    logits, index = shared_logits(model, tokens, mask)
+    return torch.log_softmax(masked_logits(logits, allowed, temperature), dim=-1).index_select(0, index)
+
+
+def _shares_prompts(model: nn.Module) -> bool:
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, Model):
+        return False
+    return not (model.training and (cfg.activation_checkpointing or cfg.dropout > 0))
 
 
 def picked(distributions: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
