@@ -220,8 +220,17 @@ def test_a_sent_batch_counts_the_whole_batch_and_refuses_one_it_cannot_count() -
     sent = sent_batch([group_to_json(g) for g in groups])
     assert (sent.sequences, sent.tokens) == (6, 2 * (1 + 2 + 3))  # what loss.Aggregation weighs every share by
     assert [group_from_json(g) for g in sent.groups] == groups  # a rank rebuilds only its share, unchanged
+    assert all(g["prompt"] == [1, 2] and "prompt" not in g["completions"][0] for g in sent.groups)  # sent once
     with pytest.raises(Invalid, match="a group is malformed"):
         sent_batch([{"completions": [{"prompt": [1]}]}])
+    with pytest.raises(Invalid, match="a group is malformed"):
+        group_from_json({k: v for k, v in group_to_json(groups[0]).items() if k != "prompt"})
+    other = Completion(prompt=(1, 3), response=(3,), logprobs=(-0.5,), version=0)
+    mixed = Group(
+        prompt_index=0, rewards=(1.0, 0.0), advantages=(0.7, -0.7), completions=(groups[0].completions[0], other)
+    )
+    with pytest.raises(ValueError, match="answer different prompts"):
+        group_to_json(mixed)
 
 
 def test_a_batch_is_right_padded_with_each_logprob_at_its_tokens_target_position() -> None:

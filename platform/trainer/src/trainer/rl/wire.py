@@ -31,12 +31,17 @@ MIN_LOGPROB = math.log(2.0**-126)  # -87.34
 
 
 def group_to_json(group: Group) -> dict[str, Any]:
+    """A group as the trainer groups get it: its prompt once, not once per completion (16x at group_size 16)."""
+    prompt = group.completions[0].prompt
+    if any(c.prompt != prompt for c in group.completions):
+        raise ValueError(f"group of prompt {group.prompt_index}: its completions answer different prompts")
     return {
         "index": group.prompt_index,
+        "prompt": list(prompt),
         "rewards": list(group.rewards),
         "advantages": list(group.advantages),
         "completions": [
-            {"prompt": list(c.prompt), "response": list(c.response), "logprobs": list(c.logprobs), "version": c.version}
+            {"response": list(c.response), "logprobs": list(c.logprobs), "version": c.version}
             for c in group.completions
         ],
     }
@@ -69,13 +74,14 @@ def sent_batch(groups: Any) -> Sent:
 def group_from_json(data: Any) -> Group:
     """A group the controller sent (trusted, but rebuilt through the checked types)."""
     try:
+        prompt = tuple(int(t) for t in data["prompt"])
         return Group(
             prompt_index=int(data["index"]),
             rewards=tuple(float(r) for r in data["rewards"]),
             advantages=tuple(float(a) for a in data["advantages"]),
             completions=tuple(
                 Completion(
-                    prompt=tuple(int(t) for t in c["prompt"]),
+                    prompt=prompt,
                     response=tuple(int(t) for t in c["response"]),
                     logprobs=tuple(float(x) for x in c["logprobs"]),
                     version=int(c["version"]),
