@@ -239,9 +239,12 @@ def test_a_task_file_that_is_not_json_is_one_line_naming_its_line(tmp_path: Path
     assert problem.startswith(f"rl.task: {task}:2: not JSON"), problem
 
 
-def test_the_driver_refuses_a_wrong_reward_before_anything_starts(
+def test_the_driver_refuses_a_wrong_reward_writing_nothing_and_leaving_no_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The forkserver starts before the checks (its imports overlap theirs): a refused run stops it again."""
+    from multiprocessing import forkserver
+
     args = [str(GRPO), "run.name=x", f"checkpoint.dir={tmp_path / 'ck'}", f"run.report_dir={tmp_path / 'runs'}"]
     assert cli.main([*args, "rl.reward=no_such_module:score"]) == EXIT_REFUSED
     err = capsys.readouterr().err
@@ -249,6 +252,7 @@ def test_the_driver_refuses_a_wrong_reward_before_anything_starts(
     assert err.count("\n") == 1
     assert not (tmp_path / "runs").exists()
     assert not (tmp_path / "ck").exists()
+    assert getattr(forkserver, "_forkserver")._forkserver_pid is None  # noqa: B009  # CPython's own record of it
 
 
 @pytest.mark.parametrize("key", sorted(MOVED))

@@ -62,3 +62,17 @@ def test_a_real_entry_points_failure_lands_in_its_log(tmp_path: Path) -> None:
 def test_only_the_entry_points_it_imported_can_be_forked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not an entry point"):
         forked.start("os", [], {}, tmp_path / "log")
+
+
+def test_the_forkservers_output_is_held_until_the_run_keeps_it_then_appended(tmp_path: Path) -> None:
+    """The forkserver starts before the run's checks: what it prints waits in memory, so a refused run writes
+    nothing; an accepted one gets all of it, in order, in its folder's forkserver.log."""
+    read, write = os.pipe()
+    output = forked.Output(read)
+    log = tmp_path / "runs" / "r" / "forkserver.log"
+    os.write(write, b"a warning while importing\n")
+    assert not (tmp_path / "runs").exists()
+    output.keep(log)
+    os.write(write, b"and one after\n")
+    os.close(write)
+    until(lambda: log.read_text() == "a warning while importing\nand one after\n", 30, "the forkserver's output")

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 from trainer.config import Config, ConfigError, compose
+
+if TYPE_CHECKING:
+    from trainer.launch.forked import Output
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
@@ -44,6 +48,19 @@ def main(argv: list[str] | None = None) -> int:
         for line in error.lines:
             print(f"train.py: {line}", file=sys.stderr)
         return 2
+    from trainer.launch import forked
+
+    output = None if cfg.run.launcher == "ray" else forked.prestart()  # its imports overlap the checks below
+    try:
+        code = refused(cfg)
+        return code if code is not None else launched(cfg, output)
+    finally:
+        if output is not None:  # a refused run's forkserver; after a launch, stopped already (then a no-op)
+            forked.stop()
+
+
+def refused(cfg: Config) -> int | None:
+    """The exit code of a run that must not start (its one line printed), or None to launch it."""
     from trainer.checkpoint.resume import start_state
     from trainer.launch.process import EXIT_REFUSED
     from trainer.observe.runs import committed_target, inner_per_commit
@@ -61,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nothing to do: run {cfg.run.name} already completed step {done} of {cfg.run.steps}; "
               "raise run.steps to train on")  # fmt: skip
         return 0
+    return None
+
+
+def launched(cfg: Config, output: Output | None) -> int:
+    """The launch's exit code; ``output``: the forkserver's, kept in the run's folder from now on."""
     from trainer.launch.interrupt import recorded
 
     try:
@@ -69,12 +91,11 @@ def main(argv: list[str] | None = None) -> int:
                 from trainer.launch.ray_train import launch as ray_launch
 
                 return ray_launch(cfg)
-            from trainer.launch import forked
+            from trainer.launch.local import launch
             from trainer.observe.runs import run_dir
 
-            forked.prestart(run_dir(cfg) / "forkserver.log")
-            from trainer.launch.local import launch
-
+            assert output is not None
+            output.keep(run_dir(cfg) / "forkserver.log")
             return launch(cfg)
     except KeyboardInterrupt:  # the launcher ended what it started; one line instead of the traceback
         print(interrupted(cfg), file=sys.stderr, flush=True)

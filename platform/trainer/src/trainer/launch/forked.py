@@ -18,10 +18,11 @@ import importlib
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trainer.launch.process import exit_process
 
@@ -64,19 +65,52 @@ def start(module: str, args: list[str], environ: Mapping[str, str], log: Path) -
     return Forked(process)
 
 
-def prestart(log: Path) -> None:
-    """Start the forkserver now, its output to ``log``: its imports run on another core while the launcher imports
-    its own and starts the Lighthouse (the first rank otherwise waited for them: about 3 s per launch)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
+def prestart() -> Output:
+    """Start the forkserver now: its imports (2 s of a core) run on another core while the launcher checks the
+    run's preconditions (which import torch, a second) and imports its own (the first rank otherwise waited for
+    them: about 3 s per launch). What it prints (an import's warning) stays off the run's console, held until
+    ``Output.keep`` names the run's log: a refused run writes nothing, and ``stop`` ends the server."""
+    read, write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
     try:
-        _output_to(log)  # what the forkserver prints (an import's warning) stays off the run's console
+        os.dup2(write, 1)
+        os.dup2(write, 2)
         _context()
     finally:
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        for kept in saved:
+        for kept in (*saved, write):
             os.close(kept)
+    return Output(read)
+
+
+class Output:
+    """The forkserver's output, read from its pipe by a thread: held in memory until ``keep``, then appended there."""
+
+    def __init__(self, pipe: int) -> None:
+        self._lock = threading.Lock()
+        self._held: list[bytes] = []
+        self._log: BinaryIO | None = None
+        threading.Thread(target=self._pump, args=(pipe,), name="forkserver-output", daemon=True).start()
+
+    def keep(self, log: Path) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._log = log.open("ab", buffering=0)
+            for chunk in self._held:
+                self._log.write(chunk)
+            self._held.clear()
+
+    def _pump(self, pipe: int) -> None:
+        with os.fdopen(pipe, "rb", buffering=0) as source:
+            while chunk := source.read(1 << 16):
+                with self._lock:
+                    if self._log is None:
+                        self._held.append(chunk)
+                    else:
+                        self._log.write(chunk)
 
 
 def stop() -> None:
