@@ -58,6 +58,7 @@ def test_the_exposition_holds_the_catalog_from_the_start() -> None:
 def test_step_reports_and_generator_time_become_series() -> None:
     live = RLMetrics("r", "europe-west4", 0, max_policy_age=1)
     live.observe(REPORT)
+    live.evaluated(0.25)  # an evaluation sets the accuracy when it arrives, whichever step's line it joins
     later = dataclasses.replace(REPORT, step=6, version=5, reward=float("nan"), greedy=None, ages=(0,), reissued=0)
     live.observe(later)  # all surplus: the reward and the accuracy keep their last values
     time = GeneratorTime(clock=lambda: 0.0, observer=lambda state, s: live.generator(state, s, "gen-1"))

@@ -269,6 +269,7 @@ class RLSide:
     def _evaluated(self, group: int, step: int, greedy: float, seconds: float) -> None:
         with self.lines:
             self._record("greedy", step=step, group=group, greedy=greedy, seconds=round(seconds, 3))
+            self.metrics.evaluated(greedy)
             if step in self.pending:
                 report, c = self.pending.pop(step)
                 self._show(replace(report, greedy=greedy), c)

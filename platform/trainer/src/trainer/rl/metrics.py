@@ -34,8 +34,6 @@ class RLMetrics:
         family, labels = self.family, self.labels
         if not math.isnan(report.reward):  # NaN: the batch was surplus, no new rollouts; the last mean stays
             family[RL.reward_mean].set(report.reward, **labels)
-        if report.greedy is not None:
-            family[RL.greedy_accuracy].set(report.greedy, **labels)
         family[RL.policy_version].set(report.step, **labels)
         for age in report.ages:
             family[RL.sample_age].observe(age, **labels)
@@ -57,6 +55,11 @@ class RLMetrics:
             family[RL.response_tokens_mean].set(report.lengths.mean, **labels)
             family[RL.response_tokens_max].set(report.lengths.max, **labels)
             family[RL.truncated].set(report.lengths.truncated, **labels)
+
+    def evaluated(self, greedy: float) -> None:
+        """A held-out evaluation's accuracy, when it arrives: with its step's report, or after the next step's (an
+        evaluation runs beside training, and a step may commit before it ends)."""
+        self.family[RL.greedy_accuracy].set(greedy, **self.labels)
 
     def refused(self, generator: str, reason: str) -> None:
         """One answer of ``generator`` refused for ``reason`` (contract.metrics.REFUSAL_REASONS)."""
