@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 from trainer.config import Config, Model, compose
 from trainer.model.transformer import LanguageModel
 from trainer.rl.controller import Committed, Window
@@ -18,6 +19,8 @@ from trainer.rl.grpo import greedy_accuracy, make_task
 from trainer.rl.launch import RLSide
 from trainer.rl.stats import Lengths
 
+from contract.metrics import RL
+from telemetry.exposition import render
 from tests.conftest import REPO
 
 GRPO = REPO / "platform/trainer/configs/grpo.yaml"
@@ -62,6 +65,16 @@ def test_a_failed_evaluation_is_a_warning_not_a_crash(tiny: Model, caplog: pytes
     assert "evaluation of step 4 failed: RuntimeError" in caplog.text
 
 
+def _gauge(side: RLSide, name: str) -> float:
+    [value] = [
+        sample.value
+        for family in text_string_to_metric_families(render(side.metrics.registry))
+        for sample in family.samples
+        if sample.name == name
+    ]
+    return value
+
+
 def _committed(step: int) -> Committed:
     measured = Lengths(completions=10, tokens=10, mean=1.0, max=1, truncated=0.0)
     return Committed(step=step, ages=(0,), reward=0.5, window=Window(), trainer={}, lengths=measured)
@@ -84,6 +97,7 @@ def test_a_due_steps_line_waits_for_its_accuracy_and_carries_it(
         side._committed(_committed(8))  # due; its evaluation never comes (its group died): shown at the end
         side._evaluated(0, 4, 0.5, 0.01)  # a second report of an earlier step: its own line, never a step's
         assert capsys.readouterr().out.splitlines() == ["rl greedy 0.50 at step 4 (group 0, 0.01 s)"]
+        assert _gauge(side, RL.greedy_accuracy.name) == 0.5  # a late one reaches the dashboard too
     finally:
         side.finish({})
     assert [line.split()[2] for line in capsys.readouterr().out.splitlines()] == ["8/8"]

@@ -6,7 +6,6 @@ their replacement, the step line has its elapsed time and ETA. The runs themselv
 from __future__ import annotations
 
 import io
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,6 @@ from trainer.rl.report import StepReport, duration, eta, step_line
 from trainer.rl.settings import MOVED, RL
 
 from contract import names
-from contract.metrics import RL as RL_METRICS
 from tests.rl.test_controller import SETTINGS, Clock, answer, controller, started
 from tests.trainer.conftest import CONFIG
 
@@ -137,32 +135,6 @@ class Failing:
 def side(tmp_path: Path, *extra: str) -> RLSide:
     cfg = compose(GRPO, ["run.name=x", "rl.generators=1", "ft.restart_delay_s=0.001", *extra])
     return RLSide(cfg, tmp_path)
-
-
-def test_an_evaluation_after_its_steps_line_has_its_own_line_record_and_gauge(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """An evaluation runs beside training: at ~45 ms a step the next step may commit first, and its step's line
-    goes out without it. The accuracy still reaches the console, rl.jsonl and the dashboard's gauge."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from telemetry.exposition import render
-
-    rl = side(tmp_path)
-    try:
-        rl._evaluated(0, 20, 0.75, 0.05)  # step 20's line went out already: nothing pending
-    finally:
-        rl.finish({})
-    assert "rl greedy 0.75 at step 20 (group 0, 0.05 s)" in capsys.readouterr().out.splitlines()
-    rows = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
-    assert [(r["step"], r["greedy"]) for r in rows if r["event"] == "greedy"] == [(20, 0.75)]
-    gauges = [
-        s.value
-        for family in text_string_to_metric_families(render(rl.metrics.registry))
-        for s in family.samples
-        if s.name == RL_METRICS.greedy_accuracy.name
-    ]
-    assert gauges == [0.75]
 
 
 def test_a_generator_that_keeps_failing_stops_the_run_with_its_last_error_line(
