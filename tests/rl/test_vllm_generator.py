@@ -4,6 +4,7 @@ store the test hosts, as the controller does; the generator process's loop is dr
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -176,3 +177,17 @@ def test_a_vllm_generator_asks_for_its_workers_and_holds_nothing_before_the_firs
     assert group["index"] == 4
     assert [c["version"] for c in group["completions"]] == [7, 7]  # sampled with the weights it was sent
     assert engine.requests == [[{"prompt_token_ids": [49, 43, 50, 61]}]]
+
+
+def test_only_the_vllm_engine_gets_a_scratch_folder_and_it_is_removed_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed generator never removes its temporary folder: the torch engine, which needs none, makes none."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with generator_main.scratch_for(compose(GRPO, ["run.name=x"])) as scratch:
+        assert scratch is None
+    with generator_main.scratch_for(compose(GRPO, ["run.name=x", "rl.engine=vllm"])) as scratch:
+        assert scratch is not None
+        assert Path(scratch).parent == tmp_path
+        assert Path(scratch).name.startswith("meridian-generator-")
+    assert list(tmp_path.iterdir()) == []

@@ -109,20 +109,24 @@ class Engine:
     receiver: Receiver
 
 
-def start_folder(cfg: Config, scratch: Path) -> Path:
+def start_folder(cfg: Config, scratch: Path | None) -> Path:
     """What vLLM starts from: rl.hf_checkpoint when it is a local folder, else the seeded init exported to
     ``scratch`` (bf16: vLLM's dtype). Only its config and shapes matter: the first sync overwrites the values."""
     given = cfg.rl.hf_checkpoint
     if given and "://" not in given and Path(given).is_dir():
         return Path(given)
+    if scratch is None:
+        raise ValueError("the vLLM engine starts from a folder: give it a scratch folder (generator_main.scratch_for)")
     torch.manual_seed(cfg.run.seed)
     folder = scratch / "start"
     hf.save_hf(snapshot(LanguageModel(cfg.model)), cfg.model, folder, dtype=torch.bfloat16)
     return folder
 
 
-def build(cfg: Config, *, seed: int, host: str, scratch: Path, environ: Mapping[str, str] = os.environ) -> Engine:
-    """The engine ``cfg.rl.engine`` names, with its receiver; ``scratch`` lives as long as the engine."""
+def build(
+    cfg: Config, *, seed: int, host: str, scratch: Path | None, environ: Mapping[str, str] = os.environ
+) -> Engine:
+    """The engine ``cfg.rl.engine`` names, with its receiver; ``scratch`` (vLLM's only) lives as long as the engine."""
     device = torch.device("cuda" if cfg.ft.device == "cuda" else "cpu")
     timeout_s, bucket_bytes = cfg.rl.sync_timeout_s, cfg.rl.sync_bucket_mb << 20
     if cfg.rl.engine == names.VLLM_ENGINE:

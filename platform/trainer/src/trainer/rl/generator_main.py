@@ -14,10 +14,12 @@ import logging
 import sys
 import tempfile
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
 
+from contract import names
 from trainer.config import Config, from_dict
 from trainer.launch.process import EXIT_REFUSED, exit_process
 from trainer.preconditions import engine_installed
@@ -67,9 +69,17 @@ def run(cfg: Config, index: int, incarnation: int) -> int:
         return EXIT_REFUSED  # final: the launcher stops the run with this line instead of restarting it
     client = Client(cfg.rl.controller)
     seed = cfg.run.seed + 7919 * (index + 1) + incarnation
-    with tempfile.TemporaryDirectory(prefix="meridian-generator-") as scratch:  # vLLM's starting folder
-        engine = build(cfg, seed=seed, host=client.host, scratch=Path(scratch))
+    with scratch_for(cfg) as scratch:
+        engine = build(cfg, seed=seed, host=client.host, scratch=None if scratch is None else Path(scratch))
         return serve(cfg, f"generator-{index}.{incarnation}", engine, client)
+
+
+def scratch_for(cfg: Config) -> AbstractContextManager[str | None]:
+    """vLLM's starting folder (engines.start_folder), removed with the generator. The torch engine needs none, and
+    gets none: a generator that is killed never removes its temporary folder (323 were left in /tmp here)."""
+    if cfg.rl.engine == names.VLLM_ENGINE:
+        return tempfile.TemporaryDirectory(prefix="meridian-generator-")
+    return nullcontext(None)
 
 
 def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
