@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import multiprocessing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,15 @@ def _one_thread() -> Iterator[None]:
 def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
     """A fake ``vllm`` for this test (fake_vllm.py): what VllmGenerator asked of it, and its workers."""
     return install(monkeypatch)
+
+
+def run_ranks(target: Callable[..., None], world: int, *args: object, timeout_s: float = 120) -> list[int | None]:
+    """``target(rank, *args)`` in ``world`` spawned processes, all started before any is joined (they meet in one
+    process group); their exit codes."""
+    spawn = multiprocessing.get_context("spawn")
+    processes = [spawn.Process(target=target, args=(rank, *args)) for rank in range(world)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=timeout_s)
+    return [process.exitcode for process in processes]

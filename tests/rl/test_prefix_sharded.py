@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from trainer.model.transformer import LanguageModel
 from trainer.rl.episode import make_batch
 from trainer.rl.loss import response_logprobs
 
-from tests.rl.conftest import model_config
+from tests.rl.conftest import model_config, run_ranks
 from tests.rl.test_prefix import _gradients, _groups, _plain
 
 pytestmark = pytest.mark.live  # the group's two ranks
@@ -52,14 +51,5 @@ def _sharded_rank(rank: int, store: str, out: str) -> None:
 
 
 def test_a_sharded_group_gets_the_plain_forwards_gradients_from_several_forwards(tmp_path: Path) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    ranks = [
-        spawn.Process(target=_sharded_rank, args=(r, str(tmp_path / "store"), str(tmp_path / "worst")))
-        for r in range(2)
-    ]
-    for rank in ranks:
-        rank.start()
-    for rank in ranks:
-        rank.join(timeout=120)
-    assert [rank.exitcode for rank in ranks] == [0, 0]
+    assert run_ranks(_sharded_rank, 2, str(tmp_path / "store"), str(tmp_path / "worst")) == [0, 0]
     assert float((tmp_path / "worst").read_text()) <= 1e-5  # fp32 rounding at each gradient's scale

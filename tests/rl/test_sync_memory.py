@@ -6,7 +6,6 @@ README's table; they are not asserted here). Live: the run starts three processe
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import torch
 from trainer.rl import hf
 
 from tests.conftest import REPO
-from tests.rl.conftest import model_config
+from tests.rl.conftest import model_config, run_ranks
 
 pytestmark = pytest.mark.live  # the trainer group's two processes and the generator's
 
@@ -97,13 +96,5 @@ def _uneven(rank: int, store: str, out: str) -> None:
 
 
 def test_a_gather_of_uneven_shards_is_the_whole_tensor(tmp_path: Path) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    ranks = [spawn.Process(target=_uneven, args=(r, str(tmp_path / "store"), str(tmp_path / "ok"))) for r in range(2)]
-    for rank in ranks:
-        rank.start()
-    codes = []
-    for rank in ranks:
-        rank.join(timeout=120)
-        codes.append(rank.exitcode)
-    assert codes == [0, 0]
+    assert run_ranks(_uneven, 2, str(tmp_path / "store"), str(tmp_path / "ok")) == [0, 0]
     assert (tmp_path / "ok").read_text() == "True"

@@ -3,7 +3,6 @@ tests, in process: test_vllm_engine.py; live: the test starts both processes).""
 
 from __future__ import annotations
 
-import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from trainer.rl.vllm_worker import trainer_group
 from trainer.rl.weight_sync import WeightSync
 
 from tests.ports import free_port
-from tests.rl.conftest import model_config
+from tests.rl.conftest import model_config, run_ranks
 from tests.rl.fake_vllm import fake_worker, loaded
 
 pytestmark = pytest.mark.live  # two processes in one gloo group
@@ -47,12 +46,5 @@ def _member(rank: int, port: int, folder: str, out: str) -> None:
 def test_weights_reach_the_worker_extension_over_a_standalone_group(tmp_path: Path) -> None:
     cfg = model_config("tiny", precision="fp32")
     hf.save_hf(snapshot(LanguageModel(cfg)), cfg, tmp_path / "ckpt")
-    spawn = multiprocessing.get_context("spawn")
-    args = (free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok"))
-    members = [spawn.Process(target=_member, args=(rank, *args)) for rank in range(2)]
-    for member in members:
-        member.start()
-    for member in members:
-        member.join(timeout=120)
-    assert [m.exitcode for m in members] == [0, 0]
+    assert run_ranks(_member, 2, free_port(), str(tmp_path / "ckpt"), str(tmp_path / "ok")) == [0, 0]
     assert (tmp_path / "ok").read_text() == "ok"

@@ -4,7 +4,6 @@ layout and the packing, pure: test_weight_sync.py; live: the test starts the gro
 from __future__ import annotations
 
 import json
-import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from trainer.model.transformer import LanguageModel
 from trainer.rl.generate import TorchGenerator, snapshot
 from trainer.rl.weight_sync import WeightSync
 
-from tests.rl.conftest import model_config
+from tests.rl.conftest import model_config, run_ranks
 from tests.rl.test_weight_sync import VERSIONS, digest
 
 pytestmark = pytest.mark.live  # the group's processes
@@ -56,15 +55,7 @@ def _member(rank: int, world: int, store: str, out: str) -> None:
 
 def test_generators_hold_the_trainers_snapshot_bit_for_bit_at_each_version(tmp_path: Path) -> None:
     world = 3  # the trainer's rank and two generators
-    spawn = multiprocessing.get_context("spawn")
-    members = [
-        spawn.Process(target=_member, args=(r, world, str(tmp_path / "store"), str(tmp_path))) for r in range(world)
-    ]
-    for member in members:
-        member.start()
-    for member in members:
-        member.join(timeout=240)
-    assert [m.exitcode for m in members] == [0] * world
+    assert run_ranks(_member, world, world, str(tmp_path / "store"), str(tmp_path), timeout_s=240) == [0] * world
     trainer = json.loads((tmp_path / "0.json").read_text())
     assert [r["version"] for r in trainer] == [1, 2, 3]
     for rank in (1, 2):

@@ -71,12 +71,9 @@ def prestart() -> Output:
     them: about 3 s per launch). What it prints (an import's warning) stays off the run's console, held until
     ``Output.keep`` names the run's log: a refused run writes nothing, and ``stop`` ends the server."""
     read, write = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
     try:
-        os.dup2(write, 1)
-        os.dup2(write, 2)
+        _output_to_fd(write)
         _context()
     finally:
         os.dup2(saved[0], 1)
@@ -147,12 +144,17 @@ def _environ(defaults: Mapping[str, str]) -> Iterator[None]:
 
 def _output_to(log: Path) -> None:
     """File descriptors 1 and 2 (Python's and native code's output) appended to ``log``."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    _output_to_fd(fd)
+    os.close(fd)
+
+
+def _output_to_fd(fd: int) -> None:
+    """File descriptors 1 and 2 pointed at ``fd``, after what Python buffered for the old ones is written."""
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    os.close(fd)
 
 
 def _run(module: str, args: list[str], environ: dict[str, str], log: str) -> None:

@@ -30,7 +30,7 @@ class Layout:
     prompt_length: list[int]
     response_length: list[int]
     owner: list[int]
-    prompts: dict[int, list[list[int]]]  # prompt length -> its distinct prompts, in first-seen order
+    prompts: dict[int, list[list[int]]]
 
 
 def layout(tokens: torch.Tensor, mask: torch.Tensor) -> Layout:
@@ -76,11 +76,11 @@ def shared_logits(model: nn.Module, tokens: torch.Tensor, mask: torch.Tensor) ->
             continue
         rows = torch.tensor(going, device=tokens.device)
         fed = tokens.index_select(0, rows)[:, length : length + extra]
-        counts = torch.tensor([plan.response_length[b] - 1 for b in going], device=tokens.device)
-        at = torch.arange(extra, device=tokens.device) < counts[:, None]
+        counts = [plan.response_length[b] - 1 for b in going]
+        at = torch.arange(extra, device=tokens.device) < torch.tensor(counts, device=tokens.device)[:, None]
         owners = torch.tensor([plan.owner[b] for b in going], device=tokens.device)
         pieces.append(model(fed, cache=cache.rows(owners), at=at))
-        for b, count in zip(going, counts.tolist(), strict=True):
+        for b, count in zip(going, counts, strict=True):
             later[b], size = size, size + count
     index = []
     for b, (p, r) in enumerate(zip(plan.prompt_length, plan.response_length, strict=True)):

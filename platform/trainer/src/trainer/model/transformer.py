@@ -94,22 +94,18 @@ class KVCache:
     def advance(self, tokens: int) -> None:
         self.length += tokens
 
-    def rows(self, index: torch.Tensor, capacity: int | None = None) -> KVCache:
+    def rows(self, index: torch.Tensor) -> KVCache:
         """A cache whose row i continues from this cache's row ``index[i]`` (rows may repeat): the G completions
         of one prompt continue from its one prefill (model/prefix.py). The keys and values are indexed, not
-        aliased, so autograd sums each repeated row's gradients back into the prompt's; ``capacity`` defaults
-        to this cache's."""
-        out = KVCache(capacity or self.capacity)
-        if out.capacity < self.length:
-            raise ValueError(f"KV cache: {self.length} cached tokens do not fit a capacity of {out.capacity}")
-        out.length = self.length
+        aliased, so autograd sums each repeated row's gradients back into the prompt's."""
+        out = KVCache(self.capacity)
+        out.length, out.angles = self.length, self.angles
         for mine, theirs in ((self.keys, out.keys), (self.values, out.values)):
             for cached in mine:
                 _, heads, _, dim = cached.shape
-                rows = cached.new_empty(len(index), heads, out.capacity, dim)
+                rows = cached.new_empty(len(index), heads, self.capacity, dim)
                 rows[:, :, : self.length] = cached[:, :, : self.length].index_select(0, index)
                 theirs.append(rows)
-        out.angles = self.angles if out.capacity == self.capacity else None
         return out
 
 

@@ -14,7 +14,8 @@ import logging
 import sys
 import tempfile
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -70,16 +71,19 @@ def run(cfg: Config, index: int, incarnation: int) -> int:
     client = Client(cfg.rl.controller)
     seed = cfg.run.seed + 7919 * (index + 1) + incarnation
     with scratch_for(cfg) as scratch:
-        engine = build(cfg, seed=seed, host=client.host, scratch=None if scratch is None else Path(scratch))
+        engine = build(cfg, seed=seed, host=client.host, scratch=scratch)
         return serve(cfg, f"generator-{index}.{incarnation}", engine, client)
 
 
-def scratch_for(cfg: Config) -> AbstractContextManager[str | None]:
+@contextmanager
+def scratch_for(cfg: Config) -> Iterator[Path | None]:
     """vLLM's starting folder (engines.start_folder), removed with the generator. The torch engine needs none, and
     gets none: a generator that is killed never removes its temporary folder (323 were left in /tmp here)."""
-    if cfg.rl.engine == names.VLLM_ENGINE:
-        return tempfile.TemporaryDirectory(prefix="meridian-generator-")
-    return nullcontext(None)
+    if cfg.rl.engine != names.VLLM_ENGINE:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="meridian-generator-") as folder:
+        yield Path(folder)
 
 
 def serve(cfg: Config, name: str, engine: Engine, client: Client) -> int:
