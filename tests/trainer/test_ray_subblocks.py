@@ -8,7 +8,6 @@ the Kubernetes path (a Ray node's NODE_NAME, then its Node's label) against a lo
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from trainer.launch.subblocks import SUBBLOCK_LABEL, UNKNOWN, NodeTopology
 
 from contract import incluster
 from tests.trainer.conftest import start
-from tests.trainer.test_ray_groups_recovery import committed_at, local_cluster, placement, wait_until
+from tests.trainer.test_ray_groups_recovery import committed_at, local_cluster, placement, supervisor, wait_until
 from tests.waiting import until
 from tests.warden.fakes import ApiState, FakeApiServer, node, serving
 
@@ -131,12 +130,6 @@ def placed() -> bool:
     from ray.util.placement_group import placement_group_table
 
     return any(pg["state"] == "CREATED" for pg in placement_group_table().values())
-
-
-def supervisor(tmp_path: Path, name: str, event: str) -> list[dict[str, Any]]:
-    path = tmp_path / "runs" / name / "supervisor.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [e for e in map(json.loads, lines) if e["event"] == event]
 
 
 def test_a_group_lands_in_one_subblock_and_waits_rather_than_span_two(tmp_path: Path) -> None:

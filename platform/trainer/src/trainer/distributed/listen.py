@@ -38,6 +38,24 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+# Ports this process holds for a store it opens later (reserve): nothing else can take one in between.
+_RESERVED: dict[tuple[str, int], socket.socket] = {}
+
+
+def reserve(host: str) -> int:
+    """A free port on ``host``, held listening by this process until ``store_on(host, port)`` serves on it.
+
+    A port found free and let go is anyone's until it is bound again: a Ray spare picks its group's
+    rendezvous port when it is placed and trains on it only after another group dies, seconds or hours
+    later, and any connection of the node (Ray's, gloo's) may be given that port as its own in between.
+    Held, it cannot be (tests/trainer/test_rendezvous_port.py). Connections that arrive before the store wait in the backlog.
+    """
+    sock = bound_socket(host, 0)
+    port: int = sock.getsockname()[1]
+    _RESERVED[(host, port)] = sock
+    return port
+
+
 def first_free(ports: Iterable[int], bind: Callable[[int], T]) -> T | None:
     """``bind(port)`` on the first of ``ports`` no other process of this pod holds; None when all are held.
 
@@ -64,7 +82,7 @@ def store_on(
     """A TCPStore server (``is_master``) listening on ``host``:``port`` only; its clients dial ``host`` as before."""
     from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-    sock = bound_socket(host, port)
+    sock = _RESERVED.pop((host, port), None) or bound_socket(host, port)
     bound = sock.getsockname()[1]
     fd = sock.detach()  # the store owns the descriptor from here (it closes it when it stops)
     try:

@@ -27,7 +27,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,19 +107,16 @@ class GroupWorker:
         self.events: Path | None = None
         self.offset = 0
 
-    def where(self) -> dict[str, Any]:
-        """Its node, address, process and a free port there (rank 0's is the group's rendezvous)."""
+    def where(self, rendezvous: bool) -> dict[str, Any]:
+        """Its node, address and process; ``rendezvous`` (a sharded group's rank 0): also the port of the group's
+        store, held from now until it trains (``listen.reserve``), however long it waits as a spare."""
         import ray
 
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return {
-            "node": ray.get_runtime_context().get_node_id(),
-            "ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
-            "port": port,
-            "pid": os.getpid(),
-        }
+        from trainer.distributed.listen import reserve
+
+        ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        port = reserve(ip) if rendezvous else 0
+        return {"node": ray.get_runtime_context().get_node_id(), "ip": ip, "port": port, "pid": os.getpid()}
 
     def train(self, config: dict[str, Any], group: int, env: dict[str, str], lighthouse: str) -> dict[str, Any]:
         import ray
@@ -297,7 +293,7 @@ class Supervisor:
             for rank in range(size)
         ]
         slot.pg, slot.nodes, slot.subblock = pg, choice.nodes, choice.subblock
-        slot.placing = [a.where.remote() for a in slot.actors]
+        slot.placing = [a.where.remote(rank == 0 and size > 1) for rank, a in enumerate(slot.actors)]
         slot.waiting = False
 
     def _choose(self, size: int) -> tuple[Choice | None, int, bool]:
@@ -359,7 +355,10 @@ class Supervisor:
                     return
                 slot.placed = ray.get(slot.placing)
                 nodes = [p["node"] for p in slot.placed]
-                self.events.write("placed", group=slot.group, node=slot.node, nodes=nodes, subblock=slot.subblock)
+                port = slot.placed[0]["port"]  # the group's rendezvous, held by its rank 0 (0: a one-rank group)
+                self.events.write(
+                    "placed", group=slot.group, node=slot.node, nodes=nodes, subblock=slot.subblock, port=port
+                )
             if slot.group is None:
                 return  # a spare, placed and waiting
             if not slot.runs:
@@ -469,8 +468,9 @@ class Supervisor:
             self.groups[group] = spare
             if spare.placed:  # already up: no actor to start (else its placement writes the event)
                 nodes = [p["node"] for p in spare.placed]
+                port = spare.placed[0]["port"]
                 self.events.write(
-                    "placed", group=group, node=spare.node, nodes=nodes, subblock=spare.subblock, spare=True
+                    "placed", group=group, node=spare.node, nodes=nodes, subblock=spare.subblock, port=port, spare=True
                 )
             self.spares.append(self._place(None))  # pending until capacity comes back (a repaired or new node)
         else:
