@@ -354,11 +354,7 @@ class Supervisor:
                         self._unpin(slot)
                     return
                 slot.placed = ray.get(slot.placing)
-                nodes = [p["node"] for p in slot.placed]
-                port = slot.placed[0]["port"]  # the group's rendezvous, held by its rank 0 (0: a one-rank group)
-                self.events.write(
-                    "placed", group=slot.group, node=slot.node, nodes=nodes, subblock=slot.subblock, port=port
-                )
+                self._placed(slot, slot.group)
             if slot.group is None:
                 return  # a spare, placed and waiting
             if not slot.runs:
@@ -377,6 +373,15 @@ class Supervisor:
             self._lost(slot, failed[0].get("reason", ""), code=failed[0]["code"])
         elif len(slot.done) == len(slot.runs):
             self._finished(slot)
+
+    def _placed(self, slot: Slot, group: int | None, **extra: Any) -> None:
+        """The ``placed`` event: where ``slot`` is, for ``group``, and its rendezvous port (held by its rank 0; 0
+        for a one-rank group)."""
+        nodes = [p["node"] for p in slot.placed]
+        port = slot.placed[0]["port"]
+        self.events.write(
+            "placed", group=group, node=slot.node, nodes=nodes, subblock=slot.subblock, port=port, **extra
+        )
 
     def _alive(self) -> set[str]:
         return {str(n["NodeID"]) for n in self.ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
@@ -467,11 +472,7 @@ class Supervisor:
             spare.group, spare.due = group, due
             self.groups[group] = spare
             if spare.placed:  # already up: no actor to start (else its placement writes the event)
-                nodes = [p["node"] for p in spare.placed]
-                port = spare.placed[0]["port"]
-                self.events.write(
-                    "placed", group=group, node=spare.node, nodes=nodes, subblock=spare.subblock, port=port, spare=True
-                )
+                self._placed(spare, group, spare=True)
             self.spares.append(self._place(None))  # pending until capacity comes back (a repaired or new node)
         else:
             self.groups[group] = self._place(group, due)

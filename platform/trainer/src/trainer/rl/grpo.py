@@ -4,6 +4,7 @@ single-process loop (loop.py): what the policy is asked, how it is scored, held-
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,9 +50,9 @@ def score_answers(task: Task, problems: Sequence[Problem], groups: Sequence[Sequ
     cut: list[list[Completion]] = []
     rewards: list[list[float]] = []
     truncated = 0
-    known: dict[tuple[int, ...], Ending] = {}  # a response's end is its tokens' alone; a group repeats answers
+    end = functools.cache(task.end)  # a response's end is its tokens' alone, and a group repeats answers
     for problem, group in zip(problems, groups, strict=True):
-        endings = [known.get(c.response) or known.setdefault(c.response, task.end(c.response)) for c in group]
+        endings = [end(c.response) for c in group]
         cut.append([c.cut(e.length) for c, e in zip(group, endings, strict=True)])
         rewards.append([task.rewards(problem.prompt, e.text, problem.answer) for e in endings])
         truncated += sum(e.truncated for e in endings)
