@@ -111,7 +111,7 @@ def test_generators_wait_when_their_samples_would_be_too_old_and_are_synced() ->
     fill(c, "g", 0)
     assert c.batch(0) is not None
     answer_, _ = c.committed(0, 1, {})
-    assert answer_ == {"sender": True, "version": 1}
+    assert answer_ == {"evaluates": True, "version": 1}
     assert c.lease("g", 0)["sync"]["version"] == 1  # a newer version exists: take it first
     c.serving.clear()  # no group holds a snapshot (all dead): nobody to sync from
     fill(c, "g", 0)  # one version behind: within max_policy_age 1, it generates
@@ -210,6 +210,43 @@ def test_the_lowest_live_group_serves_weights_and_a_dead_one_none() -> None:
     c.group_gone(0)
     assert c.lease("g", -1)["sync"]["group"] == 1
     assert c.transfers(0, "t0") == []  # a dead group's token serves nothing
+
+
+def test_a_group_committing_without_the_lowest_serves_the_versions_it_commits() -> None:
+    """CI, stop 50: group 0 registered but stuck short of the quorum while group 1 committed steps 1-3 alone. Only
+    the lowest live group's commits were served, so no generator ever got versions 2 and 3, no batch within the age
+    bound could form, and group 1 waited for it for ever."""
+    c = controller(steps=20)
+    assert c.start(1, "t1", 0, None) == {"version": 0, "baseline": True}  # the first group up evaluates step 0
+    assert c.start(0, "t0", 0, None) == {"version": 0, "baseline": False}  # up, never in a quorum
+    assert c.start(0, "t0", 0, None)["baseline"] is False  # restarted: the baseline is not evaluated again
+    held = 0
+    for step in range(3):
+        while c.batch(step) is None:
+            fill(c, "g", held)
+        answer_, _ = c.committed(1, step + 1, {"participants": 1})
+        assert answer_ == {"evaluates": True, "version": step + 1}  # the step's one evaluation: its first report
+        sync = c.lease("g", held)["sync"]
+        assert (sync["group"], sync["version"]) == (1, step + 1)  # the group that holds it serves it
+        assert c.transfers(1, "t1") == [{"pair": sync["pair"], "generator": "g", "world": 2}]
+        held = step + 1
+    assert c.batch(3) is None
+    fill(c, "g", held)  # generated at version 3: step 4's batch forms
+    assert c.batch(3) is not None
+
+
+def test_every_group_serves_what_it_committed_and_one_report_evaluates_a_step() -> None:
+    c = controller()
+    c.start(0, "t0", 0, None)
+    c.start(1, "t1", 0, None)
+    fill(c, "g", 0)
+    assert c.batch(0) is not None
+    assert c.committed(1, 1, {"participants": 2})[0] == {"evaluates": True, "version": 1}
+    assert c.committed(0, 1, {"participants": 2})[0] == {"evaluates": False, "version": 1}
+    assert c.serving == {0: 1, 1: 1}
+    assert c.lease("g", 0)["sync"]["group"] == 0  # of the groups holding the newest, the lowest
+    c.group_gone(0)
+    assert c.lease("h", 0)["sync"]["group"] == 1
 
 
 def test_the_run_is_done_at_its_last_step() -> None:

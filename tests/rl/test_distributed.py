@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,27 @@ GRPO = REPO / "platform/trainer/configs/grpo.yaml"
 SMALL = ("rl.prompts_per_step=16", "rl.group_size=8", "rl.lease_prompts=8", "ft.restart_delay_s=2", "rl.eval_every=8")
 
 
+STARTED: list[subprocess.Popen[str]] = []  # this worker's runs, each killed with all it started if a test left it
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left() -> Iterator[None]:
+    """A test that fails while its run goes on (a wait that timed out) leaves no driver, group or generator."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
 def start(tmp_path: Path, name: str, *extra: str) -> subprocess.Popen[str]:
     command = [sys.executable, str(TRAIN), str(GRPO), *overrides(tmp_path, name, *SMALL, *extra)]
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
+    STARTED.append(proc)
+    return proc
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 240) -> str:
@@ -80,7 +97,7 @@ def test_a_grpo_run_commits_every_step_and_shows_each_one(tmp_path: Path) -> Non
     # runs beside training, and a step here takes ~50 ms) has its own line. Either way: once, for steps 4 and 8.
     late = [int(line.split()[-5]) for line in out.splitlines() if line.startswith("rl greedy ")]
     assert sorted([i for i, line in enumerate(lines, 1) if "greedy" in line] + late) == [4, 8]
-    # One place evaluates each due step (rank 0 of the sender group, evaluation.py), not every group.
+    # One place evaluates each due step (rank 0 of the group that reported it first, evaluation.py), not every group.
     evaluated = [(r["step"], r["group"]) for r in records(tmp_path, "grpo") if r["event"] == "greedy"]
     assert [step for step, _ in evaluated] == [0, 4, 8]  # 0: the baseline before training (issue 41)
     assert "reward" in lines[0]

@@ -1,5 +1,5 @@
-"""Held-out evaluation in the distributed run (rl/evaluation.py): only rank 0 of the step's sender group
-evaluates, on the snapshot, on a thread; the launcher's step line waits for it and carries it."""
+"""Held-out evaluation in the distributed run (rl/evaluation.py): only rank 0 of the group whose report of the step
+came first evaluates, on the snapshot, on a thread; the launcher's step line waits for it and carries it."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def _config(*overrides: str) -> Config:
     return compose(GRPO, ["run.name=x", "run.steps=8", "rl.eval_every=4", "model.precision=fp32", *overrides])
 
 
-def test_only_rank_0_of_the_senders_group_evaluates_and_only_due_steps() -> None:
+def test_only_rank_0_of_the_first_reporting_group_evaluates_and_only_due_steps() -> None:
     assert [s for s in range(1, 9) if due(s, every=4, last=8)] == [4, 8]
     assert [s for s in range(1, 11) if due(s, every=4, last=10)] == [4, 8, 10]  # the last step, due or not
-    places = [(rank, sender) for rank in (0, 1) for sender in (True, False)]
+    places = [(rank, first) for rank in (0, 1) for first in (True, False)]
     assert [p for p in places if evaluates(*p, step=4, every=4, last=8)] == [(0, True)]
     assert not any(evaluates(*p, step=5, every=4, last=8) for p in places)
 

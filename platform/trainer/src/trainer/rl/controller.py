@@ -12,7 +12,8 @@ decides, per request, with no I/O of its own (service.py serves it over HTTP, on
   nothing older than ``max_policy_age``, and every later ask (the other groups, a retry) gets the same
   one, with the buffer's state as it will be once the step commits: what the group's checkpoint holds;
 * a trainer group reports a commit (``committed``): the buffer marks the batch trained, the version
-  moves on, and the lowest-numbered live group is told to snapshot its weights for the generators.
+  moves on, and the group serves that version from the snapshot it took (every group does: a generator
+  is synced from the lowest group holding the newest); the step's first report is told to evaluate it.
 
 A step whose batch cannot be formed stops the run (``stopped``, one line saying why) once
 ``rl.max_rollouts`` rollouts of ``rl.prompts_per_step`` prompts were scored since the last batch without
@@ -140,6 +141,7 @@ class Controller:
         self.asked: dict[int, float] = {}  # step -> when a trainer group first asked for its batch (not formed yet)
         self.told: set[int] = set()  # steps whose wait was said on the console
         self.delivered: set[str] = set()  # generators with an answer kept (one that keeps failing has none)
+        self.baseline = False  # a group was told to evaluate the starting policy (once per fresh run)
 
     @property
     def done(self) -> bool:
@@ -153,7 +155,10 @@ class Controller:
     # -- trainer groups ------------------------------------------------------------------------------
 
     def start(self, group: int, token: str, step: int, state: str | None) -> dict[str, Any]:
-        """A trainer group's process is up at committed ``step`` (its resume point), with its buffer state."""
+        """A trainer group's process is up at committed ``step`` (its resume point), with its buffer state.
+
+        ``baseline``: this group evaluates the starting policy; the first group up in a fresh run, once (a group
+        restarted before the first commit does not evaluate it again)."""
         if self.version is None:
             self.version = step
             if state:
@@ -162,7 +167,9 @@ class Controller:
         self.group_gone(group)
         self.servers[group] = token
         self.serving[group] = step
-        return {"version": self.version, "sender": self._sender() == group}
+        baseline = not self.baseline and self.version == step == 0
+        self.baseline = self.baseline or baseline
+        return {"version": self.version, "baseline": baseline}
 
     def group_gone(self, group: int) -> None:
         for table in (self.servers, self.serving, self.wants):
@@ -206,18 +213,19 @@ class Controller:
         or as there are live groups, or when a later step commits first (a group that died before reporting).
         """
         ready: list[Committed] = []
-        if self.version is not None and step == self.version + 1 and self.version in self.batches:
+        first = self.version is not None and step == self.version + 1 and self.version in self.batches
+        if first:
             formed = self.batches[self.version]
             self.buffer.trained(formed.groups)
             ages = tuple(g.age(self.version) for g in formed.groups)
             rewards = [r for g in formed.groups for r in g.rewards]
             measured = lengths(formed.groups, self.task.max_tokens, frozenset(self.task.ends))
-            first = Committed(
+            report = Committed(
                 step=step, ages=ages, reward=sum(rewards) / len(rewards), window=self.window, trainer=dict(stats),
                 lengths=measured,
             )  # fmt: skip
             ready += self.flush(before=step)
-            self.reporting[step] = Reporting(committed=first, groups=set(), tallies=[], expected=1)
+            self.reporting[step] = Reporting(committed=report, groups=set(), tallies=[], expected=1)
             self.window = Window()
             self.version = step
             self.batches = {s: b for s, b in self.batches.items() if s >= step - 1}
@@ -234,10 +242,13 @@ class Controller:
                 pending.expected, len(self.servers)
             ):
                 ready.append(self._complete(self.reporting.pop(step)))
-        sender = self._sender() == group
-        if sender:
-            self.serving[group] = step  # it snapshots now: what it serves from here on
-        return {"sender": sender, "version": self.version}, ready
+        # Every live group's rank 0 took a snapshot of this step before reporting it (policy.py): what it serves
+        # from here on. Not only the lowest group's: a group that commits while a lower one is up but out of the
+        # quorum (starting late, healing, stuck) is the only holder of its versions.
+        if group in self.servers:
+            self.serving[group] = max(step, self.serving.get(group, step))
+        # One evaluation per step, whatever groups are in its quorum: the report that moved the run to it.
+        return {"evaluates": first, "version": self.version}, ready
 
     def flush(self, before: int | None = None) -> list[Committed]:
         """The steps still waiting for reports (all, or those before ``before``), with what came."""
@@ -283,9 +294,6 @@ class Controller:
             f"{self.scored} scored since the last batch, {self.alike} alike (the run stops at "
             f"{s.max_rollouts * s.prompts_per_step}, rl.max_rollouts)"
         )
-
-    def _sender(self) -> int | None:
-        return min(self.servers, default=None)
 
     def transfers(self, group: int, token: str) -> list[dict[str, Any]]:
         """The weight transfers group ``group``'s server is to make now (each once)."""

@@ -1,7 +1,7 @@
 """Held-out greedy evaluation in the distributed run: one place, off the training step's critical path.
 
-Only the rank 0 of the group the controller names the weights' sender for a step (the lowest-numbered
-live group: exactly one per step) evaluates, and it evaluates the snapshot it just took for the
+Only the rank 0 of the group whose report of a step reached the controller first (exactly one per step,
+whichever groups are in its quorum) evaluates, and it evaluates the snapshot it just took for the
 generators, not the (possibly sharded) training model, on a thread of its own: the next step starts at
 once, and no other group or rank spends anything on it. Costs: the thread shares the rank's cores or
 GPU with training while it runs (and, on a GPU, one copy of the model in the wire dtype, bf16: the snapshot
@@ -33,9 +33,9 @@ def due(step: int, every: int, last: int) -> bool:
     return step % every == 0 or step == last
 
 
-def evaluates(rank: int, sender: bool, step: int, every: int, last: int) -> bool:
-    """The one place that evaluates a due step: rank 0 of the step's sender group."""
-    return rank == 0 and sender and due(step, every, last)
+def evaluates(rank: int, first: bool, step: int, every: int, last: int) -> bool:
+    """The one place that evaluates a due step: rank 0 of the group whose report of it came ``first``."""
+    return rank == 0 and first and due(step, every, last)
 
 
 class Evaluation:

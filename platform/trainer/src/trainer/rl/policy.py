@@ -12,7 +12,7 @@ What RL adds (loop/worker.py calls the hooks):
   ``started`` hands it to a fresh controller, which resumes the prompt stream from it;
 * ``after_commit``: a snapshot of the weights for the generators (the wire dtype, bucket by bucket, kept on
   rank 0 only; pairs.py serves it on its own thread), the step's numbers to the controller for its console
-  line, and, in the one group the controller names the step's sender, held-out greedy accuracy of that
+  line, and, in the one group whose report of the step came first, held-out greedy accuracy of that
   snapshot on a thread of rank 0 (evaluation.py).
 """
 
@@ -170,7 +170,7 @@ class PolicyTrainer(Trainer):
         )  # fmt: skip
         self.server.offer(self.step, weights)
         self.server.start()
-        if self.step == 0 and self.group == 0 and self.task.prompts.held_out:  # a fresh run's baseline, on a thread
+        if answer.get("baseline") and self.task.prompts.held_out:  # a fresh run's baseline, on a thread
             self.evaluation.submit(0, named(self.buckets, weights))
 
     def after_commit(self, step: int) -> None:
@@ -190,7 +190,7 @@ class PolicyTrainer(Trainer):
         }
         self.wait_seconds = 0.0
         answer = self.client.post("/committed", {"group": self.group, "step": step, "stats": stats})
-        if evaluates(self.where.rank, bool(answer.get("sender")), step, self.cfg.rl.eval_every, self.target):
+        if evaluates(self.where.rank, bool(answer.get("evaluates")), step, self.cfg.rl.eval_every, self.target):
             self.evaluation.submit(step, named(self.buckets, weights))
 
     def _evaluated(self, step: int, greedy: float, seconds: float) -> None:
