@@ -212,6 +212,8 @@ def measure_sync(
     seconds = timed_versions(
         lambda v: sync.send(trainer_state, v, group=groups[0]), lambda: receive("next"), args.versions, failures
     )
+    if isinstance(generator, VllmGenerator):  # the workers' groups, before the process exits (close_group)
+        generator.close_sync()
     size = sum(b.numel for b in sync.buckets) * sync.buffer.element_size()
     median = statistics.median(seconds)
     emit(

@@ -12,7 +12,7 @@ from trainer.model.transformer import LanguageModel
 from trainer.rl import hf
 from trainer.rl.generate import snapshot
 from trainer.rl.vllm_worker import trainer_group
-from trainer.rl.weight_sync import WeightSync
+from trainer.rl.weight_sync import WeightSync, close_group
 
 from tests.ports import free_port
 from tests.rl.conftest import model_config, run_ranks
@@ -34,12 +34,15 @@ def _member(rank: int, port: int, folder: str, out: str) -> None:
         for version in (2, 3):
             sender.send({k: v + version for k, v in state.items()}, version, group=group)
         assert not dist.is_initialized()  # no default world was needed on either side
+        close_group(group)  # before the process exits (weight_sync.close_group)
         return
     worker = fake_worker(rank=0)
     assert worker.meridian_open_sync("127.0.0.1", port, 2, folder, "float32", backend="gloo") == 1
     for version in (2, 3):
         assert worker.meridian_receive() == version
         assert all(torch.equal(loaded(worker)[hf.to_hf(k)], v + version) for k, v in state.items())
+    worker.meridian_close_sync()
+    assert not hasattr(worker, "_meridian_sync")
     Path(out).write_text("ok")
 
 

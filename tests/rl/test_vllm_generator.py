@@ -61,6 +61,7 @@ def sender(
                 server.offer(version, sync.snapshot(state))
                 server._send(pair, world)
             assert server.sent == len(versions), "a transfer failed (WeightServer logged it)"
+            server.stop()  # its pairs closed, as a trainer group's at the end of a run
         except BaseException as error:  # surfaced by join, not lost in the thread
             failures.append(error)
 
@@ -105,6 +106,9 @@ def test_every_tensor_parallel_worker_receives_the_senders_weights_bit_for_bit(
         assert holds(engine, state)
     join()
     assert engine.rpcs == ["meridian_open_sync", "meridian_receive", "meridian_receive"]  # the pair is kept
+    receiver.close()
+    assert engine.rpcs[-1] == "meridian_close_sync"
+    assert not any(hasattr(w, "_meridian_sync") for w in engine.workers)
     assert engine.prefix_resets == 2
     assert not dist.is_initialized()
 
@@ -167,6 +171,7 @@ def test_a_vllm_generator_asks_for_its_workers_and_holds_nothing_before_the_firs
     join = sender(store.port, sync["pair"], 3, {7: state})
     assert generator_main.run(cfg, 0, 0) == 0
     join()
+    assert engine.rpcs[-1] == "meridian_close_sync"  # the generator closed its pair's group before it returned
     leases = [body for path, body in controller.asked if path == "/lease"]
     assert [(b["held"], b["members"], b["sync_failed"]) for b in leases] == [(-1, 2, False), (-1, 2, False),
                                                                              (7, 2, False), (7, 2, False)]  # fmt: skip

@@ -8,6 +8,7 @@ import hashlib
 import threading
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +16,9 @@ import torch.distributed as dist
 from trainer.config import Model
 from trainer.model.transformer import LanguageModel
 from trainer.rl.generate import snapshot
-from trainer.rl.pairs import pair_group
-from trainer.rl.weight_sync import LayoutError, WeightSync, layout
+from trainer.rl.pairs import WeightReceiver, WeightServer, pair_group
+from trainer.rl.service import Client
+from trainer.rl.weight_sync import BUCKET_MB, LayoutError, WeightSync, close_group, layout
 
 VERSIONS = 3
 
@@ -122,3 +124,37 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
     sender.join(timeout=60)
     assert failures == []
     assert not dist.is_initialized()  # a standalone group: no default world
+    close_group(group)
+
+
+def gloo_threads() -> int:
+    """This process's gloo worker threads (torch names them pt_gloo_runloop): a group's, while it lives."""
+    return sum((task / "comm").read_text().strip() == "pt_gloo_runloop" for task in Path("/proc/self/task").iterdir())
+
+
+def test_both_sides_of_a_pair_close_it_and_leave_no_backend_thread_to_the_exit(tiny: Model) -> None:
+    """CI, stop 50: a process still holding a group when it exits aborts while Python finalizes ("terminate called
+    without an active exception"; 12 of 60 processes here): the weight server's stop and the receiver's close
+    end every pair's group, its threads gone, while the process runs."""
+    store = dist.TCPStore(  # type: ignore[attr-defined]
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
+    )
+    torch.manual_seed(3)
+    state = snapshot(LanguageModel(tiny))
+    cpu = torch.device("cpu")
+    before = gloo_threads()
+    sync = WeightSync(state, src=0)
+    server = WeightServer(
+        Client("http://127.0.0.1:1"), 0, "t0", sync, store_port=store.port, timeout_s=60.0, device=cpu
+    )
+    server.offer(1, sync.snapshot(state))
+    sending = threading.Thread(target=server._send, args=("0.t0.g.1", 2))
+    sending.start()
+    receiver = WeightReceiver(state, host="127.0.0.1", timeout_s=60.0, device=cpu, bucket_bytes=BUCKET_MB << 20)
+    assert receiver.receive("0.t0.g.1", store.port, lambda bucket: None) == 1
+    sending.join(timeout=60)
+    assert server.sent == 1
+    assert gloo_threads() > before  # the two groups, kept for the next versions
+    server.stop()
+    receiver.close()
+    assert gloo_threads() == before

@@ -49,6 +49,10 @@ class Receiver(Protocol):
         Raises when the sender fails: the generator reports it and the controller names another pair."""
         ...
 
+    def close(self) -> None:
+        """Close the pair's group in every receiving process before the generator exits (weight_sync.close_group)."""
+        ...
+
 
 class TorchReceiver:
     members = 1
@@ -69,6 +73,9 @@ class TorchReceiver:
         version = self.pairs.receive(pair, store_port, self.engine.load_part)  # each bucket into the engine
         self.engine.loaded(version)
         return version
+
+    def close(self) -> None:
+        self.pairs.close()
 
 
 class VllmReceiver:
@@ -101,6 +108,10 @@ class VllmReceiver:
             raise
         self.received = True
         return version
+
+    def close(self) -> None:
+        self.engine.close_sync()
+        self.pair = None
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,10 @@ def run(cfg: Config, index: int, incarnation: int) -> int:
     seed = cfg.run.seed + 7919 * (index + 1) + incarnation
     with scratch_for(cfg) as scratch:
         engine = build(cfg, seed=seed, host=client.host, scratch=scratch)
-        return serve(cfg, f"generator-{index}.{incarnation}", engine, client)
+        try:
+            return serve(cfg, f"generator-{index}.{incarnation}", engine, client)
+        finally:
+            engine.receiver.close()  # its weight pair's group, before this process exits
 
 
 @contextmanager

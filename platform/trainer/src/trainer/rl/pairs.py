@@ -21,7 +21,7 @@ import torch
 from torch._C._distributed_c10d import Backend
 
 from trainer.rl.service import Client
-from trainer.rl.weight_sync import Snapshot, WeightSync, open_group
+from trainer.rl.weight_sync import Snapshot, WeightSync, close_group, open_group
 
 log = logging.getLogger("trainer.rl")
 
@@ -92,21 +92,34 @@ class WeightServer:
         if latest is None:
             return
         started = time.perf_counter()
+        group = self.pairs.get(pair)
         try:
-            if pair not in self.pairs:
-                self.pairs[pair] = pair_group(
-                    self.client.host, self.store_port, pair, 0, self.timeout_s, self.device, world=world
-                )
-            self.sync.send(latest[1], latest[0], group=self.pairs[pair])
+            if group is None:
+                group = pair_group(self.client.host, self.store_port, pair, 0, self.timeout_s, self.device, world=world)
+                with self.lock:  # stop() closes what is kept: one made while it ran is closed here
+                    kept = not self.stopping.is_set()
+                    if kept:
+                        self.pairs[pair] = group
+                if not kept:
+                    close_group(group)
+                    return
+            self.sync.send(latest[1], latest[0], group=group)
         except Exception as error:  # the generator died or never came: only this pair is lost
             log.warning("weight server: version %d to pair %s failed: %s", latest[0], pair, str(error)[:200])
-            self.pairs.pop(pair, None)
+            with self.lock:
+                self.pairs.pop(pair, None)
+            close_group(group)
             return
         self.last_seconds = time.perf_counter() - started
         self.sent += 1
 
     def stop(self) -> None:
-        self.stopping.set()
+        """Serve nothing more, and close every pair (weight_sync.close_group: before the process exits)."""
+        with self.lock:
+            self.stopping.set()
+            groups, self.pairs = list(self.pairs.values()), {}
+        for group in groups:
+            close_group(group)
 
 
 class WeightReceiver:
@@ -122,9 +135,16 @@ class WeightReceiver:
         """The version received, each bucket handed to ``load``; raises when the sender fails (the controller then
         names a new pair)."""
         if self.pair is None or self.pair[0] != pair:
+            self.close()  # a new sender: the old pair's group is done with
             self.pair = (pair, pair_group(self.host, store_port, pair, 1, self.timeout_s, self.device, world=2))
         try:
             return self.sync.receive(load, group=self.pair[1])
         except Exception:
-            self.pair = None
+            self.close()
             raise
+
+    def close(self) -> None:
+        """Close the pair's group, if any (weight_sync.close_group: before the process exits)."""
+        if self.pair is not None:
+            close_group(self.pair[1])
+            self.pair = None

@@ -196,6 +196,10 @@ class VllmGenerator:
         )
         return world
 
+    def close_sync(self) -> None:
+        """Close the weight-sync group in every worker (vllm_worker.MeridianWorker.meridian_close_sync)."""
+        self.llm.collective_rpc("meridian_close_sync")
+
     def receive(self) -> int:
         """Receive one version the trainer broadcasts (WeightSync.send over that group), load it, and return it.
 

@@ -42,7 +42,7 @@ import torch
 from torch._C._distributed_c10d import Backend
 
 from trainer.rl import hf
-from trainer.rl.weight_sync import BUCKET_MB, WeightSync, open_group
+from trainer.rl.weight_sync import BUCKET_MB, WeightSync, close_group, open_group
 
 EXTENSION = "trainer.rl.vllm_worker.MeridianWorker"
 PREFIX = "meridian-weights"  # the sync group's keys in the trainer's store
@@ -127,6 +127,7 @@ class MeridianWorker:
         trainer's ``trainer_group``, or a pair's sender, pairs.pair_group): the group meets once all are in.
         """
         rank = rank_offset + self.rank
+        self.meridian_close_sync()  # a new sender's group: the previous one is done with
         group = worker_group(host, port, rank, world, backend=backend, prefix=prefix, timeout_s=timeout_s)
         torch_dtype = getattr(torch, dtype)
         device = getattr(self, "device", torch.device("cpu"))
@@ -134,6 +135,13 @@ class MeridianWorker:
         sync = WeightSync(layout, src=0, dtype=torch_dtype, device=device, bucket_bytes=bucket_bytes)
         self._meridian_sync = (sync, group)
         return rank
+
+    def meridian_close_sync(self) -> None:
+        """Close this worker's sync group, if it has one (weight_sync.close_group: before the process exits)."""
+        held = getattr(self, "_meridian_sync", None)
+        if held is not None:
+            close_group(held[1])
+            del self._meridian_sync
 
     def meridian_receive(self) -> int:
         """Receive one version from the trainer, loading each bucket as it arrives; returns the version."""
