@@ -6,6 +6,7 @@ their replacement, the step line has its elapsed time and ETA. The runs themselv
 from __future__ import annotations
 
 import io
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ def test_a_wait_for_a_batch_is_said_once_with_what_it_waits_for() -> None:
     clock.now = WAIT_NOTICE_S + 1
     assert c.waiting() == (
         "rl step 1: waiting 11 s for its batch: 0 of 2 groups with differing rewards ready, 2 prompts out with "
-        "1 generator(s); 0 scored since the last batch, 0 alike (the run stops at 40, rl.max_rollouts)"
+        "1 generator(s) (holding version 0; the trainer groups serve version 0); 0 scored since the last batch, "
+        "0 alike (the run stops at 40, rl.max_rollouts)"
     )
     assert c.waiting() is None  # once per step
 
@@ -179,6 +181,37 @@ def test_a_generator_that_refuses_to_start_stops_the_run_at_once_with_exit_2(tmp
         EXIT_REFUSED,
         "stopped: generator-0.0 refused to start (exit 2): generator-0.0: rl.engine: vllm is not installed for python",
     )
+
+
+@dataclass
+class Running(Failing):
+    """A Runner whose generators keep running."""
+
+    def exited(self, index: int) -> int | None:
+        return None
+
+
+def test_a_wait_for_a_batch_is_on_the_console_and_in_the_runs_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI, stop 50: a run that waited for good left nothing in rl.jsonl that said so."""
+    rl = side(tmp_path)
+    clock = Clock()
+    rl.controller.clock = clock
+    try:
+        rl.start(Running(code=0))
+        rl.controller.start(0, "t0", 0, None)
+        assert rl.controller.batch(0) is None
+        clock.now = WAIT_NOTICE_S + 1
+        rl.poll()
+        rl.poll()  # said once
+    finally:
+        rl.finish({})
+    said = [line for line in capsys.readouterr().out.splitlines() if "for its batch" in line]
+    recorded = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in recorded if r["event"] == "waiting"] == said
+    assert len(said) == 1
+    assert said[0].startswith("rl step 1: waiting 11 s for its batch: 0 of 32 groups")
 
 
 def test_a_stalled_run_exits_with_its_own_code(tmp_path: Path) -> None:

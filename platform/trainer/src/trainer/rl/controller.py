@@ -124,6 +124,7 @@ class Controller:
         self.reporting: dict[int, Reporting] = {}  # committed step -> its groups' reports so far
         self.leases: dict[int, Lease] = {}
         self.members: dict[str, int] = {}  # generator -> its processes that receive weights (vLLM: one per GPU)
+        self.held: dict[str, int] = {}  # generator -> the version it said it holds at its last ask
         self.servers: dict[int, str] = {}  # live trainer group -> its process's token
         self.serving: dict[int, int] = {}  # trainer group -> the version of its newest snapshot
         self.wants: dict[int, list[dict[str, Any]]] = {}  # trainer group -> transfers it is to serve
@@ -288,9 +289,13 @@ class Controller:
         self.told.add(step)
         s = self.settings
         outstanding = sum(len(lease.prompts) for lease in self.leases.values())
+        # The versions too: generators outside the age bound wait for weights that only a live group can serve.
+        held = ", ".join(str(v) for v in sorted(set(self.held.values()))) or "none"
+        served = max(self.serving.values(), default=None)
         return (
             f"rl step {step + 1}: waiting {waited:.0f} s for its batch: {len(self.buffer)} of {s.prompts_per_step} "
-            f"groups with differing rewards ready, {outstanding} prompts out with {len(self.members)} generator(s); "
+            f"groups with differing rewards ready, {outstanding} prompts out with {len(self.members)} generator(s) "
+            f"(holding version {held}; the trainer groups serve {'none' if served is None else f'version {served}'}); "
             f"{self.scored} scored since the last batch, {self.alike} alike (the run stops at "
             f"{s.max_rollouts * s.prompts_per_step}, rl.max_rollouts)"
         )
@@ -313,6 +318,7 @@ class Controller:
             return {"done": True}
         self.expire()
         self.members[generator] = members
+        self.held[generator] = held
         self.askers.add(generator)
         if sync_failed:
             self.pairs.pop(generator, None)  # a fresh pair next time (the old one may be half set up)
@@ -427,6 +433,7 @@ class Controller:
         """A generator's process ended: its leased prompts are issued again. Returns how many."""
         self.leases = {k: lease for k, lease in self.leases.items() if lease.owner != generator}
         self.members.pop(generator, None)
+        self.held.pop(generator, None)
         self.pairs.pop(generator, None)
         lost = len(self.buffer.release(generator))
         self.window.reissued += lost

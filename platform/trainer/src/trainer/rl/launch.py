@@ -176,6 +176,7 @@ class RLSide:
         waiting = self.service.call(c.waiting)
         if waiting is not None:
             say(waiting)
+            self._record("waiting", line=waiting)
         for index, when in list(self.due.items()):
             if time.monotonic() >= when and not self.controller.done:
                 del self.due[index]
