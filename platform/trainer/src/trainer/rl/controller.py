@@ -214,8 +214,9 @@ class Controller:
         or as there are live groups, or when a later step commits first (a group that died before reporting).
         """
         ready: list[Committed] = []
-        first = self.version is not None and step == self.version + 1 and self.version in self.batches
-        if first:
+        first = False  # this report moves the run to ``step``
+        if self.version is not None and step == self.version + 1 and self.version in self.batches:
+            first = True
             formed = self.batches[self.version]
             self.buffer.trained(formed.groups)
             ages = tuple(g.age(self.version) for g in formed.groups)
