@@ -8,7 +8,6 @@ import hashlib
 import threading
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +18,8 @@ from trainer.rl.generate import snapshot
 from trainer.rl.pairs import WeightReceiver, WeightServer, pair_group
 from trainer.rl.service import Client
 from trainer.rl.weight_sync import BUCKET_MB, LayoutError, WeightSync, close_group, layout
+
+from tests.threads import gloo_threads
 
 VERSIONS = 3
 
@@ -125,11 +126,6 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
     assert failures == []
     assert not dist.is_initialized()  # a standalone group: no default world
     close_group(group)
-
-
-def gloo_threads() -> int:
-    """This process's gloo worker threads (torch names them pt_gloo_runloop): a group's, while it lives."""
-    return sum((task / "comm").read_text().strip() == "pt_gloo_runloop" for task in Path("/proc/self/task").iterdir())
 
 
 def test_both_sides_of_a_pair_close_it_and_leave_no_backend_thread_to_the_exit(tiny: Model) -> None:
