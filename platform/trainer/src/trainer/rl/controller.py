@@ -291,7 +291,7 @@ class Controller:
         s = self.settings
         outstanding = sum(len(lease.prompts) for lease in self.leases.values())
         # The versions too: generators outside the age bound wait for weights that only a live group can serve.
-        held = ", ".join(str(v) for v in sorted(set(self.held.values()))) or "none"
+        held = ", ".join("none" if v < 0 else str(v) for v in sorted(set(self.held.values()))) or "none"
         served = max(self.serving.values(), default=None)
         return (
             f"rl step {step + 1}: waiting {waited:.0f} s for its batch: {len(self.buffer)} of {s.prompts_per_step} "
