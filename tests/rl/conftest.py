@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
 import yaml
 from trainer.config import Model
 
@@ -45,6 +48,14 @@ def _one_thread() -> Iterator[None]:
 def engine(monkeypatch: pytest.MonkeyPatch) -> Engine:
     """A fake ``vllm`` for this test (fake_vllm.py): what VllmGenerator asked of it, and its workers."""
     return install(monkeypatch)
+
+
+@pytest.fixture
+def store() -> Any:
+    """The TCP store the pairs meet in: the controller's in a run."""
+    return dist.TCPStore(  # type: ignore[attr-defined]
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
+    )
 
 
 def run_ranks(target: Callable[..., None], world: int, *args: object, timeout_s: float = 120) -> list[int | None]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,6 @@ from tests.rl.conftest import model_config
 from tests.rl.fake_vllm import Engine, loaded, model_of, tp_slice
 
 GRPO = REPO / "platform/trainer/configs/grpo.yaml"
-
-
-@pytest.fixture
-def store() -> Any:
-    """The TCP store the pairs meet in: the controller's in a run."""
-    return dist.TCPStore(  # type: ignore[attr-defined]
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
-    )
 
 
 def weights(seed: int) -> dict[str, torch.Tensor]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import replace
-from datetime import timedelta
+from typing import Any
 
 import pytest
 import torch
@@ -92,13 +92,9 @@ def test_a_snapshot_is_the_model_cast_bucket_by_bucket_and_the_header_refuses_an
     assert "\n" not in str(error.value)
 
 
-def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny: Model) -> None:
+def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny: Model, store: Any) -> None:
     """pairs.pair_group: the controller hosts the store; the trainer's sender (rank 0) and a generator
     (rank 1) each join it, in threads here, processes in a run."""
-    timeout = timedelta(seconds=60)
-    store = dist.TCPStore(  # type: ignore[attr-defined]
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout
-    )
     torch.manual_seed(2)
     state = snapshot(LanguageModel(tiny))
     cpu = torch.device("cpu")
@@ -128,13 +124,10 @@ def test_a_pair_meets_in_a_store_hosted_elsewhere_and_carries_each_version(tiny:
     close_group(group)
 
 
-def test_both_sides_of_a_pair_close_it_and_leave_no_backend_thread_to_the_exit(tiny: Model) -> None:
+def test_both_sides_of_a_pair_close_it_and_leave_no_backend_thread_to_the_exit(tiny: Model, store: Any) -> None:
     """CI, stop 50: a process still holding a group when it exits aborts while Python finalizes ("terminate called
     without an active exception"; 12 of 60 processes here): the weight server's stop and the receiver's close
     end every pair's group, its threads gone, while the process runs."""
-    store = dist.TCPStore(  # type: ignore[attr-defined]
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
-    )
     torch.manual_seed(3)
     state = snapshot(LanguageModel(tiny))
     cpu = torch.device("cpu")

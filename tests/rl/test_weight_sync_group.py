@@ -5,12 +5,11 @@ exits cleanly after closing its group (weight_sync.close_group)."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from trainer.model.transformer import LanguageModel
 from trainer.rl.generate import TorchGenerator, snapshot
 from trainer.rl.weight_sync import WeightSync, close_group, open_group
@@ -59,11 +58,8 @@ def _member(rank: int, world: int, port: int, out: str) -> None:
     del group
 
 
-def test_generators_hold_the_trainers_snapshot_bit_for_bit_at_each_version(tmp_path: Path) -> None:
+def test_generators_hold_the_trainers_snapshot_bit_for_bit_at_each_version(tmp_path: Path, store: Any) -> None:
     world = 3  # the trainer's rank and two generators
-    store = dist.TCPStore(  # type: ignore[attr-defined]
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=120)
-    )
     assert run_ranks(_member, world, world, store.port, str(tmp_path), timeout_s=240) == [0] * world
     trainer = json.loads((tmp_path / "0.json").read_text())
     assert [r["version"] for r in trainer] == [1, 2, 3]

@@ -92,26 +92,32 @@ class WeightServer:
         if latest is None:
             return
         started = time.perf_counter()
-        group = self.pairs.get(pair)
         try:
+            group = self._group(pair, world)
             if group is None:
-                group = pair_group(self.client.host, self.store_port, pair, 0, self.timeout_s, self.device, world=world)
-                with self.lock:  # stop() closes what is kept: one made while it ran is closed here
-                    kept = not self.stopping.is_set()
-                    if kept:
-                        self.pairs[pair] = group
-                if not kept:
-                    close_group(group)
-                    return
+                return
             self.sync.send(latest[1], latest[0], group=group)
         except Exception as error:  # the generator died or never came: only this pair is lost
             log.warning("weight server: version %d to pair %s failed: %s", latest[0], pair, str(error)[:200])
             with self.lock:
-                self.pairs.pop(pair, None)
-            close_group(group)
+                close_group(self.pairs.pop(pair, None))
             return
         self.last_seconds = time.perf_counter() - started
         self.sent += 1
+
+    def _group(self, pair: str, world: int) -> Backend | None:
+        """The pair's group, made at its first transfer and kept; None once stopping (stop() closes what is kept,
+        and one made while it ran is closed here)."""
+        group = self.pairs.get(pair)
+        if group is not None:
+            return group
+        group = pair_group(self.client.host, self.store_port, pair, 0, self.timeout_s, self.device, world=world)
+        with self.lock:
+            if not self.stopping.is_set():
+                self.pairs[pair] = group
+                return group
+        close_group(group)
+        return None
 
     def stop(self) -> None:
         """Serve nothing more, and close every pair (weight_sync.close_group: before the process exits)."""
