@@ -291,7 +291,8 @@ class Controller:
         s = self.settings
         outstanding = sum(len(lease.prompts) for lease in self.leases.values())
         # The versions too: generators outside the age bound wait for weights that only a live group can serve.
-        held = ", ".join("none" if v < 0 else str(v) for v in sorted(set(self.held.values()))) or "none"
+        versions = sorted({v for v in self.held.values() if v >= 0})
+        held = "none" if not versions else "-".join(map(str, sorted({versions[0], versions[-1]})))
         served = max(self.serving.values(), default=None)
         return (
             f"rl step {step + 1}: waiting {waited:.0f} s for its batch: {len(self.buffer)} of {s.prompts_per_step} "

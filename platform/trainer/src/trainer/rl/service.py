@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from contract.problem import Invalid
+from trainer.config import MAX_STEPS
 from trainer.rl.controller import Committed, Controller
 from trainer.rl.metrics import RLMetrics
 from trainer.rl.wire import Refused
@@ -107,7 +108,7 @@ class Service:
         if path == "/lease":
             generator = str(body["generator"])[:200]
             self.on_lease(generator, {k: float(v) for k, v in dict(body.get("seconds", {})).items()})
-            held, members = int(body["held"]), _members(body)
+            held, members = _held(body), _members(body)
             answer = self.call(c.lease, generator, held, bool(body.get("sync_failed", False)), members)
             if "wait" in answer:  # hold the ask until there is work (its failed sync, if any, was taken above)
                 answer = self.wait_for(lambda: _work(c.lease(generator, held, False, members))) or answer
@@ -154,6 +155,14 @@ def _byte_count(said: str) -> int:
     if not (said.isascii() and said.isdigit()):
         return -1
     return int(said) if len(said) <= 12 else MAX_BODY + 1
+
+
+def _held(body: dict[str, Any]) -> int:
+    """The policy version a generator says it holds: -1 (none yet) or a step number (run.steps' bound)."""
+    held = body["held"]
+    if isinstance(held, bool) or not isinstance(held, int) or not -1 <= held <= MAX_STEPS:
+        raise Invalid([f"/lease: held {str(held)[:20]!r} is not a policy version -1..{MAX_STEPS}"])
+    return held
 
 
 def _members(body: dict[str, Any]) -> int:
