@@ -20,6 +20,7 @@ from trainer.rl.service import Client
 from trainer.rl.weight_sync import BUCKET_MB, LayoutError, WeightSync, close_group, layout
 
 from tests.threads import gloo_threads
+from tests.waiting import until
 
 VERSIONS = 3
 
@@ -143,7 +144,9 @@ def test_both_sides_of_a_pair_close_it_and_leave_no_backend_thread_to_the_exit(t
     assert receiver.receive("0.t0.g.1", store.port, lambda bucket: None) == 1
     sending.join(timeout=60)
     assert server.sent == 1
-    assert gloo_threads() > before  # the two groups, kept for the next versions
+    until(
+        lambda: gloo_threads() > before, 30, "the pair's worker threads"
+    )  # the two groups, kept for the next versions
     server.stop()
     receiver.close()
     assert gloo_threads() == before

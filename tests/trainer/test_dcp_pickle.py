@@ -187,7 +187,9 @@ def test_train_py_refuses_to_start_on_a_crafted_checkpoint(tmp_path: Path, capsy
     crafted_metadata(checkpoint_dir / "group-0", payloads(ran)["os.system"])
     code = main([str(CONFIG), "run.name=c", f"checkpoint.dir={checkpoint_dir}", f"run.report_dir={tmp_path / 'runs'}"])
     assert code == 2
-    (line,) = capsys.readouterr().err.splitlines()
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    (line,) = err.splitlines()
     assert line.startswith(
         f"train.py: checkpoint.dir {checkpoint_dir}: step-* directories but no checkpoint that verifies"
     )

@@ -26,6 +26,7 @@ from tests.ports import free_port
 from tests.threads import gloo_threads
 from tests.trainer.conftest import CONFIG
 from tests.trainer.test_lighthouse_heal import honest_group
+from tests.waiting import until
 
 
 def test_the_manager_ports_are_clear_of_the_heal_ports_and_the_stores() -> None:
@@ -85,7 +86,7 @@ def test_a_groups_shutdown_ends_its_cross_group_process_group(lighthouse: str, t
     ft = honest_group(lighthouse, tmp_path)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # type: ignore[attr-defined]
     ft.pg.configure(f"127.0.0.1:{store.port}/quorum/1", "victim", 0, 1)  # as torchft's quorum does
-    assert gloo_threads() > before
+    until(lambda: gloo_threads() > before, 30, "the group's worker threads")  # each names itself once running
     ft.shutdown()
     assert gloo_threads() == before
 
